@@ -1,0 +1,40 @@
+/* One batch in flight: the jobs built from the rows read, and the rows rejected. */
+#ifndef STAGEDRAIN_BATCH_H
+#define STAGEDRAIN_BATCH_H
+
+#include <stddef.h>
+
+#include "buf.h"
+#include "fmacros.h"
+#include "job.h"
+
+struct batch_job {
+	long long id;
+	const char *queue; /* points into the fetched rows; valid until they are freed */
+	size_t queue_len;
+	struct job_out out;
+};
+
+struct batch_dead {
+	long long id;
+	char reason[JOB_REASON_SIZE];
+};
+
+/* Arrays and payload memory are kept between batches: the relay's memory stays flat. */
+struct batch {
+	struct buf payloads;
+	struct batch_job *jobs;
+	size_t njobs;
+	struct batch_dead *dead;
+	size_t ndead;
+	size_t cap;
+};
+
+void batch_init(struct batch *b);
+/* Makes room for n rows and empties the batch. Returns 0 or -ENOMEM. */
+int batch_reset(struct batch *b, size_t n) SD_MUSTCHECK;
+/* Builds row into a job, or records it as dead. Returns 0 or -ENOMEM. */
+int batch_add(struct batch *b, const struct job_row *row, const struct job_opts *opts) SD_MUSTCHECK;
+void batch_free(struct batch *b);
+
+#endif

@@ -1,0 +1,64 @@
+/* Settings: one table gives every flag, its environment variable, default and help. */
+#ifndef STAGEDRAIN_CONFIG_H
+#define STAGEDRAIN_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#include "fmacros.h"
+#include "log.h"
+
+enum job_format { FORMAT_SIDEKIQ = 0, FORMAT_RESQUE };
+enum config_command { CMD_RUN = 0, CMD_MIGRATE };
+
+/* Where Redis is, parsed from redis://, or unix:// URLs. */
+struct redis_target {
+	bool is_unix;
+	char *host;     /* tcp only */
+	int port;       /* tcp only */
+	char *path;     /* unix only */
+	int db;
+	char *user;     /* NULL: no ACL user name */
+	char *password; /* NULL: no AUTH */
+};
+
+struct config {
+	enum config_command command;
+	char *pg_url;        /* libpq conninfo or URI; "" uses libpq's PG* defaults */
+	char *redis_url;     /* as given */
+	struct redis_target redis;
+	enum job_format format;
+	int sidekiq_version; /* 6 or 7: float seconds; 8: integer milliseconds */
+	char *key_prefix;    /* "" or "ns:"; from --namespace, "resque:" by default for resque */
+	int batch_size;
+	long max_job_bytes;
+	int poll_interval_ms;
+	int redis_timeout_ms;
+	long long lock_key;
+	enum log_level log_level;
+	enum log_format log_format;
+	bool once;
+	bool help;
+	bool version;
+};
+
+#define CONFIG_ERR_SIZE 512
+
+/*
+ * Fills cfg from argv, then STAGEDRAIN_* variables, then DATABASE_URL and
+ * REDIS_URL, then defaults. On error returns -EINVAL with one line in err
+ * naming the flag, its variable and the cause; cfg is then freed.
+ */
+int config_load(struct config *cfg, int argc, char **argv, char *err, size_t errlen) SD_MUSTCHECK;
+/* Prints usage with every setting, its variable and default. */
+void config_usage(FILE *out);
+void config_free(struct config *cfg);
+
+/* Parses a redis:// or unix:// URL; rediss:// is refused. Same error contract. */
+int redis_target_parse(struct redis_target *t, const char *url, char *err, size_t errlen) SD_MUSTCHECK;
+void redis_target_free(struct redis_target *t);
+/* Writes a printable address with no credentials, for logs. */
+void redis_target_describe(const struct redis_target *t, char *out, size_t outlen);
+
+#endif

@@ -1,0 +1,37 @@
+/* The relay loop: leader lock, then batches of fetch, build, push, delete, commit. */
+#ifndef STAGEDRAIN_DRAIN_H
+#define STAGEDRAIN_DRAIN_H
+
+#include <signal.h>
+#include <stdbool.h>
+
+#include "backoff.h"
+#include "batch.h"
+#include "config.h"
+#include "fmacros.h"
+#include "pg_source.h"
+#include "redis_sink.h"
+
+struct drain {
+	const struct config *cfg;
+	volatile sig_atomic_t *stop; /* set by SIGTERM/SIGINT; read between steps */
+	struct pg_source pg;
+	struct redis_sink redis;
+	struct batch batch;
+	struct backoff pg_backoff;
+	struct backoff redis_backoff;
+	bool leader;
+	long long relayed;
+	long long dead;
+};
+
+void drain_init(struct drain *d, const struct config *cfg, volatile sig_atomic_t *stop);
+/* Connects to both servers and checks the schema; a failure here is fatal,
+ * and has been logged once with the setting and the cause. */
+int drain_start(struct drain *d) SD_MUSTCHECK;
+/* Runs until *stop is set, or with --once until a batch comes back empty.
+ * Server faults are logged and retried; only -ENOMEM ends it early. */
+int drain_run(struct drain *d) SD_MUSTCHECK;
+void drain_free(struct drain *d);
+
+#endif

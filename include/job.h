@@ -1,0 +1,59 @@
+/* Turning a staged row into a Sidekiq or Resque job: pure, no I/O. */
+#ifndef STAGEDRAIN_JOB_H
+#define STAGEDRAIN_JOB_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "buf.h"
+#include "config.h"
+#include "fmacros.h"
+
+/* One staged row as read from Postgres; strings need not be NUL-terminated. */
+struct job_row {
+	long long id;
+	const char *queue;
+	size_t queue_len;
+	const char *job_class;
+	size_t class_len;
+	const char *args;    /* JSON text */
+	size_t args_len;
+	const char *options; /* JSON text, an object; NULL means {} */
+	size_t options_len;
+	const char *jid;     /* 24 lowercase hex digits */
+	size_t jid_len;
+	long long created_at_us; /* epoch microseconds */
+	bool has_run_at;
+	long long run_at_us;
+};
+
+struct job_opts {
+	enum job_format format;
+	int sidekiq_version;
+	long max_job_bytes;
+	long long now_us; /* enqueued_at, and the line between immediate and scheduled */
+};
+
+/* Where one built job sits in the batch buffer. */
+struct job_out {
+	bool scheduled;      /* run_at > now: goes to the schedule, not a queue */
+	long long run_at_us; /* when scheduled */
+	size_t off;          /* payload starts at buf->data + off */
+	size_t len;
+};
+
+#define JOB_REJECT 1
+#define JOB_REASON_SIZE 256
+
+/*
+ * Appends row's payload to out_buf. Returns 0 and fills out; JOB_REJECT with
+ * a one-line reason when the row cannot be a job (the buffer is left as it
+ * was); or -ENOMEM.
+ */
+int job_build(const struct job_row *row, const struct job_opts *opts, struct buf *out_buf,
+	      struct job_out *out, char *reason, size_t reasonlen) SD_MUSTCHECK;
+
+/* Epoch seconds as Sidekiq writes a float: "1700000000.25", "1700000000.0". */
+void job_format_epoch(char *dst, size_t dstlen, long long us);
+
+#endif

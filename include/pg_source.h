@@ -1,0 +1,52 @@
+/* The Postgres side: the leader lock and, on the same session, each batch's
+ * read, delete and commit. */
+#ifndef STAGEDRAIN_PG_SOURCE_H
+#define STAGEDRAIN_PG_SOURCE_H
+
+#include <libpq-fe.h>
+#include <signal.h>
+#include <stdbool.h>
+
+#include "batch.h"
+#include "buf.h"
+#include "config.h"
+#include "fmacros.h"
+
+struct pg_source {
+	PGconn *conn;
+	const struct config *cfg;
+	PGresult *rows;  /* the batch read by pg_source_fetch, until commit or rollback */
+	bool in_tx;
+	struct buf sql; /* the commit statement, reused */
+	char sqlstate[6];
+	char errstr[256];
+};
+
+/* Errors: -EIO (server or connection; errstr says why; broken tells which),
+ * -ECANCELED (stop was set while waiting), -ENOMEM. */
+
+void pg_source_init(struct pg_source *pg, const struct config *cfg);
+int pg_source_connect(struct pg_source *pg) SD_MUSTCHECK;
+/* True when the session is gone and only a new connection helps. */
+bool pg_source_broken(const struct pg_source *pg);
+/* Fails with a hint to run `stagedrain migrate` if the tables are missing. */
+int pg_source_check_schema(struct pg_source *pg) SD_MUSTCHECK;
+/* 1: this session now holds the leader lock; 0: another session holds it. */
+int pg_source_try_lock(struct pg_source *pg) SD_MUSTCHECK;
+/* Blocks until the lock is ours, or *stop becomes non-zero. */
+int pg_source_wait_lock(struct pg_source *pg, volatile sig_atomic_t *stop) SD_MUSTCHECK;
+/* Opens a REPEATABLE READ transaction and reads up to limit rows in id order. */
+int pg_source_fetch(struct pg_source *pg, int limit, int *nrows) SD_MUSTCHECK;
+/* Fills row from the i-th fetched row; pointers stay valid until commit or rollback. */
+void pg_source_row(const struct pg_source *pg, int i, struct job_row *row);
+/* Deletes the pushed rows, moves the dead ones with their reasons, commits. */
+int pg_source_commit(struct pg_source *pg, const struct batch *b) SD_MUSTCHECK;
+/* Ends the open transaction, if any, without keeping anything. */
+void pg_source_rollback(struct pg_source *pg);
+/* Host, port and database for logs: never the password. */
+void pg_source_describe(const struct pg_source *pg, char *out, size_t outlen);
+/* Ends the session, which frees the lock; connect may be called again. */
+void pg_source_close(struct pg_source *pg);
+void pg_source_free(struct pg_source *pg);
+
+#endif

@@ -1,0 +1,51 @@
+/* The Redis side: one MULTI/EXEC per batch, keys as Sidekiq's or Resque's client writes them. */
+#ifndef STAGEDRAIN_REDIS_SINK_H
+#define STAGEDRAIN_REDIS_SINK_H
+
+#include <hiredis/hiredis.h>
+#include <stdbool.h>
+
+#include "batch.h"
+#include "buf.h"
+#include "config.h"
+#include "fmacros.h"
+
+/* An argument of a queued command: ptr, or (ptr NULL) an offset into scratch,
+ * which may move while the batch's commands are built. */
+struct sink_arg {
+	const char *ptr;
+	size_t off;
+	size_t len;
+};
+
+struct sink_cmd {
+	size_t first;
+	size_t argc;
+};
+
+struct redis_sink {
+	redisContext *ctx;
+	const struct config *cfg;
+	struct buf scratch; /* key names and scores of the batch being pushed */
+	struct sink_arg *args;
+	size_t nargs, argcap;
+	struct sink_cmd *cmds;
+	size_t ncmds, cmdcap;
+	const char **argv;
+	size_t *argvlen;
+	size_t argvcap;
+	char errstr[256];
+};
+
+/* Errors: -EIO (errstr says why; the connection is closed), -ENOMEM. */
+
+void redis_sink_init(struct redis_sink *rs, const struct config *cfg);
+/* Connects, authenticates, selects the database and checks with PING. */
+int redis_sink_connect(struct redis_sink *rs) SD_MUSTCHECK;
+bool redis_sink_connected(const struct redis_sink *rs);
+/* Pushes the batch's jobs in one round trip; returns 0 only when EXEC applied all. */
+int redis_sink_push(struct redis_sink *rs, const struct batch *b) SD_MUSTCHECK;
+void redis_sink_close(struct redis_sink *rs);
+void redis_sink_free(struct redis_sink *rs);
+
+#endif

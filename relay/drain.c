@@ -1,0 +1,247 @@
+/* The relay loop: leader lock, then batches of fetch, build, push, delete, commit. */
+#include "fmacros.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "drain.h"
+#include "log.h"
+
+#define BACKOFF_BASE_MS 100
+#define BACKOFF_CAP_MS 10000
+
+void drain_init(struct drain *d, const struct config *cfg, volatile sig_atomic_t *stop)
+{
+	d->cfg = cfg;
+	d->stop = stop;
+	pg_source_init(&d->pg, cfg);
+	redis_sink_init(&d->redis, cfg);
+	batch_init(&d->batch);
+	backoff_init(&d->pg_backoff, BACKOFF_BASE_MS, BACKOFF_CAP_MS, (unsigned)getpid());
+	backoff_init(&d->redis_backoff, BACKOFF_BASE_MS, BACKOFF_CAP_MS, (unsigned)getpid() * 31u);
+	d->leader = false;
+	d->relayed = d->dead = 0;
+}
+
+void drain_free(struct drain *d)
+{
+	if (!d)
+		return;
+	pg_source_free(&d->pg);
+	redis_sink_free(&d->redis);
+	batch_free(&d->batch);
+}
+
+static long long now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* Sleeps in short slices so a stop signal is honoured within 50 ms. */
+static void nap(struct drain *d, int ms)
+{
+	while (ms > 0 && !*d->stop) {
+		int slice = ms < 50 ? ms : 50;
+		struct timespec ts = { 0, slice * 1000000L };
+		nanosleep(&ts, NULL);
+		ms -= slice;
+	}
+}
+
+static void log_connected(struct drain *d)
+{
+	char pgw[300], rw[300];
+
+	pg_source_describe(&d->pg, pgw, sizeof(pgw));
+	redis_target_describe(&d->cfg->redis, rw, sizeof(rw));
+	log_info("connected", LOGF(F_STR("postgres", pgw), F_STR("redis", rw),
+				   F_STR("format", d->cfg->format == FORMAT_SIDEKIQ ? "sidekiq" : "resque")));
+}
+
+int drain_start(struct drain *d)
+{
+	int rc = pg_source_connect(&d->pg);
+
+	if (rc == 0)
+		rc = pg_source_check_schema(&d->pg);
+	if (rc < 0) {
+		log_error("cannot start", LOGF(F_STR("setting", "--pg-url"), F_STR("error", d->pg.errstr)));
+		return rc;
+	}
+	rc = redis_sink_connect(&d->redis);
+	if (rc < 0) {
+		log_error("cannot start", LOGF(F_STR("setting", "--redis-url"), F_STR("error", d->redis.errstr)));
+		return rc;
+	}
+	log_connected(d);
+	return 0;
+}
+
+/* Any Postgres fault: end the transaction (or the session, if it is gone) and wait. */
+static void pg_trouble(struct drain *d, const char *what)
+{
+	bool broken = pg_source_broken(&d->pg);
+	int delay = backoff_next(&d->pg_backoff);
+
+	log_warn(what, LOGF(F_STR("error", d->pg.errstr), F_STR("sqlstate", d->pg.sqlstate),
+			    F_INT("retry_in_ms", delay)));
+	pg_source_rollback(&d->pg);
+	if (broken) {
+		/* The lock went with the session; whoever holds it next may be another relay. */
+		pg_source_close(&d->pg);
+		d->leader = false;
+	}
+	nap(d, delay);
+}
+
+static void redis_trouble(struct drain *d, const char *what)
+{
+	int delay = backoff_next(&d->redis_backoff);
+
+	log_warn(what, LOGF(F_STR("error", d->redis.errstr), F_INT("retry_in_ms", delay)));
+	nap(d, delay);
+}
+
+/* Takes the leader lock, waiting as a standby while another relay holds it. */
+static int become_leader(struct drain *d)
+{
+	int rc = pg_source_try_lock(&d->pg);
+
+	if (rc == 0) {
+		log_info("another relay is the leader; waiting as standby",
+			 LOGF(F_INT("lock_key", d->cfg->lock_key)));
+		rc = pg_source_wait_lock(&d->pg, d->stop);
+		if (rc == 0)
+			rc = 1;
+	}
+	if (rc == 1) {
+		d->leader = true;
+		log_info("became leader", LOGF(F_INT("lock_key", d->cfg->lock_key)));
+	}
+	return rc < 0 ? rc : 0;
+}
+
+/* Turns the fetched rows into jobs and dead rows. */
+static int build_batch(struct drain *d, int nrows)
+{
+	struct job_opts opts = {
+		.format = d->cfg->format,
+		.sidekiq_version = d->cfg->sidekiq_version,
+		.max_job_bytes = d->cfg->max_job_bytes,
+		.now_us = now_us(),
+	};
+	int rc = batch_reset(&d->batch, (size_t)nrows);
+
+	for (int i = 0; rc == 0 && i < nrows; i++) {
+		struct job_row row;
+		pg_source_row(&d->pg, i, &row);
+		rc = batch_add(&d->batch, &row, &opts);
+	}
+	return rc;
+}
+
+static void log_batch(struct drain *d)
+{
+	const struct batch *b = &d->batch;
+
+	for (size_t i = 0; i < b->ndead; i++)
+		log_warn("moved a row that cannot be a job to staged_jobs_dead",
+			 LOGF(F_INT("id", b->dead[i].id), F_STR("reason", b->dead[i].reason)));
+	d->relayed += (long long)b->njobs;
+	d->dead += (long long)b->ndead;
+	if (log_enabled(LOG_DEBUG))
+		log_debug("batch relayed", LOGF(F_INT("jobs", b->njobs), F_INT("dead", b->ndead),
+						F_INT("first_id", b->njobs ? b->jobs[0].id : 0)));
+}
+
+/*
+ * One batch. Returns the number of rows read (0: the table was empty), or a
+ * negative code after the fault was logged and waited out. A row is deleted
+ * only in the transaction that read it, after Redis acknowledged its push.
+ */
+static int drain_batch(struct drain *d)
+{
+	int nrows = 0, rc;
+
+	if (pg_source_fetch(&d->pg, d->cfg->batch_size, &nrows) < 0) {
+		pg_trouble(d, "could not read a batch; will retry");
+		return -EIO;
+	}
+	if (nrows == 0) {
+		pg_source_rollback(&d->pg);
+		return 0;
+	}
+	if ((rc = build_batch(d, nrows)) < 0) {
+		pg_source_rollback(&d->pg);
+		return rc;
+	}
+	if (redis_sink_push(&d->redis, &d->batch) < 0) {
+		pg_source_rollback(&d->pg);
+		redis_trouble(d, "could not push a batch to redis; rolled back, will retry");
+		return -EIO;
+	}
+	if (pg_source_commit(&d->pg, &d->batch) < 0) {
+		pg_trouble(d, "pushed a batch but could not delete it; its jobs will be pushed again");
+		return -EIO;
+	}
+	backoff_reset(&d->pg_backoff);
+	backoff_reset(&d->redis_backoff);
+	log_batch(d);
+	return nrows;
+}
+
+/* Restores whatever is missing: the session, the lock, the Redis connection. 1 when ready. */
+static int ensure_ready(struct drain *d)
+{
+	if (pg_source_broken(&d->pg)) {
+		if (pg_source_connect(&d->pg) < 0) {
+			pg_trouble(d, "could not reconnect to postgres; will retry");
+			return 0;
+		}
+		log_info("reconnected to postgres", NULL);
+	}
+	if (!d->leader) {
+		int rc = become_leader(d);
+		if (rc == -ECANCELED)
+			return 0;
+		if (rc < 0) {
+			pg_trouble(d, "could not take the leader lock; will retry");
+			return 0;
+		}
+	}
+	if (!redis_sink_connected(&d->redis)) {
+		if (redis_sink_connect(&d->redis) < 0) {
+			redis_trouble(d, "could not reconnect to redis; will retry");
+			return 0;
+		}
+		log_info("reconnected to redis", NULL);
+	}
+	return 1;
+}
+
+int drain_run(struct drain *d)
+{
+	int rc = 0;
+
+	while (!*d->stop) {
+		if (!ensure_ready(d))
+			continue;
+		rc = drain_batch(d);
+		if (rc == -ENOMEM)
+			break;
+		if (rc == 0 && d->cfg->once)
+			break;
+		if (rc == 0)
+			nap(d, d->cfg->poll_interval_ms);
+		rc = 0;
+	}
+	pg_source_rollback(&d->pg);
+	log_info(*d->stop ? "stopped on signal" : "stopped",
+		 LOGF(F_INT("jobs_relayed", d->relayed), F_INT("jobs_dead", d->dead)));
+	return rc;
+}

@@ -1,0 +1,319 @@
+/* The Postgres side: the leader lock and, on the same session, each batch's
+ * read, delete and commit. */
+#include "fmacros.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pg_source.h"
+
+#define FETCH_SQL                                                                        \
+	"BEGIN ISOLATION LEVEL REPEATABLE READ;"                                         \
+	"SELECT id, queue, job_class, args::text, options::text, jid,"                   \
+	" (extract(epoch FROM created_at) * 1000000)::int8,"                            \
+	" (extract(epoch FROM run_at) * 1000000)::int8"                                 \
+	" FROM staged_jobs ORDER BY id LIMIT %d"
+
+enum { COL_ID, COL_QUEUE, COL_CLASS, COL_ARGS, COL_OPTIONS, COL_JID, COL_CREATED, COL_RUN_AT };
+
+void pg_source_init(struct pg_source *pg, const struct config *cfg)
+{
+	memset(pg, 0, sizeof(*pg));
+	pg->cfg = cfg;
+	buf_init(&pg->sql);
+}
+
+/* Records why a call failed: the message on one line, and the SQLSTATE. */
+static int pg_fail(struct pg_source *pg, const PGresult *res, const char *what)
+{
+	const char *msg = res ? PQresultErrorMessage(res) : "";
+	const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+	char *p;
+
+	if (!*msg)
+		msg = PQerrorMessage(pg->conn);
+	snprintf(pg->errstr, sizeof(pg->errstr), "%s: %s", what, *msg ? msg : "no message");
+	/* libpq ends messages with newlines and may join several; keep one line. */
+	while ((p = strchr(pg->errstr, '\n')) != NULL)
+		*p = p[1] ? ' ' : '\0';
+	snprintf(pg->sqlstate, sizeof(pg->sqlstate), "%s", state ? state : "");
+	return -EIO;
+}
+
+int pg_source_connect(struct pg_source *pg)
+{
+	/* Ours come before dbname, so the same settings in the URL win. */
+	const char *keys[] = { "connect_timeout", "fallback_application_name", "dbname", NULL };
+	const char *vals[] = { "10", "stagedrain", pg->cfg->pg_url, NULL };
+
+	pg_source_close(pg);
+	pg->conn = PQconnectdbParams(keys, vals, 1);
+	if (!pg->conn)
+		return -ENOMEM;
+	if (PQstatus(pg->conn) != CONNECTION_OK)
+		return pg_fail(pg, NULL, "could not connect to postgres");
+	return 0;
+}
+
+bool pg_source_broken(const struct pg_source *pg)
+{
+	return !pg->conn || PQstatus(pg->conn) != CONNECTION_OK;
+}
+
+/* Runs a statement expecting status want; on failure records why. */
+static int exec_expect(struct pg_source *pg, PGresult *res, ExecStatusType want, const char *what)
+{
+	int rc = 0;
+
+	if (PQresultStatus(res) != want)
+		rc = pg_fail(pg, res, what);
+	PQclear(res);
+	return rc;
+}
+
+int pg_source_check_schema(struct pg_source *pg)
+{
+	PGresult *res = PQexec(pg->conn, "SELECT 'staged_jobs'::regclass, 'staged_jobs_dead'::regclass");
+	int rc = exec_expect(pg, res, PGRES_TUPLES_OK, "schema check failed");
+
+	if (rc < 0 && strcmp(pg->sqlstate, "42P01") == 0)
+		snprintf(pg->errstr, sizeof(pg->errstr),
+			 "table staged_jobs or staged_jobs_dead is missing: run `stagedrain migrate` first");
+	return rc;
+}
+
+/* The lock statement and its key parameter, for the try and the blocking form. */
+static void lock_sql(const struct pg_source *pg, const char *fn, char *sql, size_t sqllen,
+		     char *key, size_t keylen)
+{
+	snprintf(sql, sqllen, "SELECT %s($1::int8)", fn);
+	snprintf(key, keylen, "%lld", pg->cfg->lock_key);
+}
+
+int pg_source_try_lock(struct pg_source *pg)
+{
+	char sql[64], key[32];
+	const char *params[1] = { key };
+	PGresult *res;
+	int rc;
+
+	lock_sql(pg, "pg_try_advisory_lock", sql, sizeof(sql), key, sizeof(key));
+	res = PQexecParams(pg->conn, sql, 1, NULL, params, NULL, NULL, 0);
+
+	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+		rc = pg_fail(pg, res, "could not take the leader lock");
+	} else {
+		rc = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+	}
+	PQclear(res);
+	return rc;
+}
+
+/* Abandons the lock wait: the server stops waiting, then we read what it sends. */
+static void cancel_wait(struct pg_source *pg)
+{
+	char errbuf[256];
+	PGcancel *c = PQgetCancel(pg->conn);
+	PGresult *res;
+
+	if (c) {
+		(void)PQcancel(c, errbuf, sizeof(errbuf));
+		PQfreeCancel(c);
+	}
+	while ((res = PQgetResult(pg->conn)) != NULL)
+		PQclear(res);
+}
+
+/* Waits for the socket, waking every 200 ms to look at the stop flag. */
+static int wait_result(struct pg_source *pg, volatile sig_atomic_t *stop, PGresult **out)
+{
+	struct pollfd pfd = { .fd = PQsocket(pg->conn), .events = POLLIN };
+
+	while (PQisBusy(pg->conn)) {
+		if (*stop) {
+			cancel_wait(pg);
+			return -ECANCELED;
+		}
+		if (poll(&pfd, 1, 200) < 0 && errno != EINTR)
+			return pg_fail(pg, NULL, "waiting for the leader lock failed");
+		if (!PQconsumeInput(pg->conn))
+			return pg_fail(pg, NULL, "lost the connection while waiting for the leader lock");
+	}
+	*out = PQgetResult(pg->conn);
+	return 0;
+}
+
+int pg_source_wait_lock(struct pg_source *pg, volatile sig_atomic_t *stop)
+{
+	char sql[64], key[32];
+	const char *params[1] = { key };
+	PGresult *res = NULL, *extra;
+	int rc;
+
+	lock_sql(pg, "pg_advisory_lock", sql, sizeof(sql), key, sizeof(key));
+	if (!PQsendQueryParams(pg->conn, sql, 1, NULL, params, NULL, NULL, 0))
+		return pg_fail(pg, NULL, "could not ask for the leader lock");
+	rc = wait_result(pg, stop, &res);
+	if (rc < 0)
+		return rc;
+	rc = exec_expect(pg, res, PGRES_TUPLES_OK, "could not take the leader lock");
+	while ((extra = PQgetResult(pg->conn)) != NULL)
+		PQclear(extra);
+	return rc;
+}
+
+int pg_source_fetch(struct pg_source *pg, int limit, int *nrows)
+{
+	char sql[sizeof(FETCH_SQL) + 16];
+
+	snprintf(sql, sizeof(sql), FETCH_SQL, limit);
+	pg->in_tx = true;
+	pg->rows = PQexec(pg->conn, sql);
+	if (PQresultStatus(pg->rows) != PGRES_TUPLES_OK) {
+		int rc = pg_fail(pg, pg->rows, "could not read staged jobs");
+		PQclear(pg->rows);
+		pg->rows = NULL;
+		return rc;
+	}
+	*nrows = PQntuples(pg->rows);
+	return 0;
+}
+
+void pg_source_row(const struct pg_source *pg, int i, struct job_row *row)
+{
+	const PGresult *r = pg->rows;
+
+	row->id = strtoll(PQgetvalue(r, i, COL_ID), NULL, 10);
+	row->queue = PQgetvalue(r, i, COL_QUEUE);
+	row->queue_len = (size_t)PQgetlength(r, i, COL_QUEUE);
+	row->job_class = PQgetvalue(r, i, COL_CLASS);
+	row->class_len = (size_t)PQgetlength(r, i, COL_CLASS);
+	row->args = PQgetvalue(r, i, COL_ARGS);
+	row->args_len = (size_t)PQgetlength(r, i, COL_ARGS);
+	row->options = PQgetvalue(r, i, COL_OPTIONS);
+	row->options_len = (size_t)PQgetlength(r, i, COL_OPTIONS);
+	row->jid = PQgetvalue(r, i, COL_JID);
+	row->jid_len = (size_t)PQgetlength(r, i, COL_JID);
+	row->created_at_us = strtoll(PQgetvalue(r, i, COL_CREATED), NULL, 10);
+	row->has_run_at = !PQgetisnull(r, i, COL_RUN_AT);
+	row->run_at_us = row->has_run_at ? strtoll(PQgetvalue(r, i, COL_RUN_AT), NULL, 10) : 0;
+}
+
+/* `id = ANY('{1,2,3}')`: ids are our own integers, so a literal is safe and saves a bind. */
+static int append_delete(struct buf *sql, const struct batch *b)
+{
+	int rc = buf_puts(sql, "DELETE FROM staged_jobs WHERE id = ANY('{");
+
+	for (size_t i = 0; rc == 0 && i < b->njobs; i++)
+		rc = buf_printf(sql, "%s%lld", i ? "," : "", b->jobs[i].id);
+	return rc ? rc : buf_puts(sql, "}'::int8[]);");
+}
+
+/* Moves rejected rows to staged_jobs_dead with their reasons, in the same transaction. */
+static int append_dead(struct pg_source *pg, const struct batch *b)
+{
+	struct buf *sql = &pg->sql;
+	int rc = buf_puts(sql, "WITH bad(id, reason) AS (VALUES ");
+
+	for (size_t i = 0; rc == 0 && i < b->ndead; i++) {
+		char *lit = PQescapeLiteral(pg->conn, b->dead[i].reason, strlen(b->dead[i].reason));
+		if (!lit)
+			return -ENOMEM;
+		rc = buf_printf(sql, "%s(%lld::int8, %s)", i ? "," : "", b->dead[i].id, lit);
+		PQfreemem(lit);
+	}
+	return rc ? rc
+		  : buf_puts(sql, "), moved AS (DELETE FROM staged_jobs s USING bad"
+				  " WHERE s.id = bad.id RETURNING s.*, bad.reason)"
+				  " INSERT INTO staged_jobs_dead"
+				  " (id, queue, job_class, args, run_at, options, created_at, jid, reason)"
+				  " SELECT id, queue, job_class, args, run_at, options, created_at, jid,"
+				  " reason FROM moved;");
+}
+
+/* Reads every result of the commit statement; all must succeed, counts must match. */
+static int read_commit_results(struct pg_source *pg, const struct batch *b)
+{
+	PGresult *res;
+	int rc = 0, n = 0;
+
+	while ((res = PQgetResult(pg->conn)) != NULL) {
+		ExecStatusType st = PQresultStatus(res);
+		if (rc == 0 && st != PGRES_COMMAND_OK)
+			rc = pg_fail(pg, res, "could not delete the pushed batch");
+		else if (rc == 0 && n == 0 && b->njobs &&
+			 strtoull(PQcmdTuples(res), NULL, 10) != b->njobs) {
+			snprintf(pg->errstr, sizeof(pg->errstr),
+				 "deleted %s rows of %zu pushed: rows changed under the batch",
+				 PQcmdTuples(res), b->njobs);
+			rc = -EIO;
+		}
+		n++;
+		PQclear(res);
+	}
+	return rc;
+}
+
+int pg_source_commit(struct pg_source *pg, const struct batch *b)
+{
+	int rc = 0;
+
+	buf_reset(&pg->sql);
+	if (b->njobs)
+		rc = append_delete(&pg->sql, b);
+	if (rc == 0 && b->ndead)
+		rc = append_dead(pg, b);
+	if (rc == 0)
+		rc = buf_puts(&pg->sql, "COMMIT");
+	if (rc < 0)
+		return rc;
+	if (!PQsendQuery(pg->conn, pg->sql.data))
+		return pg_fail(pg, NULL, "could not send the batch delete");
+	rc = read_commit_results(pg, b);
+	if (rc == 0) {
+		pg->in_tx = false;
+		PQclear(pg->rows);
+		pg->rows = NULL;
+	}
+	return rc;
+}
+
+void pg_source_rollback(struct pg_source *pg)
+{
+	if (pg->in_tx && !pg_source_broken(pg))
+		PQclear(PQexec(pg->conn, "ROLLBACK"));
+	pg->in_tx = false;
+	PQclear(pg->rows);
+	pg->rows = NULL;
+}
+
+void pg_source_describe(const struct pg_source *pg, char *out, size_t outlen)
+{
+	const char *host = pg->conn ? PQhost(pg->conn) : NULL;
+	const char *port = pg->conn ? PQport(pg->conn) : NULL;
+	const char *db = pg->conn ? PQdb(pg->conn) : NULL;
+
+	snprintf(out, outlen, "%s:%s/%s", host && *host ? host : "(default)",
+		 port && *port ? port : "(default)", db ? db : "");
+}
+
+void pg_source_close(struct pg_source *pg)
+{
+	PQclear(pg->rows);
+	pg->rows = NULL;
+	pg->in_tx = false;
+	if (pg->conn)
+		PQfinish(pg->conn);
+	pg->conn = NULL;
+}
+
+void pg_source_free(struct pg_source *pg)
+{
+	if (!pg)
+		return;
+	pg_source_close(pg);
+	buf_free(&pg->sql);
+}

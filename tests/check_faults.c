@@ -1,0 +1,210 @@
+/* Faults while running and at start-up: nothing lost, one clear line. */
+#include "fmacros.h"
+
+#include <check.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "harness.h"
+#include "suites.h"
+
+#define BACKLOG 30000
+
+static const char *const queues[] = { "queue:default", NULL };
+static const char *const relay_args[] = { "--batch-size", "200", "--poll-interval", "20ms", NULL };
+
+/* Stages a backlog in several transactions and records its jids. */
+static void stage_backlog(PGconn *c)
+{
+	for (int i = 0; i < 10; i++)
+		h_stage(c, "default", i * (BACKLOG / 10), BACKLOG / 10);
+	h_snapshot_expected(c);
+}
+
+static void wait_first_push(redisContext *r)
+{
+	long long t0 = h_now_ms();
+
+	while (h_cmd_int(r, "LLEN queue:default") == 0) {
+		ck_assert_msg(h_now_ms() - t0 < 10000, "relay pushed nothing within 10 s");
+		h_sleep_ms(5);
+	}
+}
+
+static void wait_drained(PGconn *c, int timeout_ms)
+{
+	long long t0 = h_now_ms();
+
+	while (h_sql(c, "SELECT count(*) FROM staged_jobs") > 0) {
+		ck_assert_msg(h_now_ms() - t0 < timeout_ms, "backlog not drained in time");
+		h_sleep_ms(50);
+	}
+}
+
+/* Every staged jid is in Redis at least once: at-least-once, nothing lost. */
+static void assert_nothing_lost(PGconn *c, redisContext *r)
+{
+	h_load_seen(c, r, queues);
+	ck_assert_int_eq(h_missing(c), 0);
+}
+
+START_TEST(redis_restart_mid_run_loses_nothing)
+{
+	PGconn *c = h_pg();
+	redisContext *r = h_redis();
+	struct relay_proc p;
+
+	stage_backlog(c);
+	h_relay_start(&p, "relay", relay_args);
+	wait_first_push(r);
+	redisFree(r);
+	h_services("redis-stop");
+	h_sleep_ms(500);
+	h_services("redis-start");
+	r = h_redis();
+	wait_drained(c, 60000);
+	assert_nothing_lost(c, r);
+	ck_assert(h_log_contains(p.log, "reconnected to redis"));
+	h_relay_kill(&p, SIGTERM);
+	ck_assert_int_eq(h_relay_wait(&p, 5000), 0);
+	PQfinish(c);
+	redisFree(r);
+}
+END_TEST
+
+START_TEST(postgres_session_killed_mid_run_loses_nothing)
+{
+	PGconn *c = h_pg();
+	redisContext *r = h_redis();
+	struct relay_proc p;
+
+	stage_backlog(c);
+	h_relay_start(&p, "relay", relay_args);
+	for (int kill = 0; kill < 3; kill++) {
+		wait_first_push(r);
+		ck_assert(h_log_wait(&p, "became leader", 10000));
+		h_sql(c, "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+			 " WHERE application_name = 'stagedrain'");
+		h_sleep_ms(300);
+	}
+	wait_drained(c, 60000);
+	assert_nothing_lost(c, r);
+	ck_assert(h_log_contains(p.log, "reconnected to postgres"));
+	h_relay_kill(&p, SIGTERM);
+	ck_assert_int_eq(h_relay_wait(&p, 5000), 0);
+	PQfinish(c);
+	redisFree(r);
+}
+END_TEST
+
+START_TEST(sigterm_mid_batch_loses_nothing)
+{
+	PGconn *c = h_pg();
+	redisContext *r = h_redis();
+	struct relay_proc p;
+	const char *const big[] = { "--batch-size", "1000", NULL };
+
+	stage_backlog(c);
+	h_relay_start(&p, "relay", big);
+	wait_first_push(r);
+	h_relay_kill(&p, SIGTERM);
+	ck_assert_int_eq(h_relay_wait(&p, 10000), 0);
+	/* The batch in flight completed: what was deleted is in Redis, the rest is staged. */
+	h_load_seen(c, r, queues);
+	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM expected e WHERE NOT EXISTS"
+				  " (SELECT 1 FROM seen s WHERE s.jid = e.jid) AND NOT EXISTS"
+				  " (SELECT 1 FROM staged_jobs j WHERE j.jid = e.jid)"),
+			 0);
+	ck_assert_int_gt(h_sql(c, "SELECT count(*) FROM staged_jobs"), 0);
+	ck_assert_int_eq(h_relay_run("relay-rest", (const char *const[]){ "--once", NULL }), 0);
+	assert_nothing_lost(c, r);
+	PQfinish(c);
+	redisFree(r);
+}
+END_TEST
+
+/* Runs the relay expecting failure; returns its log's contents in out. */
+static int run_failing(const char *name, const char *const *args, char *out, size_t outlen)
+{
+	char path[600];
+	FILE *f;
+	size_t n;
+	int st = h_relay_run(name, args);
+
+	snprintf(path, sizeof(path), "%s/%s.log", h_env("TEST_DIR"), name);
+	f = fopen(path, "r");
+	ck_assert_ptr_nonnull(f);
+	n = fread(out, 1, outlen - 1, f);
+	out[n] = '\0';
+	fclose(f);
+	return st;
+}
+
+static int count_lines(const char *s)
+{
+	int n = 0;
+
+	for (; *s; s++)
+		n += *s == '\n';
+	return n;
+}
+
+START_TEST(start_up_errors_are_one_clear_line)
+{
+	char out[4096];
+
+	/* Later flags override the harness's URLs. */
+	ck_assert_int_eq(run_failing("bad-redis", (const char *const[]){ "--redis-url", "redis://127.0.0.1:1/0", NULL },
+				     out, sizeof(out)),
+			 1);
+	ck_assert_int_eq(count_lines(out), 1);
+	ck_assert_ptr_nonnull(strstr(out, "--redis-url"));
+	ck_assert_ptr_nonnull(strstr(out, "could not connect to redis at 127.0.0.1:1"));
+
+	ck_assert_int_eq(run_failing("bad-pg", (const char *const[]){ "--pg-url", "postgresql://nobody:s3cret@127.0.0.1:1/x", NULL },
+				     out, sizeof(out)),
+			 1);
+	ck_assert_int_eq(count_lines(out), 1);
+	ck_assert_ptr_nonnull(strstr(out, "--pg-url"));
+	ck_assert_ptr_null(strstr(out, "s3cret"));
+
+	ck_assert_int_eq(run_failing("bad-flag", (const char *const[]){ "--batch-size", "zero", NULL }, out, sizeof(out)), 2);
+	ck_assert_int_eq(count_lines(out), 1);
+	ck_assert_ptr_nonnull(strstr(out, "--batch-size"));
+
+	ck_assert_int_eq(run_failing("tls", (const char *const[]){ "--redis-url", "rediss://h:6380", NULL }, out, sizeof(out)), 2);
+	ck_assert_ptr_nonnull(strstr(out, "rediss"));
+}
+END_TEST
+
+START_TEST(missing_schema_says_to_migrate)
+{
+	PGconn *c = h_pg();
+	char out[4096], url[512];
+
+	h_sql(c, "DROP DATABASE IF EXISTS empty_db");
+	h_sql(c, "CREATE DATABASE empty_db");
+	snprintf(url, sizeof(url), "%.*s/empty_db", (int)(strrchr(h_env("TEST_PG_URL"), '/') - h_env("TEST_PG_URL")),
+		 h_env("TEST_PG_URL"));
+	ck_assert_int_eq(run_failing("no-schema", (const char *const[]){ "--pg-url", url, NULL }, out, sizeof(out)), 1);
+	ck_assert_ptr_nonnull(strstr(out, "stagedrain migrate"));
+	PQfinish(c);
+}
+END_TEST
+
+Suite *faults_suite(void)
+{
+	Suite *s = suite_create("faults");
+	TCase *tc = tcase_create("faults");
+
+	tcase_add_checked_fixture(tc, h_reset, NULL);
+	tcase_set_timeout(tc, 180);
+	tcase_add_test(tc, redis_restart_mid_run_loses_nothing);
+	tcase_add_test(tc, postgres_session_killed_mid_run_loses_nothing);
+	tcase_add_test(tc, sigterm_mid_batch_loses_nothing);
+	tcase_add_test(tc, start_up_errors_are_one_clear_line);
+	tcase_add_test(tc, missing_schema_says_to_migrate);
+	suite_add_tcase(s, tc);
+	return s;
+}

@@ -1,0 +1,69 @@
+/* Leader election: one relay pushes, a second waits and takes over without a restart. */
+#include "fmacros.h"
+
+#include <check.h>
+#include <signal.h>
+
+#include "harness.h"
+#include "suites.h"
+
+static const char *const continuous[] = { "--poll-interval", "20ms", "--batch-size", "100", NULL };
+
+/* Stages n jobs and waits until the table is empty; returns how long it took. */
+static long long stage_and_wait_drained(PGconn *c, int first, int n)
+{
+	long long t0 = h_now_ms();
+
+	h_stage(c, "default", first, n);
+	while (h_sql(c, "SELECT count(*) FROM staged_jobs") > 0) {
+		ck_assert_msg(h_now_ms() - t0 < 30000, "jobs not drained within 30 s");
+		h_sleep_ms(20);
+	}
+	return h_now_ms() - t0;
+}
+
+START_TEST(one_leader_and_standby_takes_over)
+{
+	PGconn *c = h_pg();
+	redisContext *r = h_redis();
+	struct relay_proc a, b;
+
+	h_relay_start(&a, "relay-a", continuous);
+	ck_assert(h_log_wait(&a, "became leader", 10000));
+	h_relay_start(&b, "relay-b", continuous);
+	ck_assert(h_log_wait(&b, "waiting as standby", 10000));
+
+	stage_and_wait_drained(c, 1, 500);
+	ck_assert(!h_log_contains(b.log, "became leader"));
+	ck_assert_int_eq(h_cmd_int(r, "LLEN queue:default"), 500);
+
+	/* The leader dies without a goodbye; its session ends and frees the lock. */
+	h_relay_kill(&a, SIGKILL);
+	ck_assert_int_eq(h_relay_wait(&a, 5000), 128 + SIGKILL);
+	ck_assert(h_log_wait(&b, "became leader", 10000));
+	stage_and_wait_drained(c, 501, 500);
+	ck_assert_int_eq(h_cmd_int(r, "LLEN queue:default"), 1000);
+
+	/* A standby stopped while it waits exits cleanly too. */
+	h_relay_start(&a, "relay-a2", continuous);
+	ck_assert(h_log_wait(&a, "waiting as standby", 10000));
+	h_relay_kill(&a, SIGTERM);
+	ck_assert_int_eq(h_relay_wait(&a, 5000), 0);
+	h_relay_kill(&b, SIGTERM);
+	ck_assert_int_eq(h_relay_wait(&b, 5000), 0);
+	PQfinish(c);
+	redisFree(r);
+}
+END_TEST
+
+Suite *leader_suite(void)
+{
+	Suite *s = suite_create("leader");
+	TCase *tc = tcase_create("election");
+
+	tcase_add_checked_fixture(tc, h_reset, NULL);
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, one_leader_and_standby_takes_over);
+	suite_add_tcase(s, tc);
+	return s;
+}

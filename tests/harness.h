@@ -1,0 +1,58 @@
+/* Integration-test helpers: the throwaway servers started by tests/services.sh,
+ * and the relay binary run as a real process. */
+#ifndef STAGEDRAIN_HARNESS_H
+#define STAGEDRAIN_HARNESS_H
+
+#include <hiredis/hiredis.h>
+#include <jansson.h>
+#include <libpq-fe.h>
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include "fmacros.h"
+
+/* A relay process and where its log goes. */
+struct relay_proc {
+	pid_t pid;
+	char log[512];
+};
+
+const char *h_env(const char *name);
+PGconn *h_pg(void);
+redisContext *h_redis(void);
+/* Runs SQL that must succeed; returns the first value of the first row as a number (or 0). */
+long long h_sql(PGconn *c, const char *fmt, ...) SD_PRINTF(2, 3);
+/* Runs a Redis command that must not fail; returns the reply (caller frees). */
+redisReply *h_cmd(redisContext *r, const char *fmt, ...);
+long long h_cmd_int(redisContext *r, const char *fmt, ...);
+/* Empties both tables and Redis: called before each test. */
+void h_reset(void);
+/* Inserts n jobs in one transaction: class C, args [first+i], on queue q. */
+void h_stage(PGconn *c, const char *queue, int first, int n);
+
+/* Starts the relay with the test servers' URLs plus args (NULL-terminated). */
+void h_relay_start(struct relay_proc *p, const char *name, const char *const *args);
+/* Waits for exit; returns the exit status, or -1 if it is still running after timeout_ms. */
+int h_relay_wait(struct relay_proc *p, int timeout_ms);
+void h_relay_kill(struct relay_proc *p, int sig);
+/* Runs the relay with args to completion (it must exit within 60 s); returns its exit status. */
+int h_relay_run(const char *name, const char *const *args);
+/* True once the relay's log contains text, within timeout_ms. */
+bool h_log_wait(const struct relay_proc *p, const char *text, int timeout_ms);
+bool h_log_contains(const char *path, const char *text);
+
+/* Runs tests/services.sh with a sub-command against this run's servers. */
+void h_services(const char *subcmd);
+void h_sleep_ms(int ms);
+long long h_now_ms(void);
+
+/* Every job payload in a Redis list, parsed (caller json_decref's). */
+json_t *h_list_jobs(redisContext *r, const char *key);
+/* Records the staged rows' jids in table `expected`, before a relay runs. */
+void h_snapshot_expected(PGconn *c);
+/* Loads the jid of every job in the given Redis lists into table `seen`. */
+void h_load_seen(PGconn *c, redisContext *r, const char *const *keys);
+/* How many expected jids are not in `seen`. */
+long long h_missing(PGconn *c);
+
+#endif

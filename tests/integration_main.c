@@ -1,0 +1,21 @@
+/* Runs the suites that need the real servers started by tests/services.sh. */
+#include "fmacros.h"
+
+#include <check.h>
+#include <stdlib.h>
+
+#include "suites.h"
+
+int main(void)
+{
+	SRunner *sr = srunner_create(relay_suite());
+	int failed;
+
+	srunner_add_suite(sr, leader_suite());
+	srunner_add_suite(sr, faults_suite());
+	srunner_add_suite(sr, e2e_suite());
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

@@ -1,0 +1,17 @@
+/* Every Check suite, one per module or concern. */
+#ifndef STAGEDRAIN_SUITES_H
+#define STAGEDRAIN_SUITES_H
+
+#include <check.h>
+
+Suite *buf_suite(void);
+Suite *config_suite(void);
+Suite *job_suite(void);
+Suite *backoff_suite(void);
+
+Suite *relay_suite(void);
+Suite *faults_suite(void);
+Suite *leader_suite(void);
+Suite *e2e_suite(void);
+
+#endif

@@ -1,0 +1,21 @@
+/* Runs every unit suite (no servers); exits non-zero if any case fails. */
+#include "fmacros.h"
+
+#include <check.h>
+#include <stdlib.h>
+
+#include "suites.h"
+
+int main(void)
+{
+	SRunner *sr = srunner_create(buf_suite());
+	int failed;
+
+	srunner_add_suite(sr, config_suite());
+	srunner_add_suite(sr, job_suite());
+	srunner_add_suite(sr, backoff_suite());
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
