@@ -298,7 +298,7 @@ void h_load_seen(PGconn *c, redisContext *r, const char *const *keys)
 void h_snapshot_expected(PGconn *c)
 {
 	h_sql(c, "DROP TABLE IF EXISTS expected");
-	h_sql(c, "CREATE TABLE expected AS SELECT id, jid, queue FROM staged_jobs");
+	h_sql(c, "CREATE TABLE expected AS SELECT id, jid, queue, job_class, args FROM staged_jobs");
 }
 
 long long h_missing(PGconn *c)

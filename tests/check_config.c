@@ -1,0 +1,783 @@
+/* config: defaults, flags, environment, precedence, every error, redis URLs, --help. */
+#include "fmacros.h"
+
+#include <check.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "suites.h"
+
+/* Written out here rather than taken from config.c, so a renamed variable fails a test. */
+static const char *const all_vars[] = {
+	"STAGEDRAIN_PG_URL",         "DATABASE_URL",          "STAGEDRAIN_REDIS_URL",
+	"REDIS_URL",                 "STAGEDRAIN_FORMAT",     "STAGEDRAIN_SIDEKIQ_VERSION",
+	"STAGEDRAIN_NAMESPACE",      "STAGEDRAIN_BATCH_SIZE", "STAGEDRAIN_MAX_JOB_BYTES",
+	"STAGEDRAIN_POLL_INTERVAL",  "STAGEDRAIN_REDIS_TIMEOUT", "STAGEDRAIN_LOCK_KEY",
+	"STAGEDRAIN_LOG_FORMAT",     "STAGEDRAIN_LOG_LEVEL",  "STAGEDRAIN_ONCE",
+	NULL,
+};
+
+static const char *const all_flags[] = {
+	"--pg-url",     "--redis-url",     "--format",   "--sidekiq-version", "--namespace",
+	"--batch-size", "--max-job-bytes", "--poll-interval", "--redis-timeout", "--lock-key",
+	"--log-format", "--log-level",     "--once",     "--help",            "-h",
+	"--version",    "-V",              NULL,
+};
+
+/* The developer's or CI's own DATABASE_URL must not leak into the tests,
+ * nor one test's variables into the next under CK_FORK=no. */
+static void clear_env(void)
+{
+	for (const char *const *v = all_vars; *v; v++)
+		unsetenv(*v);
+}
+
+#define ARGV(...) ((const char *const[]){ "stagedrain", __VA_ARGS__, NULL })
+
+static int load(struct config *cfg, char *err, const char *const *argv)
+{
+	int argc = 0;
+
+	while (argv[argc])
+		argc++;
+	err[0] = '\0';
+	return config_load(cfg, argc, (char **)argv, err, CONFIG_ERR_SIZE);
+}
+
+static void load_ok(struct config *cfg, const char *const *argv)
+{
+	char err[CONFIG_ERR_SIZE];
+	int rc = load(cfg, err, argv);
+
+	ck_assert_msg(rc == 0, "config_load failed: %s", err);
+}
+
+/* A failed load reports msg and leaves cfg freed, and freeing again is harmless. */
+static void expect_error(const char *const *argv, const char *msg)
+{
+	struct config cfg;
+	char err[CONFIG_ERR_SIZE];
+
+	ck_assert_int_eq(load(&cfg, err, argv), -EINVAL);
+	ck_assert_str_eq(err, msg);
+	ck_assert_ptr_null(cfg.pg_url);
+	ck_assert_ptr_null(cfg.redis_url);
+	ck_assert_ptr_null(cfg.key_prefix);
+	ck_assert_ptr_null(cfg.redis.host);
+	config_free(&cfg);
+}
+
+/* Every converted field on one line, so forms of the same setting compare equal. */
+static void summarize(const struct config *c, char *out, size_t len)
+{
+	char where[128];
+
+	redis_target_describe(&c->redis, where, sizeof(where));
+	snprintf(out, len,
+		 "|pg_url=%s|redis=%s|format=%d|key_prefix=%s|sidekiq_version=%d|batch_size=%d"
+		 "|max_job_bytes=%ld|poll=%d|redis_timeout=%d|lock_key=%lld|log_format=%d"
+		 "|log_level=%d|once=%d|",
+		 c->pg_url, where, (int)c->format, c->key_prefix, c->sidekiq_version, c->batch_size,
+		 c->max_job_bytes, c->poll_interval_ms, c->redis_timeout_ms, c->lock_key,
+		 (int)c->log_format, (int)c->log_level, (int)c->once);
+}
+
+START_TEST(defaults)
+{
+	struct config cfg;
+
+	load_ok(&cfg, ARGV(NULL));
+	ck_assert_int_eq(cfg.command, CMD_RUN);
+	ck_assert_str_eq(cfg.pg_url, "");
+	ck_assert_str_eq(cfg.redis_url, "redis://127.0.0.1:6379/0");
+	ck_assert(!cfg.redis.is_unix);
+	ck_assert_str_eq(cfg.redis.host, "127.0.0.1");
+	ck_assert_int_eq(cfg.redis.port, 6379);
+	ck_assert_int_eq(cfg.redis.db, 0);
+	ck_assert_ptr_null(cfg.redis.user);
+	ck_assert_ptr_null(cfg.redis.password);
+	ck_assert_int_eq(cfg.format, FORMAT_SIDEKIQ);
+	ck_assert_int_eq(cfg.sidekiq_version, 7);
+	ck_assert_str_eq(cfg.key_prefix, "");
+	ck_assert_int_eq(cfg.batch_size, 1000);
+	ck_assert_int_eq(cfg.max_job_bytes, 1048576);
+	ck_assert_int_eq(cfg.poll_interval_ms, 100);
+	ck_assert_int_eq(cfg.redis_timeout_ms, 5000);
+	ck_assert_int_eq(cfg.lock_key, 0x73746764726eLL); /* "stgdrn" */
+	ck_assert_int_eq(cfg.log_level, LOG_INFO);
+	ck_assert_int_eq(cfg.log_format, LOG_FORMAT_KV);
+	ck_assert(!cfg.once && !cfg.help && !cfg.version);
+	config_free(&cfg);
+}
+END_TEST
+
+START_TEST(no_arguments_at_all)
+{
+	struct config cfg;
+	char err[CONFIG_ERR_SIZE];
+	const char *argv[] = { NULL };
+
+	ck_assert_int_eq(config_load(&cfg, 0, (char **)argv, err, sizeof(err)), 0);
+	ck_assert_int_eq(cfg.batch_size, 1000);
+	config_free(&cfg);
+}
+END_TEST
+
+/* Each setting given as "--flag value", "--flag=value" and its variable. */
+static const struct form_case {
+	const char *flag, *env, *value, *expect;
+} form_cases[] = {
+	{ "--pg-url", "STAGEDRAIN_PG_URL", "host=db user=app", "|pg_url=host=db user=app|" },
+	{ "--redis-url", "STAGEDRAIN_REDIS_URL", "redis://cache:7000/3", "|redis=cache:7000/3|" },
+	{ "--format", "STAGEDRAIN_FORMAT", "resque", "|format=1|key_prefix=resque:|" },
+	{ "--format", "STAGEDRAIN_FORMAT", "RESQUE", "|format=1|" },
+	{ "--sidekiq-version", "STAGEDRAIN_SIDEKIQ_VERSION", "8", "|sidekiq_version=8|" },
+	{ "--sidekiq-version", "STAGEDRAIN_SIDEKIQ_VERSION", "6", "|sidekiq_version=6|" },
+	{ "--namespace", "STAGEDRAIN_NAMESPACE", "myapp", "|key_prefix=myapp:|" },
+	{ "--namespace", "STAGEDRAIN_NAMESPACE", "a:b", "|key_prefix=a:b:|" },
+	{ "--batch-size", "STAGEDRAIN_BATCH_SIZE", "42", "|batch_size=42|" },
+	{ "--batch-size", "STAGEDRAIN_BATCH_SIZE", "100000", "|batch_size=100000|" },
+	{ "--max-job-bytes", "STAGEDRAIN_MAX_JOB_BYTES", "512k", "|max_job_bytes=524288|" },
+	{ "--max-job-bytes", "STAGEDRAIN_MAX_JOB_BYTES", "512K", "|max_job_bytes=524288|" },
+	{ "--max-job-bytes", "STAGEDRAIN_MAX_JOB_BYTES", "2m", "|max_job_bytes=2097152|" },
+	{ "--max-job-bytes", "STAGEDRAIN_MAX_JOB_BYTES", "512M", "|max_job_bytes=536870912|" },
+	{ "--max-job-bytes", "STAGEDRAIN_MAX_JOB_BYTES", "64", "|max_job_bytes=64|" },
+	{ "--poll-interval", "STAGEDRAIN_POLL_INTERVAL", "2s", "|poll=2000|" },
+	{ "--poll-interval", "STAGEDRAIN_POLL_INTERVAL", "250ms", "|poll=250|" },
+	{ "--poll-interval", "STAGEDRAIN_POLL_INTERVAL", "250", "|poll=250|" },
+	{ "--poll-interval", "STAGEDRAIN_POLL_INTERVAL", "1ms", "|poll=1|" },
+	{ "--poll-interval", "STAGEDRAIN_POLL_INTERVAL", "60s", "|poll=60000|" },
+	{ "--redis-timeout", "STAGEDRAIN_REDIS_TIMEOUT", "250ms", "|redis_timeout=250|" },
+	{ "--redis-timeout", "STAGEDRAIN_REDIS_TIMEOUT", "10ms", "|redis_timeout=10|" },
+	{ "--redis-timeout", "STAGEDRAIN_REDIS_TIMEOUT", "300s", "|redis_timeout=300000|" },
+	{ "--lock-key", "STAGEDRAIN_LOCK_KEY", "-42", "|lock_key=-42|" },
+	{ "--lock-key", "STAGEDRAIN_LOCK_KEY", "0x10", "|lock_key=16|" },
+	{ "--lock-key", "STAGEDRAIN_LOCK_KEY", "-0X1f", "|lock_key=-31|" },
+	{ "--lock-key", "STAGEDRAIN_LOCK_KEY", "010", "|lock_key=10|" },
+	{ "--lock-key", "STAGEDRAIN_LOCK_KEY", "9223372036854775807", "|lock_key=9223372036854775807|" },
+	{ "--lock-key", "STAGEDRAIN_LOCK_KEY", "-9223372036854775808", "|lock_key=-9223372036854775808|" },
+	{ "--log-format", "STAGEDRAIN_LOG_FORMAT", "json", "|log_format=1|" },
+	{ "--log-level", "STAGEDRAIN_LOG_LEVEL", "debug", "|log_level=0|" },
+	{ "--log-level", "STAGEDRAIN_LOG_LEVEL", "Warn", "|log_level=2|" },
+	{ "--log-level", "STAGEDRAIN_LOG_LEVEL", "error", "|log_level=3|" },
+};
+
+START_TEST(flag_forms_and_env_agree)
+{
+	const struct form_case *fc = &form_cases[_i];
+	struct config cfg;
+	char joined[128], base[512], sep[512], eq[512], env[512];
+
+	load_ok(&cfg, ARGV(NULL));
+	summarize(&cfg, base, sizeof(base));
+	config_free(&cfg);
+	ck_assert_msg(!strstr(base, fc->expect), "%s is the default already", fc->expect);
+
+	load_ok(&cfg, ARGV(fc->flag, fc->value));
+	summarize(&cfg, sep, sizeof(sep));
+	config_free(&cfg);
+	snprintf(joined, sizeof(joined), "%s=%s", fc->flag, fc->value);
+	load_ok(&cfg, ARGV(joined));
+	summarize(&cfg, eq, sizeof(eq));
+	config_free(&cfg);
+	setenv(fc->env, fc->value, 1);
+	load_ok(&cfg, ARGV(NULL));
+	summarize(&cfg, env, sizeof(env));
+	config_free(&cfg);
+
+	ck_assert_msg(strstr(sep, fc->expect), "%s %s gave %s", fc->flag, fc->value, sep);
+	ck_assert_str_eq(eq, sep);
+	ck_assert_str_eq(env, sep);
+}
+END_TEST
+
+START_TEST(commands)
+{
+	struct config cfg;
+
+	load_ok(&cfg, ARGV("run"));
+	ck_assert_int_eq(cfg.command, CMD_RUN);
+	config_free(&cfg);
+	load_ok(&cfg, ARGV("migrate", "--pg-url", "dbname=x"));
+	ck_assert_int_eq(cfg.command, CMD_MIGRATE);
+	ck_assert_str_eq(cfg.pg_url, "dbname=x");
+	config_free(&cfg);
+}
+END_TEST
+
+START_TEST(flag_beats_env_beats_default)
+{
+	struct config cfg;
+
+	setenv("STAGEDRAIN_BATCH_SIZE", "5", 1);
+	load_ok(&cfg, ARGV(NULL));
+	ck_assert_int_eq(cfg.batch_size, 5);
+	config_free(&cfg);
+	load_ok(&cfg, ARGV("--batch-size", "6"));
+	ck_assert_int_eq(cfg.batch_size, 6);
+	config_free(&cfg);
+}
+END_TEST
+
+START_TEST(last_repeated_flag_wins)
+{
+	struct config cfg;
+
+	load_ok(&cfg, ARGV("--batch-size", "6", "--batch-size=7"));
+	ck_assert_int_eq(cfg.batch_size, 7);
+	config_free(&cfg);
+}
+END_TEST
+
+START_TEST(database_url_fallback)
+{
+	struct config cfg;
+
+	setenv("DATABASE_URL", "postgresql://fallback/db", 1);
+	load_ok(&cfg, ARGV(NULL));
+	ck_assert_str_eq(cfg.pg_url, "postgresql://fallback/db");
+	config_free(&cfg);
+
+	setenv("STAGEDRAIN_PG_URL", "postgresql://own/db", 1);
+	load_ok(&cfg, ARGV(NULL));
+	ck_assert_str_eq(cfg.pg_url, "postgresql://own/db");
+	config_free(&cfg);
+
+	load_ok(&cfg, ARGV("--pg-url=host=flag"));
+	ck_assert_str_eq(cfg.pg_url, "host=flag");
+	config_free(&cfg);
+
+	/* Set but empty still counts, and means libpq's PG* defaults. */
+	setenv("STAGEDRAIN_PG_URL", "", 1);
+	load_ok(&cfg, ARGV(NULL));
+	ck_assert_str_eq(cfg.pg_url, "");
+	config_free(&cfg);
+}
+END_TEST
+
+START_TEST(redis_url_fallback)
+{
+	struct config cfg;
+
+	setenv("REDIS_URL", "redis://fallback:6390/4", 1);
+	load_ok(&cfg, ARGV(NULL));
+	ck_assert_str_eq(cfg.redis_url, "redis://fallback:6390/4");
+	ck_assert_str_eq(cfg.redis.host, "fallback");
+	ck_assert_int_eq(cfg.redis.port, 6390);
+	ck_assert_int_eq(cfg.redis.db, 4);
+	config_free(&cfg);
+
+	setenv("STAGEDRAIN_REDIS_URL", "unix:///run/redis.sock?db=2", 1);
+	load_ok(&cfg, ARGV(NULL));
+	ck_assert(cfg.redis.is_unix);
+	ck_assert_str_eq(cfg.redis.path, "/run/redis.sock");
+	config_free(&cfg);
+
+	load_ok(&cfg, ARGV("--redis-url", "redis://:pw@flag"));
+	ck_assert_str_eq(cfg.redis.host, "flag");
+	ck_assert_str_eq(cfg.redis.password, "pw");
+	config_free(&cfg);
+}
+END_TEST
+
+START_TEST(namespace_defaults_follow_format)
+{
+	struct config cfg;
+
+	load_ok(&cfg, ARGV("--format", "resque"));
+	ck_assert_str_eq(cfg.key_prefix, "resque:");
+	config_free(&cfg);
+	load_ok(&cfg, ARGV("--format", "resque", "--namespace", ""));
+	ck_assert_str_eq(cfg.key_prefix, "");
+	config_free(&cfg);
+	load_ok(&cfg, ARGV("--format=resque", "--namespace=jobs"));
+	ck_assert_str_eq(cfg.key_prefix, "jobs:");
+	config_free(&cfg);
+	load_ok(&cfg, ARGV("--namespace", "jobs"));
+	ck_assert_str_eq(cfg.key_prefix, "jobs:");
+	config_free(&cfg);
+}
+END_TEST
+
+START_TEST(namespace_from_env)
+{
+	struct config cfg;
+
+	setenv("STAGEDRAIN_FORMAT", "resque", 1);
+	load_ok(&cfg, ARGV(NULL));
+	ck_assert_str_eq(cfg.key_prefix, "resque:");
+	config_free(&cfg);
+	/* An empty variable is how a compose file says "no prefix" for resque. */
+	setenv("STAGEDRAIN_NAMESPACE", "", 1);
+	load_ok(&cfg, ARGV(NULL));
+	ck_assert_str_eq(cfg.key_prefix, "");
+	config_free(&cfg);
+}
+END_TEST
+
+START_TEST(once_flag)
+{
+	struct config cfg;
+
+	load_ok(&cfg, ARGV("--once"));
+	ck_assert(cfg.once);
+	config_free(&cfg);
+	load_ok(&cfg, ARGV("--once=yes"));
+	ck_assert(cfg.once);
+	config_free(&cfg);
+	setenv("STAGEDRAIN_ONCE", "1", 1);
+	load_ok(&cfg, ARGV("--once=false"));
+	ck_assert(!cfg.once);
+	config_free(&cfg);
+}
+END_TEST
+
+static const struct bool_case {
+	const char *word;
+	bool value;
+} bool_cases[] = {
+	{ "1", true },   { "0", false },  { "true", true },  { "false", false }, { "yes", true },
+	{ "no", false }, { "on", true },  { "off", false },  { "TRUE", true },   { "Off", false },
+	{ "Yes", true }, { "NO", false },
+};
+
+START_TEST(once_env_words)
+{
+	struct config cfg;
+
+	setenv("STAGEDRAIN_ONCE", bool_cases[_i].word, 1);
+	load_ok(&cfg, ARGV(NULL));
+	ck_assert_int_eq(cfg.once, bool_cases[_i].value);
+	config_free(&cfg);
+}
+END_TEST
+
+START_TEST(help_and_version)
+{
+	struct config cfg;
+
+	load_ok(&cfg, ARGV("-h"));
+	ck_assert(cfg.help && !cfg.version);
+	config_free(&cfg);
+	load_ok(&cfg, ARGV("--help"));
+	ck_assert(cfg.help);
+	config_free(&cfg);
+	load_ok(&cfg, ARGV("-V"));
+	ck_assert(cfg.version && !cfg.help);
+	config_free(&cfg);
+	load_ok(&cfg, ARGV("migrate", "--version"));
+	ck_assert(cfg.version);
+	ck_assert_int_eq(cfg.command, CMD_MIGRATE);
+	config_free(&cfg);
+}
+END_TEST
+
+/* --help must work however broken the rest of the configuration is; the
+ * struct is still filled, from defaults. */
+START_TEST(help_ignores_bad_settings)
+{
+	struct config cfg;
+
+	setenv("STAGEDRAIN_BATCH_SIZE", "abc", 1);
+	setenv("REDIS_URL", "rediss://x", 1);
+	load_ok(&cfg, ARGV("--poll-interval", "forever", "--help"));
+	ck_assert(cfg.help);
+	ck_assert_int_eq(cfg.batch_size, 1000);
+	ck_assert_int_eq(cfg.poll_interval_ms, 100);
+	ck_assert_str_eq(cfg.redis.host, "127.0.0.1");
+	config_free(&cfg);
+}
+END_TEST
+
+START_TEST(negative_value_is_not_an_option)
+{
+	struct config cfg;
+
+	load_ok(&cfg, ARGV("--lock-key", "-5"));
+	ck_assert_int_eq(cfg.lock_key, -5);
+	config_free(&cfg);
+	/* A value that starts with -- needs the = form. */
+	load_ok(&cfg, ARGV("--pg-url=--odd"));
+	ck_assert_str_eq(cfg.pg_url, "--odd");
+	config_free(&cfg);
+}
+END_TEST
+
+/* Every error config_load can report, with the variable that caused it. */
+static const struct err_case {
+	const char *env, *env_value;
+	const char *args[4];
+	const char *msg;
+} err_cases[] = {
+	/* command line shape */
+	{ NULL, NULL, { "--frobnicate" }, "unknown option --frobnicate (see --help)" },
+	{ NULL, NULL, { "--frobnicate=1" }, "unknown option --frobnicate (see --help)" },
+	{ NULL, NULL, { "-x" }, "unknown option -x (see --help)" },
+	{ NULL, NULL, { "-hV" }, "unknown option -hV (see --help)" },
+	{ NULL, NULL, { "--" }, "unknown option -- (see --help)" },
+	{ NULL, NULL, { "--batch-size" }, "--batch-size needs a value" },
+	{ NULL, NULL, { "--batch-size", "--once" }, "--batch-size needs a value" },
+	{ NULL, NULL, { "--help=yes" }, "--help takes no value" },
+	{ NULL, NULL, { "-h=1" }, "-h takes no value" },
+	{ NULL, NULL, { "frob" }, "unknown command \"frob\": must be one of run, migrate" },
+	{ NULL, NULL, { "--once", "migrate" }, "unexpected argument \"migrate\" (the command goes first)" },
+	{ NULL, NULL, { "run", "extra" }, "unexpected argument \"extra\"" },
+	{ NULL, NULL, { "-" }, "unexpected argument \"-\"" },
+	{ NULL, NULL, { "--once", "false" }, "unexpected argument \"false\"" },
+	/* whole numbers */
+	{ "STAGEDRAIN_BATCH_SIZE", "abc", { NULL },
+	  "invalid --batch-size \"abc\" (from STAGEDRAIN_BATCH_SIZE): not a whole number" },
+	{ "STAGEDRAIN_BATCH_SIZE", "", { NULL },
+	  "invalid --batch-size \"\" (from STAGEDRAIN_BATCH_SIZE): not a whole number" },
+	{ NULL, NULL, { "--batch-size", "0" }, "invalid --batch-size \"0\": must be between 1 and 100000" },
+	{ NULL, NULL, { "--batch-size=100001" },
+	  "invalid --batch-size \"100001\": must be between 1 and 100000" },
+	{ NULL, NULL, { "--batch-size", "-5" }, "invalid --batch-size \"-5\": must be between 1 and 100000" },
+	{ NULL, NULL, { "--batch-size", "99999999999999999999999" },
+	  "invalid --batch-size \"99999999999999999999999\": must be between 1 and 100000" },
+	{ NULL, NULL, { "--batch-size", "12x" }, "invalid --batch-size \"12x\": not a whole number" },
+	{ NULL, NULL, { "--batch-size", " 5" }, "invalid --batch-size \" 5\": not a whole number" },
+	{ NULL, NULL, { "--batch-size", "+5" }, "invalid --batch-size \"+5\": not a whole number" },
+	{ NULL, NULL, { "--batch-size=" }, "invalid --batch-size \"\": not a whole number" },
+	/* sizes */
+	{ NULL, NULL, { "--max-job-bytes", "63" },
+	  "invalid --max-job-bytes \"63\": must be between 64 and 512M" },
+	{ NULL, NULL, { "--max-job-bytes", "513M" },
+	  "invalid --max-job-bytes \"513M\": must be between 64 and 512M" },
+	{ NULL, NULL, { "--max-job-bytes", "1G" },
+	  "invalid --max-job-bytes \"1G\": not a size (e.g. 65536, 512k or 1M)" },
+	{ "STAGEDRAIN_MAX_JOB_BYTES", "1.5M", { NULL },
+	  "invalid --max-job-bytes \"1.5M\" (from STAGEDRAIN_MAX_JOB_BYTES): not a size (e.g. 65536, "
+	  "512k or 1M)" },
+	{ NULL, NULL, { "--max-job-bytes", "99999999999999999999M" },
+	  "invalid --max-job-bytes \"99999999999999999999M\": must be between 64 and 512M" },
+	/* durations */
+	{ NULL, NULL, { "--poll-interval", "0" }, "invalid --poll-interval \"0\": must be between 1ms and 60s" },
+	{ NULL, NULL, { "--poll-interval", "61s" },
+	  "invalid --poll-interval \"61s\": must be between 1ms and 60s" },
+	{ NULL, NULL, { "--poll-interval", "2m" },
+	  "invalid --poll-interval \"2m\": not a duration (e.g. 250ms or 2s; a bare number is "
+	  "milliseconds)" },
+	{ NULL, NULL, { "--poll-interval", "1.5s" },
+	  "invalid --poll-interval \"1.5s\": not a duration (e.g. 250ms or 2s; a bare number is "
+	  "milliseconds)" },
+	{ "STAGEDRAIN_REDIS_TIMEOUT", "9ms", { NULL },
+	  "invalid --redis-timeout \"9ms\" (from STAGEDRAIN_REDIS_TIMEOUT): must be between 10ms and "
+	  "300s" },
+	{ NULL, NULL, { "--redis-timeout", "301s" },
+	  "invalid --redis-timeout \"301s\": must be between 10ms and 300s" },
+	/* lock key */
+	{ NULL, NULL, { "--lock-key", "9223372036854775808" },
+	  "invalid --lock-key \"9223372036854775808\": not a signed 64-bit integer (decimal, or hex "
+	  "with 0x)" },
+	{ NULL, NULL, { "--lock-key", "0x8000000000000000" },
+	  "invalid --lock-key \"0x8000000000000000\": not a signed 64-bit integer (decimal, or hex "
+	  "with 0x)" },
+	{ NULL, NULL, { "--lock-key", "0x" },
+	  "invalid --lock-key \"0x\": not a signed 64-bit integer (decimal, or hex with 0x)" },
+	{ "STAGEDRAIN_LOCK_KEY", "12abc", { NULL },
+	  "invalid --lock-key \"12abc\" (from STAGEDRAIN_LOCK_KEY): not a signed 64-bit integer "
+	  "(decimal, or hex with 0x)" },
+	{ NULL, NULL, { "--lock-key", " 5" },
+	  "invalid --lock-key \" 5\": not a signed 64-bit integer (decimal, or hex with 0x)" },
+	/* choices */
+	{ NULL, NULL, { "--format", "celery" }, "invalid --format \"celery\": must be one of sidekiq, resque" },
+	{ "STAGEDRAIN_SIDEKIQ_VERSION", "5", { NULL },
+	  "invalid --sidekiq-version \"5\" (from STAGEDRAIN_SIDEKIQ_VERSION): must be one of 6, 7, 8" },
+	{ NULL, NULL, { "--sidekiq-version", "07" },
+	  "invalid --sidekiq-version \"07\": must be one of 6, 7, 8" },
+	{ NULL, NULL, { "--log-format=xml" }, "invalid --log-format \"xml\": must be one of kv, json" },
+	{ "STAGEDRAIN_LOG_LEVEL", "verbose", { NULL },
+	  "invalid --log-level \"verbose\" (from STAGEDRAIN_LOG_LEVEL): must be one of debug, info, "
+	  "warn, error" },
+	{ "STAGEDRAIN_ONCE", "maybe", { NULL },
+	  "invalid --once \"maybe\" (from STAGEDRAIN_ONCE): must be one of true, false, 1, 0, yes, no, "
+	  "on, off" },
+	{ NULL, NULL, { "--once=nah" },
+	  "invalid --once \"nah\": must be one of true, false, 1, 0, yes, no, on, off" },
+	/* a newline from the environment cannot split the message */
+	{ "STAGEDRAIN_FORMAT", "a\nb", { NULL },
+	  "invalid --format \"a?b\" (from STAGEDRAIN_FORMAT): must be one of sidekiq, resque" },
+	/* namespace */
+	{ NULL, NULL, { "--namespace", "app:" },
+	  "invalid --namespace \"app:\": must not end with ':' (the colon is added)" },
+	{ NULL, NULL, { "--namespace", "my app" },
+	  "invalid --namespace \"my app\": must not contain whitespace or control characters" },
+	{ "STAGEDRAIN_NAMESPACE", "a\tb", { NULL },
+	  "invalid --namespace \"a?b\" (from STAGEDRAIN_NAMESPACE): must not contain whitespace or "
+	  "control characters" },
+	/* redis urls are never echoed: they may hold a password */
+	{ NULL, NULL, { "--redis-url", "redis://:hunter2@h:99999" },
+	  "invalid --redis-url: port must be a number from 1 to 65535" },
+	{ "REDIS_URL", "rediss://:hunter2@h", { NULL },
+	  "invalid --redis-url (from REDIS_URL): rediss:// (TLS) is not supported yet; run a TLS "
+	  "tunnel such as stunnel or spiped on localhost and point a redis:// url at it" },
+	{ "STAGEDRAIN_REDIS_URL", "", { NULL }, "invalid --redis-url (from STAGEDRAIN_REDIS_URL): empty url" },
+};
+
+START_TEST(error_messages)
+{
+	const struct err_case *ec = &err_cases[_i];
+	const char *argv[6] = { "stagedrain" };
+
+	for (int k = 0; k < 4 && ec->args[k]; k++)
+		argv[k + 1] = ec->args[k];
+	if (ec->env)
+		setenv(ec->env, ec->env_value, 1);
+	expect_error(argv, ec->msg);
+}
+END_TEST
+
+START_TEST(error_message_is_bounded)
+{
+	struct config cfg;
+	char value[300], err[CONFIG_ERR_SIZE], tiny[16];
+
+	memset(value, 'x', sizeof(value) - 1);
+	value[sizeof(value) - 1] = '\0';
+	ck_assert_int_eq(load(&cfg, err, ARGV("--format", value)), -EINVAL);
+	ck_assert(strstr(err, "...\": must be one of sidekiq, resque"));
+	ck_assert_uint_lt(strlen(err), 160);
+	/* A short or missing err buffer is truncated or skipped, never overrun. */
+	ck_assert_int_eq(config_load(&cfg, 3, (char **)ARGV("--format", value), tiny, sizeof(tiny)),
+			 -EINVAL);
+	ck_assert_uint_eq(strlen(tiny), sizeof(tiny) - 1);
+	ck_assert_int_eq(config_load(&cfg, 2, (char **)ARGV("--nope"), NULL, 0), -EINVAL);
+}
+END_TEST
+
+START_TEST(free_is_safe)
+{
+	struct config cfg;
+
+	memset(&cfg, 0, sizeof(cfg));
+	config_free(&cfg);
+	config_free(NULL);
+	load_ok(&cfg, ARGV(NULL));
+	config_free(&cfg);
+	config_free(&cfg);
+	redis_target_free(NULL);
+}
+END_TEST
+
+START_TEST(usage_lists_every_setting)
+{
+	char *text = NULL, *line, *save = NULL;
+	size_t len = 0;
+	FILE *out = open_memstream(&text, &len);
+
+	ck_assert_ptr_nonnull(out);
+	config_usage(out);
+	fclose(out);
+	ck_assert(strncmp(text, "usage: stagedrain [run|migrate] [options]\n", 42) == 0);
+	for (const char *const *f = all_flags; *f; f++)
+		ck_assert_msg(strstr(text, *f), "usage lacks %s", *f);
+	for (const char *const *v = all_vars; *v; v++)
+		ck_assert_msg(strstr(text, *v), "usage lacks %s", *v);
+	ck_assert(strstr(text, "--format sidekiq|resque"));
+	ck_assert(strstr(text, "redis://127.0.0.1:6379/0"));
+	ck_assert(strstr(text, "default 100ms"));
+	ck_assert(strstr(text, "(1 to 100000)"));
+	ck_assert(strstr(text, "(64 to 512M)"));
+	ck_assert(strstr(text, "(10ms to 300s)"));
+	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+		ck_assert_msg(strlen(line) <= 80, "line too long: %s", line);
+	free(text);
+}
+END_TEST
+
+/* ---- redis urls ---- */
+
+static const struct url_case {
+	const char *url, *where, *user, *password;
+} url_cases[] = {
+	{ "redis://localhost", "localhost:6379/0", NULL, NULL },
+	{ "redis://h:7000/5", "h:7000/5", NULL, NULL },
+	{ "REDIS://h", "h:6379/0", NULL, NULL },
+	{ "redis://h/", "h:6379/0", NULL, NULL },
+	{ "redis://my-redis.internal_1:6379/15", "my-redis.internal_1:6379/15", NULL, NULL },
+	{ "redis://:secret@h", "h:6379/0", NULL, "secret" },
+	{ "redis://alice:s3cret@h:1/2", "h:1/2", "alice", "s3cret" },
+	{ "redis://al%40ice:p%3Ass%2Fw%25rd@h", "h:6379/0", "al@ice", "p:ss/w%rd" },
+	/* the last @ ends the credentials, so raw @ and / in a password survive */
+	{ "redis://:p@ss/w@h:6380", "h:6380/0", NULL, "p@ss/w" },
+	{ "redis://:@h", "h:6379/0", NULL, NULL },
+	{ "redis://[::1]:6380/1", "[::1]:6380/1", NULL, NULL },
+	{ "redis://[::1]", "[::1]:6379/0", NULL, NULL },
+	{ "redis://u:p@[fe80::1%eth0]/3", "[fe80::1%eth0]:6379/3", "u", "p" },
+	{ "unix:///tmp/r.sock", "unix:/tmp/r.sock?db=0", NULL, NULL },
+	{ "unix:///tmp/r.sock?db=2", "unix:/tmp/r.sock?db=2", NULL, NULL },
+	{ "unix://:pw@/tmp/r.sock?db=3", "unix:/tmp/r.sock?db=3", NULL, "pw" },
+	{ "unix://u:p%26@/s", "unix:/s?db=0", "u", "p&" },
+	{ "unix:///s?password=p%40ss&db=1", "unix:/s?db=1", NULL, "p@ss" },
+	{ "unix://u@/s?password=sesame", "unix:/s?db=0", "u", "sesame" },
+	{ "unix:///tmp/my%20r.sock", "unix:/tmp/my r.sock?db=0", NULL, NULL },
+};
+
+START_TEST(redis_urls_parse)
+{
+	const struct url_case *uc = &url_cases[_i];
+	struct redis_target t;
+	char err[CONFIG_ERR_SIZE], where[128];
+
+	ck_assert_msg(redis_target_parse(&t, uc->url, err, sizeof(err)) == 0, "%s: %s", uc->url, err);
+	redis_target_describe(&t, where, sizeof(where));
+	ck_assert_str_eq(where, uc->where);
+	ck_assert_pstr_eq(t.user, uc->user);
+	ck_assert_pstr_eq(t.password, uc->password);
+	if (t.password)
+		ck_assert_msg(!strstr(where, t.password), "%s leaks %s", where, t.password);
+	ck_assert(t.is_unix == (strncmp(uc->url, "unix:", 5) == 0));
+	redis_target_free(&t);
+	redis_target_free(&t);
+}
+END_TEST
+
+START_TEST(redis_tcp_fields)
+{
+	struct redis_target t;
+	char err[CONFIG_ERR_SIZE];
+
+	ck_assert_int_eq(redis_target_parse(&t, "redis://[::1]:6380/9", err, sizeof(err)), 0);
+	ck_assert_str_eq(t.host, "::1");
+	ck_assert_int_eq(t.port, 6380);
+	ck_assert_int_eq(t.db, 9);
+	ck_assert_ptr_null(t.path);
+	redis_target_free(&t);
+	ck_assert_int_eq(redis_target_parse(&t, "unix:///s?db=4", err, sizeof(err)), 0);
+	ck_assert_str_eq(t.path, "/s");
+	ck_assert_int_eq(t.db, 4);
+	ck_assert_ptr_null(t.host);
+	redis_target_free(&t);
+}
+END_TEST
+
+#define BAD_PORT "port must be a number from 1 to 65535"
+#define BAD_DB "db must be a whole number, 0 or more"
+#define NOT_ABSOLUTE "socket path must be absolute, as in unix:///path/to/redis.sock"
+#define BAD_CREDS "bad percent-encoding in user name or password"
+
+static const struct bad_url {
+	const char *url, *msg;
+} bad_urls[] = {
+	{ "", "empty url" },
+	{ "rediss://:hunter2@h:6380",
+	  "rediss:// (TLS) is not supported yet; run a TLS tunnel such as stunnel or spiped on "
+	  "localhost and point a redis:// url at it" },
+	{ "http://h", "unsupported scheme (expected redis:// or unix://)" },
+	{ "localhost:6379", "not a url (expected redis://host:port/db or unix:///path/to/redis.sock)" },
+	{ "redis://", "missing host" },
+	{ "redis://:6379", "missing host" },
+	{ "redis://:hunter2@/0", "missing host" },
+	{ "redis://[]", "missing host" },
+	{ "redis://[::1", "missing ] after IPv6 address" },
+	{ "redis://[::1]x", "unexpected text after IPv6 address" },
+	{ "redis://h?db=1", "bad host name" },
+	{ "redis://h x", "bad host name" },
+	{ "redis://h:0", BAD_PORT },
+	{ "redis://h:65536", BAD_PORT },
+	{ "redis://h:", BAD_PORT },
+	{ "redis://h:63x", BAD_PORT },
+	{ "redis://:hunter2@h:hunter2", BAD_PORT },
+	{ "redis://h/x", BAD_DB },
+	{ "redis://h/-1", BAD_DB },
+	{ "redis://h/99999999999", BAD_DB },
+	{ "redis://h/0?x", BAD_DB },
+	{ "redis://:%zz@h", BAD_CREDS },
+	{ "redis://:hunter2%4@h", BAD_CREDS },
+	{ "redis://:a%00b@h", BAD_CREDS },
+	{ "redis://alice@h", "user name without a password (write :password@ for a password alone)" },
+	{ "unix://", NOT_ABSOLUTE },
+	{ "unix://tmp/r.sock", NOT_ABSOLUTE },
+	{ "unix:///s?foo=hunter2", "unknown query parameter (expected db or password)" },
+	{ "unix:///s?db", "query parameters must be name=value" },
+	{ "unix:///s?db=x", BAD_DB },
+	{ "unix:///s?db=", BAD_DB },
+	{ "unix:///s?password=%zz", "bad percent-encoding in password" },
+	{ "unix:///s%zz", "bad percent-encoding in socket path" },
+};
+
+START_TEST(redis_urls_refused)
+{
+	const struct bad_url *bu = &bad_urls[_i];
+	struct redis_target t;
+	char err[CONFIG_ERR_SIZE];
+
+	ck_assert_int_eq(redis_target_parse(&t, bu->url, err, sizeof(err)), -EINVAL);
+	ck_assert_str_eq(err, bu->msg);
+	ck_assert_ptr_null(strstr(err, "hunter2"));
+	ck_assert_ptr_null(t.host);
+	ck_assert_ptr_null(t.path);
+	ck_assert_ptr_null(t.user);
+	ck_assert_ptr_null(t.password);
+	redis_target_free(&t);
+}
+END_TEST
+
+START_TEST(redis_null_url)
+{
+	struct redis_target t;
+	char err[CONFIG_ERR_SIZE];
+
+	ck_assert_int_eq(redis_target_parse(&t, NULL, err, sizeof(err)), -EINVAL);
+	ck_assert_str_eq(err, "empty url");
+}
+END_TEST
+
+START_TEST(describe_is_bounded)
+{
+	struct redis_target t;
+	char err[CONFIG_ERR_SIZE], out[8];
+
+	memset(&t, 0, sizeof(t));
+	redis_target_describe(&t, out, sizeof(out));
+	ck_assert_str_eq(out, ":0/0");
+	ck_assert_int_eq(redis_target_parse(&t, "redis://:pw@a-long-host-name:6379/1", err, sizeof(err)), 0);
+	redis_target_describe(&t, out, sizeof(out));
+	ck_assert_str_eq(out, "a-long-");
+	redis_target_free(&t);
+}
+END_TEST
+
+Suite *config_suite(void)
+{
+	Suite *s = suite_create("config");
+	TCase *load = tcase_create("load");
+	TCase *errors = tcase_create("errors");
+	TCase *redis = tcase_create("redis");
+
+	tcase_add_checked_fixture(load, clear_env, NULL);
+	tcase_add_checked_fixture(errors, clear_env, NULL);
+	tcase_add_test(load, defaults);
+	tcase_add_test(load, no_arguments_at_all);
+	tcase_add_loop_test(load, flag_forms_and_env_agree, 0,
+			    (int)(sizeof(form_cases) / sizeof(form_cases[0])));
+	tcase_add_test(load, commands);
+	tcase_add_test(load, flag_beats_env_beats_default);
+	tcase_add_test(load, last_repeated_flag_wins);
+	tcase_add_test(load, database_url_fallback);
+	tcase_add_test(load, redis_url_fallback);
+	tcase_add_test(load, namespace_defaults_follow_format);
+	tcase_add_test(load, namespace_from_env);
+	tcase_add_test(load, once_flag);
+	tcase_add_loop_test(load, once_env_words, 0, (int)(sizeof(bool_cases) / sizeof(bool_cases[0])));
+	tcase_add_test(load, help_and_version);
+	tcase_add_test(load, help_ignores_bad_settings);
+	tcase_add_test(load, negative_value_is_not_an_option);
+	tcase_add_test(load, free_is_safe);
+	tcase_add_test(load, usage_lists_every_setting);
+	tcase_add_loop_test(errors, error_messages, 0, (int)(sizeof(err_cases) / sizeof(err_cases[0])));
+	tcase_add_test(errors, error_message_is_bounded);
+	tcase_add_loop_test(redis, redis_urls_parse, 0, (int)(sizeof(url_cases) / sizeof(url_cases[0])));
+	tcase_add_test(redis, redis_tcp_fields);
+	tcase_add_loop_test(redis, redis_urls_refused, 0, (int)(sizeof(bad_urls) / sizeof(bad_urls[0])));
+	tcase_add_test(redis, redis_null_url);
+	tcase_add_test(redis, describe_is_bounded);
+	suite_add_tcase(s, load);
+	suite_add_tcase(s, errors);
+	suite_add_tcase(s, redis);
+	return s;
+}
