@@ -77,7 +77,7 @@ test-integration: deps
 test: test-unit test-integration
 
 demo: deps all
-	sh tests/demo.sh
+	bash tests/demo.sh
 
 format:
 	clang-format -i relay/*.c include/*.h tests/*.c tests/*.h

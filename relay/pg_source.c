@@ -26,19 +26,34 @@ void pg_source_init(struct pg_source *pg, const struct config *cfg)
 	buf_init(&pg->sql);
 }
 
+/* libpq's messages end in newlines, may join several and indent hints with
+ * tabs; a log line wants single spaces. */
+static void one_line(char *str)
+{
+	char *out = str;
+	bool space = false;
+
+	for (const char *s = str; *s; s++) {
+		bool ws = *s == '\n' || *s == '\t' || *s == ' ';
+		if (!ws || !space)
+			*out++ = ws ? ' ' : *s;
+		space = ws;
+	}
+	while (out > str && out[-1] == ' ')
+		out--;
+	*out = '\0';
+}
+
 /* Records why a call failed: the message on one line, and the SQLSTATE. */
 static int pg_fail(struct pg_source *pg, const PGresult *res, const char *what)
 {
 	const char *msg = res ? PQresultErrorMessage(res) : "";
 	const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
-	char *p;
 
 	if (!*msg)
 		msg = PQerrorMessage(pg->conn);
 	snprintf(pg->errstr, sizeof(pg->errstr), "%s: %s", what, *msg ? msg : "no message");
-	/* libpq ends messages with newlines and may join several; keep one line. */
-	while ((p = strchr(pg->errstr, '\n')) != NULL)
-		*p = p[1] ? ' ' : '\0';
+	one_line(pg->errstr);
 	snprintf(pg->sqlstate, sizeof(pg->sqlstate), "%s", state ? state : "");
 	return -EIO;
 }

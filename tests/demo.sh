@@ -41,7 +41,7 @@ INSERT INTO staged_jobs (job_class, args, run_at)
   VALUES ('ReminderJob', '[42]', now() + interval '1 day');
 \echo before COMMIT, Redis has:
 \! redis-cli -p "$TEST_REDIS_PORT" llen queue:default
-SELECT pg_sleep(0.5);
+\! sleep 0.5
 COMMIT;
 SQL
 sleep 0.5

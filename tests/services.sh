@@ -42,8 +42,9 @@ redis_start() {
 		if redis-cli -p "$port" ping 2>/dev/null | grep -q PONG; then return; fi
 		sleep 0.1
 	done
-	echo "services.sh: redis did not start; see $dir/redis.log" >&2
-	exit 1
+	echo "services.sh: redis did not start on port $port:" >&2
+	tail -n 5 "$dir/redis.log" >&2 || true
+	return 1
 }
 
 redis_stop() {
@@ -89,8 +90,12 @@ start() {
 	local dir=$1
 	chmod 755 "$dir"
 	mkdir -p "$dir/redis"
-	free_port >"$dir/redis.port"
-	redis_start "$dir"
+	# A port found free can be taken before the server binds it: try another.
+	for try in 1 2 3; do
+		free_port >"$dir/redis.port"
+		if redis_start "$dir"; then break; fi
+		[ "$try" != 3 ] || exit 1
+	done
 	pg_start "$dir"
 	cat >"$dir/env" <<-ENV
 	export TEST_DIR=$dir
