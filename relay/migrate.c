@@ -15,12 +15,16 @@ static const char *const migrate_setup =
 	"CREATE TABLE IF NOT EXISTS stagedrain_migrations ("
 	" name text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())";
 
-/* Runs sql (one or more statements); on failure copies the server's message. */
-static int run(PGconn *conn, const char *sql, char *err, size_t errlen)
+/*
+ * Runs sql, with name as $1 when given. Returns the number of rows it
+ * returned (0 for a command), or -EIO with the server's message in err.
+ */
+static int run(PGconn *conn, const char *sql, const char *name, char *err, size_t errlen)
 {
-	PGresult *res = PQexec(conn, sql);
+	const char *params[1] = { name };
+	PGresult *res = name ? PQexecParams(conn, sql, 1, NULL, params, NULL, NULL, 0) : PQexec(conn, sql);
 	ExecStatusType st = PQresultStatus(res);
-	int rc = 0;
+	int rc = st == PGRES_TUPLES_OK ? PQntuples(res) : 0;
 
 	if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
 		snprintf(err, errlen, "%s", PQerrorMessage(conn));
@@ -31,52 +35,18 @@ static int run(PGconn *conn, const char *sql, char *err, size_t errlen)
 	return rc;
 }
 
-/* 1 if applied already, 0 if not, -EIO on error. */
-static int is_applied(PGconn *conn, const char *name, char *err, size_t errlen)
-{
-	const char *params[1] = { name };
-	PGresult *res = PQexecParams(conn, "SELECT 1 FROM stagedrain_migrations WHERE name = $1",
-				     1, NULL, params, NULL, NULL, 0);
-	int rc;
-
-	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-		snprintf(err, errlen, "%s", PQerrorMessage(conn));
-		err[strcspn(err, "\n")] = '\0';
-		rc = -EIO;
-	} else {
-		rc = PQntuples(res) > 0;
-	}
-	PQclear(res);
-	return rc;
-}
-
-static int record(PGconn *conn, const char *name, char *err, size_t errlen)
-{
-	const char *params[1] = { name };
-	PGresult *res = PQexecParams(conn, "INSERT INTO stagedrain_migrations (name) VALUES ($1)",
-				     1, NULL, params, NULL, NULL, 0);
-	int rc = 0;
-
-	if (PQresultStatus(res) != PGRES_COMMAND_OK) {
-		snprintf(err, errlen, "%s", PQerrorMessage(conn));
-		err[strcspn(err, "\n")] = '\0';
-		rc = -EIO;
-	}
-	PQclear(res);
-	return rc;
-}
-
 static int apply_one(PGconn *conn, const struct migration *m, char *err, size_t errlen)
 {
-	int rc = is_applied(conn, m->name, err, errlen);
+	int rc = run(conn, "SELECT 1 FROM stagedrain_migrations WHERE name = $1", m->name, err, errlen);
 
 	if (rc < 0)
 		return rc;
-	if (rc == 1) {
+	if (rc > 0) {
 		log_info("migration already applied", LOGF(F_STR("migration", m->name)));
 		return 0;
 	}
-	if ((rc = run(conn, m->sql, err, errlen)) < 0 || (rc = record(conn, m->name, err, errlen)) < 0)
+	if ((rc = run(conn, m->sql, NULL, err, errlen)) < 0 ||
+	    (rc = run(conn, "INSERT INTO stagedrain_migrations (name) VALUES ($1)", m->name, err, errlen)) < 0)
 		return rc;
 	log_info("migration applied", LOGF(F_STR("migration", m->name)));
 	return 0;
@@ -84,12 +54,12 @@ static int apply_one(PGconn *conn, const struct migration *m, char *err, size_t 
 
 int migrate_apply(PGconn *conn, char *err, size_t errlen)
 {
-	int rc = run(conn, migrate_setup, err, errlen);
+	int rc = run(conn, migrate_setup, NULL, err, errlen);
 
 	for (int i = 0; rc == 0 && i < migrations_count; i++)
 		rc = apply_one(conn, &migrations[i], err, errlen);
 	if (rc == 0)
-		return run(conn, "COMMIT", err, errlen);
+		return run(conn, "COMMIT", NULL, err, errlen) < 0 ? -EIO : 0;
 	PQclear(PQexec(conn, "ROLLBACK"));
 	return rc;
 }

@@ -4,6 +4,8 @@
 #include <check.h>
 #include <math.h>
 #include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -281,6 +283,63 @@ START_TEST(jid_is_fixed_at_staging)
 }
 END_TEST
 
+/* Each log line on stderr is one JSON object. */
+static void assert_json_lines(const char *path, const char *must_contain)
+{
+	char line[4096];
+	bool found = false;
+	FILE *f = fopen(path, "r");
+
+	ck_assert_ptr_nonnull(f);
+	while (fgets(line, sizeof(line), f)) {
+		json_error_t err;
+		json_t *j = json_loads(line, 0, &err);
+		ck_assert_msg(j != NULL, "not a json line: %s (%s)", line, err.text);
+		ck_assert_ptr_nonnull(json_object_get(j, "ts"));
+		ck_assert_ptr_nonnull(json_object_get(j, "level"));
+		found = found || strstr(json_string_value(json_object_get(j, "msg")), must_contain);
+		json_decref(j);
+	}
+	fclose(f);
+	ck_assert_msg(found, "no log line says %s", must_contain);
+}
+
+START_TEST(configured_from_the_environment_over_a_unix_socket_with_acl_user)
+{
+	PGconn *c = h_pg();
+	redisContext *r = h_redis();
+	struct relay_proc p;
+	char url[600];
+
+	freeReplyObject(h_cmd(r, "ACL SETUSER relay on >s3cr%%t ~* &* +@all"));
+	snprintf(url, sizeof(url), "unix://relay:s3cr%%25t@%s/redis.sock?db=3", h_env("TEST_DIR"));
+	setenv("REDIS_URL", url, 1);
+	setenv("DATABASE_URL", h_env("TEST_PG_URL"), 1);
+	setenv("STAGEDRAIN_ONCE", "yes", 1);
+	setenv("STAGEDRAIN_LOG_FORMAT", "json", 1);
+	setenv("STAGEDRAIN_BATCH_SIZE", "2", 1);
+	h_stage(c, "default", 1, 5);
+	h_relay_start_bare(&p, "env", NULL);
+	ck_assert_int_eq(h_relay_wait(&p, 30000), 0);
+	assert_json_lines(p.log, "connected");
+	ck_assert(!h_log_contains(p.log, "s3cr"));
+	freeReplyObject(h_cmd(r, "SELECT 3"));
+	ck_assert_int_eq(h_cmd_int(r, "LLEN queue:default"), 5);
+	freeReplyObject(h_cmd(r, "SELECT 0"));
+	ck_assert_int_eq(h_cmd_int(r, "LLEN queue:default"), 0);
+
+	/* The wrong password is refused at start-up, without echoing it. */
+	snprintf(url, sizeof(url), "redis://relay:wrong-pw@127.0.0.1:%s/0", h_env("TEST_REDIS_PORT"));
+	setenv("STAGEDRAIN_REDIS_URL", url, 1);
+	h_relay_start_bare(&p, "env-bad-auth", NULL);
+	ck_assert_int_eq(h_relay_wait(&p, 30000), 1);
+	ck_assert(h_log_contains(p.log, "AUTH"));
+	ck_assert(!h_log_contains(p.log, "wrong-pw"));
+	PQfinish(c);
+	redisFree(r);
+}
+END_TEST
+
 Suite *relay_suite(void)
 {
 	Suite *s = suite_create("relay");
@@ -297,6 +356,7 @@ Suite *relay_suite(void)
 	tcase_add_test(tc, new_rows_are_picked_up_promptly_and_sigterm_exits_cleanly);
 	tcase_add_test(tc, migrate_is_idempotent_and_says_what_it_did);
 	tcase_add_test(tc, jid_is_fixed_at_staging);
+	tcase_add_test(tc, configured_from_the_environment_over_a_unix_socket_with_acl_user);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -120,24 +120,25 @@ void h_stage(PGconn *c, const char *queue, int first, int n)
 	      queue, first, first + n - 1);
 }
 
-static void exec_relay(const char *log, const char *const *args)
+/* In the child: argv is the binary, a leading subcommand, the test servers'
+ * URLs (unless urls is false: then the environment must name them), args. */
+static void exec_relay(const char *log, bool urls, const char *const *args)
 {
 	const char *argv[64];
 	int n = 0, fd;
 
 	argv[n++] = h_env("STAGEDRAIN_BIN");
-	argv[n++] = "--pg-url";
-	argv[n++] = h_env("TEST_PG_URL");
-	argv[n++] = "--redis-url";
-	argv[n++] = h_env("TEST_REDIS_URL");
+	if (args && *args && **args != '-')
+		argv[n++] = *args++;
+	if (urls) {
+		argv[n++] = "--pg-url";
+		argv[n++] = h_env("TEST_PG_URL");
+		argv[n++] = "--redis-url";
+		argv[n++] = h_env("TEST_REDIS_URL");
+	}
 	for (; args && *args && n < 63; args++)
 		argv[n++] = *args;
 	argv[n] = NULL;
-	/* A migrate subcommand must come first. */
-	if (n > 5 && strcmp(argv[5], "migrate") == 0) {
-		memmove(&argv[2], &argv[1], 4 * sizeof(*argv));
-		argv[1] = "migrate";
-	}
 	fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
 	if (fd >= 0) {
 		dup2(fd, STDERR_FILENO);
@@ -148,14 +149,24 @@ static void exec_relay(const char *log, const char *const *args)
 	_exit(127);
 }
 
-void h_relay_start(struct relay_proc *p, const char *name, const char *const *args)
+static void spawn(struct relay_proc *p, const char *name, bool urls, const char *const *args)
 {
 	snprintf(p->log, sizeof(p->log), "%s/%s.log", h_env("TEST_DIR"), name);
 	unlink(p->log);
 	p->pid = fork();
 	ck_assert_int_ge(p->pid, 0);
 	if (p->pid == 0)
-		exec_relay(p->log, args);
+		exec_relay(p->log, urls, args);
+}
+
+void h_relay_start(struct relay_proc *p, const char *name, const char *const *args)
+{
+	spawn(p, name, true, args);
+}
+
+void h_relay_start_bare(struct relay_proc *p, const char *name, const char *const *args)
+{
+	spawn(p, name, false, args);
 }
 
 int h_relay_wait(struct relay_proc *p, int timeout_ms)

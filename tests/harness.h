@@ -32,6 +32,8 @@ void h_stage(PGconn *c, const char *queue, int first, int n);
 
 /* Starts the relay with the test servers' URLs plus args (NULL-terminated). */
 void h_relay_start(struct relay_proc *p, const char *name, const char *const *args);
+/* The same, without URL flags: the test sets the environment instead. */
+void h_relay_start_bare(struct relay_proc *p, const char *name, const char *const *args);
 /* Waits for exit; returns the exit status, or -1 if it is still running after timeout_ms. */
 int h_relay_wait(struct relay_proc *p, int timeout_ms);
 void h_relay_kill(struct relay_proc *p, int sig);
