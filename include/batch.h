@@ -12,6 +12,7 @@ struct batch_job {
 	long long id;
 	const char *queue; /* points into the fetched rows; valid until they are freed */
 	size_t queue_len;
+	const char *jid; /* 24 hex digits, also in the fetched rows */
 	struct job_out out;
 };
 

@@ -8,6 +8,7 @@
 #include "backoff.h"
 #include "batch.h"
 #include "config.h"
+#include "fence.h"
 #include "fmacros.h"
 #include "pg_source.h"
 #include "redis_sink.h"
@@ -21,6 +22,10 @@ struct drain {
 	struct backoff pg_backoff;
 	struct backoff redis_backoff;
 	bool leader;
+	bool need_epoch; /* just became leader: take an epoch before pushing */
+	bool uncertain;  /* a push may have landed without its delete: read the fence */
+	struct fence fence;
+	struct buf fence_text;
 	long long relayed;
 	long long dead;
 };

@@ -10,6 +10,7 @@
 #include "batch.h"
 #include "buf.h"
 #include "config.h"
+#include "fence.h"
 #include "fmacros.h"
 
 struct pg_source {
@@ -41,6 +42,9 @@ int pg_source_fetch(struct pg_source *pg, int limit, int *nrows) SD_MUSTCHECK;
 void pg_source_row(const struct pg_source *pg, int i, struct job_row *row);
 /* Deletes the pushed rows, moves the dead ones with their reasons, commits. */
 int pg_source_commit(struct pg_source *pg, const struct batch *b) SD_MUSTCHECK;
+/* Deletes, in its own transaction, the rows a fence names that are still
+ * staged: their push landed but their delete did not. */
+int pg_source_delete_fenced(struct pg_source *pg, const struct fence *f, long long *deleted) SD_MUSTCHECK;
 /* Ends the open transaction, if any, without keeping anything. */
 void pg_source_rollback(struct pg_source *pg);
 /* Host, port and database for logs: never the password. */

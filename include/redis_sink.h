@@ -34,6 +34,7 @@ struct redis_sink {
 	const char **argv;
 	size_t *argvlen;
 	size_t argvcap;
+	long long epoch; /* this leader's epoch, written into each batch's fence */
 	char errstr[256];
 };
 
@@ -43,8 +44,13 @@ void redis_sink_init(struct redis_sink *rs, const struct config *cfg);
 /* Connects, authenticates, selects the database and checks with PING. */
 int redis_sink_connect(struct redis_sink *rs) SD_MUSTCHECK;
 bool redis_sink_connected(const struct redis_sink *rs);
-/* Pushes the batch's jobs in one round trip; returns 0 only when EXEC applied all. */
+/* Pushes the batch's jobs and its fence in one round trip; returns 0 only when
+ * EXEC applied all. */
 int redis_sink_push(struct redis_sink *rs, const struct batch *b) SD_MUSTCHECK;
+/* Takes the next leader epoch (INCR) into rs->epoch. */
+int redis_sink_new_epoch(struct redis_sink *rs) SD_MUSTCHECK;
+/* Reads the last batch's fence into out; out stays empty when there is none. */
+int redis_sink_get_fence(struct redis_sink *rs, struct buf *out) SD_MUSTCHECK;
 void redis_sink_close(struct redis_sink *rs);
 void redis_sink_free(struct redis_sink *rs);
 

@@ -51,6 +51,7 @@ int batch_add(struct batch *b, const struct job_row *row, const struct job_opts 
 	j->id = row->id;
 	j->queue = row->queue;
 	j->queue_len = row->queue_len;
+	j->jid = row->jid;
 	b->njobs++;
 	return 0;
 }

@@ -22,6 +22,10 @@ void drain_init(struct drain *d, const struct config *cfg, volatile sig_atomic_t
 	backoff_init(&d->pg_backoff, BACKOFF_BASE_MS, BACKOFF_CAP_MS, (unsigned)getpid());
 	backoff_init(&d->redis_backoff, BACKOFF_BASE_MS, BACKOFF_CAP_MS, (unsigned)getpid() * 31u);
 	d->leader = false;
+	d->need_epoch = false;
+	d->uncertain = true; /* the previous leader may have died mid-batch */
+	fence_init(&d->fence);
+	buf_init(&d->fence_text);
 	d->relayed = d->dead = 0;
 }
 
@@ -32,6 +36,8 @@ void drain_free(struct drain *d)
 	pg_source_free(&d->pg);
 	redis_sink_free(&d->redis);
 	batch_free(&d->batch);
+	fence_free(&d->fence);
+	buf_free(&d->fence_text);
 }
 
 static long long now_us(void)
@@ -121,6 +127,8 @@ static int become_leader(struct drain *d)
 	}
 	if (rc == 1) {
 		d->leader = true;
+		d->need_epoch = true;
+		d->uncertain = true;
 		log_info("became leader", LOGF(F_INT("lock_key", d->cfg->lock_key)));
 	}
 	return rc < 0 ? rc : 0;
@@ -181,12 +189,14 @@ static int drain_batch(struct drain *d)
 		return rc;
 	}
 	if (redis_sink_push(&d->redis, &d->batch) < 0) {
+		d->uncertain = true;
 		pg_source_rollback(&d->pg);
 		redis_trouble(d, "could not push a batch to redis; rolled back, will retry");
 		return -EIO;
 	}
 	if (pg_source_commit(&d->pg, &d->batch) < 0) {
-		pg_trouble(d, "pushed a batch but could not delete it; its jobs will be pushed again");
+		d->uncertain = true;
+		pg_trouble(d, "pushed a batch but could not delete it; the fence will delete it");
 		return -EIO;
 	}
 	backoff_reset(&d->pg_backoff);
@@ -195,7 +205,45 @@ static int drain_batch(struct drain *d)
 	return nrows;
 }
 
-/* Restores whatever is missing: the session, the lock, the Redis connection. 1 when ready. */
+/*
+ * Before pushing again after anything that may have left a pushed batch
+ * undeleted (a takeover, a failed push or delete), delete what the last
+ * fence names instead of pushing it twice. 1 when settled, 0 to retry.
+ */
+static int reconcile(struct drain *d)
+{
+	long long deleted = 0;
+
+	if (d->need_epoch) {
+		if (redis_sink_new_epoch(&d->redis) < 0)
+			goto redis_failed;
+		d->need_epoch = false;
+		log_info("leading", LOGF(F_INT("epoch", d->redis.epoch)));
+	}
+	if (!d->uncertain)
+		return 1;
+	if (redis_sink_get_fence(&d->redis, &d->fence_text) < 0)
+		goto redis_failed;
+	if (d->fence_text.len && fence_parse(&d->fence, d->fence_text.data, d->fence_text.len) < 0) {
+		log_warn("ignoring a fence that is not stagedrain's", NULL);
+		d->fence.n = 0;
+	}
+	if (pg_source_delete_fenced(&d->pg, &d->fence, &deleted) < 0) {
+		pg_trouble(d, "could not delete the rows the fence names; will retry");
+		return 0;
+	}
+	d->uncertain = false;
+	if (deleted > 0)
+		log_info("deleted rows the last batch pushed but did not delete; not pushing them again",
+			 LOGF(F_INT("rows", deleted), F_INT("fence_epoch", d->fence.epoch)));
+	return 1;
+redis_failed:
+	redis_trouble(d, "could not read the fence from redis; will retry");
+	return 0;
+}
+
+/* Restores whatever is missing: the session, the lock, the Redis connection,
+ * a settled fence. 1 when ready, 0 to try again. */
 static int ensure_ready(struct drain *d)
 {
 	if (pg_source_broken(&d->pg)) {
@@ -221,7 +269,7 @@ static int ensure_ready(struct drain *d)
 		}
 		log_info("reconnected to redis", NULL);
 	}
-	return 1;
+	return d->need_epoch || d->uncertain ? reconcile(d) : 1;
 }
 
 int drain_run(struct drain *d)

@@ -58,11 +58,40 @@ static int pg_fail(struct pg_source *pg, const PGresult *res, const char *what)
 	return -EIO;
 }
 
+/*
+ * The server side of a dead peer: without keepalives a relay whose host
+ * vanished keeps the leader lock for the kernel's two hours; with them the
+ * session, and the lock, end within seconds. The idle timeout keeps a stuck
+ * relay's transaction from ever becoming the long transaction that bloats
+ * every hot table (a batch waits on Redis at most a few --redis-timeouts).
+ */
+static int set_session(struct pg_source *pg)
+{
+	char sql[400];
+	int idle_ms = pg->cfg->redis_timeout_ms * 4 > 10000 ? pg->cfg->redis_timeout_ms * 4 : 10000;
+	PGresult *res;
+	int rc = 0;
+
+	snprintf(sql, sizeof(sql),
+		 "SET idle_in_transaction_session_timeout = %d; SET tcp_keepalives_idle = 5;"
+		 " SET tcp_keepalives_interval = 2; SET tcp_keepalives_count = 3;"
+		 " SET tcp_user_timeout = 10000",
+		 idle_ms);
+	res = PQexec(pg->conn, sql);
+	if (PQresultStatus(res) != PGRES_COMMAND_OK)
+		rc = pg_fail(pg, res, "could not configure the session");
+	PQclear(res);
+	return rc;
+}
+
 int pg_source_connect(struct pg_source *pg)
 {
-	/* Ours come before dbname, so the same settings in the URL win. */
-	const char *keys[] = { "connect_timeout", "fallback_application_name", "dbname", NULL };
-	const char *vals[] = { "10", "stagedrain", pg->cfg->pg_url, NULL };
+	/* Ours come before dbname, so the same settings in the URL win. Client-side
+	 * keepalives notice a vanished server as the server notices us. */
+	const char *keys[] = { "connect_timeout", "fallback_application_name", "keepalives",
+			       "keepalives_idle", "keepalives_interval", "keepalives_count",
+			       "tcp_user_timeout", "dbname", NULL };
+	const char *vals[] = { "10", "stagedrain", "1", "5", "2", "3", "10000", pg->cfg->pg_url, NULL };
 
 	pg_source_close(pg);
 	pg->conn = PQconnectdbParams(keys, vals, 1);
@@ -70,7 +99,7 @@ int pg_source_connect(struct pg_source *pg)
 		return -ENOMEM;
 	if (PQstatus(pg->conn) != CONNECTION_OK)
 		return pg_fail(pg, NULL, "could not connect to postgres");
-	return 0;
+	return set_session(pg);
 }
 
 bool pg_source_broken(const struct pg_source *pg)
@@ -293,6 +322,30 @@ int pg_source_commit(struct pg_source *pg, const struct batch *b)
 		PQclear(pg->rows);
 		pg->rows = NULL;
 	}
+	return rc;
+}
+
+int pg_source_delete_fenced(struct pg_source *pg, const struct fence *f, long long *deleted)
+{
+	PGresult *res;
+	int rc = 0;
+
+	*deleted = 0;
+	if (f->n == 0)
+		return 0;
+	/* fence_parse let only digits, hex and commas into these literals. */
+	buf_reset(&pg->sql);
+	if (buf_printf(&pg->sql,
+		       "DELETE FROM staged_jobs s USING unnest('%s'::int8[], '%s'::text[]) AS f(id, jid)"
+		       " WHERE s.id = f.id AND s.jid = f.jid",
+		       f->ids.data, f->jids.data) < 0)
+		return -ENOMEM;
+	res = PQexec(pg->conn, pg->sql.data);
+	if (PQresultStatus(res) != PGRES_COMMAND_OK)
+		rc = pg_fail(pg, res, "could not delete the rows the fence names");
+	else
+		*deleted = strtoll(PQcmdTuples(res), NULL, 10);
+	PQclear(res);
 	return rc;
 }
 

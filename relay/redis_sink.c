@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/time.h>
 
+#include "fence.h"
 #include "redis_sink.h"
 
 void redis_sink_init(struct redis_sink *rs, const struct config *cfg)
@@ -266,6 +267,27 @@ static int add_resque_delayed(struct redis_sink *rs, const struct batch *b)
 	return rc;
 }
 
+/* The relay's own keys sit under the job prefix and the lock key, so relay
+ * groups sharing a Redis do not overwrite each other's fence. */
+static int arg_own_key(struct redis_sink *rs, const char *name)
+{
+	return arg_fmt(rs, "%sstagedrain:%lld:%s", rs->cfg->key_prefix, rs->cfg->lock_key, name);
+}
+
+/* SET fence: in the same EXEC as the pushes, so it exists only if they do. */
+static int add_fence(struct redis_sink *rs, const struct batch *b)
+{
+	size_t off;
+	int rc;
+
+	if ((rc = cmd_begin(rs)) < 0 || (rc = LIT(rs, "SET")) < 0 || (rc = arg_own_key(rs, "fence")) < 0)
+		return rc;
+	off = rs->scratch.len;
+	if ((rc = fence_write(&rs->scratch, rs->epoch, b)) < 0)
+		return rc;
+	return push_arg(rs, NULL, off, rs->scratch.len - off);
+}
+
 static int build_commands(struct redis_sink *rs, const struct batch *b)
 {
 	bool sidekiq = rs->cfg->format == FORMAT_SIDEKIQ;
@@ -276,7 +298,7 @@ static int build_commands(struct redis_sink *rs, const struct batch *b)
 	rc = add_queue_pushes(rs, b, sidekiq ? "LPUSH" : "RPUSH");
 	if (rc == 0)
 		rc = sidekiq ? add_sidekiq_schedule(rs, b) : add_resque_delayed(rs, b);
-	return rc;
+	return rc == 0 ? add_fence(rs, b) : rc;
 }
 
 /* ---- sending: MULTI, the commands, EXEC, all written before any reply is read ---- */
@@ -362,4 +384,61 @@ int redis_sink_push(struct redis_sink *rs, const struct batch *b)
 	if ((rc = build_commands(rs, b)) < 0 || (rc = append_commands(rs)) < 0)
 		return rc;
 	return read_replies(rs);
+}
+
+/* Sends `CMD <own key>` and returns the reply, or NULL after recording why. */
+static redisReply *own_key_cmd(struct redis_sink *rs, const char *cmd, const char *key)
+{
+	const char *argv[2];
+	size_t argvlen[2];
+	redisReply *r;
+
+	if (!rs->ctx) {
+		sink_fail(rs, "not connected to redis");
+		return NULL;
+	}
+	buf_reset(&rs->scratch);
+	rs->nargs = rs->ncmds = 0;
+	if (cmd_begin(rs) < 0 || arg_own_key(rs, key) < 0) {
+		sink_fail(rs, "out of memory");
+		return NULL;
+	}
+	argv[0] = cmd;
+	argvlen[0] = strlen(cmd);
+	argv[1] = rs->scratch.data + rs->args[0].off;
+	argvlen[1] = rs->args[0].len;
+	r = redisCommandArgv(rs->ctx, 2, argv, argvlen);
+	if (!r)
+		sink_fail(rs, "%s failed: %s", cmd, rs->ctx->errstr);
+	else if (r->type == REDIS_REPLY_ERROR) {
+		sink_fail(rs, "%s failed: %s", cmd, r->str);
+		freeReplyObject(r);
+		r = NULL;
+	}
+	return r;
+}
+
+int redis_sink_new_epoch(struct redis_sink *rs)
+{
+	redisReply *r = own_key_cmd(rs, "INCR", "epoch");
+
+	if (!r)
+		return -EIO;
+	rs->epoch = r->type == REDIS_REPLY_INTEGER ? r->integer : 0;
+	freeReplyObject(r);
+	return 0;
+}
+
+int redis_sink_get_fence(struct redis_sink *rs, struct buf *out)
+{
+	redisReply *r = own_key_cmd(rs, "GET", "fence");
+	int rc = 0;
+
+	buf_reset(out);
+	if (!r)
+		return -EIO;
+	if (r->type == REDIS_REPLY_STRING)
+		rc = buf_append(out, r->str, r->len);
+	freeReplyObject(r);
+	return rc;
 }

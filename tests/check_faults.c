@@ -124,6 +124,83 @@ START_TEST(sigterm_mid_batch_loses_nothing)
 }
 END_TEST
 
+/* Holds a row lock so the relay's delete blocks after its push landed. */
+static PGconn *lock_row(const char *how)
+{
+	PGconn *locker = h_pg();
+
+	h_sql(locker, "BEGIN");
+	h_sql(locker, "%s", how);
+	return locker;
+}
+
+static void wait_llen(redisContext *r, long long n)
+{
+	long long t0 = h_now_ms();
+
+	while (h_cmd_int(r, "LLEN queue:default") < n) {
+		ck_assert_msg(h_now_ms() - t0 < 10000, "jobs not pushed within 10 s");
+		h_sleep_ms(5);
+	}
+}
+
+START_TEST(crash_between_push_and_delete_is_not_pushed_again)
+{
+	PGconn *c = h_pg(), *locker;
+	redisContext *r = h_redis();
+	struct relay_proc p;
+
+	h_stage(c, "default", 1, 10);
+	locker = lock_row("SELECT 1 FROM staged_jobs WHERE id = 5 FOR UPDATE");
+	h_relay_start(&p, "relay", relay_args);
+	wait_llen(r, 10);
+	h_sleep_ms(200); /* the relay is now blocked in its delete */
+	h_relay_kill(&p, SIGKILL);
+	ck_assert_int_eq(h_relay_wait(&p, 5000), 128 + SIGKILL);
+	/* Its server session would still commit the delete it was sent once the
+	 * lock frees; a host that died takes the session with it. */
+	h_sql(c, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'stagedrain'");
+	while (h_sql(c, "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'stagedrain'") > 0)
+		h_sleep_ms(10);
+	h_sql(locker, "ROLLBACK");
+	PQfinish(locker);
+	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs"), 10);
+
+	/* The next leader reads the fence and deletes the batch instead of pushing it. */
+	ck_assert_int_eq(h_relay_run("next", (const char *const[]){ "--once", NULL }), 0);
+	ck_assert_int_eq(h_cmd_int(r, "LLEN queue:default"), 10);
+	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs"), 0);
+	PQfinish(c);
+	redisFree(r);
+}
+END_TEST
+
+START_TEST(row_changed_under_a_pushed_batch_is_not_pushed_again)
+{
+	PGconn *c = h_pg(), *app;
+	redisContext *r = h_redis();
+	struct relay_proc p;
+
+	h_stage(c, "default", 1, 10);
+	/* The application touches a row the relay is about to delete: under
+	 * REPEATABLE READ the delete fails with 40001 after the push landed. */
+	app = lock_row("UPDATE staged_jobs SET options = '{\"tags\": [\"x\"]}' WHERE id = 5");
+	h_relay_start(&p, "relay", relay_args);
+	wait_llen(r, 10);
+	h_sleep_ms(200);
+	h_sql(app, "COMMIT");
+	PQfinish(app);
+	wait_drained(c, 10000);
+	ck_assert(h_log_wait(&p, "40001", 1000));
+	ck_assert(h_log_wait(&p, "not pushing them again", 5000));
+	ck_assert_int_eq(h_cmd_int(r, "LLEN queue:default"), 10);
+	h_relay_kill(&p, SIGTERM);
+	ck_assert_int_eq(h_relay_wait(&p, 5000), 0);
+	PQfinish(c);
+	redisFree(r);
+}
+END_TEST
+
 /* Runs the relay expecting failure; returns its log's contents in out. */
 static int run_failing(const char *name, const char *const *args, char *out, size_t outlen)
 {
@@ -203,6 +280,8 @@ Suite *faults_suite(void)
 	tcase_add_test(tc, redis_restart_mid_run_loses_nothing);
 	tcase_add_test(tc, postgres_session_killed_mid_run_loses_nothing);
 	tcase_add_test(tc, sigterm_mid_batch_loses_nothing);
+	tcase_add_test(tc, crash_between_push_and_delete_is_not_pushed_again);
+	tcase_add_test(tc, row_changed_under_a_pushed_batch_is_not_pushed_again);
 	tcase_add_test(tc, start_up_errors_are_one_clear_line);
 	tcase_add_test(tc, missing_schema_says_to_migrate);
 	suite_add_tcase(s, tc);

@@ -8,6 +8,7 @@ Suite *buf_suite(void);
 Suite *config_suite(void);
 Suite *job_suite(void);
 Suite *backoff_suite(void);
+Suite *fence_suite(void);
 
 Suite *relay_suite(void);
 Suite *faults_suite(void);

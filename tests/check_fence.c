@@ -1,0 +1,76 @@
+/* The crash fence's text: what a batch writes is what a new leader reads back,
+ * and nothing else gets near the SQL it builds. */
+#include "fmacros.h"
+
+#include <check.h>
+#include <string.h>
+
+#include "fence.h"
+#include "suites.h"
+
+static const char *const jids[] = { "0123456789abcdef01234567", "aaaaaaaaaaaaaaaaaaaaaaaa",
+				    "ffffffffffffffffffffffff" };
+
+START_TEST(round_trip)
+{
+	struct batch_job jobs[3] = { { .id = 7, .jid = jids[0] }, { .id = 8, .jid = jids[1] },
+				     { .id = 123456789012, .jid = jids[2] } };
+	struct batch b = { .jobs = jobs, .njobs = 3 };
+	struct buf text;
+	struct fence f;
+
+	buf_init(&text);
+	fence_init(&f);
+	ck_assert_int_eq(fence_write(&text, 42, &b), 0);
+	ck_assert_str_eq(text.data, "epoch=42 jobs=7:0123456789abcdef01234567,8:aaaaaaaaaaaaaaaaaaaaaaaa,"
+				    "123456789012:ffffffffffffffffffffffff");
+	ck_assert_int_eq(fence_parse(&f, text.data, text.len), 0);
+	ck_assert_int_eq(f.epoch, 42);
+	ck_assert_uint_eq(f.n, 3);
+	ck_assert_str_eq(f.ids.data, "{7,8,123456789012}");
+	ck_assert_str_eq(f.jids.data, "{0123456789abcdef01234567,aaaaaaaaaaaaaaaaaaaaaaaa,ffffffffffffffffffffffff}");
+	/* Parsing again reuses the buffers. */
+	ck_assert_int_eq(fence_parse(&f, "epoch=1 jobs=", 13), 0);
+	ck_assert_uint_eq(f.n, 0);
+	ck_assert_str_eq(f.ids.data, "{}");
+	buf_free(&text);
+	fence_free(&f);
+}
+END_TEST
+
+START_TEST(anything_else_is_refused)
+{
+	static const char *const bad[] = {
+		"",
+		"epoch=",
+		"epoch=1",
+		"epoch=x jobs=1:0123456789abcdef01234567",
+		"epoch=1 jobs=1:0123456789abcdef0123456",          /* short jid */
+		"epoch=1 jobs=1:0123456789abcdef012345678",        /* long jid */
+		"epoch=1 jobs=1:0123456789ABCDEF01234567",         /* upper case */
+		"epoch=1 jobs=1:0123456789abcdef01234567,",        /* trailing comma */
+		"epoch=1 jobs=1:0123456789abcdef01234567;DROP",    /* anything after */
+		"epoch=1 jobs=1}'::int8[]; DROP TABLE staged_jobs; --:0123456789abcdef01234567",
+		"epoch=1 jobs=-1:0123456789abcdef01234567",
+		"epoch=1 jobs=:0123456789abcdef01234567",
+		"epoch=1 jobs=1234567890123456789012:0123456789abcdef01234567", /* overflows */
+	};
+	struct fence f;
+
+	fence_init(&f);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		ck_assert_msg(fence_parse(&f, bad[i], strlen(bad[i])) < 0, "accepted: %s", bad[i]);
+	fence_free(&f);
+}
+END_TEST
+
+Suite *fence_suite(void)
+{
+	Suite *s = suite_create("fence");
+	TCase *tc = tcase_create("text");
+
+	tcase_add_test(tc, round_trip);
+	tcase_add_test(tc, anything_else_is_refused);
+	suite_add_tcase(s, tc);
+	return s;
+}
