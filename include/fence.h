@@ -1,5 +1,5 @@
 /* The crash fence: which rows the last batch pushed, written to Redis in the
- * same MULTI/EXEC as the batch, so a new leader can delete them instead of
+ * same atomic script call as the batch, so a new leader can delete them instead of
  * pushing them again. Pure: formats and parses, no I/O. */
 #ifndef STAGEDRAIN_FENCE_H
 #define STAGEDRAIN_FENCE_H

@@ -1,4 +1,4 @@
-/* The Redis side: one MULTI/EXEC per batch, keys as Sidekiq's or Resque's client writes them. */
+/* The Redis side: one atomic script call per batch, keys as Sidekiq's or Resque's client writes them. */
 #ifndef STAGEDRAIN_REDIS_SINK_H
 #define STAGEDRAIN_REDIS_SINK_H
 
@@ -38,14 +38,15 @@ struct redis_sink {
 	char errstr[256];
 };
 
-/* Errors: -EIO (errstr says why; the connection is closed), -ENOMEM. */
+/* Errors: -EIO or -ESTALE (errstr says why; the connection is closed), -ENOMEM. */
 
 void redis_sink_init(struct redis_sink *rs, const struct config *cfg);
 /* Connects, authenticates, selects the database and checks with PING. */
 int redis_sink_connect(struct redis_sink *rs) SD_MUSTCHECK;
 bool redis_sink_connected(const struct redis_sink *rs);
-/* Pushes the batch's jobs and its fence in one round trip; returns 0 only when
- * EXEC applied all. */
+/* Pushes the batch's jobs and its fence in one round trip, as one atomic
+ * script that first checks rs->epoch is still current. Returns 0 only when
+ * all applied; -ESTALE when a newer epoch was taken (nothing applied). */
 int redis_sink_push(struct redis_sink *rs, const struct batch *b) SD_MUSTCHECK;
 /* Takes the next leader epoch (INCR) into rs->epoch. */
 int redis_sink_new_epoch(struct redis_sink *rs) SD_MUSTCHECK;

@@ -188,7 +188,10 @@ static int drain_batch(struct drain *d)
 		pg_source_rollback(&d->pg);
 		return rc;
 	}
-	if (redis_sink_push(&d->redis, &d->batch) < 0) {
+	if ((rc = redis_sink_push(&d->redis, &d->batch)) < 0) {
+		/* Stale: another relay took an epoch since ours (or Redis lost the
+		 * key); our session may be gone. Settle the fence under a new one. */
+		d->need_epoch = d->need_epoch || rc == -ESTALE;
 		d->uncertain = true;
 		pg_source_rollback(&d->pg);
 		redis_trouble(d, "could not push a batch to redis; rolled back, will retry");

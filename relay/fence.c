@@ -1,5 +1,5 @@
 /* The crash fence: which rows the last batch pushed, written to Redis in the
- * same MULTI/EXEC as the batch. Pure: formats and parses, no I/O. */
+ * same script call as the batch. Pure: formats and parses, no I/O. */
 #include "fmacros.h"
 
 #include <errno.h>

@@ -1,4 +1,4 @@
-/* The Redis side: one MULTI/EXEC per batch, keys as Sidekiq's or Resque's client writes them. */
+/* The Redis side: one script call per batch, keys as Sidekiq's or Resque's client writes them. */
 #include "fmacros.h"
 
 #include <errno.h>
@@ -54,11 +54,6 @@ static int sink_fail(struct redis_sink *rs, const char *fmt, ...)
 	va_end(ap);
 	redis_sink_close(rs);
 	return -EIO;
-}
-
-static const char *reply_text(const redisReply *r)
-{
-	return r && (r->type == REDIS_REPLY_ERROR || r->type == REDIS_REPLY_STATUS) ? r->str : "";
 }
 
 /* Sends one command and fails unless the reply is a non-error. */
@@ -170,6 +165,27 @@ static int arg_fmt(struct redis_sink *rs, const char *fmt, ...)
 
 #define LIT(rs, s) arg_ref((rs), (s), sizeof(s) - 1)
 
+/* The push script unpacks each command's arguments, and Lua unpacks at most
+ * a few thousand values at once: longer commands continue in a copy of their
+ * first head arguments (LPUSH a b then LPUSH c d keeps the order of LPUSH a b c d). */
+#define CMD_MAX_ARGS 1000
+
+static int make_room(struct redis_sink *rs, size_t head)
+{
+	size_t first = rs->cmds[rs->ncmds - 1].first;
+	int rc;
+
+	if (rs->cmds[rs->ncmds - 1].argc < CMD_MAX_ARGS)
+		return 0;
+	if ((rc = cmd_begin(rs)) < 0)
+		return rc;
+	for (size_t a = 0; rc == 0 && a < head; a++) {
+		struct sink_arg copy = rs->args[first + a]; /* push_arg may move args */
+		rc = push_arg(rs, copy.ptr, copy.off, copy.len);
+	}
+	return rc;
+}
+
 static bool same_queue(const struct batch_job *a, const struct batch_job *b)
 {
 	return a->queue_len == b->queue_len && memcmp(a->queue, b->queue, a->queue_len) == 0;
@@ -201,7 +217,8 @@ static int add_queue_pushes(struct redis_sink *rs, const struct batch *b, const 
 			     (rc = arg_fmt(rs, "%squeues", prefix)) < 0))
 			return rc;
 		any = true;
-		rc = arg_ref(rs, b->jobs[i].queue, b->jobs[i].queue_len);
+		if ((rc = make_room(rs, 2)) == 0)
+			rc = arg_ref(rs, b->jobs[i].queue, b->jobs[i].queue_len);
 	}
 	for (size_t i = 0; rc == 0 && i < b->njobs; i++) {
 		const struct batch_job *j = &b->jobs[i];
@@ -211,7 +228,8 @@ static int add_queue_pushes(struct redis_sink *rs, const struct batch *b, const 
 		    (rc = arg_fmt(rs, "%squeue:%.*s", prefix, (int)j->queue_len, j->queue)) < 0)
 			return rc;
 		for (size_t k = i; rc == 0 && k < b->njobs; k++)
-			if (!b->jobs[k].out.scheduled && same_queue(&b->jobs[k], j))
+			if (!b->jobs[k].out.scheduled && same_queue(&b->jobs[k], j) &&
+			    (rc = make_room(rs, 2)) == 0)
 				rc = arg_ref(rs, b->payloads.data + b->jobs[k].out.off, b->jobs[k].out.len);
 	}
 	return rc;
@@ -233,7 +251,7 @@ static int add_sidekiq_schedule(struct redis_sink *rs, const struct batch *b)
 			return rc;
 		any = true;
 		job_format_epoch(score, sizeof(score), j->out.run_at_us);
-		if ((rc = arg_fmt(rs, "%s", score)) == 0)
+		if ((rc = make_room(rs, 2)) == 0 && (rc = arg_fmt(rs, "%s", score)) == 0)
 			rc = arg_ref(rs, b->payloads.data + j->out.off, j->out.len);
 	}
 	return rc;
@@ -274,7 +292,7 @@ static int arg_own_key(struct redis_sink *rs, const char *name)
 	return arg_fmt(rs, "%sstagedrain:%lld:%s", rs->cfg->key_prefix, rs->cfg->lock_key, name);
 }
 
-/* SET fence: in the same EXEC as the pushes, so it exists only if they do. */
+/* SET fence: last in the push script, so it exists only if the pushes do. */
 static int add_fence(struct redis_sink *rs, const struct batch *b)
 {
 	size_t off;
@@ -288,6 +306,26 @@ static int add_fence(struct redis_sink *rs, const struct batch *b)
 	return push_arg(rs, NULL, off, rs->scratch.len - off);
 }
 
+/*
+ * The script runs atomically in Redis: it pushes only while ARGV[1] is still
+ * the current epoch. A new leader INCRs the epoch before it reads the fence,
+ * so a push from a relay that lost its session either landed before that
+ * read (and the fence names it) or is refused; it can never land after.
+ * Every command before the fence's SET succeeds or the script stops, so the
+ * fence exists only if its batch's pushes do.
+ */
+static const char push_script[] =
+	"if redis.call('GET', KEYS[1]) ~= ARGV[1] then\n"
+	"  return redis.error_reply('STALE epoch ' .. ARGV[1] .. ' is not current')\n"
+	"end\n"
+	"local i = 2\n"
+	"while i <= #ARGV do\n"
+	"  local n = tonumber(ARGV[i + 1])\n"
+	"  redis.call(ARGV[i], unpack(ARGV, i + 2, i + 1 + n))\n"
+	"  i = i + 2 + n\n"
+	"end\n"
+	"return 'OK'\n";
+
 static int build_commands(struct redis_sink *rs, const struct batch *b)
 {
 	bool sidekiq = rs->cfg->format == FORMAT_SIDEKIQ;
@@ -295,13 +333,17 @@ static int build_commands(struct redis_sink *rs, const struct batch *b)
 
 	buf_reset(&rs->scratch);
 	rs->nargs = rs->ncmds = 0;
+	if ((rc = cmd_begin(rs)) < 0 || (rc = LIT(rs, "EVAL")) < 0 ||
+	    (rc = arg_ref(rs, push_script, sizeof(push_script) - 1)) < 0 || (rc = LIT(rs, "1")) < 0 ||
+	    (rc = arg_own_key(rs, "epoch")) < 0 || (rc = arg_fmt(rs, "%lld", rs->epoch)) < 0)
+		return rc;
 	rc = add_queue_pushes(rs, b, sidekiq ? "LPUSH" : "RPUSH");
 	if (rc == 0)
 		rc = sidekiq ? add_sidekiq_schedule(rs, b) : add_resque_delayed(rs, b);
 	return rc == 0 ? add_fence(rs, b) : rc;
 }
 
-/* ---- sending: MULTI, the commands, EXEC, all written before any reply is read ---- */
+/* ---- sending: one EVAL of the push script, one reply ---- */
 
 /* argv and argvlen always have the same capacity. */
 static int grow_argv(struct redis_sink *rs, size_t need)
@@ -320,70 +362,64 @@ static int grow_argv(struct redis_sink *rs, size_t need)
 	return 0;
 }
 
-static int append_commands(struct redis_sink *rs)
+static const char *arg_ptr(const struct redis_sink *rs, const struct sink_arg *a)
 {
-	const char *multi[1] = { "MULTI" }, *exec[1] = { "EXEC" };
-	int ok = redisAppendCommandArgv(rs->ctx, 1, multi, NULL) == REDIS_OK;
-
-	for (size_t c = 0; ok && c < rs->ncmds; c++) {
-		const struct sink_cmd *cmd = &rs->cmds[c];
-		if (grow_argv(rs, cmd->argc) < 0)
-			return -ENOMEM;
-		for (size_t a = 0; a < cmd->argc; a++) {
-			const struct sink_arg *arg = &rs->args[cmd->first + a];
-			rs->argv[a] = arg->ptr ? arg->ptr : rs->scratch.data + arg->off;
-			rs->argvlen[a] = arg->len;
-		}
-		ok = redisAppendCommandArgv(rs->ctx, (int)cmd->argc, rs->argv, rs->argvlen) == REDIS_OK;
-	}
-	if (ok)
-		ok = redisAppendCommandArgv(rs->ctx, 1, exec, NULL) == REDIS_OK;
-	return ok ? 0 : sink_fail(rs, "could not queue the batch for redis: %s", rs->ctx->errstr);
+	return a->ptr ? a->ptr : rs->scratch.data + a->off;
 }
 
-/* EXEC's reply: an error (EXECABORT: nothing applied) or one reply per command. */
-static int check_exec(struct redis_sink *rs, const redisReply *r, const char *queued_err)
+/* Command 0 is EVAL's head (EVAL, script, 1, epoch key, epoch); each command
+ * after it goes in as name, argument count, arguments. */
+static int append_eval(struct redis_sink *rs)
 {
-	if (r->type == REDIS_REPLY_ERROR)
-		return sink_fail(rs, "redis refused the batch: %s", *queued_err ? queued_err : r->str);
-	if (r->type != REDIS_REPLY_ARRAY)
-		return sink_fail(rs, "redis aborted the batch transaction");
-	for (size_t i = 0; i < r->elements; i++)
-		if (r->element[i]->type == REDIS_REPLY_ERROR)
-			return sink_fail(rs, "redis applied part of the batch: %s", r->element[i]->str);
-	return 0;
-}
-
-static int read_replies(struct redis_sink *rs)
-{
-	char queued_err[200] = "";
-	size_t total = rs->ncmds + 2;
+	size_t counts = rs->scratch.len, total = 0, n = 0;
+	const char *count;
 	int rc = 0;
 
-	for (size_t i = 0; i < total; i++) {
-		redisReply *r = NULL;
-		if (redisGetReply(rs->ctx, (void **)&r) != REDIS_OK)
-			return sink_fail(rs, "redis push failed: %s", rs->ctx->errstr);
-		if (i == total - 1)
-			rc = check_exec(rs, r, queued_err);
-		else if (r->type == REDIS_REPLY_ERROR && !*queued_err)
-			snprintf(queued_err, sizeof(queued_err), "%s", reply_text(r));
-		freeReplyObject(r);
+	for (size_t c = 1; rc == 0 && c < rs->ncmds; c++)
+		if ((rc = buf_printf(&rs->scratch, "%zu", rs->cmds[c].argc - 1)) == 0)
+			rc = buf_append(&rs->scratch, "", 1);
+	for (size_t c = 0; c < rs->ncmds; c++)
+		total += rs->cmds[c].argc + (c > 0);
+	if (rc < 0 || (rc = grow_argv(rs, total)) < 0)
+		return rc;
+	/* scratch no longer moves: pointers into it stay valid until the send. */
+	count = rs->scratch.data + counts;
+	for (size_t c = 0; c < rs->ncmds; c++) {
+		const struct sink_cmd *cmd = &rs->cmds[c];
+		for (size_t a = 0; a < cmd->argc; a++) {
+			rs->argv[n] = arg_ptr(rs, &rs->args[cmd->first + a]);
+			rs->argvlen[n++] = rs->args[cmd->first + a].len;
+			if (c > 0 && a == 0) {
+				rs->argv[n] = count;
+				rs->argvlen[n] = strlen(count);
+				count += rs->argvlen[n++] + 1;
+			}
+		}
 	}
-	return rc;
+	if (redisAppendCommandArgv(rs->ctx, (int)n, rs->argv, rs->argvlen) != REDIS_OK)
+		return sink_fail(rs, "could not queue the batch for redis: %s", rs->ctx->errstr);
+	return 0;
 }
 
 int redis_sink_push(struct redis_sink *rs, const struct batch *b)
 {
+	redisReply *r = NULL;
 	int rc;
 
 	if (!rs->ctx)
 		return sink_fail(rs, "not connected to redis");
 	if (b->njobs == 0)
 		return 0;
-	if ((rc = build_commands(rs, b)) < 0 || (rc = append_commands(rs)) < 0)
+	if ((rc = build_commands(rs, b)) < 0 || (rc = append_eval(rs)) < 0)
 		return rc;
-	return read_replies(rs);
+	if (redisGetReply(rs->ctx, (void **)&r) != REDIS_OK)
+		return sink_fail(rs, "redis push failed: %s", rs->ctx->errstr);
+	if (r->type == REDIS_REPLY_ERROR)
+		rc = strncmp(r->str, "STALE ", 6) == 0 ? -ESTALE : -EIO;
+	if (rc < 0)
+		sink_fail(rs, "redis refused the batch: %s", r->str);
+	freeReplyObject(r);
+	return rc;
 }
 
 /* Sends `CMD <own key>` and returns the reply, or NULL after recording why. */
