@@ -21,12 +21,12 @@ CHECK_LIBS = $(shell $(PKG_CONFIG) --libs check 2>/dev/null)
 
 # Modules shared by the daemon and the tests; main.c only wires them.
 LIB_SRC = relay/buf.c relay/log.c relay/config.c relay/job.c relay/pg_source.c \
-          relay/redis_sink.c relay/drain.c relay/migrate.c relay/backoff.c relay/batch.c relay/fence.c
+          relay/redis_sink.c relay/drain.c relay/migrate.c relay/backoff.c relay/batch.c relay/fence.c relay/gaps.c
 LIB_OBJ = $(LIB_SRC:relay/%.c=$(OUT)/%.o) $(OUT)/sql_embed.o
 UNIT_SRC = tests/unit_main.c tests/check_config.c tests/check_job.c tests/check_buf.c \
-           tests/check_backoff.c tests/check_fence.c
+           tests/check_backoff.c tests/check_fence.c tests/check_gaps.c
 INTEG_SRC = tests/integration_main.c tests/harness.c tests/check_relay.c \
-            tests/check_faults.c tests/check_leader.c tests/check_e2e.c tests/check_sink.c
+            tests/check_faults.c tests/check_leader.c tests/check_e2e.c tests/check_sink.c tests/check_cursor.c
 
 BIN = $(OUT)/stagedrain
 .PHONY: all test test-unit test-integration deps demo clean format format-check help

@@ -9,6 +9,7 @@
 #include "batch.h"
 #include "config.h"
 #include "fence.h"
+#include "gaps.h"
 #include "fmacros.h"
 #include "pg_source.h"
 #include "redis_sink.h"
@@ -19,6 +20,7 @@ struct drain {
 	struct pg_source pg;
 	struct redis_sink redis;
 	struct batch batch;
+	struct gaps gaps;
 	struct backoff pg_backoff;
 	struct backoff redis_backoff;
 	bool leader;

@@ -6,18 +6,29 @@
 #include <libpq-fe.h>
 #include <signal.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "batch.h"
 #include "buf.h"
 #include "config.h"
 #include "fence.h"
+#include "gaps.h"
 #include "fmacros.h"
+
+/* What the last read saw: its ids in order and its snapshot's bounds. */
+struct pg_read {
+	long long *ids;
+	size_t n, cap;
+	uint64_t xmin, xmax;
+	long long retire_below; /* where a gap read cut short by its limit stopped */
+};
 
 struct pg_source {
 	PGconn *conn;
 	const struct config *cfg;
 	PGresult *rows;  /* the batch read by pg_source_fetch, until commit or rollback */
 	bool in_tx;
+	struct pg_read read;
 	struct buf sql; /* the commit statement, reused */
 	char sqlstate[6];
 	char errstr[256];
@@ -36,8 +47,12 @@ int pg_source_check_schema(struct pg_source *pg) SD_MUSTCHECK;
 int pg_source_try_lock(struct pg_source *pg) SD_MUSTCHECK;
 /* Blocks until the lock is ours, or *stop becomes non-zero. */
 int pg_source_wait_lock(struct pg_source *pg, volatile sig_atomic_t *stop) SD_MUSTCHECK;
-/* Opens a REPEATABLE READ transaction and reads up to limit rows in id order. */
-int pg_source_fetch(struct pg_source *pg, int limit, int *nrows) SD_MUSTCHECK;
+/* Opens a REPEATABLE READ transaction and reads up to limit rows in id order:
+ * first any in g's gaps, then above its cursor. Fills pg->read. */
+int pg_source_fetch(struct pg_source *pg, const struct gaps *g, int limit, int *nrows) SD_MUSTCHECK;
+/* Waits up to ms, outside a transaction, for the notification a staging
+ * transaction sends when it commits: 1 when one came, 0 when none did. */
+int pg_source_wait_jobs(struct pg_source *pg, int ms, volatile sig_atomic_t *stop) SD_MUSTCHECK;
 /* Fills row from the i-th fetched row; pointers stay valid until commit or rollback. */
 void pg_source_row(const struct pg_source *pg, int i, struct job_row *row);
 /* Deletes the pushed rows, moves the dead ones with their reasons, commits. */

@@ -11,6 +11,8 @@
 
 #define BACKOFF_BASE_MS 100
 #define BACKOFF_CAP_MS 10000
+/* Gap ranges tracked at most; past it the closest merge (see gaps.h). */
+#define GAPS_MAX 10000
 
 void drain_init(struct drain *d, const struct config *cfg, volatile sig_atomic_t *stop)
 {
@@ -19,6 +21,7 @@ void drain_init(struct drain *d, const struct config *cfg, volatile sig_atomic_t
 	pg_source_init(&d->pg, cfg);
 	redis_sink_init(&d->redis, cfg);
 	batch_init(&d->batch);
+	gaps_init(&d->gaps, GAPS_MAX);
 	backoff_init(&d->pg_backoff, BACKOFF_BASE_MS, BACKOFF_CAP_MS, (unsigned)getpid());
 	backoff_init(&d->redis_backoff, BACKOFF_BASE_MS, BACKOFF_CAP_MS, (unsigned)getpid() * 31u);
 	d->leader = false;
@@ -36,6 +39,7 @@ void drain_free(struct drain *d)
 	pg_source_free(&d->pg);
 	redis_sink_free(&d->redis);
 	batch_free(&d->batch);
+	gaps_free(&d->gaps);
 	fence_free(&d->fence);
 	buf_free(&d->fence_text);
 }
@@ -126,6 +130,8 @@ static int become_leader(struct drain *d)
 			rc = 1;
 	}
 	if (rc == 1) {
+		/* Whatever we knew of the table may be stale: read it from the start. */
+		gaps_reset(&d->gaps);
 		d->leader = true;
 		d->need_epoch = true;
 		d->uncertain = true;
@@ -153,7 +159,20 @@ static int build_batch(struct drain *d, int nrows)
 	return rc;
 }
 
-static void log_batch(struct drain *d)
+static long long mono_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* Microseconds each step of a batch took, for the debug log and the bench. */
+struct batch_times {
+	long long fetch_us, push_us, commit_us;
+};
+
+static void log_batch(struct drain *d, const struct batch_times *t)
 {
 	const struct batch *b = &d->batch;
 
@@ -163,31 +182,47 @@ static void log_batch(struct drain *d)
 	d->relayed += (long long)b->njobs;
 	d->dead += (long long)b->ndead;
 	if (log_enabled(LOG_DEBUG))
-		log_debug("batch relayed", LOGF(F_INT("jobs", b->njobs), F_INT("dead", b->ndead),
-						F_INT("first_id", b->njobs ? b->jobs[0].id : 0)));
+		log_debug("batch relayed",
+			  LOGF(F_INT("jobs", b->njobs), F_INT("dead", b->ndead),
+			       F_INT("first_id", b->njobs ? b->jobs[0].id : 0), F_INT("cursor", d->gaps.cursor),
+			       F_INT("gaps", d->gaps.n), F_INT("fetch_us", t->fetch_us),
+			       F_INT("push_us", t->push_us), F_INT("commit_us", t->commit_us)));
+}
+
+/* After a read that changed nothing or a batch that committed: the cursor
+ * moves, gaps open and retire. Never before the commit, so a failed batch
+ * leaves every row it read where the next read will find it. */
+static int advance_gaps(struct drain *d)
+{
+	const struct pg_read *r = &d->pg.read;
+
+	return gaps_advance(&d->gaps, r->ids, r->n, r->xmin, r->xmax, r->retire_below);
 }
 
 /*
- * One batch. Returns the number of rows read (0: the table was empty), or a
- * negative code after the fault was logged and waited out. A row is deleted
- * only in the transaction that read it, after Redis acknowledged its push.
+ * One batch. Returns the number of rows read (0: nothing new), or a negative
+ * code after the fault was logged and waited out. A row is deleted only in
+ * the transaction that read it, after Redis acknowledged its push.
  */
 static int drain_batch(struct drain *d)
 {
+	struct batch_times t;
+	long long t0 = mono_us();
 	int nrows = 0, rc;
 
-	if (pg_source_fetch(&d->pg, d->cfg->batch_size, &nrows) < 0) {
+	if (pg_source_fetch(&d->pg, &d->gaps, d->cfg->batch_size, &nrows) < 0) {
 		pg_trouble(d, "could not read a batch; will retry");
 		return -EIO;
 	}
 	if (nrows == 0) {
 		pg_source_rollback(&d->pg);
-		return 0;
+		return d->gaps.n ? advance_gaps(d) : 0;
 	}
 	if ((rc = build_batch(d, nrows)) < 0) {
 		pg_source_rollback(&d->pg);
 		return rc;
 	}
+	t.fetch_us = mono_us() - t0;
 	if ((rc = redis_sink_push(&d->redis, &d->batch)) < 0) {
 		/* Stale: another relay took an epoch since ours (or Redis lost the
 		 * key); our session may be gone. Settle the fence under a new one. */
@@ -197,14 +232,18 @@ static int drain_batch(struct drain *d)
 		redis_trouble(d, "could not push a batch to redis; rolled back, will retry");
 		return -EIO;
 	}
+	t.push_us = mono_us() - t0 - t.fetch_us;
 	if (pg_source_commit(&d->pg, &d->batch) < 0) {
 		d->uncertain = true;
 		pg_trouble(d, "pushed a batch but could not delete it; the fence will delete it");
 		return -EIO;
 	}
+	t.commit_us = mono_us() - t0 - t.fetch_us - t.push_us;
 	backoff_reset(&d->pg_backoff);
 	backoff_reset(&d->redis_backoff);
-	log_batch(d);
+	if ((rc = advance_gaps(d)) < 0)
+		return rc;
+	log_batch(d, &t);
 	return nrows;
 }
 
@@ -287,8 +326,10 @@ int drain_run(struct drain *d)
 			break;
 		if (rc == 0 && d->cfg->once)
 			break;
-		if (rc == 0)
-			nap(d, d->cfg->poll_interval_ms);
+		/* Idle: a commit's notification wakes us; the poll interval bounds the
+		 * wait for what sends none (gaps to retire, a trigger dropped). */
+		if (rc == 0 && pg_source_wait_jobs(&d->pg, d->cfg->poll_interval_ms, d->stop) < 0)
+			pg_trouble(d, "lost postgres while idle; will reconnect");
 		rc = 0;
 	}
 	pg_source_rollback(&d->pg);

@@ -3,6 +3,7 @@
 #include "fmacros.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,12 +11,15 @@
 
 #include "pg_source.h"
 
-#define FETCH_SQL                                                                        \
+/* The snapshot's bounds come first: in REPEATABLE READ they are the bounds of
+ * every read that follows in the transaction. */
+#define BEGIN_SQL                                                                        \
 	"BEGIN ISOLATION LEVEL REPEATABLE READ;"                                         \
-	"SELECT id, queue, job_class, args::text, options::text, jid,"                   \
-	" (extract(epoch FROM created_at) * 1000000)::int8,"                            \
-	" (extract(epoch FROM run_at) * 1000000)::int8"                                 \
-	" FROM staged_jobs ORDER BY id LIMIT %d"
+	"SELECT pg_snapshot_xmin(s)::text, pg_snapshot_xmax(s)::text FROM pg_current_snapshot() s;"
+#define COLUMNS                                                                          \
+	"s.id, s.queue, s.job_class, s.args::text, s.options::text, s.jid,"              \
+	" (extract(epoch FROM s.created_at) * 1000000)::int8 AS created_us,"             \
+	" (extract(epoch FROM s.run_at) * 1000000)::int8 AS run_at_us"
 
 enum { COL_ID, COL_QUEUE, COL_CLASS, COL_ARGS, COL_OPTIONS, COL_JID, COL_CREATED, COL_RUN_AT };
 
@@ -75,7 +79,7 @@ static int set_session(struct pg_source *pg)
 	snprintf(sql, sizeof(sql),
 		 "SET idle_in_transaction_session_timeout = %d; SET tcp_keepalives_idle = 5;"
 		 " SET tcp_keepalives_interval = 2; SET tcp_keepalives_count = 3;"
-		 " SET tcp_user_timeout = 10000",
+		 " SET tcp_user_timeout = 10000; LISTEN staged_jobs",
 		 idle_ms);
 	res = PQexec(pg->conn, sql);
 	if (PQresultStatus(res) != PGRES_COMMAND_OK)
@@ -118,14 +122,38 @@ static int exec_expect(struct pg_source *pg, PGresult *res, ExecStatusType want,
 	return rc;
 }
 
+/* The tables, and what the cursor relies on (sql/002): ids taken after the
+ * transaction's xid, from a sequence that hands them out in order. */
+#define SCHEMA_SQL                                                                          \
+	"SELECT 'staged_jobs_dead'::regclass IS NOT NULL,"                                  \
+	" coalesce(pg_get_expr(d.adbin, d.adrelid), '') LIKE '%staged_jobs_next_id()%',"  \
+	" (SELECT seqcache FROM pg_sequence"                                               \
+	"  WHERE seqrelid = pg_get_serial_sequence('staged_jobs', 'id')::regclass)"         \
+	" FROM pg_attribute a LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum" \
+	" WHERE a.attrelid = 'staged_jobs'::regclass AND a.attname = 'id'"
+
 int pg_source_check_schema(struct pg_source *pg)
 {
-	PGresult *res = PQexec(pg->conn, "SELECT 'staged_jobs'::regclass, 'staged_jobs_dead'::regclass");
-	int rc = exec_expect(pg, res, PGRES_TUPLES_OK, "schema check failed");
+	PGresult *res = PQexec(pg->conn, SCHEMA_SQL);
+	int rc = 0;
 
-	if (rc < 0 && strcmp(pg->sqlstate, "42P01") == 0)
+	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+		rc = pg_fail(pg, res, "schema check failed");
+		if (strcmp(pg->sqlstate, "42P01") == 0)
+			snprintf(pg->errstr, sizeof(pg->errstr),
+				 "table staged_jobs or staged_jobs_dead is missing: run `stagedrain migrate` first");
+	} else if (PQntuples(res) != 1 || strcmp(PQgetvalue(res, 0, 1), "t") != 0) {
 		snprintf(pg->errstr, sizeof(pg->errstr),
-			 "table staged_jobs or staged_jobs_dead is missing: run `stagedrain migrate` first");
+			 "staged_jobs.id does not default to staged_jobs_next_id(): run `stagedrain migrate`");
+		rc = -EIO;
+	} else if (strcmp(PQgetvalue(res, 0, 2), "1") != 0) {
+		snprintf(pg->errstr, sizeof(pg->errstr),
+			 "sequence of staged_jobs.id has CACHE %s; the relay needs ids in order: "
+			 "ALTER SEQUENCE staged_jobs_id_seq CACHE 1",
+			 PQgetvalue(res, 0, 2));
+		rc = -EIO;
+	}
+	PQclear(res);
 	return rc;
 }
 
@@ -209,15 +237,123 @@ int pg_source_wait_lock(struct pg_source *pg, volatile sig_atomic_t *stop)
 	return rc;
 }
 
-int pg_source_fetch(struct pg_source *pg, int limit, int *nrows)
+/* Rows in gap ranges (late commits), as a subquery; lo and hi as array literals. */
+static int append_gap_read(struct buf *sql, const struct gaps *g, int limit)
 {
-	char sql[sizeof(FETCH_SQL) + 16];
+	int rc = buf_puts(sql, "(SELECT " COLUMNS " FROM unnest('{");
 
-	snprintf(sql, sizeof(sql), FETCH_SQL, limit);
+	for (size_t i = 0; rc == 0 && i < g->n; i++)
+		rc = buf_printf(sql, "%s%lld", i ? "," : "", g->v[i].lo);
+	if (rc == 0)
+		rc = buf_puts(sql, "}'::int8[], '{");
+	for (size_t i = 0; rc == 0 && i < g->n; i++)
+		rc = buf_printf(sql, "%s%lld", i ? "," : "", g->v[i].hi);
+	return rc ? rc
+		  : buf_printf(sql,
+			       "}'::int8[]) AS g(lo, hi) JOIN staged_jobs s ON s.id BETWEEN g.lo AND g.hi"
+			       " ORDER BY s.id LIMIT %d) UNION ALL ",
+			       limit);
+}
+
+/* Reads above the cursor, and in the gaps below it: no query starts below the
+ * oldest gap, so drained rows' dead index entries are never walked. */
+static int build_fetch(struct buf *sql, const struct gaps *g, int limit)
+{
+	int rc;
+
+	buf_reset(sql);
+	rc = buf_puts(sql, BEGIN_SQL);
+	if (rc == 0 && g->n && (rc = buf_puts(sql, "SELECT * FROM (")) == 0)
+		rc = append_gap_read(sql, g, limit);
+	if (rc == 0)
+		rc = buf_printf(sql, "(SELECT " COLUMNS " FROM staged_jobs s WHERE s.id > %lld ORDER BY s.id LIMIT %d)",
+				g->cursor, limit);
+	if (rc == 0 && g->n)
+		rc = buf_printf(sql, ") b ORDER BY id LIMIT %d", limit);
+	return rc;
+}
+
+/* BEGIN, the snapshot's bounds, the rows: keeps the rows and notes the bounds. */
+static int read_fetch_results(struct pg_source *pg)
+{
+	PGresult *res;
+	int rc = 0, n = 0;
+
+	while ((res = PQgetResult(pg->conn)) != NULL) {
+		ExecStatusType want = n == 0 ? PGRES_COMMAND_OK : PGRES_TUPLES_OK;
+		if (rc == 0 && PQresultStatus(res) != want)
+			rc = pg_fail(pg, res, "could not read staged jobs");
+		if (rc == 0 && n == 1) {
+			pg->read.xmin = strtoull(PQgetvalue(res, 0, 0), NULL, 10);
+			pg->read.xmax = strtoull(PQgetvalue(res, 0, 1), NULL, 10);
+		}
+		if (rc == 0 && n == 2 && !pg->rows)
+			pg->rows = res;
+		else
+			PQclear(res);
+		n++;
+	}
+	if (rc == 0 && !pg->rows)
+		rc = pg_fail(pg, NULL, "could not read staged jobs");
+	return rc;
+}
+
+/* The ids read, ascending, and how far the gap read got if its limit cut it short. */
+static int note_ids(struct pg_source *pg, const struct gaps *g, int limit)
+{
+	struct pg_read *r = &pg->read;
+	size_t n = (size_t)PQntuples(pg->rows), below = 0;
+
+	if (n > r->cap) {
+		long long *ids = realloc(r->ids, n * sizeof(*ids));
+		if (!ids)
+			return -ENOMEM;
+		r->ids = ids;
+		r->cap = n;
+	}
+	for (size_t i = 0; i < n; i++) {
+		r->ids[i] = strtoll(PQgetvalue(pg->rows, (int)i, COL_ID), NULL, 10);
+		below += r->ids[i] <= g->cursor;
+	}
+	r->n = n;
+	r->retire_below = g->n && below >= (size_t)limit ? r->ids[below - 1] : LLONG_MAX;
+	return 0;
+}
+
+int pg_source_wait_jobs(struct pg_source *pg, int ms, volatile sig_atomic_t *stop)
+{
+	struct pollfd pfd = { .fd = PQsocket(pg->conn), .events = POLLIN };
+
+	for (;;) {
+		PGnotify *note;
+		bool woken = false;
+
+		if (!PQconsumeInput(pg->conn))
+			return pg_fail(pg, NULL, "lost the connection while waiting for jobs");
+		while ((note = PQnotifies(pg->conn)) != NULL) {
+			woken = true;
+			PQfreemem(note);
+		}
+		if (woken || ms <= 0 || *stop)
+			return woken;
+		/* Short slices: a stop signal is honoured within 50 ms. */
+		if (poll(&pfd, 1, ms < 50 ? ms : 50) < 0 && errno != EINTR)
+			return pg_fail(pg, NULL, "waiting for jobs failed");
+		ms -= 50;
+	}
+}
+
+int pg_source_fetch(struct pg_source *pg, const struct gaps *g, int limit, int *nrows)
+{
+	int rc;
+
+	pg->read.n = 0;
+	if ((rc = build_fetch(&pg->sql, g, limit)) < 0)
+		return rc;
 	pg->in_tx = true;
-	pg->rows = PQexec(pg->conn, sql);
-	if (PQresultStatus(pg->rows) != PGRES_TUPLES_OK) {
-		int rc = pg_fail(pg, pg->rows, "could not read staged jobs");
+	if (!PQsendQuery(pg->conn, pg->sql.data))
+		return pg_fail(pg, NULL, "could not read staged jobs");
+	if ((rc = read_fetch_results(pg)) < 0 || (rc = note_ids(pg, g, limit)) < 0) {
 		PQclear(pg->rows);
 		pg->rows = NULL;
 		return rc;
@@ -384,4 +520,6 @@ void pg_source_free(struct pg_source *pg)
 		return;
 	pg_source_close(pg);
 	buf_free(&pg->sql);
+	free(pg->read.ids);
+	pg->read.ids = NULL;
 }

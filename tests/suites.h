@@ -9,11 +9,13 @@ Suite *config_suite(void);
 Suite *job_suite(void);
 Suite *backoff_suite(void);
 Suite *fence_suite(void);
+Suite *gaps_suite(void);
 
 Suite *relay_suite(void);
 Suite *faults_suite(void);
 Suite *leader_suite(void);
 Suite *e2e_suite(void);
 Suite *sink_suite(void);
+Suite *cursor_suite(void);
 
 #endif

@@ -1,0 +1,168 @@
+/* The cursor and its gaps against a real Postgres: late commits still arrive,
+ * rolled-back ids never stall, drained rows are not walked again, and a
+ * commit wakes an idle relay without waiting for its poll. */
+#include "fmacros.h"
+
+#include <check.h>
+#include <signal.h>
+#include <stdio.h>
+
+#include "harness.h"
+#include "suites.h"
+
+
+static void wait_llen(redisContext *r, long long n, int timeout_ms)
+{
+	long long t0 = h_now_ms();
+
+	while (h_cmd_int(r, "LLEN queue:default") < n) {
+		ck_assert_msg(h_now_ms() - t0 < timeout_ms, "%lld jobs not in redis within %d ms", n, timeout_ms);
+		h_sleep_ms(5);
+	}
+}
+
+/* A transaction that staged a job and has not committed yet. */
+static PGconn *open_staging(const char *job_class)
+{
+	PGconn *c = h_pg();
+
+	h_sql(c, "BEGIN");
+	h_sql(c, "INSERT INTO staged_jobs (job_class, args) VALUES ('%s', '[0]')", job_class);
+	return c;
+}
+
+START_TEST(a_late_commit_below_the_cursor_arrives_promptly)
+{
+	static const char *const args[] = { "--batch-size", "50", "--poll-interval", "50ms",
+					     "--log-level", "debug", NULL };
+	PGconn *c = h_pg(), *late = open_staging("Late"), *rolled = open_staging("Never");
+	redisContext *r = h_redis();
+	struct relay_proc p;
+	json_t *jobs;
+	long long t0;
+
+	/* Ids 1 and 2 are taken but not committed; 3..202 commit first. */
+	h_stage(c, "default", 1, 200);
+	h_relay_start(&p, "relay", args);
+	wait_llen(r, 200, 10000);
+	h_sql(rolled, "ROLLBACK");
+	h_stage(c, "default", 201, 100);
+	wait_llen(r, 300, 10000);
+
+	t0 = h_now_ms();
+	h_sql(late, "COMMIT");
+	wait_llen(r, 301, 1000);
+	ck_assert_int_lt(h_now_ms() - t0, 1000);
+	/* LPUSH: the head of the list is the job pushed last. */
+	jobs = h_list_jobs(r, "queue:default");
+	ck_assert_str_eq(json_string_value(json_object_get(json_array_get(jobs, 0), "class")), "Late");
+	json_decref(jobs);
+	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs"), 0);
+	/* Both gaps retire once their transactions ended: nothing is tracked. */
+	ck_assert(h_log_wait(&p, "gaps=0", 5000));
+	h_relay_kill(&p, SIGTERM);
+	ck_assert_int_eq(h_relay_wait(&p, 5000), 0);
+	PQfinish(late);
+	PQfinish(rolled);
+	PQfinish(c);
+	redisFree(r);
+}
+END_TEST
+
+/* Index entries the relay's reads returned: a read that starts at the head of
+ * the table walks every drained row a long transaction keeps from cleanup. */
+static long long pkey_entries_read(PGconn *c)
+{
+	h_sleep_ms(1200); /* backends report their counts at most once a second */
+	h_sql(c, "SELECT pg_stat_clear_snapshot()");
+	return h_sql(c, "SELECT idx_tup_read FROM pg_stat_user_indexes WHERE indexrelname = 'staged_jobs_pkey'");
+}
+
+START_TEST(drained_rows_are_not_walked_again_under_a_long_transaction)
+{
+	enum { ROUNDS = 40, PER_ROUND = 250 };
+	static const char *const args[] = { "--batch-size", "250", "--poll-interval", "20ms", NULL };
+	PGconn *c = h_pg(), *old = h_pg();
+	redisContext *r = h_redis();
+	struct relay_proc p;
+	long long before, walked;
+
+	/* A snapshot that pins the xmin horizon: no dead row can be cleaned up. */
+	h_sql(old, "BEGIN ISOLATION LEVEL REPEATABLE READ");
+	h_sql(old, "SELECT count(*) FROM staged_jobs");
+	h_relay_start(&p, "relay", args);
+	ck_assert(h_log_wait(&p, "leading", 10000));
+	before = pkey_entries_read(c);
+	for (int i = 0; i < ROUNDS; i++) {
+		h_stage(c, "default", i * PER_ROUND, PER_ROUND);
+		wait_llen(r, (long long)(i + 1) * PER_ROUND, 10000);
+	}
+	walked = pkey_entries_read(c) - before;
+	/* Reading from the head would return about ROUNDS^2 * PER_ROUND / 2 = 200,000
+	 * entries; a cursor returns each row about once, plus its polls' misses. */
+	ck_assert_msg(walked < 3 * ROUNDS * PER_ROUND, "the relay's reads returned %lld index entries for %d rows",
+		      walked, ROUNDS * PER_ROUND);
+	h_sql(old, "COMMIT");
+	h_relay_kill(&p, SIGTERM);
+	ck_assert_int_eq(h_relay_wait(&p, 5000), 0);
+	h_snapshot_expected(c); /* nothing left staged: every job is accounted for below */
+	ck_assert_int_eq(h_cmd_int(r, "LLEN queue:default"), ROUNDS * PER_ROUND);
+	PQfinish(old);
+	PQfinish(c);
+	redisFree(r);
+}
+END_TEST
+
+START_TEST(a_commit_wakes_an_idle_relay_before_its_poll)
+{
+	static const char *const args[] = { "--poll-interval", "60s", NULL };
+	PGconn *c = h_pg();
+	redisContext *r = h_redis();
+	struct relay_proc p;
+
+	h_relay_start(&p, "relay", args);
+	ck_assert(h_log_wait(&p, "leading", 10000));
+	h_sleep_ms(300); /* the relay read an empty table and now waits */
+	for (int i = 0; i < 5; i++) {
+		long long t0 = h_now_ms();
+		h_stage(c, "default", i, 1);
+		wait_llen(r, i + 1, 5000);
+		ck_assert_int_lt(h_now_ms() - t0, 2000);
+	}
+	h_relay_kill(&p, SIGTERM);
+	ck_assert_int_eq(h_relay_wait(&p, 5000), 0);
+	PQfinish(c);
+	redisFree(r);
+}
+END_TEST
+
+START_TEST(a_sequence_that_caches_ids_is_refused)
+{
+	static const char *const once[] = { "--once", NULL };
+	PGconn *c = h_pg();
+	char log[600];
+
+	h_sql(c, "ALTER SEQUENCE staged_jobs_id_seq CACHE 20");
+	ck_assert_int_eq(h_relay_run("cached", once), 1);
+	h_sql(c, "ALTER SEQUENCE staged_jobs_id_seq CACHE 1");
+	snprintf(log, sizeof(log), "%s/cached.log", h_env("TEST_DIR"));
+	ck_assert(h_log_contains(log, "has CACHE 20"));
+	ck_assert_int_eq(h_relay_run("fine", once), 0);
+	PQfinish(c);
+}
+END_TEST
+
+Suite *cursor_suite(void)
+{
+	Suite *s = suite_create("cursor");
+	TCase *tc = tcase_create("cursor");
+
+	tcase_add_checked_fixture(tc, h_reset, NULL);
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, a_late_commit_below_the_cursor_arrives_promptly);
+	tcase_add_test(tc, drained_rows_are_not_walked_again_under_a_long_transaction);
+	tcase_add_test(tc, a_commit_wakes_an_idle_relay_before_its_poll);
+	tcase_add_test(tc, a_sequence_that_caches_ids_is_refused);
+	suite_add_tcase(s, tc);
+	return s;
+}
