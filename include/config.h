@@ -26,7 +26,9 @@ struct redis_target {
 struct config {
 	enum config_command command;
 	char *pg_url;        /* libpq conninfo or URI; "" uses libpq's PG* defaults */
-	char *redis_url;     /* as given */
+	char *pg_password;   /* NULL, or from --pg-password-file: beats one in pg_url */
+	char *redis_url;     /* as given, or read from --redis-url-file */
+	char *redis_password; /* NULL, or from --redis-password-file: already in redis */
 	struct redis_target redis;
 	enum job_format format;
 	int sidekiq_version; /* 6 or 7: float seconds; 8: integer milliseconds */
@@ -47,8 +49,10 @@ struct config {
 
 /*
  * Fills cfg from argv, then STAGEDRAIN_* variables, then DATABASE_URL and
- * REDIS_URL, then defaults. On error returns -EINVAL with one line in err
- * naming the flag, its variable and the cause; cfg is then freed.
+ * REDIS_URL, then defaults; the *-file settings are read here, once. On error
+ * returns -EINVAL with one line in err naming the flag, its variable (or
+ * file) and the cause, never a password or a secret file's contents; cfg is
+ * then freed.
  */
 int config_load(struct config *cfg, int argc, char **argv, char *err, size_t errlen) SD_MUSTCHECK;
 /* Prints usage with every setting, its variable and default. */

@@ -12,6 +12,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include <libpq-fe.h>
+
 #include "config.h"
 
 /* Choices are stored through an int pointer, so each enum must be int-sized. */
@@ -21,8 +23,10 @@ _Static_assert(sizeof(enum log_format) == sizeof(int), "enum log_format is not i
 _Static_assert(sizeof(enum config_command) == sizeof(int), "enum config_command is not int-sized");
 
 enum value_type {
-	V_STR,    /* char *, any text */
+	V_PG,     /* char * pg_url, checked with libpq's own parser */
 	V_REDIS,  /* char * redis_url, also parsed into cfg->redis */
+	V_FILE,   /* a path; the file's contents are the value of .file_for */
+	V_SECRET, /* a path; the file's contents go to a char *, never shown */
 	V_NS,     /* char * key_prefix; its default depends on the format */
 	V_CHOICE, /* int or int-sized enum, one of .choices */
 	V_BOOL,   /* bool; bare flag on the command line, words in the environment */
@@ -63,7 +67,8 @@ struct setting {
 	const struct choice *choices;
 	const struct numkind *num;
 	long long min, max;
-	bool secret; /* may hold a password: never echoed in errors */
+	bool secret;          /* may hold a password: never echoed in errors */
+	const char *file_for; /* V_FILE: the flag whose value the file holds */
 };
 
 static const struct choice commands[] = {
@@ -107,19 +112,40 @@ static const struct numkind duration = {
 
 #define OFF(field) offsetof(struct config, field)
 
-/* Applied in this order: --format comes before --namespace, whose default needs it. */
+/*
+ * Applied in this order, except that V_SECRET files go first (the redis url
+ * needs to know whether its password is replaced): --format comes before
+ * --namespace, whose default needs it.
+ */
 static const struct setting settings[] = {
 	{ .flag = "pg-url", .env = "STAGEDRAIN_PG_URL", .env_fallback = "DATABASE_URL",
-	  .type = V_STR, .metavar = "URL", .def = "", .off = OFF(pg_url), .secret = true,
+	  .type = V_PG, .metavar = "URL", .def = "", .off = OFF(pg_url), .secret = true,
 	  .def_doc = "empty, so libpq uses PGHOST, PGDATABASE and its other PG* variables",
 	  .help = "postgres holding the staged_jobs table: a libpq conninfo string or "
-		  "postgresql:// URI, passed to libpq unchanged" },
+		  "postgresql:// URI, passed to libpq unchanged; TLS with "
+		  "sslmode=verify-full and sslrootcert=PATH" },
+	{ .flag = "pg-url-file", .env = "STAGEDRAIN_PG_URL_FILE", .type = V_FILE,
+	  .metavar = "PATH", .def_doc = "none", .file_for = "pg-url",
+	  .help = "read --pg-url from this file, e.g. a mounted secret; one trailing "
+		  "newline is ignored" },
+	{ .flag = "pg-password-file", .env = "STAGEDRAIN_PG_PASSWORD_FILE", .type = V_SECRET,
+	  .metavar = "PATH", .def_doc = "none", .off = OFF(pg_password),
+	  .help = "read the postgres password from this file; it replaces any password "
+		  "in --pg-url" },
 	{ .flag = "redis-url", .env = "STAGEDRAIN_REDIS_URL", .env_fallback = "REDIS_URL",
 	  .type = V_REDIS, .metavar = "URL", .def = "redis://127.0.0.1:6379/0",
 	  .off = OFF(redis_url), .secret = true,
 	  .help = "redis to push jobs to: redis://[[user]:password@]host[:port][/db] or "
 		  "unix://[[user]:password@]/path/to/redis.sock[?db=N]; rediss:// (TLS) is "
 		  "not supported, use a TLS tunnel such as stunnel on localhost" },
+	{ .flag = "redis-url-file", .env = "STAGEDRAIN_REDIS_URL_FILE", .type = V_FILE,
+	  .metavar = "PATH", .def_doc = "none", .file_for = "redis-url",
+	  .help = "read --redis-url from this file, e.g. a mounted secret; one trailing "
+		  "newline is ignored" },
+	{ .flag = "redis-password-file", .env = "STAGEDRAIN_REDIS_PASSWORD_FILE",
+	  .type = V_SECRET, .metavar = "PATH", .def_doc = "none", .off = OFF(redis_password),
+	  .help = "read the redis password (AUTH) from this file; it replaces any "
+		  "password in --redis-url" },
 	{ .flag = "format", .env = "STAGEDRAIN_FORMAT", .type = V_CHOICE, .def = "sidekiq",
 	  .choices = formats, .off = OFF(format),
 	  .help = "job layout in redis, as the worker library writes it" },
@@ -166,10 +192,13 @@ static const struct setting settings[] = {
 
 #define NSETTINGS (sizeof(settings) / sizeof(settings[0]))
 
-/* A setting's raw text and where it came from; env NULL means the command line. */
+/* A setting's raw text and where it came from; env NULL means the command
+ * line, file non-NULL that val is that file's contents, which pick owns. */
 struct pick {
 	const char *val;
 	const char *env;
+	const char *file;
+	char *owned;
 	bool set;
 };
 
@@ -470,21 +499,30 @@ static int parse_url(struct redis_target *t, const char *url, char *err, size_t 
 	free(copy);
 	if (rc == -ENOMEM)
 		return fail(err, errlen, rc, "out of memory");
-	if (rc == 0 && t->user && !t->password)
-		return fail(err, errlen, -EINVAL,
-			    "user name without a password (write :password@ for a password alone)");
 	return rc;
 }
 
-int redis_target_parse(struct redis_target *t, const char *url, char *err, size_t errlen)
+/* password, when not NULL, replaces the url's (it came from a secret file). */
+static int parse_target(struct redis_target *t, const char *url, const char *password,
+			char *err, size_t errlen)
 {
 	int rc;
 
 	memset(t, 0, sizeof(*t));
 	rc = parse_url(t, url, err, errlen);
+	if (rc == 0 && password && set_str(&t->password, password) < 0)
+		rc = fail(err, errlen, -ENOMEM, "out of memory");
+	if (rc == 0 && t->user && !t->password)
+		rc = fail(err, errlen, -EINVAL,
+			  "user name without a password (write :password@ for a password alone)");
 	if (rc < 0)
 		redis_target_free(t);
 	return rc;
+}
+
+int redis_target_parse(struct redis_target *t, const char *url, char *err, size_t errlen)
+{
+	return parse_target(t, url, NULL, err, errlen);
 }
 
 void redis_target_free(struct redis_target *t)
@@ -573,6 +611,36 @@ static int apply_number(struct config *cfg, const struct setting *s, const char 
 	return 0;
 }
 
+/* libpq's parser quotes the text it stumbled on, which may be the password:
+ * its message is kept with every quoted piece replaced by "...". */
+static int check_pg_url(const char *url, char *why, size_t len)
+{
+	PQconninfoOption *opts;
+	char *msg = NULL;
+	bool quoted = false;
+	size_t n = 0;
+
+	if (!*url)
+		return 0;
+	if ((opts = PQconninfoParse(url, &msg))) {
+		PQconninfoFree(opts);
+		return 0;
+	}
+	if (!msg)
+		return -ENOMEM;
+	for (const char *p = msg; *p && n + 6 < len; p++) {
+		if (*p == '"' && (quoted = !quoted))
+			n += (size_t)snprintf(why + n, len - n, "\"...\"");
+		else if (!quoted && *p != '"')
+			why[n++] = isprint((unsigned char)*p) ? *p : ' ';
+	}
+	while (n > 0 && why[n - 1] == ' ')
+		n--;
+	why[n] = '\0';
+	PQfreemem(msg);
+	return -EINVAL;
+}
+
 /* Converts raw (the text chosen for s) and stores it in cfg; why gets the cause. */
 static int apply(struct config *cfg, const struct setting *s, const char *raw, char *why,
 		 size_t len)
@@ -582,12 +650,18 @@ static int apply(struct config *cfg, const struct setting *s, const char *raw, c
 	long long v;
 
 	switch (s->type) {
-	case V_STR:
-		return set_str(field(cfg, s), raw);
+	case V_PG:
+		if (set_str(field(cfg, s), raw) < 0)
+			return -ENOMEM;
+		return check_pg_url(raw, why, len);
 	case V_REDIS:
 		if (set_str(field(cfg, s), raw) < 0)
 			return -ENOMEM;
-		return redis_target_parse(&cfg->redis, raw, why, len);
+		return parse_target(&cfg->redis, raw, cfg->redis_password, why, len);
+	case V_FILE:
+		return 0; /* read_files gave its contents to .file_for */
+	case V_SECRET:
+		return raw ? set_str(field(cfg, s), raw) : 0;
 	case V_NS:
 		return apply_namespace(cfg, raw, why, len);
 	case V_INT:
@@ -698,26 +772,139 @@ static void resolve(struct pick *picks)
 	}
 }
 
-static int apply_all(struct config *cfg, const struct pick *picks, char *err, size_t errlen)
+/* " (from VARIABLE)", " (from file PATH)" or "" for the command line. */
+static const char *source(const struct pick *p, char *out, size_t len)
 {
-	char why[256], shown[96], from[64];
+	char shown[128];
+
+	out[0] = '\0';
+	if (p->file)
+		snprintf(out, len, " (from file %s)", printable(p->file, shown, sizeof(shown)));
+	else if (p->env)
+		snprintf(out, len, " (from %s)", p->env);
+	return out;
+}
+
+static const struct setting *find_setting(const char *flag)
+{
+	for (const struct setting *s = settings; s < settings + NSETTINGS; s++)
+		if (strcmp(s->flag, flag) == 0)
+			return s;
+	return NULL;
+}
+
+#define SECRET_FILE_MAX 65536
+
+/* One trailing newline is dropped, as echo and editors write one; what is
+ * left must be one line. No message says anything of the contents. */
+static int trim_secret(char *buf, size_t *n, char *why, size_t len)
+{
+	if (*n > 0 && buf[*n - 1] == '\n')
+		(*n)--;
+	if (*n > 0 && buf[*n - 1] == '\r')
+		(*n)--;
+	if (*n == 0)
+		return fail(why, len, -EINVAL, "the file is empty");
+	if (memchr(buf, '\0', *n))
+		return fail(why, len, -EINVAL, "the file holds a NUL byte");
+	if (memchr(buf, '\n', *n) || memchr(buf, '\r', *n))
+		return fail(why, len, -EINVAL, "the file holds more than one line");
+	buf[*n] = '\0';
+	return 0;
+}
+
+/* Reads a *-file setting's file whole into *out (the caller frees it). */
+static int read_secret(const char *path, char **out, char *why, size_t len)
+{
+	FILE *f = fopen(path, "rb");
+	char *buf = NULL;
+	size_t n = 0;
+	int rc = 0;
+
+	if (!f)
+		return fail(why, len, -EINVAL, "could not open the file: %s", strerror(errno));
+	/* One byte more than allowed tells a file that is too big. */
+	if ((buf = malloc(SECRET_FILE_MAX + 1)))
+		n = fread(buf, 1, SECRET_FILE_MAX + 1, f);
+	if (!buf)
+		rc = -ENOMEM;
+	else if (ferror(f))
+		rc = fail(why, len, -EINVAL, "could not read the file: %s", strerror(errno));
+	else if (n > SECRET_FILE_MAX)
+		rc = fail(why, len, -EINVAL, "the file is larger than 64k");
+	fclose(f);
+	if (rc == 0)
+		rc = trim_secret(buf, &n, why, len);
+	if (rc < 0) {
+		free(buf);
+		return rc;
+	}
+	*out = buf;
+	return 0;
+}
+
+/* Reads each *-file setting that is set. A V_FILE's contents become the value
+ * of the setting it stands for, which must not be given as well. */
+static int read_files(struct pick *picks, char *err, size_t errlen)
+{
+	char why[160], shown[96], from[160], from2[160];
 
 	for (size_t i = 0; i < NSETTINGS; i++) {
-		const struct setting *s = &settings[i];
-		const char *raw = picks[i].set ? picks[i].val : s->def;
-		int rc = apply(cfg, s, raw, why, sizeof(why));
+		const struct setting *s = &settings[i], *t = s;
+		const char *path = picks[i].val;
+		char *text = NULL;
+		int rc;
 
+		if (!picks[i].set || (s->type != V_FILE && s->type != V_SECRET))
+			continue;
+		if (s->type == V_FILE && picks[(t = find_setting(s->file_for)) - settings].set)
+			return fail(err, errlen, -EINVAL, "--%s%s and --%s%s are both set: give one",
+				    t->flag, source(&picks[t - settings], from2, sizeof(from2)),
+				    s->flag, source(&picks[i], from, sizeof(from)));
+		rc = read_secret(path, &text, why, sizeof(why));
 		if (rc == -ENOMEM)
 			return fail(err, errlen, rc, "out of memory");
-		if (rc == 0)
-			continue;
-		from[0] = '\0';
-		if (picks[i].env)
-			snprintf(from, sizeof(from), " (from %s)", picks[i].env);
-		if (s->secret)
-			return fail(err, errlen, rc, "invalid --%s%s: %s", s->flag, from, why);
-		return fail(err, errlen, rc, "invalid --%s \"%s\"%s: %s", s->flag,
-			    printable(raw, shown, sizeof(shown)), from, why);
+		if (rc < 0)
+			return fail(err, errlen, rc, "invalid --%s \"%s\"%s: %s", s->flag,
+				    printable(path, shown, sizeof(shown)),
+				    source(&picks[i], from, sizeof(from)), why);
+		/* t's pick may be i's own: path is read before it is overwritten. */
+		picks[t - settings] = (struct pick){ .val = text, .file = path, .owned = text, .set = true };
+	}
+	return 0;
+}
+
+static int apply_one(struct config *cfg, const struct setting *s, const struct pick *p, char *err,
+		     size_t errlen)
+{
+	char why[256], shown[96], from[160];
+	const char *raw = p->set ? p->val : s->def;
+	int rc = apply(cfg, s, raw, why, sizeof(why));
+
+	if (rc == -ENOMEM)
+		return fail(err, errlen, rc, "out of memory");
+	if (rc == 0)
+		return 0;
+	source(p, from, sizeof(from));
+	if (s->secret)
+		return fail(err, errlen, rc, "invalid --%s%s: %s", s->flag, from, why);
+	return fail(err, errlen, rc, "invalid --%s \"%s\"%s: %s", s->flag,
+		    printable(raw, shown, sizeof(shown)), from, why);
+}
+
+/* Password files go first: the redis url's parser must know whether its
+ * password is replaced (a user name alone is an error otherwise). */
+static int apply_all(struct config *cfg, const struct pick *picks, char *err, size_t errlen)
+{
+	for (int pass = 0; pass < 2; pass++) {
+		for (size_t i = 0; i < NSETTINGS; i++) {
+			int rc;
+
+			if ((settings[i].type == V_SECRET) != (pass == 0))
+				continue;
+			if ((rc = apply_one(cfg, &settings[i], &picks[i], err, errlen)) < 0)
+				return rc;
+		}
 	}
 	return 0;
 }
@@ -732,8 +919,12 @@ int config_load(struct config *cfg, int argc, char **argv, char *err, size_t err
 	rc = scan_args(cfg, picks, argc, argv, err, errlen);
 	if (rc == 0) {
 		resolve(picks);
-		rc = apply_all(cfg, picks, err, errlen);
+		rc = read_files(picks, err, errlen);
 	}
+	if (rc == 0)
+		rc = apply_all(cfg, picks, err, errlen);
+	for (size_t i = 0; i < NSETTINGS; i++)
+		free(picks[i].owned);
 	if (rc < 0)
 		config_free(cfg);
 	return rc;
@@ -744,7 +935,9 @@ void config_free(struct config *cfg)
 	if (!cfg)
 		return;
 	free(cfg->pg_url);
+	free(cfg->pg_password);
 	free(cfg->redis_url);
+	free(cfg->redis_password);
 	free(cfg->key_prefix);
 	redis_target_free(&cfg->redis);
 	memset(cfg, 0, sizeof(*cfg));

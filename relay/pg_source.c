@@ -94,9 +94,14 @@ int pg_source_connect(struct pg_source *pg)
 	 * keepalives notice a vanished server as the server notices us. */
 	const char *keys[] = { "connect_timeout", "fallback_application_name", "keepalives",
 			       "keepalives_idle", "keepalives_interval", "keepalives_count",
-			       "tcp_user_timeout", "dbname", NULL };
-	const char *vals[] = { "10", "stagedrain", "1", "5", "2", "3", "10000", pg->cfg->pg_url, NULL };
+			       "tcp_user_timeout", "dbname", NULL, NULL };
+	const char *vals[] = { "10", "stagedrain", "1", "5", "2", "3", "10000", pg->cfg->pg_url, NULL, NULL };
 
+	/* After dbname, so the password file's password beats one in the URL. */
+	if (pg->cfg->pg_password) {
+		keys[8] = "password";
+		vals[8] = pg->cfg->pg_password;
+	}
 	pg_source_close(pg);
 	pg->conn = PQconnectdbParams(keys, vals, 1);
 	if (!pg->conn)

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "config.h"
 #include "suites.h"
@@ -17,14 +18,16 @@ static const char *const all_vars[] = {
 	"STAGEDRAIN_NAMESPACE",      "STAGEDRAIN_BATCH_SIZE", "STAGEDRAIN_MAX_JOB_BYTES",
 	"STAGEDRAIN_POLL_INTERVAL",  "STAGEDRAIN_REDIS_TIMEOUT", "STAGEDRAIN_LOCK_KEY",
 	"STAGEDRAIN_LOG_FORMAT",     "STAGEDRAIN_LOG_LEVEL",  "STAGEDRAIN_ONCE",
-	NULL,
+	"STAGEDRAIN_PG_URL_FILE",    "STAGEDRAIN_PG_PASSWORD_FILE", "STAGEDRAIN_REDIS_URL_FILE",
+	"STAGEDRAIN_REDIS_PASSWORD_FILE", NULL,
 };
 
 static const char *const all_flags[] = {
 	"--pg-url",     "--redis-url",     "--format",   "--sidekiq-version", "--namespace",
 	"--batch-size", "--max-job-bytes", "--poll-interval", "--redis-timeout", "--lock-key",
 	"--log-format", "--log-level",     "--once",     "--help",            "-h",
-	"--version",    "-V",              NULL,
+	"--version",    "-V",              "--pg-url-file", "--pg-password-file", "--redis-url-file",
+	"--redis-password-file", NULL,
 };
 
 /* The developer's or CI's own DATABASE_URL must not leak into the tests,
@@ -400,8 +403,8 @@ START_TEST(negative_value_is_not_an_option)
 	ck_assert_int_eq(cfg.lock_key, -5);
 	config_free(&cfg);
 	/* A value that starts with -- needs the = form. */
-	load_ok(&cfg, ARGV("--pg-url=--odd"));
-	ck_assert_str_eq(cfg.pg_url, "--odd");
+	load_ok(&cfg, ARGV("--namespace=--odd"));
+	ck_assert_str_eq(cfg.key_prefix, "--odd:");
 	config_free(&cfg);
 }
 END_TEST
@@ -516,6 +519,14 @@ static const struct err_case {
 	  "invalid --redis-url (from REDIS_URL): rediss:// (TLS) is not supported yet; run a TLS "
 	  "tunnel such as stunnel or spiped on localhost and point a redis:// url at it" },
 	{ "STAGEDRAIN_REDIS_URL", "", { NULL }, "invalid --redis-url (from STAGEDRAIN_REDIS_URL): empty url" },
+	/* nor are postgres urls, though libpq's own message would quote the password */
+	{ NULL, NULL, { "--pg-url", "postgresql://u:hunter2%zz@h/db" },
+	  "invalid --pg-url: invalid percent-encoded token: \"...\"" },
+	{ "DATABASE_URL", "host=h password hunter2", { NULL },
+	  "invalid --pg-url (from DATABASE_URL): missing \"...\" after \"...\" in connection info "
+	  "string" },
+	{ NULL, NULL, { "--pg-url", "postgresql://h/db?hunter2=1" },
+	  "invalid --pg-url: invalid URI query parameter: \"...\"" },
 };
 
 START_TEST(error_messages)
@@ -586,6 +597,261 @@ START_TEST(usage_lists_every_setting)
 	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
 		ck_assert_msg(strlen(line) <= 80, "line too long: %s", line);
 	free(text);
+}
+END_TEST
+
+/* ---- *-file settings ---- */
+
+static char file_dir[256];
+
+static void files_setup(void)
+{
+	const char *tmp = getenv("TMPDIR");
+
+	clear_env();
+	snprintf(file_dir, sizeof(file_dir), "%s/stagedrain-config.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+	ck_assert_ptr_nonnull(mkdtemp(file_dir));
+}
+
+static const char *const file_names[] = { "a", "b", "c", NULL };
+
+static void files_teardown(void)
+{
+	char path[300];
+
+	for (const char *const *n = file_names; *n; n++) {
+		snprintf(path, sizeof(path), "%s/%s", file_dir, *n);
+		unlink(path);
+	}
+	rmdir(file_dir);
+}
+
+/* Writes n bytes to file_dir/name (one of file_names); returns its path. */
+static const char *put_file(const char *name, const char *text, size_t n, char *path, size_t len)
+{
+	FILE *f;
+
+	snprintf(path, len, "%s/%s", file_dir, name);
+	f = fopen(path, "wb");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_uint_eq(fwrite(text, 1, n, f), n);
+	fclose(f);
+	return path;
+}
+
+#define PUT(name, lit, path) put_file(name, lit, sizeof(lit) - 1, path, sizeof(path))
+
+/* Each *-file setting, a good value for its file, and the value setting it conflicts with. */
+static const struct file_setting {
+	const char *flag, *env, *good, *value_flag, *value_env;
+} file_settings[] = {
+	{ "--pg-url-file", "STAGEDRAIN_PG_URL_FILE", "host=db user=app password=pw", "--pg-url",
+	  "STAGEDRAIN_PG_URL" },
+	{ "--pg-password-file", "STAGEDRAIN_PG_PASSWORD_FILE", "pg pass: \"word\" ", NULL, NULL },
+	{ "--redis-url-file", "STAGEDRAIN_REDIS_URL_FILE", "redis://:pw@cache:7000/3", "--redis-url",
+	  "STAGEDRAIN_REDIS_URL" },
+	{ "--redis-password-file", "STAGEDRAIN_REDIS_PASSWORD_FILE", " redis pass\t", NULL, NULL },
+};
+
+#define NFILE_SETTINGS ((int)(sizeof(file_settings) / sizeof(file_settings[0])))
+
+/* What the file set, looked up by the setting's index in file_settings. */
+static const char *file_value(const struct config *cfg, int i)
+{
+	const char *v[] = { cfg->pg_url, cfg->pg_password, cfg->redis_url, cfg->redis.password };
+
+	return v[i];
+}
+
+START_TEST(file_is_read)
+{
+	const struct file_setting *fs = &file_settings[_i];
+	char text[128], path[300], joined[400];
+	struct config cfg;
+
+	/* One trailing newline, LF or CRLF, is dropped; other spaces are kept. */
+	snprintf(text, sizeof(text), "%s\n", fs->good);
+	load_ok(&cfg, ARGV(fs->flag, put_file("a", text, strlen(text), path, sizeof(path))));
+	ck_assert_str_eq(file_value(&cfg, _i), fs->good);
+	config_free(&cfg);
+
+	snprintf(text, sizeof(text), "%s\r\n", fs->good);
+	setenv(fs->env, put_file("b", text, strlen(text), path, sizeof(path)), 1);
+	load_ok(&cfg, ARGV(NULL));
+	ck_assert_str_eq(file_value(&cfg, _i), fs->good);
+	config_free(&cfg);
+	unsetenv(fs->env);
+
+	snprintf(joined, sizeof(joined), "%s=%s", fs->flag,
+		 put_file("c", fs->good, strlen(fs->good), path, sizeof(path)));
+	load_ok(&cfg, ARGV(joined));
+	ck_assert_str_eq(file_value(&cfg, _i), fs->good);
+	config_free(&cfg);
+}
+END_TEST
+
+/* The message for a *-file setting's error: it names the setting and the path. */
+static const char *file_msg(char *out, const char *flag, const char *path, const char *env,
+			    const char *why)
+{
+	char from[64] = "";
+
+	if (env)
+		snprintf(from, sizeof(from), " (from %s)", env);
+	snprintf(out, CONFIG_ERR_SIZE, "invalid %s \"%s\"%s: %s", flag, path, from, why);
+	return out;
+}
+
+START_TEST(file_missing_or_unreadable)
+{
+	const struct file_setting *fs = &file_settings[_i];
+	char path[300], msg[CONFIG_ERR_SIZE];
+
+	snprintf(path, sizeof(path), "%s/nope", file_dir);
+	expect_error(ARGV(fs->flag, path),
+		     file_msg(msg, fs->flag, path, NULL, "could not open the file: No such file or directory"));
+	setenv(fs->env, path, 1);
+	expect_error(ARGV(NULL),
+		     file_msg(msg, fs->flag, path, fs->env, "could not open the file: No such file or directory"));
+	unsetenv(fs->env);
+	expect_error(ARGV(fs->flag, file_dir),
+		     file_msg(msg, fs->flag, file_dir, NULL, "could not read the file: Is a directory"));
+}
+END_TEST
+
+/* Contents that cannot be one value are refused; expect_error's exact match
+ * shows that the message does not quote them. */
+static const struct bad_file {
+	const char *text;
+	size_t len;
+	const char *why;
+} bad_files[] = {
+	{ "", 0, "the file is empty" },
+	{ "\n", 1, "the file is empty" },
+	{ "\r\n", 2, "the file is empty" },
+	{ "hunter2\n\n", 9, "the file holds more than one line" },
+	{ "hunter2\nextra\n", 14, "the file holds more than one line" },
+	{ "hunter2\r\r\n", 10, "the file holds more than one line" },
+	{ "hun\0ter2\n", 9, "the file holds a NUL byte" },
+};
+
+START_TEST(file_contents_refused)
+{
+	const struct file_setting *fs = &file_settings[_i];
+	char path[300], msg[CONFIG_ERR_SIZE], *big;
+
+	for (size_t k = 0; k < sizeof(bad_files) / sizeof(bad_files[0]); k++) {
+		put_file("a", bad_files[k].text, bad_files[k].len, path, sizeof(path));
+		expect_error(ARGV(fs->flag, path), file_msg(msg, fs->flag, path, NULL, bad_files[k].why));
+	}
+	/* 64k is plenty for any URL or password; a bigger file is the wrong file. */
+	big = malloc(65537);
+	ck_assert_ptr_nonnull(big);
+	memset(big, 'x', 65537);
+	put_file("a", big, 65537, path, sizeof(path));
+	free(big);
+	expect_error(ARGV(fs->flag, path), file_msg(msg, fs->flag, path, NULL, "the file is larger than 64k"));
+}
+END_TEST
+
+/* A URL and its file, from any mix of flag and variables, is an error:
+ * neither silently wins. */
+START_TEST(url_and_its_file_both_given)
+{
+	const struct file_setting *fs = &file_settings[_i];
+	char path[300], msg[CONFIG_ERR_SIZE], joined[400];
+
+	if (!fs->value_flag)
+		return;
+	PUT("a", "x\n", path);
+	snprintf(msg, sizeof(msg), "%s and %s are both set: give one", fs->value_flag, fs->flag);
+	expect_error(ARGV(fs->value_flag, fs->good, fs->flag, path), msg);
+	snprintf(joined, sizeof(joined), "%s=%s", fs->flag, path);
+	expect_error(ARGV(joined, fs->value_flag, fs->good), msg);
+
+	setenv(fs->value_env, fs->good, 1);
+	snprintf(msg, sizeof(msg), "%s (from %s) and %s are both set: give one", fs->value_flag,
+		 fs->value_env, fs->flag);
+	expect_error(ARGV(fs->flag, path), msg);
+	unsetenv(fs->value_env);
+
+	/* The generic fallbacks count too. */
+	setenv(strstr(fs->flag, "pg") ? "DATABASE_URL" : "REDIS_URL", fs->good, 1);
+	setenv(fs->env, path, 1);
+	snprintf(msg, sizeof(msg), "%s (from %s) and %s (from %s) are both set: give one", fs->value_flag,
+		 strstr(fs->flag, "pg") ? "DATABASE_URL" : "REDIS_URL", fs->flag, fs->env);
+	expect_error(ARGV(NULL), msg);
+}
+END_TEST
+
+START_TEST(password_file_beats_the_urls_password)
+{
+	struct config cfg;
+	char path[300];
+
+	PUT("a", "from-file\n", path);
+	load_ok(&cfg, ARGV("--redis-url", "redis://:from-url@h/2", "--redis-password-file", path));
+	ck_assert_str_eq(cfg.redis.password, "from-file");
+	ck_assert_ptr_null(cfg.redis.user);
+	ck_assert_int_eq(cfg.redis.db, 2);
+	config_free(&cfg);
+
+	/* An ACL user name in the URL, its password in the file. */
+	setenv("STAGEDRAIN_REDIS_PASSWORD_FILE", path, 1);
+	load_ok(&cfg, ARGV("--redis-url", "redis://relay@h"));
+	ck_assert_str_eq(cfg.redis.user, "relay");
+	ck_assert_str_eq(cfg.redis.password, "from-file");
+	config_free(&cfg);
+	load_ok(&cfg, ARGV("--redis-url", "unix:///s?password=from-url&db=1"));
+	ck_assert_str_eq(cfg.redis.password, "from-file");
+	config_free(&cfg);
+	unsetenv("STAGEDRAIN_REDIS_PASSWORD_FILE");
+
+	/* libpq gets the postgres password after the URL (pg_source), so it wins
+	 * there; config keeps both as given. */
+	load_ok(&cfg, ARGV("--pg-url", "postgresql://u:from-url@h/db", "--pg-password-file", path));
+	ck_assert_str_eq(cfg.pg_url, "postgresql://u:from-url@h/db");
+	ck_assert_str_eq(cfg.pg_password, "from-file");
+	config_free(&cfg);
+
+	load_ok(&cfg, ARGV(NULL));
+	ck_assert_ptr_null(cfg.pg_password);
+	ck_assert_ptr_null(cfg.redis_password);
+	config_free(&cfg);
+}
+END_TEST
+
+/* A URL read from a file is checked like any other, and not quoted either. */
+START_TEST(url_from_file_is_validated)
+{
+	char path[300], msg[CONFIG_ERR_SIZE];
+
+	PUT("a", "redis://:hunter2@h:99999\n", path);
+	snprintf(msg, sizeof(msg), "invalid --redis-url (from file %s): port must be a number from 1 to 65535",
+		 path);
+	expect_error(ARGV("--redis-url-file", path), msg);
+	PUT("b", "postgresql://u:hunter2%zz@h/db\n", path);
+	snprintf(msg, sizeof(msg), "invalid --pg-url (from file %s): invalid percent-encoded token: \"...\"",
+		 path);
+	expect_error(ARGV("--pg-url-file", path), msg);
+	PUT("c", "redis://relay@h\n", path);
+	snprintf(msg, sizeof(msg),
+		 "invalid --redis-url (from file %s): user name without a password (write :password@ "
+		 "for a password alone)",
+		 path);
+	expect_error(ARGV("--redis-url-file", path), msg);
+}
+END_TEST
+
+START_TEST(help_ignores_missing_files)
+{
+	struct config cfg;
+
+	setenv("STAGEDRAIN_REDIS_PASSWORD_FILE", "/nonexistent/stagedrain", 1);
+	load_ok(&cfg, ARGV("--pg-url-file", "/nonexistent/stagedrain", "--pg-url", "x", "--help"));
+	ck_assert(cfg.help);
+	ck_assert_ptr_null(cfg.redis_password);
+	config_free(&cfg);
 }
 END_TEST
 
@@ -748,6 +1014,7 @@ Suite *config_suite(void)
 	TCase *load = tcase_create("load");
 	TCase *errors = tcase_create("errors");
 	TCase *redis = tcase_create("redis");
+	TCase *files = tcase_create("files");
 
 	tcase_add_checked_fixture(load, clear_env, NULL);
 	tcase_add_checked_fixture(errors, clear_env, NULL);
@@ -776,8 +1043,17 @@ Suite *config_suite(void)
 	tcase_add_loop_test(redis, redis_urls_refused, 0, (int)(sizeof(bad_urls) / sizeof(bad_urls[0])));
 	tcase_add_test(redis, redis_null_url);
 	tcase_add_test(redis, describe_is_bounded);
+	tcase_add_checked_fixture(files, files_setup, files_teardown);
+	tcase_add_loop_test(files, file_is_read, 0, NFILE_SETTINGS);
+	tcase_add_loop_test(files, file_missing_or_unreadable, 0, NFILE_SETTINGS);
+	tcase_add_loop_test(files, file_contents_refused, 0, NFILE_SETTINGS);
+	tcase_add_loop_test(files, url_and_its_file_both_given, 0, NFILE_SETTINGS);
+	tcase_add_test(files, password_file_beats_the_urls_password);
+	tcase_add_test(files, url_from_file_is_validated);
+	tcase_add_test(files, help_ignores_missing_files);
 	suite_add_tcase(s, load);
 	suite_add_tcase(s, errors);
+	suite_add_tcase(s, files);
 	suite_add_tcase(s, redis);
 	return s;
 }

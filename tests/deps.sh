@@ -3,7 +3,8 @@
 # missing. apt-get needs root; without it, says what to install and fails.
 set -eu
 PKGS="gcc make pkg-config libc6-dev libpq-dev libhiredis-dev libjansson-dev check
-      postgresql redis-server redis-tools ruby-sidekiq procps util-linux"
+      postgresql redis-server redis-tools ruby-sidekiq procps util-linux
+      openssl"
 
 missing=""
 for p in $PKGS; do

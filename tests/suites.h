@@ -17,5 +17,6 @@ Suite *leader_suite(void);
 Suite *e2e_suite(void);
 Suite *sink_suite(void);
 Suite *cursor_suite(void);
+Suite *security_suite(void);
 
 #endif

@@ -1,0 +1,77 @@
+-- stagedrain roles: least privilege for the relay and for the applications
+-- that stage jobs. Not a migration (`stagedrain migrate` does not run it): an
+-- admin runs it, after `stagedrain migrate`, as the tables' owner or a
+-- superuser, in the database that holds staged_jobs:
+--
+--   psql -X -v ON_ERROR_STOP=1 -d app -f sql/roles.sql
+--
+-- It creates two NOLOGIN group roles and grants them exactly:
+--
+--   stagedrain_relay  SELECT, DELETE on staged_jobs; INSERT on staged_jobs_dead
+--   stagedrain_app    INSERT on staged_jobs; USAGE on its id sequence
+--
+-- and nothing else: each run first revokes whatever these two roles hold on
+-- those objects, so running it again (safe at any time) restores exactly this.
+-- The relay's leader lock is pg_advisory_lock, which every role may call
+-- (unless an admin revoked EXECUTE from PUBLIC); CONNECT on the database and
+-- USAGE on the schema are PUBLIC's by default too (the schema is granted below
+-- if not).
+--
+-- Give the groups to the roles that log in (they must INHERIT, the default):
+--
+--   CREATE ROLE relay LOGIN PASSWORD '...' IN ROLE stagedrain_relay;
+--   GRANT stagedrain_app TO rails;          -- an existing application role
+--
+-- An ORM that inserts with RETURNING id (ActiveRecord's create!) also needs to
+-- read the id column; run with -v app_returning_id=on to grant SELECT (id) on
+-- staged_jobs to stagedrain_app, which shows ids and nothing of the jobs.
+
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'stagedrain_relay') THEN
+        CREATE ROLE stagedrain_relay NOLOGIN;
+    END IF;
+    IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'stagedrain_app') THEN
+        CREATE ROLE stagedrain_app NOLOGIN;
+    END IF;
+END
+$$;
+
+DO $$
+DECLARE
+    jobs regclass := to_regclass('staged_jobs');
+    dead regclass := to_regclass('staged_jobs_dead');
+    seq text;
+    nsp name;
+BEGIN
+    IF jobs IS NULL OR dead IS NULL THEN
+        RAISE EXCEPTION 'staged_jobs or staged_jobs_dead is not on the search_path'
+            USING HINT = 'run `stagedrain migrate` first, in this database';
+    END IF;
+    seq := pg_get_serial_sequence(jobs::text, 'id');
+    SELECT relnamespace::regnamespace::name INTO nsp FROM pg_class WHERE oid = jobs;
+
+    -- Revoking a table's privileges also revokes its column privileges.
+    EXECUTE format('REVOKE ALL ON TABLE %s, %s FROM stagedrain_relay, stagedrain_app', jobs, dead);
+    EXECUTE format('REVOKE ALL ON SEQUENCE %s FROM stagedrain_relay, stagedrain_app', seq);
+
+    IF NOT has_schema_privilege('stagedrain_relay', nsp, 'USAGE')
+       OR NOT has_schema_privilege('stagedrain_app', nsp, 'USAGE') THEN
+        EXECUTE format('GRANT USAGE ON SCHEMA %I TO stagedrain_relay, stagedrain_app', nsp);
+    END IF;
+    -- The relay reads batches, deletes what it pushed (the fence's delete and
+    -- the dead-letter move read id and jid, hence SELECT), and moves rows that
+    -- cannot be jobs into staged_jobs_dead.
+    EXECUTE format('GRANT SELECT, DELETE ON TABLE %s TO stagedrain_relay', jobs);
+    EXECUTE format('GRANT INSERT ON TABLE %s TO stagedrain_relay', dead);
+    -- Applications only add rows; id comes from the sequence.
+    EXECUTE format('GRANT INSERT ON TABLE %s TO stagedrain_app', jobs);
+    EXECUTE format('GRANT USAGE ON SEQUENCE %s TO stagedrain_app', seq);
+END
+$$;
+
+\if :{?app_returning_id}
+\if :app_returning_id
+GRANT SELECT (id) ON TABLE staged_jobs TO stagedrain_app;
+\endif
+\endif

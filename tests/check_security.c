@@ -1,0 +1,444 @@
+/* Security against the real servers: the roles script's grants, passwords kept
+ * out of logs, and TLS to Postgres. */
+#include "fmacros.h"
+
+#include <check.h>
+#include <libgen.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "suites.h"
+
+/* Runs SQL that must succeed; copies the first value of the first row into out. */
+static void sql_text(PGconn *c, const char *sql, char *out, size_t len)
+{
+	PGresult *res = PQexec(c, sql);
+
+	ck_assert_msg(PQresultStatus(res) == PGRES_TUPLES_OK, "%s: %s", sql, PQerrorMessage(c));
+	snprintf(out, len, "%s", PQntuples(res) > 0 ? PQgetvalue(res, 0, 0) : "");
+	PQclear(res);
+}
+
+/* The statement must fail for lack of privilege (SQLSTATE 42501). */
+static void denied(PGconn *c, const char *sql)
+{
+	PGresult *res = PQexec(c, sql);
+	const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+
+	ck_assert_msg(PQresultStatus(res) == PGRES_FATAL_ERROR && state && strcmp(state, "42501") == 0,
+	              "%s was not refused for lack of privilege: %s", sql,
+	              PQresultStatus(res) == PGRES_FATAL_ERROR ? PQerrorMessage(c) : "it succeeded");
+	PQclear(res);
+}
+
+static const char *pg_port(void)
+{
+	static char port[16];
+	PGconn *c = h_pg();
+
+	snprintf(port, sizeof(port), "%s", PQport(c));
+	PQfinish(c);
+	return port;
+}
+
+/* A conninfo for the test server as user, plus extra keywords. */
+static const char *url_as(char *out, size_t len, const char *user, const char *extra)
+{
+	snprintf(out, len, "host=127.0.0.1 port=%s dbname=postgres user=%s %s", pg_port(), user, extra);
+	return out;
+}
+
+static PGconn *pg_as(const char *user)
+{
+	char url[256];
+	PGconn *c = PQconnectdb(url_as(url, sizeof(url), user, ""));
+
+	ck_assert_msg(PQstatus(c) == CONNECTION_OK, "connect as %s: %s", user, PQerrorMessage(c));
+	return c;
+}
+
+/* Runs sql/roles.sql with psql, as an admin would. */
+static void apply_roles(const char *psql_opts)
+{
+	char services[512], cmd[1600];
+
+	snprintf(services, sizeof(services), "%s", h_env("TEST_SERVICES"));
+	snprintf(cmd, sizeof(cmd), "psql -X -q -v ON_ERROR_STOP=1 %s -d '%s' -f '%s/../sql/roles.sql'",
+	         psql_opts, h_env("TEST_PG_URL"), dirname(services));
+	ck_assert_msg(system(cmd) == 0, "%s failed", cmd);
+}
+
+/* A login role in a stagedrain group, made afresh. */
+static void login_role(PGconn *c, const char *name, const char *group, const char *password)
+{
+	h_sql(c, "DROP ROLE IF EXISTS %s", name);
+	h_sql(c, "CREATE ROLE %s LOGIN %s%s%s IN ROLE %s", name, password ? "PASSWORD '" : "",
+	      password ? password : "", password ? "'" : "", group);
+}
+
+/* Every privilege the two groups hold on any relation or column, sorted. */
+#define GRANTS_SQL                                                                                           \
+	"SELECT coalesce(string_agg(g, ' ' ORDER BY g), '') FROM ("                                          \
+	" SELECT c.relname || ':' || r.rolname || ':' || a.privilege_type AS g"                              \
+	" FROM pg_class c, aclexplode(c.relacl) a, pg_roles r"                                               \
+	" WHERE r.oid = a.grantee AND r.rolname LIKE 'stagedrain\\_%%'"                                      \
+	" UNION ALL"                                                                                         \
+	" SELECT c.relname || '.' || t.attname || ':' || r.rolname || ':' || a.privilege_type"               \
+	" FROM pg_attribute t JOIN pg_class c ON c.oid = t.attrelid, aclexplode(t.attacl) a,"                \
+	" pg_roles r WHERE r.oid = a.grantee AND r.rolname LIKE 'stagedrain\\_%%') x"
+
+#define EXPECTED_GRANTS                                                                                      \
+	"staged_jobs:stagedrain_app:INSERT staged_jobs:stagedrain_relay:DELETE"                              \
+	" staged_jobs:stagedrain_relay:SELECT staged_jobs_dead:stagedrain_relay:INSERT"                      \
+	" staged_jobs_id_seq:stagedrain_app:USAGE"
+
+START_TEST(roles_grant_exactly_what_each_needs)
+{
+	PGconn *c = h_pg(), *app, *relay;
+	char grants[1024];
+
+	/* Idempotent, and a rerun takes back a grant made in between. */
+	apply_roles("");
+	apply_roles("-v app_returning_id=on");
+	sql_text(c, GRANTS_SQL, grants, sizeof(grants));
+	ck_assert_str_eq(grants, "staged_jobs.id:stagedrain_app:SELECT " EXPECTED_GRANTS);
+	h_sql(c, "GRANT UPDATE ON staged_jobs TO stagedrain_app");
+	apply_roles("");
+	sql_text(c, GRANTS_SQL, grants, sizeof(grants));
+	ck_assert_str_eq(grants, EXPECTED_GRANTS);
+
+	h_sql(c, "CREATE TABLE IF NOT EXISTS unrelated (x int)");
+	login_role(c, "sd_app", "stagedrain_app", NULL);
+	login_role(c, "sd_relay", "stagedrain_relay", NULL);
+
+	app = pg_as("sd_app");
+	h_sql(app, "INSERT INTO staged_jobs (job_class, args) VALUES ('A', '[1]')");
+	denied(app, "SELECT count(*) FROM staged_jobs");
+	denied(app, "UPDATE staged_jobs SET queue = 'x'");
+	denied(app, "DELETE FROM staged_jobs");
+	denied(app, "TRUNCATE staged_jobs");
+	denied(app, "INSERT INTO staged_jobs (job_class) VALUES ('A') RETURNING id");
+	denied(app, "INSERT INTO staged_jobs_dead (id, reason) VALUES (1, 'x')");
+	denied(app, "SELECT * FROM unrelated");
+
+	relay = pg_as("sd_relay");
+	ck_assert_int_eq(h_sql(relay, "SELECT count(*) FROM staged_jobs"), 1);
+	denied(relay, "INSERT INTO staged_jobs (job_class) VALUES ('A')");
+	denied(relay, "UPDATE staged_jobs SET queue = 'x'");
+	denied(relay, "TRUNCATE staged_jobs");
+	denied(relay, "SELECT nextval('staged_jobs_id_seq')");
+	denied(relay, "SELECT * FROM staged_jobs_dead");
+	denied(relay, "DELETE FROM staged_jobs_dead");
+	denied(relay, "SELECT * FROM stagedrain_migrations");
+	denied(relay, "SELECT * FROM unrelated");
+	denied(relay, "INSERT INTO unrelated VALUES (1)");
+	PQfinish(app);
+	PQfinish(relay);
+	PQfinish(c);
+}
+END_TEST
+
+/* The relay needs nothing more: it drains, dead-letters, and a second leader
+ * deletes what the fence names, all as stagedrain_relay. */
+START_TEST(relay_runs_as_the_relay_role)
+{
+	PGconn *c = h_pg();
+	redisContext *r = h_redis();
+	char url[256];
+
+	apply_roles("");
+	login_role(c, "sd_relay", "stagedrain_relay", NULL);
+	url_as(url, sizeof(url), "sd_relay", "");
+	h_stage(c, "default", 1, 5);
+	h_sql(c, "INSERT INTO staged_jobs (job_class, args) VALUES ('Bad', '{}')");
+	ck_assert_int_eq(h_relay_run("roles-relay", (const char *const[]){"--once", "--pg-url", url, NULL}),
+	                 0);
+	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs"), 0);
+	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs_dead WHERE job_class = 'Bad'"), 1);
+	ck_assert_int_eq(h_cmd_int(r, "LLEN queue:default"), 5);
+
+	h_stage(c, "default", 6, 3);
+	ck_assert_int_eq(h_relay_run("roles-relay-2", (const char *const[]){"--once", "--pg-url", url, NULL}),
+	                 0);
+	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs"), 0);
+	ck_assert_int_eq(h_cmd_int(r, "LLEN queue:default"), 8);
+	redisFree(r);
+	PQfinish(c);
+}
+END_TEST
+
+/* A failed check must not leave the relay running after the test. */
+#define RELAY_CHECK(p, cond, ...)                                                                            \
+	do {                                                                                                 \
+		if (!(cond)) {                                                                               \
+			h_relay_kill((p), SIGKILL);                                                          \
+			(void)h_relay_wait((p), 5000);                                                       \
+			ck_abort_msg(__VA_ARGS__);                                                           \
+		}                                                                                            \
+	} while (0)
+
+/* True once the Redis list holds n entries, within 30 s. */
+static bool wait_len(redisContext *r, const char *key, long long n)
+{
+	for (int i = 0; i < 600 && h_cmd_int(r, "LLEN %s", key) < n; i++)
+		h_sleep_ms(50);
+	return h_cmd_int(r, "LLEN %s", key) == n;
+}
+
+/* ---- passwords never logged ---- */
+
+#define PG_URL_PW  "pgUrlPw41"
+#define PG_FILE_PW "pgFilePw42"
+#define RD_URL_PW  "rdUrlPw43"
+#define RD_FILE_PW "rdFilePw44"
+
+static void write_file(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+
+	ck_assert_ptr_nonnull(f);
+	fputs(text, f);
+	fclose(f);
+}
+
+/* Makes user sd_pw log in with a SCRAM password, not trust as everyone else. */
+static void require_password(PGconn *c)
+{
+	char hba[512], url[256], *old;
+	long size;
+	FILE *f;
+	PGconn *probe = NULL;
+
+	login_role(c, "sd_pw", "stagedrain_relay", PG_FILE_PW);
+	sql_text(c, "SHOW hba_file", hba, sizeof(hba));
+	f = fopen(hba, "r+");
+	ck_assert_ptr_nonnull(f);
+	fseek(f, 0, SEEK_END);
+	size = ftell(f);
+	old = calloc(1, (size_t)size + 1);
+	rewind(f);
+	ck_assert_uint_eq(fread(old, 1, (size_t)size, f), (size_t)size);
+	if (!strstr(old, "sd_pw")) {
+		rewind(f);
+		fprintf(f, "host all sd_pw 127.0.0.1/32 scram-sha-256\n%s", old);
+	}
+	fclose(f);
+	free(old);
+	h_sql(c, "SELECT pg_reload_conf()");
+	/* The reload is asynchronous: wait until a login without password fails. */
+	for (int i = 0; i < 200; i++) {
+		probe = PQconnectdb(url_as(url, sizeof(url), "sd_pw", "password=''"));
+		if (PQstatus(probe) != CONNECTION_OK)
+			break;
+		PQfinish(probe);
+		probe = NULL;
+		h_sleep_ms(50);
+	}
+	ck_assert_msg(probe != NULL, "pg_hba.conf change did not take effect");
+	PQfinish(probe);
+}
+
+static void assert_no_password(const char *log)
+{
+	static const char *const pws[] = {PG_URL_PW, PG_FILE_PW, RD_URL_PW, RD_FILE_PW, NULL};
+
+	for (const char *const *p = pws; *p; p++)
+		ck_assert_msg(!h_log_contains(log, *p), "%s contains the password %s", log, *p);
+}
+
+START_TEST(logs_never_contain_passwords)
+{
+	PGconn *c = h_pg();
+	redisContext *r = h_redis();
+	struct relay_proc p;
+	char pg_url[256], redis_url[256], pg_file[512], redis_file[512], bad_log[3][512];
+
+	apply_roles("");
+	require_password(c);
+	freeReplyObject(h_cmd(r, "ACL SETUSER sd_rd on resetpass >%s ~* &* +@all", RD_FILE_PW));
+	snprintf(pg_file, sizeof(pg_file), "%s/pg.pw", h_env("TEST_DIR"));
+	snprintf(redis_file, sizeof(redis_file), "%s/redis.pw", h_env("TEST_DIR"));
+	write_file(pg_file, PG_FILE_PW "\n");
+	write_file(redis_file, RD_FILE_PW "\n");
+	/* The URLs' passwords are wrong: the files' must replace them. */
+	snprintf(pg_url, sizeof(pg_url),
+	         "postgresql://sd_pw:%s@127.0.0.1:%s/postgres?application_name=sd_secrets", PG_URL_PW,
+	         pg_port());
+	snprintf(redis_url, sizeof(redis_url), "redis://sd_rd:%s@127.0.0.1:%s/0", RD_URL_PW,
+	         h_env("TEST_REDIS_PORT"));
+
+	h_relay_start(&p, "secrets",
+	              (const char *const[]){"--pg-url", pg_url, "--pg-password-file", pg_file, "--redis-url",
+	                                    redis_url, "--redis-password-file", redis_file, "--log-level",
+	                                    "debug", NULL});
+	h_stage(c, "default", 1, 5);
+	RELAY_CHECK(&p, wait_len(r, "queue:default", 5), "jobs did not arrive; see %s", p.log);
+
+	/* A lost Postgres session: warned about, then reconnected with the file's password. */
+	h_sql(c,
+	      "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'sd_secrets'");
+	RELAY_CHECK(&p, h_log_wait(&p, "reconnected to postgres", 30000), "no postgres reconnect; see %s",
+	            p.log);
+
+	/* Redis refusing the password for a while: errors, then a reconnect. */
+	freeReplyObject(h_cmd(r, "ACL SETUSER sd_rd resetpass >someOtherPw"));
+	freeReplyObject(h_cmd(r, "CLIENT KILL USER sd_rd"));
+	h_stage(c, "default", 6, 1);
+	RELAY_CHECK(&p, h_log_wait(&p, "could not reconnect to redis", 30000), "no redis auth error; see %s",
+	            p.log);
+	freeReplyObject(h_cmd(r, "ACL SETUSER sd_rd resetpass >%s", RD_FILE_PW));
+	RELAY_CHECK(&p, h_log_wait(&p, "reconnected to redis", 30000), "no redis reconnect; see %s", p.log);
+	RELAY_CHECK(&p, wait_len(r, "queue:default", 6), "the last job did not arrive; see %s", p.log);
+	h_relay_kill(&p, SIGTERM);
+	ck_assert_int_eq(h_relay_wait(&p, 30000), 0);
+	ck_assert(h_log_contains(p.log, "WRONGPASS"));
+	assert_no_password(p.log);
+
+	/* Start-up errors: only the URLs' wrong passwords, for each server in turn;
+	 * and a URL libpq cannot parse, whose message would quote the password. */
+	ck_assert_int_eq(h_relay_run("secrets-bad-pg", (const char *const[]){"--pg-url", pg_url,
+	                                                                     "--redis-url", redis_url, NULL}),
+	                 1);
+	ck_assert_int_eq(
+	    h_relay_run("secrets-bad-redis", (const char *const[]){"--pg-url", pg_url, "--pg-password-file",
+	                                                           pg_file, "--redis-url", redis_url, NULL}),
+	    1);
+	snprintf(pg_url, sizeof(pg_url), "postgresql://sd_pw:%s%%zz@127.0.0.1:%s/postgres", PG_URL_PW,
+	         pg_port());
+	ck_assert_int_eq(h_relay_run("secrets-bad-url", (const char *const[]){"--pg-url", pg_url, NULL}), 2);
+	for (int i = 0; i < 3; i++)
+		snprintf(bad_log[i], sizeof(bad_log[i]), "%s/secrets-bad-%s.log", h_env("TEST_DIR"),
+		         (const char *[]){"pg", "redis", "url"}[i]);
+	ck_assert(h_log_contains(bad_log[0], "password authentication failed"));
+	ck_assert(h_log_contains(bad_log[1], "WRONGPASS"));
+	ck_assert(h_log_contains(bad_log[2], "invalid --pg-url"));
+	for (int i = 0; i < 3; i++)
+		assert_no_password(bad_log[i]);
+
+	freeReplyObject(h_cmd(r, "ACL DELUSER sd_rd"));
+	redisFree(r);
+	PQfinish(c);
+}
+END_TEST
+
+/* ---- TLS to Postgres ---- */
+
+/* A self-signed certificate for 127.0.0.1 (also its own root) in TEST_DIR. */
+static void make_cert(const char *name)
+{
+	char cmd[1600], key[512];
+	struct stat st;
+	const char *dir = h_env("TEST_DIR");
+
+	snprintf(cmd, sizeof(cmd),
+	         "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2"
+	         " -subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1"
+	         " -keyout '%s/%s.key' -out '%s/%s.crt' >/dev/null 2>&1",
+	         dir, name, dir, name);
+	ck_assert_msg(system(cmd) == 0, "%s failed", cmd);
+	/* The server refuses a key that others can read or it does not own. */
+	snprintf(key, sizeof(key), "%s/%s.key", dir, name);
+	snprintf(cmd, sizeof(cmd), "%s/pg", dir);
+	ck_assert_int_eq(stat(cmd, &st), 0);
+	ck_assert_int_eq(chown(key, st.st_uid, st.st_gid), 0);
+	ck_assert_int_eq(chmod(key, 0600), 0);
+}
+
+static void ssl_off(void)
+{
+	PGconn *c = h_pg();
+
+	h_sql(c, "ALTER SYSTEM RESET ssl");
+	h_sql(c, "ALTER SYSTEM RESET ssl_cert_file");
+	h_sql(c, "ALTER SYSTEM RESET ssl_key_file");
+	h_sql(c, "SELECT pg_reload_conf()");
+	PQfinish(c);
+}
+
+START_TEST(jobs_drain_over_verified_tls)
+{
+	PGconn *c = h_pg(), *probe = NULL;
+	redisContext *r = h_redis();
+	struct relay_proc p;
+	const char *dir = h_env("TEST_DIR");
+	char url[1024], extra[800], log[600];
+
+	make_cert("server");
+	make_cert("other");
+	h_sql(c, "ALTER SYSTEM SET ssl_cert_file = '%s/server.crt'", dir);
+	h_sql(c, "ALTER SYSTEM SET ssl_key_file = '%s/server.key'", dir);
+	h_sql(c, "ALTER SYSTEM SET ssl = on");
+	h_sql(c, "SELECT pg_reload_conf()");
+	for (int i = 0; i < 200; i++) {
+		probe = PQconnectdb(url_as(url, sizeof(url), "postgres", "sslmode=require"));
+		if (PQstatus(probe) == CONNECTION_OK)
+			break;
+		PQfinish(probe);
+		probe = NULL;
+		h_sleep_ms(50);
+	}
+	ck_assert_msg(probe != NULL, "the server did not turn ssl on");
+	PQfinish(probe);
+
+	snprintf(extra, sizeof(extra),
+	         "sslmode=verify-full sslrootcert=%s/server.crt application_name=sd_tls", dir);
+	url_as(url, sizeof(url), "postgres", extra);
+	h_stage(c, "default", 1, 20);
+	h_relay_start(&p, "tls", (const char *const[]){"--pg-url", url, NULL});
+	RELAY_CHECK(&p, wait_len(r, "queue:default", 20), "jobs did not arrive over tls; see %s", p.log);
+	RELAY_CHECK(&p,
+	            h_sql(c, "SELECT count(*) FROM pg_stat_ssl s JOIN pg_stat_activity a USING (pid)"
+	                     " WHERE a.application_name = 'sd_tls' AND s.ssl") == 1,
+	            "the relay's session is not encrypted");
+	h_relay_kill(&p, SIGTERM);
+	ck_assert_int_eq(h_relay_wait(&p, 30000), 0);
+
+	/* The certificate really is checked: another root, or another name, is refused. */
+	snprintf(extra, sizeof(extra), "sslmode=verify-full sslrootcert=%s/other.crt", dir);
+	ck_assert_int_eq(
+	    h_relay_run("tls-wrong-root",
+	                (const char *const[]){"--once", "--pg-url",
+	                                      url_as(url, sizeof(url), "postgres", extra), NULL}),
+	    1);
+	snprintf(log, sizeof(log), "%s/tls-wrong-root.log", dir);
+	ck_assert(h_log_contains(log, "certificate verify failed"));
+	snprintf(extra, sizeof(extra), "sslmode=verify-full sslrootcert=%s/server.crt", dir);
+	snprintf(url, sizeof(url), "host=localhost port=%s dbname=postgres user=postgres %s", pg_port(),
+	         extra);
+	ck_assert_int_eq(
+	    h_relay_run("tls-wrong-name", (const char *const[]){"--once", "--pg-url", url, NULL}), 1);
+	snprintf(log, sizeof(log), "%s/tls-wrong-name.log", dir);
+	ck_assert(h_log_contains(log, "does not match host name"));
+	redisFree(r);
+	PQfinish(c);
+}
+END_TEST
+
+Suite *security_suite(void)
+{
+	Suite *s = suite_create("security");
+	TCase *roles = tcase_create("roles");
+	TCase *secrets = tcase_create("secrets");
+	TCase *tls = tcase_create("tls");
+
+	tcase_add_checked_fixture(roles, h_reset, NULL);
+	tcase_set_timeout(roles, 120);
+	tcase_add_test(roles, roles_grant_exactly_what_each_needs);
+	tcase_add_test(roles, relay_runs_as_the_relay_role);
+	tcase_add_checked_fixture(secrets, h_reset, NULL);
+	tcase_set_timeout(secrets, 180);
+	tcase_add_test(secrets, logs_never_contain_passwords);
+	/* ssl goes off again even when the test fails half-way. */
+	tcase_add_checked_fixture(tls, h_reset, ssl_off);
+	tcase_set_timeout(tls, 120);
+	tcase_add_test(tls, jobs_drain_over_verified_tls);
+	suite_add_tcase(s, roles);
+	suite_add_tcase(s, secrets);
+	suite_add_tcase(s, tls);
+	return s;
+}
