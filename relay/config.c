@@ -167,8 +167,8 @@ static const struct setting settings[] = {
 	{ .flag = "poll-interval", .env = "STAGEDRAIN_POLL_INTERVAL", .type = V_INT,
 	  .metavar = "DURATION", .def = "100ms", .num = &duration, .min = 1, .max = 60000,
 	  .off = OFF(poll_interval_ms),
-	  .help = "pause before looking again once the table is empty; 250ms, 2s, or a bare "
-		  "number of milliseconds" },
+	  .help = "longest an idle relay waits before looking again (a commit's NOTIFY wakes "
+		  "it sooner); 250ms, 2s, or a bare number of milliseconds" },
 	{ .flag = "redis-timeout", .env = "STAGEDRAIN_REDIS_TIMEOUT", .type = V_INT,
 	  .metavar = "DURATION", .def = "5s", .num = &duration, .min = 10, .max = 300000,
 	  .off = OFF(redis_timeout_ms), .help = "connect and command timeout for redis" },
