@@ -1035,6 +1035,91 @@ static int check(struct chaos *c, struct results *res)
 	return 0;
 }
 
+/* The first value of a query's first row as text, or "" if none. */
+static void sql_text(struct chaos *c, const char *sql, char *out, size_t outlen)
+{
+	PGresult *res = PQexec(c->pg, sql);
+
+	*out = '\0';
+	if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) > 0)
+		snprintf(out, outlen, "%s", PQgetvalue(res, 0, 0));
+	PQclear(res);
+}
+
+/* LSETs the entries at two indexes of a list to each other's value. */
+static int swap_entries(struct chaos *c, const char *key, long long i, long long j)
+{
+	redisReply *a = rcmd(c, "LINDEX %s %lld", key, i), *b = rcmd(c, "LINDEX %s %lld", key, j), *r1 = NULL,
+		   *r2 = NULL;
+	int rc = -1;
+
+	if (a && b && a->type == REDIS_REPLY_STRING && b->type == REDIS_REPLY_STRING) {
+		r1 = rcmd(c, "LSET %s %lld %b", key, i, b->str, b->len);
+		r2 = rcmd(c, "LSET %s %lld %b", key, j, a->str, a->len);
+		rc = r1 && r2 ? 0 : -1;
+	}
+	freeReplyObject(a);
+	freeReplyObject(b);
+	freeReplyObject(r1);
+	freeReplyObject(r2);
+	return rc;
+}
+
+/*
+ * Proves the checker is not vacuous: after the real check, breaks Redis in five
+ * known ways (drop the oldest job of a queue, copy a job, push a rolled-back job
+ * and a non-job, swap two jobs of one batch), checks again, and requires each
+ * count to have grown. Costs a second load of Redis, about a second.
+ */
+static int self_test(struct chaos *c, const struct results *before, struct results *after)
+{
+	char list[128], pos[32], jid[64], key[160], other[160], payload[400];
+	redisReply *r[5] = { 0 };
+	long long llen;
+	int rc = 0;
+
+	sql_text(c, "SELECT a.list FROM chaos_seen a JOIN chaos_seen b ON b.src = 'queue' AND b.list = a.list"
+		    " AND b.pos = a.pos + 1 AND b.enq = a.enq WHERE a.src = 'queue' ORDER BY a.pos LIMIT 1",
+		 list, sizeof(list));
+	sql_text(c, "SELECT a.pos FROM chaos_seen a JOIN chaos_seen b ON b.src = 'queue' AND b.list = a.list"
+		    " AND b.pos = a.pos + 1 AND b.enq = a.enq WHERE a.src = 'queue' ORDER BY a.pos LIMIT 1",
+		 pos, sizeof(pos));
+	sql_text(c, "SELECT jid FROM chaos_rolledback LIMIT 1", jid, sizeof(jid));
+	if (!*list || !*jid) {
+		say("self-test: no batch with two jobs in one queue, or no rolled-back job");
+		return -1;
+	}
+	snprintf(key, sizeof(key), "queue:%s", list);
+	snprintf(other, sizeof(other), "queue:%s", strcmp(list, queues[0]) ? queues[0] : queues[1]);
+	r[0] = rcmd(c, "LLEN %s", key);
+	llen = r[0] && r[0]->type == REDIS_REPLY_INTEGER ? r[0]->integer : 0;
+	/* Position p is index llen-1-p (LPUSH): p and p+1 are indexes i and i-1. */
+	if (swap_entries(c, key, llen - 1 - atoll(pos), llen - 2 - atoll(pos)) < 0)
+		rc = -1;
+	r[1] = rcmd(c, "RPOP %s", other);
+	r[2] = rcmd(c, "LINDEX %s 0", other);
+	if (r[2] && r[2]->type == REDIS_REPLY_STRING)
+		freeReplyObject(rcmd(c, "RPUSH %s %b", other, r[2]->str, r[2]->len));
+	snprintf(payload, sizeof(payload),
+		 "{\"class\":\"ChaosJob\",\"args\":[0,0],\"queue\":\"%s\",\"jid\":\"%s\",\"enqueued_at\":1.5}",
+		 other + 6, jid);
+	r[3] = rcmd(c, "LPUSH %s %s", other, payload);
+	r[4] = rcmd(c, "LPUSH %s not-a-job", other);
+	for (int i = 0; i < 5; i++) {
+		if (!r[i])
+			rc = -1;
+		freeReplyObject(r[i]);
+	}
+	if (rc < 0 || sql_val(c, "TRUNCATE chaos_seen") < 0 || load_seen(c, &after->entries) < 0 ||
+	    check(c, after) < 0)
+		return -1;
+	return after->missing > before->missing && after->duplicates > before->duplicates &&
+			       after->rolled_back > before->rolled_back && after->phantoms > before->phantoms &&
+			       after->order_violations > before->order_violations
+		       ? 0
+		       : 1;
+}
+
 /* Which fault came last before each extra copy was pushed. */
 static void print_duplicate_causes(struct chaos *c)
 {
@@ -1079,7 +1164,7 @@ static int cmp_ll(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-static bool report(struct chaos *c, const struct results *r)
+static bool report(struct chaos *c, const struct results *r, const struct results *t, int self_rc)
 {
 	long long staged = TOTAL(c, staged), committed = TOTAL(c, committed), rolled = TOTAL(c, rolled_back);
 	long long med = 0, max = 0;
@@ -1095,7 +1180,7 @@ static bool report(struct chaos *c, const struct results *r)
 	     r->unregistered == 0 && r->present == committed && r->committed_rows == committed && staged >= c->o.jobs &&
 	     c->leader_kills >= c->o.kills && c->backend_kills >= c->o.backend_kills &&
 	     c->redis_restarts >= c->o.redis_restarts && c->unexpected_exits == 0 && c->failover_timeouts == 0 &&
-	     c->bad_stops == 0 && c->producer_failures == 0;
+	     c->bad_stops == 0 && c->producer_failures == 0 && self_rc == 0;
 	printf("\nstagedrain chaos run (seed %u, %d producers, 2 relays, --batch-size 500)\n", c->o.seed,
 	       c->o.producers);
 	printf("  jobs staged                  %lld (in %lld transactions, %lld held open 1-3 s)\n", staged,
@@ -1121,6 +1206,14 @@ static bool report(struct chaos *c, const struct results *r)
 	       med, max, c->nfailover, c->failover_timeouts);
 	printf("  relay exits not caused by us %d, bad stops %d, producer failures %d\n", c->unexpected_exits,
 	       c->bad_stops, c->producer_failures);
+	if (self_rc >= 0)
+		printf("  checker self-test            injected 5 faults; counts grew: missing +%lld, duplicates +%lld,\n"
+		       "                               rolled back +%lld, phantoms +%lld, order +%lld: %s\n",
+		       t->missing - r->missing, t->duplicates - r->duplicates, t->rolled_back - r->rolled_back,
+		       t->phantoms - r->phantoms, t->order_violations - r->order_violations,
+		       self_rc == 0 ? "all caught" : "NOT ALL CAUGHT");
+	else
+		printf("  checker self-test            could not run\n");
 	printf("  total time                   %.1f s\n", (double)(mono_ms() - c->start_ms) / 1000.0);
 	printf("%s\n", ok ? "PASS" : "FAIL");
 	return ok;
@@ -1269,7 +1362,7 @@ static void teardown(struct chaos *c, bool passed)
 		munmap(c->sh, sizeof(*c->sh));
 }
 
-static int run(struct chaos *c, struct results *res)
+static int run(struct chaos *c, struct results *res, struct results *tampered, int *self_rc)
 {
 	if (setup(c) < 0)
 		return -1;
@@ -1295,14 +1388,16 @@ static int run(struct chaos *c, struct results *res)
 	say("drained; checking redis");
 	if (load_seen(c, &res->entries) < 0 || check(c, res) < 0)
 		return -1;
+	*self_rc = self_test(c, res, tampered);
 	return 0;
 }
 
 int main(int argc, char **argv)
 {
 	struct chaos c;
-	struct results res = { 0 };
+	struct results res = { 0 }, tampered = { 0 };
 	struct sigaction sa;
+	int self_rc = -1;
 	bool passed = false;
 
 	memset(&c, 0, sizeof(c));
@@ -1323,8 +1418,8 @@ int main(int argc, char **argv)
 	c.start_ms = mono_ms();
 	c.deadline_ms = c.start_ms + c.o.timeout * 1000LL;
 	c.next_progress_ms = c.start_ms + 10000;
-	if (run(&c, &res) == 0)
-		passed = report(&c, &res);
+	if (run(&c, &res, &tampered, &self_rc) == 0)
+		passed = report(&c, &res, &tampered, self_rc);
 	else if (should_stop(&c))
 		say("%s (--timeout %d s)", interrupted ? "interrupted" : "gave up: out of time", c.o.timeout);
 	else
