@@ -105,10 +105,10 @@ demo: deps all
 	bash tests/demo.sh
 
 format:
-	clang-format -i relay/*.c include/*.h tests/*.c tests/*.h
+	clang-format -i relay/*.c include/*.h tests/*.c tests/*.h tests/chaos/*.c
 
 format-check:
-	clang-format --dry-run --Werror relay/*.c include/*.h tests/*.c tests/*.h
+	clang-format --dry-run --Werror relay/*.c include/*.h tests/*.c tests/*.h tests/chaos/*.c
 
 clean:
 	rm -rf build bin

@@ -667,22 +667,66 @@ static int kill_leader(struct chaos *c)
 	return relay_start(c, slot) < 0 ? -1 : 0;
 }
 
-/* pg_terminate_backend of the leader's session, or of every relay session.
- * Never a producer's: their commit outcomes must stay known. */
+/*
+ * A leader that stalls mid-batch (a long GC pause, a frozen VM) while its session
+ * is cut: the standby takes over and pushes; then the old leader wakes up with
+ * a batch in hand and its Redis connection intact. Nothing but a check at Redis
+ * can keep it from pushing that batch a second time.
+ */
+static int kill_paused_leader_backend(struct chaos *c)
+{
+	long long until = mono_ms() + 10000, backend = 0, epoch, n;
+	char sql[80];
+	pid_t pid = 0;
+	int slot = -1;
+
+	while (slot < 0 && mono_ms() < until && !should_stop(c)) {
+		if ((slot = find_leader(c, &pid, &backend)) < 0)
+			sleep_ms(10);
+	}
+	if (slot < 0) {
+		note_event(c, "skipped", "no leader to pause within 10 s");
+		return 0;
+	}
+	/* Let a backlog build, resume, and freeze it again in the middle of a batch. */
+	kill(pid, SIGSTOP);
+	sleep_ms(rnd_range(&c->rng, 100, 300));
+	kill(pid, SIGCONT);
+	sleep_ms(rnd_range(&c->rng, 0, 25));
+	kill(pid, SIGSTOP);
+	epoch = epoch_counter(c);
+	snprintf(sql, sizeof(sql), "SELECT count(pg_terminate_backend(%lld))", backend);
+	n = sql_val(c, sql);
+	c->backend_kills++;
+	note_event(c, "backend kill (paused leader)", "relay pid %d paused, backend %lld terminated (%lld)",
+		   (int)pid, backend, n);
+	/* Resume it only once the standby has pushed in its new epoch. */
+	until = mono_ms() + 5000;
+	while (fence_epoch(c) <= epoch && mono_ms() < until && !should_stop(c))
+		sleep_ms(5);
+	kill(pid, SIGCONT);
+	return n < 0 ? -1 : 0;
+}
+
+/* pg_terminate_backend of the leader's session, of every relay session, or of a
+ * paused leader's. Never a producer's: their commit outcomes must stay known. */
 static int kill_backends(struct chaos *c)
 {
-	bool all = rnd(&c->rng) % 2 == 0;
-	long long n = sql_val(c, all ? "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
-				       " WHERE application_name LIKE 'stagedrain-%'"
-				     : "SELECT count(pg_terminate_backend(a.pid)) FROM pg_locks l"
-				       " JOIN pg_stat_activity a ON a.pid = l.pid"
-				       " WHERE l.locktype = 'advisory' AND l.granted"
-				       " AND a.application_name LIKE 'stagedrain-%'");
+	int mode = (int)(rnd(&c->rng) % 3);
+	long long n;
 
+	if (mode == 2)
+		return kill_paused_leader_backend(c);
+	n = sql_val(c, mode == 0 ? "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+				   " WHERE application_name LIKE 'stagedrain-%'"
+				 : "SELECT count(pg_terminate_backend(a.pid)) FROM pg_locks l"
+				   " JOIN pg_stat_activity a ON a.pid = l.pid"
+				   " WHERE l.locktype = 'advisory' AND l.granted"
+				   " AND a.application_name LIKE 'stagedrain-%'");
 	if (n < 0)
 		return -1;
 	c->backend_kills++;
-	note_event(c, "backend kill", "%s: %lld backend(s) terminated", all ? "all relay sessions" : "leader session",
+	note_event(c, mode == 0 ? "backend kill (all relays)" : "backend kill (leader)", "%lld backend(s) terminated",
 		   n);
 	return 0;
 }
