@@ -378,7 +378,7 @@ static int relay_start(struct chaos *c, int i)
 	while (!file_contains(r->log, "msg=connected")) {
 		int st;
 		if (waitpid(pid, &st, WNOHANG) == pid) {
-			say("relay %s exited while starting; see %s", r->log, r->log);
+			say("a relay exited while starting; see %s", r->log);
 			r->pid = 0;
 			c->unexpected_exits++;
 			return -ECHILD;
