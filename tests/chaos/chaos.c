@@ -1191,7 +1191,7 @@ static void duplicate_causes(struct chaos *c, struct results *r)
 	r->causes[0] = '\0';
 	if (PQresultStatus(res) == PGRES_TUPLES_OK)
 		for (int i = 0; i < PQntuples(res) && len < sizeof(r->causes); i++)
-			len += (size_t)snprintf(r->causes + len, sizeof(r->causes) - len, "    after %-23s %s\n",
+			len += (size_t)snprintf(r->causes + len, sizeof(r->causes) - len, "    after %-26s %s\n",
 						PQgetvalue(res, i, 0), PQgetvalue(res, i, 1));
 	PQclear(res);
 }
