@@ -1481,7 +1481,7 @@ int main(int argc, char **argv)
 	if (run(&c, &res, &tampered, &self_rc) == 0)
 		passed = report(&c, &res, &tampered, self_rc);
 	else if (should_stop(&c))
-		say("%s (--timeout %d s)", interrupted ? "interrupted" : "gave up: out of time", c.o.timeout);
+		say(interrupted ? "interrupted" : "gave up: over the --timeout of %d s", c.o.timeout);
 	else
 		say("the run could not complete");
 	teardown(&c, passed);
