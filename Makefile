@@ -30,7 +30,7 @@ INTEG_SRC = tests/integration_main.c tests/harness.c tests/check_relay.c \
             tests/check_cursor.c tests/check_security.c
 
 BIN = $(OUT)/stagedrain
-.PHONY: all test test-unit test-integration deps demo clean format format-check help
+.PHONY: all test test-unit test-integration chaos deps demo clean format format-check help
 
 all: $(BIN) bin/stagedrain
 
@@ -63,6 +63,31 @@ $(OUT)/check_unit: $(UNIT_SRC:tests/%.c=$(OUT)/tests/%.o) $(LIB_OBJ)
 $(OUT)/check_integration: $(INTEG_SRC:tests/%.c=$(OUT)/tests/%.o) $(LIB_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ $(CHECK_LIBS) $(LDLIBS)
 
+# The chaos test: not a Check suite but one program that starts its own servers,
+# two relays, producers and a killer, then checks Redis. Defaults are the full size.
+CHAOS_JOBS ?= 200000
+CHAOS_KILLS ?= 50
+CHAOS_BACKEND_KILLS ?= 10
+CHAOS_REDIS_RESTARTS ?= 3
+CHAOS_PRODUCERS ?= 6
+CHAOS_TIMEOUT ?= 900
+CHAOS_SEED ?=
+CHAOS_ARGS ?=
+
+$(OUT)/tests/chaos/chaos.o: tests/chaos/chaos.c include/fmacros.h | $(OUT)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
+
+$(OUT)/chaos: $(OUT)/tests/chaos/chaos.o
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+chaos: deps
+	$(MAKE) $(BIN) $(OUT)/chaos
+	$(OUT)/chaos --bin $(BIN) --services tests/services.sh --jobs $(CHAOS_JOBS) \
+		--kills $(CHAOS_KILLS) --backend-kills $(CHAOS_BACKEND_KILLS) \
+		--redis-restarts $(CHAOS_REDIS_RESTARTS) --producers $(CHAOS_PRODUCERS) \
+		--timeout $(CHAOS_TIMEOUT) $(if $(CHAOS_SEED),--seed $(CHAOS_SEED)) $(CHAOS_ARGS)
+
 deps:
 	@sh tests/deps.sh
 
@@ -81,10 +106,10 @@ demo: deps all
 	bash tests/demo.sh
 
 format:
-	clang-format -i relay/*.c include/*.h tests/*.c tests/*.h
+	clang-format -i relay/*.c include/*.h tests/*.c tests/*.h tests/chaos/*.c
 
 format-check:
-	clang-format --dry-run --Werror relay/*.c include/*.h tests/*.c tests/*.h
+	clang-format --dry-run --Werror relay/*.c include/*.h tests/*.c tests/*.h tests/chaos/*.c
 
 clean:
 	rm -rf build bin
@@ -93,4 +118,6 @@ help:
 	@echo "make            build bin/stagedrain"
 	@echo "make demo       throwaway Postgres+Redis, stage jobs, relay them, show Redis"
 	@echo "make test       unit and integration suites against real servers (SAN=1: ASan+UBSan)"
+	@echo "make chaos      kill leaders, backends and redis while jobs flow; check redis"
+	@echo "                (CHAOS_JOBS=200000 CHAOS_KILLS=50 CHAOS_BACKEND_KILLS=10 CHAOS_REDIS_RESTARTS=3)"
 	@echo "make clean      remove build output"
