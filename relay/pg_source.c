@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "log.h"
 #include "pg_source.h"
 
 /* The snapshot's bounds come first: in REPEATABLE READ they are the bounds of
@@ -88,6 +89,22 @@ static int set_session(struct pg_source *pg)
 	return rc;
 }
 
+/* Notices, and errors the server sends outside a query (a terminated
+ * session's FATAL), go to the log as one line instead of raw to stderr. */
+static void log_notice(void *arg, const PGresult *res)
+{
+	char msg[512];
+	const char *severity = PQresultErrorField(res, PG_DIAG_SEVERITY_NONLOCALIZED);
+	bool notice = severity && (strcmp(severity, "NOTICE") == 0 || strcmp(severity, "INFO") == 0 ||
+				   strcmp(severity, "LOG") == 0 || strcmp(severity, "DEBUG") == 0);
+
+	(void)arg;
+	snprintf(msg, sizeof(msg), "%s", PQresultErrorMessage(res));
+	one_line(msg);
+	log_event(notice ? LOG_DEBUG : LOG_WARN, "postgres says",
+		  LOGF(F_STR("severity", severity ? severity : ""), F_STR("message", msg)));
+}
+
 int pg_source_connect(struct pg_source *pg)
 {
 	/* Ours come before dbname, so the same settings in the URL win. Client-side
@@ -106,6 +123,7 @@ int pg_source_connect(struct pg_source *pg)
 	pg->conn = PQconnectdbParams(keys, vals, 1);
 	if (!pg->conn)
 		return -ENOMEM;
+	PQsetNoticeReceiver(pg->conn, log_notice, NULL);
 	if (PQstatus(pg->conn) != CONNECTION_OK)
 		return pg_fail(pg, NULL, "could not connect to postgres");
 	return set_session(pg);
