@@ -289,6 +289,9 @@ redis_failed:
 static int ensure_ready(struct drain *d)
 {
 	if (pg_source_broken(&d->pg)) {
+		/* However the session was lost (a failed read, a rollback after a
+		 * failed push), the lock went with it: take it again, or stand by. */
+		d->leader = false;
 		if (pg_source_connect(&d->pg) < 0) {
 			pg_trouble(d, "could not reconnect to postgres; will retry");
 			return 0;

@@ -56,6 +56,52 @@ START_TEST(one_leader_and_standby_takes_over)
 }
 END_TEST
 
+/* A leader whose push times out (Redis paused) while its session is cut
+ * finds the session gone only when it rolls back: it must then take the lock
+ * again like anyone else, and stand by, not carry on as leader. */
+START_TEST(a_leader_that_lost_its_session_mid_batch_stands_by)
+{
+	static const char *const a_args[] = { "--poll-interval", "20ms", "--batch-size", "100",
+					      "--redis-timeout", "1s", NULL };
+	static const char *const queues[] = { "queue:default", NULL };
+	PGconn *c = h_pg();
+	redisContext *r = h_redis();
+	struct relay_proc a, b;
+
+	for (int i = 0; i < 10; i++)
+		h_stage(c, "default", i * 2000, 2000);
+	h_snapshot_expected(c);
+	h_relay_start(&a, "relay-a", a_args);
+	ck_assert(h_log_wait(&a, "leading", 10000));
+	h_relay_start(&b, "relay-b", continuous);
+	ck_assert(h_log_wait(&b, "waiting as standby", 10000));
+	while (h_cmd_int(r, "LLEN queue:default") < 1000)
+		h_sleep_ms(5);
+
+	/* A's next push waits on the pause with its transaction open; its
+	 * session dies meanwhile, and the push then times out. */
+	freeReplyObject(h_cmd(r, "CLIENT PAUSE 3000 WRITE"));
+	h_sleep_ms(200);
+	h_sql(c, "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND granted"
+		 " AND pid IN (SELECT pid FROM pg_stat_activity WHERE state <> 'active')");
+	ck_assert(h_log_wait(&a, "could not push a batch", 5000));
+	ck_assert(h_log_wait(&a, "waiting as standby", 10000));
+	ck_assert(h_log_wait(&b, "leading", 10000));
+
+	while (h_sql(c, "SELECT count(*) FROM staged_jobs") > 0)
+		h_sleep_ms(20);
+	h_load_seen(c, r, queues);
+	ck_assert_int_eq(h_missing(c), 0);
+	ck_assert_int_eq(h_cmd_int(r, "LLEN queue:default"), 20000);
+	h_relay_kill(&a, SIGTERM);
+	h_relay_kill(&b, SIGTERM);
+	ck_assert_int_eq(h_relay_wait(&a, 5000), 0);
+	ck_assert_int_eq(h_relay_wait(&b, 5000), 0);
+	PQfinish(c);
+	redisFree(r);
+}
+END_TEST
+
 Suite *leader_suite(void)
 {
 	Suite *s = suite_create("leader");
@@ -64,6 +110,7 @@ Suite *leader_suite(void)
 	tcase_add_checked_fixture(tc, h_reset, NULL);
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, one_leader_and_standby_takes_over);
+	tcase_add_test(tc, a_leader_that_lost_its_session_mid_batch_stands_by);
 	suite_add_tcase(s, tc);
 	return s;
 }
