@@ -5,6 +5,8 @@ set -eu
 PKGS="gcc make pkg-config libc6-dev libpq-dev libhiredis-dev libjansson-dev check
       postgresql redis-server redis-tools ruby-sidekiq procps util-linux"
 
+# Arguments name other packages to install instead (make fuzz: clang, ...).
+[ $# -eq 0 ] || PKGS=$*
 missing=""
 for p in $PKGS; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
