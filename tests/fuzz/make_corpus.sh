@@ -80,6 +80,7 @@ seed options_duplicate_key $M "$H" HardWorker default $JID '{"retry": 1, "retry"
 seed options_not_object $M "$H" HardWorker default $JID '[1]' '[]'
 seed options_big_int $M "$H" HardWorker default $JID '{"retry": 99999999999999999999}' '[]'
 seed options_deep_100 $M "$H" HardWorker default $JID "{\"k\": $(nest 99)}" '[]'
+seed options_deep_101 $M "$H" HardWorker default $JID "{\"k\": $(nest 100)}" '[]'
 
 # Args: numbers kept verbatim, wrong types, garbage, bad bytes.
 seed args_nested_objects $((M | V8)) "$H" HardWorker default $JID '{}' \
@@ -90,6 +91,7 @@ seed args_real_overflow $M "$H" HardWorker default $JID '{}' '[1e400]'
 seed args_object $M "$H" HardWorker default $JID '{}' '{"a": 1}'
 seed args_whitespace $((M | RESQUE)) "$H" HardWorker default '' '{}' ' \n\t[1] \r\n'
 seed args_trailing_garbage $M "$H" HardWorker default $JID '{}' '[1]]'
+seed args_unterminated $M "$H" HardWorker default $JID '{}' '[1,\n"\303\244'
 seed args_raw_nul $M "$H" HardWorker default $JID '{}' '["a\000b"]'
 seed args_escaped_nul $M "$H" HardWorker default $JID '{}' '["\\u0000"]'
 seed args_invalid_utf8 $M "$H" HardWorker default $JID '{}' '["\300\257", "\377"]'
@@ -104,6 +106,7 @@ seed args_huge_ok 0 "0 1700000000123456 0 $NOW 0 4 255" HardWorker default $JID 
 
 # Class, queue and jid: bad bytes, empty, wrong shape.
 seed class_invalid_utf8 $M "$H" 'Hard\300\257Worker' default $JID '{}' '[]'
+seed class_utf8 $M "$H" '\303\204rger\360\237\230\200' 'd\342\202\254' $JID '{}' '[]'
 seed class_ff_byte $M "0 1700000000123456 0 $NOW 1 0 1" 'Hard\377Worker' default $JID '{}' '[]'
 seed queue_surrogate $M "$H" HardWorker 'q\355\240\200' $JID '{}' '[]'
 seed class_nul $((M | RESQUE)) "$H" 'Hard\000Worker' default '' '{}' '[]'
