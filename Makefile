@@ -30,7 +30,7 @@ INTEG_SRC = tests/integration_main.c tests/harness.c tests/check_relay.c \
             tests/check_cursor.c tests/check_security.c
 
 BIN = $(OUT)/stagedrain
-.PHONY: all test test-unit test-integration chaos deps demo clean format format-check help
+.PHONY: all test test-unit test-integration chaos deps demo fuzz clean format format-check help
 
 all: $(BIN) bin/stagedrain
 
@@ -44,7 +44,7 @@ $(BIN): $(OUT)/main.o $(LIB_OBJ)
 $(OUT)/%.o: relay/%.c include/*.h | $(OUT)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
 
-$(OUT)/tests/%.o: tests/%.c include/*.h tests/*.h | $(OUT)
+$(OUT)/tests/%.o: tests/%.c include/*.h tests/*.h | $(OUT)/tests
 	$(CC) $(CPPFLAGS) -Itests $(CFLAGS) -c -o $@ $<
 
 # The migrations are compiled into the binary so the container needs no files.
@@ -54,7 +54,8 @@ $(OUT)/sql_embed.c: sql/*.sql sql/embed.sh | $(OUT)
 $(OUT)/sql_embed.o: $(OUT)/sql_embed.c
 	$(CC) $(CPPFLAGS) $(CFLAGS) -Wno-missing-prototypes -c -o $@ $<
 
-$(OUT):
+# build/ may exist without tests/ (make fuzz makes only build/fuzz/).
+$(OUT) $(OUT)/tests:
 	mkdir -p $(OUT)/tests
 
 $(OUT)/check_unit: $(UNIT_SRC:tests/%.c=$(OUT)/tests/%.o) $(LIB_OBJ)
@@ -105,6 +106,21 @@ test: test-unit test-integration
 demo: deps all
 	bash tests/demo.sh
 
+# libFuzzer over job_build (pure, so it links alone): replays tests/fuzz/corpus,
+# then fuzzes a copy of it for FUZZ_SECONDS.
+FUZZ_SECONDS ?= 60
+FUZZ_CC ?= clang
+build/fuzz/fuzz_job: tests/fuzz/fuzz_job.c relay/job.c relay/buf.c include/*.h
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(WARN) -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined \
+		-fno-sanitize-recover=all -Iinclude $(shell $(PKG_CONFIG) --cflags jansson) \
+		-o $@ $(filter %.c,$^) $(shell $(PKG_CONFIG) --libs jansson)
+
+fuzz:
+	@sh tests/deps.sh clang libclang-rt-dev make pkg-config libjansson-dev
+	$(MAKE) build/fuzz/fuzz_job
+	sh tests/fuzz/run.sh build/fuzz/fuzz_job $(FUZZ_SECONDS)
+
 format:
 	clang-format -i relay/*.c include/*.h tests/*.c tests/*.h tests/chaos/*.c
 
@@ -120,4 +136,5 @@ help:
 	@echo "make test       unit and integration suites against real servers (SAN=1: ASan+UBSan)"
 	@echo "make chaos      kill leaders, backends and redis while jobs flow; check redis"
 	@echo "                (CHAOS_JOBS=200000 CHAOS_KILLS=50 CHAOS_BACKEND_KILLS=10 CHAOS_REDIS_RESTARTS=3)"
+	@echo "make fuzz       libFuzzer over row -> job JSON for FUZZ_SECONDS (default 60)"
 	@echo "make clean      remove build output"

@@ -44,6 +44,12 @@ struct job_out {
 
 #define JOB_REJECT 1
 #define JOB_REASON_SIZE 256
+/*
+ * Deepest nesting of a payload, counting the job object as 1. Ruby's JSON
+ * refuses more by default (max_nesting 100): Sidekiq's client would not
+ * write such a job and its workers, like Resque's, could not read it.
+ */
+#define JOB_MAX_DEPTH 100
 
 /*
  * Appends row's payload to out_buf. Returns 0 and fills out; JOB_REJECT with

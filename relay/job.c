@@ -198,6 +198,30 @@ static int load_json(const char *what, struct span s, size_t flags, json_t **out
 	return JOB_REJECT;
 }
 
+/* Whether v nests more than limit levels ([] is one level, a scalar none). */
+static bool deeper_than(json_t *v, size_t limit)
+{
+	const char *key;
+	json_t *e;
+	size_t i;
+
+	if (!json_is_array(v) && !json_is_object(v))
+		return false;
+	if (limit == 0)
+		return true;
+	json_array_foreach(v, i, e)
+	{
+		if (deeper_than(e, limit - 1))
+			return true;
+	}
+	json_object_foreach(v, key, e)
+	{
+		if (deeper_than(e, limit - 1))
+			return true;
+	}
+	return false;
+}
+
 /*
  * Validates args and returns in *out the exact text to copy: re-serialising
  * would change numbers (0.1, big integers) that jsonb kept exactly. Copying
@@ -222,6 +246,10 @@ static int check_args(struct span raw, const struct job_opts *opts, struct span 
 		return rc;
 	if (!json_is_array(v)) {
 		set_reason(reason, rlen, "args is not a json array (got %s)", type_name(v));
+		rc = JOB_REJECT;
+	} else if (deeper_than(v, JOB_MAX_DEPTH - 1)) {
+		/* The job object adds a level around args. */
+		set_reason(reason, rlen, "args nest deeper than %d levels", JOB_MAX_DEPTH - 1);
 		rc = JOB_REJECT;
 	}
 	json_decref(v);
@@ -249,6 +277,11 @@ static int load_options(const char *text, size_t len, json_t **out, char *reason
 		return rc;
 	if (!json_is_object(*out)) {
 		set_reason(reason, rlen, "options is not a json object (got %s)", type_name(*out));
+		goto reject;
+	}
+	/* Options are merged into the job object: their levels are the job's. */
+	if (deeper_than(*out, JOB_MAX_DEPTH)) {
+		set_reason(reason, rlen, "options nest deeper than %d levels", JOB_MAX_DEPTH);
 		goto reject;
 	}
 	for (i = 0; i < sizeof(reserved_keys) / sizeof(reserved_keys[0]); i++) {

@@ -760,6 +760,67 @@ START_TEST(rejects_deep_nesting)
 }
 END_TEST
 
+/* Nesting text: levels of [ around a scalar, wrapped as open...1...close. */
+static char *nested(const char *open, size_t levels, const char *close)
+{
+	size_t n = strlen(open) + 2 * levels + 1 + strlen(close);
+	char *s = malloc(n + 1);
+
+	ck_assert_ptr_nonnull(s);
+	strcpy(s, open);
+	memset(s + strlen(open), '[', levels);
+	s[strlen(open) + levels] = '1';
+	memset(s + strlen(open) + levels + 1, ']', levels);
+	strcpy(s + strlen(open) + 2 * levels + 1, close);
+	return s;
+}
+
+/*
+ * Found by the fuzzer: args jansson accepts (2047 levels around a number) made a payload one
+ * level deeper than jansson reads back. The limit is now what Ruby's JSON
+ * reads (JOB_MAX_DEPTH levels, the job object included), in both formats.
+ */
+START_TEST(rejects_nesting_consumers_cannot_read)
+{
+	struct job_row r = good_row();
+	struct job_opts o = sidekiq_opts(7);
+	struct job_out out;
+	struct buf b;
+	json_t *v;
+	char *s;
+
+	s = nested("[0, ", JOB_MAX_DEPTH - 2, "]"); /* args 99 deep: payload 100 */
+	SET(r, args, args_len, s);
+	v = build_one(&r, &o, &out, &b);
+	json_decref(v);
+	buf_free(&b);
+	free(s);
+	for (int f = 0; f < 2; f++) {
+		o = f ? resque_opts() : sidekiq_opts(7);
+		s = nested("[0, ", JOB_MAX_DEPTH - 1, "]");
+		SET(r, args, args_len, s);
+		expect_reject(&r, &o, "args nest deeper than 99 levels");
+		free(s);
+		s = nested("", 2047, "");
+		SET(r, args, args_len, s);
+		expect_reject(&r, &o, "args nest deeper than 99 levels");
+		free(s);
+	}
+	r = good_row();
+	o = sidekiq_opts(7);
+	s = nested("{\"retry\": 1, \"tags\": ", JOB_MAX_DEPTH - 1, "}");
+	SET(r, options, options_len, s);
+	v = build_one(&r, &o, &out, &b);
+	json_decref(v);
+	buf_free(&b);
+	free(s);
+	s = nested("{\"retry\": 1, \"tags\": ", JOB_MAX_DEPTH, "}");
+	SET(r, options, options_len, s);
+	expect_reject(&r, &o, "options nest deeper than 100 levels");
+	free(s);
+}
+END_TEST
+
 START_TEST(several_jobs_share_a_buffer)
 {
 	struct job_row r = good_row(), bad = good_row();
@@ -995,6 +1056,7 @@ Suite *job_suite(void)
 
 	tcase_add_test(hostile, rejects_huge_args);
 	tcase_add_test(hostile, rejects_deep_nesting);
+	tcase_add_test(hostile, rejects_nesting_consumers_cannot_read);
 	tcase_add_test(hostile, random_rows_never_break_the_payload);
 	/* sanitizer builds are slow on the megabyte and 20000-row cases */
 	tcase_set_timeout(hostile, 120);

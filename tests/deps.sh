@@ -6,6 +6,8 @@ PKGS="gcc make pkg-config libc6-dev libpq-dev libhiredis-dev libjansson-dev chec
       postgresql redis-server redis-tools ruby-sidekiq procps util-linux
       openssl"
 
+# Arguments name other packages to install instead (make fuzz: clang, ...).
+[ $# -eq 0 ] || PKGS=$*
 missing=""
 for p in $PKGS; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"

@@ -1,0 +1,296 @@
+/* libFuzzer target for job_build: any row becomes valid job JSON or is rejected with a reason. */
+#include "fmacros.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "buf.h"
+#include "job.h"
+
+/*
+ * Input encoding; the committed corpus (make_corpus.sh) depends on it.
+ *
+ *   offset  size  meaning
+ *   0       1     flags: bit 0 resque; bits 1-2 sidekiq_version 7, 8, 6, 9;
+ *                 bit 3 has_run_at; bit 4 options NULL; bits 5-6 max_job_bytes
+ *                 0 (none), the u16 below, 1 MiB, -1 (none); bit 7 empty
+ *                 class/queue/jid/args passed as NULL
+ *   1       2     max_job_bytes for bits 5-6 = 1 (u16, little-endian)
+ *   3       8     created_at_us (i64, little-endian)
+ *   11      8     run_at_us
+ *   19      8     now_us
+ *   27      1     bytes already in the batch buffer before the job
+ *   28      1     'H' makes args huge: [args,args,...] up to byte 29 x 16 KiB
+ *                 (at most 2 MiB); a magic value so that mutations rarely pay
+ *                 for megabyte inputs, while the seeds that use it keep it
+ *   29      1     size for 'H'
+ *   30      1     separator
+ *   31      ...   class SEP queue SEP jid SEP options SEP args
+ *
+ * A short header reads as zeros; missing fields are empty; args is the rest.
+ * The separator is part of the input so that every column can hold any byte.
+ * Each column gets its own exactly-sized allocation so ASan catches overreads.
+ */
+#define HDR_SIZE 31
+#define HUGE     (2u << 20)
+#define HUGE_ON  0x48
+
+enum { F_CLASS, F_QUEUE, F_JID, F_OPTIONS, F_ARGS, F_COUNT };
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static void fail(const char *what, const char *detail)
+{
+	fprintf(stderr, "fuzz_job: invariant violated: %s (%s)\n", what, detail);
+	abort();
+}
+
+#define CHECK(cond, detail)                                                                                  \
+	do {                                                                                                 \
+		if (!(cond))                                                                                 \
+			fail(#cond, (detail));                                                               \
+	} while (0)
+
+static uint64_t get_le(const uint8_t *hdr, size_t off, size_t n)
+{
+	uint64_t v = 0;
+
+	while (n--)
+		v = (v << 8) | hdr[off + n];
+	return v;
+}
+
+/* Two's complement without relying on implementation-defined conversion. */
+static long long get_i64(const uint8_t *hdr, size_t off)
+{
+	uint64_t u = get_le(hdr, off, 8);
+
+	return u <= INT64_MAX ? (long long)u : -(long long)(~u) - 1;
+}
+
+static char *xmalloc(size_t n)
+{
+	char *p = malloc(n ? n : 1);
+
+	if (!p)
+		abort();
+	return p;
+}
+
+/* One column on the heap; an empty one is NULL when asked (a NULL column). */
+static char *dup_field(const uint8_t *p, size_t n, bool null_if_empty)
+{
+	char *s;
+
+	if (n == 0 && null_if_empty)
+		return NULL;
+	s = xmalloc(n);
+	memcpy(s, p, n);
+	return s;
+}
+
+/* [a,a,...,a]: as many copies of a as fit in size bytes, at least one. */
+static char *repeat_args(const uint8_t *a, size_t n, size_t size, size_t *len)
+{
+	size_t unit = n + 1, rep = size / unit ? size / unit : 1, done;
+	char *s;
+
+	*len = rep * unit + 1;
+	s = xmalloc(*len);
+	s[0] = ',';
+	memcpy(s + 1, a, n);
+	/* Doubling: a few copies, not one per element, keeps megabyte inputs cheap. */
+	for (done = 1; done < rep; done *= 2)
+		memcpy(s + done * unit, s, (done < rep - done ? done : rep - done) * unit);
+	s[0] = '[';
+	s[*len - 1] = ']';
+	return s;
+}
+
+/* A non-empty line of printable ASCII, terminated within the buffer. */
+static bool one_line(const char *s, size_t max)
+{
+	size_t i;
+
+	for (i = 0; i < max && s[i]; i++)
+		if ((unsigned char)s[i] < 0x20 || (unsigned char)s[i] > 0x7e)
+			return false;
+	return i > 0 && i < max;
+}
+
+static bool string_is(const json_t *v, const char *p, size_t n)
+{
+	return json_is_string(v) && json_string_length(v) == n &&
+	       (n == 0 || memcmp(json_string_value(v), p, n) == 0);
+}
+
+static size_t depth(json_t *v)
+{
+	size_t max = 0, d, i;
+	const char *key;
+	json_t *e;
+
+	json_array_foreach(v, i, e)
+	{
+		if ((d = depth(e)) > max)
+			max = d;
+	}
+	json_object_foreach(v, key, e)
+	{
+		if ((d = depth(e)) > max)
+			max = d;
+	}
+	return json_is_array(v) || json_is_object(v) ? max + 1 : 0;
+}
+
+/*
+ * INT_AS_REAL: args may hold integers past 64 bits, valid JSON that jansson
+ * otherwise refuses; job.c parses args the same way. Without
+ * JSON_DISABLE_EOF_CHECK trailing bytes fail the parse.
+ */
+static json_t *parse(const char *p, size_t n, size_t flags)
+{
+	return json_loadb(p ? p : "", p ? n : 0, flags | JSON_DECODE_INT_AS_REAL, NULL);
+}
+
+/*
+ * An accepted row: the payload is one strict JSON object with exactly the
+ * format's keys, nesting no deeper than consumers read, carrying the row's
+ * class, queue, jid, args and options unchanged.
+ */
+static void check_payload(const struct job_row *row, const struct job_opts *opts, const struct job_out *out,
+                          const char *payload)
+{
+	json_t *job, *col, *val;
+	const char *key;
+	size_t keys;
+
+	job = parse(payload, out->len, JSON_REJECT_DUPLICATES);
+	if (!job)
+		fprintf(stderr, "fuzz_job: payload: %.*s\n", (int)out->len, payload);
+	CHECK(job != NULL, "payload is not strict json");
+	CHECK(json_is_object(job), "payload is not an object");
+	CHECK(depth(job) <= JOB_MAX_DEPTH, "payload nests too deep");
+	CHECK(string_is(json_object_get(job, "class"), row->job_class, row->class_len), "class differs");
+
+	col = parse(row->args, row->args_len, JSON_DECODE_ANY);
+	CHECK(json_is_array(col), "accepted args are not an array");
+	CHECK(json_equal(col, json_object_get(job, "args")), "args differ");
+	json_decref(col);
+
+	if (opts->format == FORMAT_RESQUE) {
+		if (out->scheduled)
+			CHECK(string_is(json_object_get(job, "queue"), row->queue, row->queue_len),
+			      "queue differs");
+		CHECK(json_object_size(job) == (out->scheduled ? 3u : 2u), "resque payload has other keys");
+		json_decref(job);
+		return;
+	}
+
+	CHECK(string_is(json_object_get(job, "queue"), row->queue, row->queue_len), "queue differs");
+	CHECK(string_is(json_object_get(job, "jid"), row->jid, row->jid_len), "jid differs");
+	CHECK(json_is_number(json_object_get(job, "created_at")), "created_at is not a number");
+	CHECK(out->scheduled ? !json_object_get(job, "enqueued_at")
+	                     : json_is_number(json_object_get(job, "enqueued_at")),
+	      "enqueued_at wrong for the schedule");
+	/* class args queue jid created_at retry [enqueued_at], then each option but retry */
+	keys = out->scheduled ? 6 : 7;
+	col = row->options ? parse(row->options, row->options_len, 0) : json_object();
+	CHECK(json_is_object(col), "accepted options are not an object");
+	json_object_foreach(col, key, val)
+	{
+		CHECK(json_equal(val, json_object_get(job, key)), "an option differs");
+		keys += strcmp(key, "retry") != 0;
+	}
+	if (!json_object_get(col, "retry"))
+		CHECK(json_is_true(json_object_get(job, "retry")), "default retry missing");
+	CHECK(json_object_size(job) == keys, "sidekiq payload has other keys");
+	json_decref(col);
+	json_decref(job);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	uint8_t hdr[HDR_SIZE] = {0};
+	const uint8_t *p = data + (size < HDR_SIZE ? size : HDR_SIZE), *end = data + size, *sep;
+	char *col[F_COUNT], prefix[256], reason[JOB_REASON_SIZE];
+	size_t len[F_COUNT], prefix_len, i;
+	struct job_row row = {0};
+	struct job_opts opts = {0};
+	struct job_out out;
+	struct buf b;
+	bool nulls;
+	int rc;
+
+	memcpy(hdr, data, (size_t)(p - data));
+	nulls = hdr[0] & 0x80;
+	for (i = 0; i < F_COUNT; i++) {
+		sep = i < F_ARGS ? memchr(p, hdr[30], (size_t)(end - p)) : NULL;
+		len[i] = (size_t)((sep ? sep : end) - p);
+		if (i == F_ARGS && hdr[28] == HUGE_ON)
+			col[i] = repeat_args(p, len[i], hdr[29] < HUGE >> 14 ? (size_t)hdr[29] << 14 : HUGE,
+			                     &len[i]);
+		else if (i == F_OPTIONS)
+			col[i] = hdr[0] & 0x10 ? NULL : dup_field(p, len[i], false); /* "" is not {} */
+		else
+			col[i] = dup_field(p, len[i], nulls);
+		p = sep ? sep + 1 : end;
+	}
+	row.id = 1;
+	row.job_class = col[F_CLASS];
+	row.class_len = len[F_CLASS];
+	row.queue = col[F_QUEUE];
+	row.queue_len = len[F_QUEUE];
+	row.jid = col[F_JID];
+	row.jid_len = len[F_JID];
+	row.options = col[F_OPTIONS];
+	row.options_len = col[F_OPTIONS] ? len[F_OPTIONS] : 0;
+	row.args = col[F_ARGS];
+	row.args_len = len[F_ARGS];
+	row.created_at_us = get_i64(hdr, 3);
+	row.has_run_at = hdr[0] & 0x08;
+	row.run_at_us = get_i64(hdr, 11);
+	opts.format = hdr[0] & 0x01 ? FORMAT_RESQUE : FORMAT_SIDEKIQ;
+	opts.sidekiq_version = (int[]){7, 8, 6, 9}[(hdr[0] >> 1) & 3];
+	opts.max_job_bytes = (long[]){0, (long)get_le(hdr, 1, 2), 1L << 20, -1}[(hdr[0] >> 5) & 3];
+	opts.now_us = get_i64(hdr, 19);
+
+	/* Earlier jobs of the batch, which must survive; 0 leaves the buffer unallocated. */
+	prefix_len = hdr[27];
+	for (i = 0; i < prefix_len; i++)
+		prefix[i] = (char)('a' + i % 26);
+	buf_init(&b);
+	if (prefix_len && buf_append(&b, prefix, prefix_len) < 0)
+		abort();
+	memset(&out, 0x5a, sizeof(out));
+	memset(reason, 0x5a, sizeof(reason));
+
+	rc = job_build(&row, &opts, &b, &out, reason, sizeof(reason));
+
+	/* -ENOMEM cannot happen at these sizes: it would mean jansson refused what job.c let through. */
+	CHECK(rc == 0 || rc == JOB_REJECT, "return code");
+	CHECK(b.len >= prefix_len && (prefix_len == 0 || memcmp(b.data, prefix, prefix_len) == 0),
+	      "earlier jobs changed");
+	CHECK(b.data == NULL || b.data[b.len] == '\0', "buffer not nul-terminated");
+	if (rc == JOB_REJECT) {
+		CHECK(b.len == prefix_len, "rejected row left bytes in the buffer");
+		CHECK(one_line(reason, sizeof(reason)),
+		      "reason empty, unterminated or not one printable line");
+	} else {
+		CHECK(out.off == prefix_len && out.len > 0 && b.len == out.off + out.len, "out is wrong");
+		CHECK(opts.max_job_bytes <= 0 || out.len <= (size_t)opts.max_job_bytes, "over max_job_bytes");
+		CHECK(out.scheduled == (row.has_run_at && row.run_at_us > opts.now_us), "scheduled is wrong");
+		CHECK(out.run_at_us == (out.scheduled ? row.run_at_us : 0), "run_at_us is wrong");
+		CHECK(memchr(b.data + out.off, '\0', out.len) == NULL, "raw nul byte in payload");
+		check_payload(&row, &opts, &out, b.data + out.off);
+	}
+	buf_free(&b);
+	for (i = 0; i < F_COUNT; i++)
+		free(col[i]);
+	return 0;
+}

@@ -1,0 +1,124 @@
+#!/bin/sh
+# Writes fuzz_job's seed corpus in the input encoding described in fuzz_job.c.
+# Usage: sh tests/fuzz/make_corpus.sh [dir]   (default: tests/fuzz/corpus, committed)
+set -eu
+DIR=${1:-$(dirname "$0")/corpus}
+mkdir -p "$DIR"
+
+# Flag bits (byte 0).
+RESQUE=1 V8=2 V6=4 RUN_AT=8 NOOPT=16 MAX_U16=32 MAX_1M=64 NULLS=128
+JID=0123456789abcdef01234567
+NOW=1700000001500000
+# Header after the flags: MAX CREATED RUN_AT NOW PREFIX HUGE SEP (HUGE: 16 KiB units).
+H="0 1700000000123456 0 $NOW 1 0 255"
+FUTURE="0 1700000000123456 1700003600250000 $NOW 3 0 255"
+PAST="0 1700000000123456 1699999999000000 $NOW 255 0 255"
+
+# le VALUE NBYTES: VALUE as NBYTES little-endian bytes (two's complement).
+le()
+{
+	i=0
+	while [ "$i" -lt "$2" ]; do
+		# shellcheck disable=SC2059 # the format is the octal escape itself
+		printf "\\$(printf %03o $((($1 >> (8 * i)) & 255)))"
+		i=$((i + 1))
+	done
+}
+
+# seed NAME FLAGS "HEADER" CLASS QUEUE JID OPTIONS ARGS: the five columns are
+# printf formats (\NNN any byte, \000 a NUL, \\ a backslash, %% a percent).
+seed()
+{
+	name=$1 flags=$2 hdr=$3
+	shift 3
+	# shellcheck disable=SC2086 # split the header into its numbers
+	set -- $hdr "$@"
+	{
+		le "$flags" 1
+		le "$1" 2
+		le "$2" 8
+		le "$3" 8
+		le "$4" 8
+		le "$5" 1
+		if [ "$6" -gt 0 ]; then le 72 1; else le 0 1; fi # 'H' turns huge args on
+		le "$6" 1
+		le "$7" 1
+		for f in "$8" "$9" "${10}" "${11}"; do
+			# shellcheck disable=SC2059
+			printf "$f"
+			le "$7" 1
+		done
+		# shellcheck disable=SC2059
+		printf "${12}"
+	} >"$DIR/$name"
+}
+
+# nest N: N opening brackets, a number, N closing ones.
+nest()
+{
+	printf "%$1s" '' | tr ' ' '['
+	printf 1
+	printf "%$1s" '' | tr ' ' ']'
+}
+
+M=$MAX_1M
+# Valid rows: both formats, Sidekiq's stamp styles, immediate and scheduled.
+seed sidekiq7_basic $M "$H" HardWorker default $JID '{}' '[1, "two"]'
+seed sidekiq8_no_options $((M | V8 | NOOPT)) "$H" HardWorker default $JID '' '[]'
+seed sidekiq6_scheduled $((M | V6 | RUN_AT)) "$FUTURE" Mailer::Deliver mailers $JID '{}' '["a@b.c"]'
+seed sidekiq8_run_at_past $((M | V8 | RUN_AT)) "$PAST" HardWorker low $JID '{}' '[{"id":7}]'
+seed resque_basic $((M | RESQUE | NOOPT)) "$H" Archive file_serve '' '' '[42, "x"]'
+seed resque_scheduled $((M | RESQUE | RUN_AT)) "$FUTURE" Archive file_serve not-a-jid '{"retry":1}' '[]'
+
+# Options: merged, typed, reserved, duplicated, not an object.
+seed options_retry_tags $M "$H" HardWorker default $JID \
+	'{"retry": 5, "tags": ["billing", "urgent"], "backtrace": true}' '[1]'
+seed options_unicode $((M | V8)) "$H" HardWorker default $JID \
+	'{"retry": false, "t\303\244gs": ["\\u2028", "\342\202\254"]}' '[]'
+seed options_reserved $M "$H" HardWorker default $JID '{"enqueued_at": 1}' '[]'
+seed options_duplicate_key $M "$H" HardWorker default $JID '{"retry": 1, "retry": 2}' '[]'
+seed options_not_object $M "$H" HardWorker default $JID '[1]' '[]'
+seed options_big_int $M "$H" HardWorker default $JID '{"retry": 99999999999999999999}' '[]'
+seed options_deep_100 $M "$H" HardWorker default $JID "{\"k\": $(nest 99)}" '[]'
+seed options_deep_101 $M "$H" HardWorker default $JID "{\"k\": $(nest 100)}" '[]'
+
+# Args: numbers kept verbatim, wrong types, garbage, bad bytes.
+seed args_nested_objects $((M | V8)) "$H" HardWorker default $JID '{}' \
+	'[{"user": {"id": 1, "tags": ["x"]}}, null, true, "\\u00e9\\ud83d\\ude00\\"\\\\"]'
+seed args_numbers $M "$H" HardWorker default $JID '{}' \
+	'[123456789012345678901234567890, 0.1, -0, 1e300, 1E-7, -9223372036854775808]'
+seed args_real_overflow $M "$H" HardWorker default $JID '{}' '[1e400]'
+seed args_object $M "$H" HardWorker default $JID '{}' '{"a": 1}'
+seed args_whitespace $((M | RESQUE)) "$H" HardWorker default '' '{}' ' \n\t[1] \r\n'
+seed args_trailing_garbage $M "$H" HardWorker default $JID '{}' '[1]]'
+seed args_unterminated $M "$H" HardWorker default $JID '{}' '[1,\n"\303\244'
+seed args_raw_nul $M "$H" HardWorker default $JID '{}' '["a\000b"]'
+seed args_escaped_nul $M "$H" HardWorker default $JID '{}' '["\\u0000"]'
+seed args_invalid_utf8 $M "$H" HardWorker default $JID '{}' '["\300\257", "\377"]'
+# Nesting: 99 levels fit a job, 100 do not.
+seed args_deep_99 $M "$H" HardWorker default $JID '{}' "$(nest 99)"
+seed args_deep_100 $((M | RESQUE)) "$H" HardWorker default '' '{}' "$(nest 100)"
+# Huge: the args column repeated to 1.25 MiB against the 1 MiB limit, and to 64 KiB.
+seed args_huge_over $M "0 1700000000123456 0 $NOW 1 80 255" HardWorker default $JID '{}' \
+	'"0123456789abcdef"'
+seed args_huge_ok 0 "0 1700000000123456 0 $NOW 0 4 255" HardWorker default $JID '{}' \
+	'{"a":[1,2.5,"x"]}'
+
+# Class, queue and jid: bad bytes, empty, wrong shape.
+seed class_invalid_utf8 $M "$H" 'Hard\300\257Worker' default $JID '{}' '[]'
+seed class_utf8 $M "$H" '\303\204rger\360\237\230\200' 'd\342\202\254' $JID '{}' '[]'
+seed class_ff_byte $M "0 1700000000123456 0 $NOW 1 0 1" 'Hard\377Worker' default $JID '{}' '[]'
+seed queue_surrogate $M "$H" HardWorker 'q\355\240\200' $JID '{}' '[]'
+seed class_nul $((M | RESQUE)) "$H" 'Hard\000Worker' default '' '{}' '[]'
+seed class_controls $M "$H" 'A\001\037"B\\\177' default $JID '{}' '[]'
+seed class_empty $M "$H" '' default $JID '{}' '[]'
+seed queue_null $((M | NULLS)) "$H" HardWorker '' $JID '{}' '[]'
+seed jid_uppercase $M "$H" HardWorker default 0123456789ABCDEF01234567 '{}' '[]'
+
+# Limits and clock extremes.
+seed max_bytes_small $((MAX_U16 | V8)) "120 1700000000123456 0 $NOW 1 0 255" HardWorker default $JID '{}' \
+	'["0123456789", "0123456789", "0123456789", "0123456789"]'
+seed clock_extremes $((MAX_U16 | MAX_1M | RUN_AT)) \
+	"0 $((-9223372036854775807 - 1)) 9223372036854775807 -1 1 0 255" HardWorker default $JID '{}' '[]'
+seed clock_extremes_v8 $((V8 | NOOPT)) \
+	"0 9223372036854775807 0 $((-9223372036854775807 - 1)) 0 0 255" HardWorker default $JID '' '[]'
