@@ -28,8 +28,13 @@ UNIT_SRC = tests/unit_main.c tests/check_config.c tests/check_job.c tests/check_
 INTEG_SRC = tests/integration_main.c tests/harness.c tests/check_relay.c \
             tests/check_faults.c tests/check_leader.c tests/check_e2e.c tests/check_sink.c
 
+BENCH_SRC = tests/bench/bench.c tests/bench/util.c tests/bench/proc.c tests/bench/load.c \
+            tests/bench/naive.c tests/bench/table.c
+# A quick look: make bench BENCH_ARGS="--jobs 100000 --minutes 1 --big-jobs 0"
+BENCH_ARGS ?=
+
 BIN = $(OUT)/stagedrain
-.PHONY: all test test-unit test-integration deps demo clean format format-check help
+.PHONY: all test test-unit test-integration deps demo bench clean format format-check help
 
 all: $(BIN) bin/stagedrain
 
@@ -62,6 +67,13 @@ $(OUT)/check_unit: $(UNIT_SRC:tests/%.c=$(OUT)/tests/%.o) $(LIB_OBJ)
 $(OUT)/check_integration: $(INTEG_SRC:tests/%.c=$(OUT)/tests/%.o) $(LIB_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ $(CHECK_LIBS) $(LDLIBS)
 
+$(OUT)/bench/%.o: tests/bench/%.c tests/bench/bench.h include/*.h | $(OUT)
+	@mkdir -p $(OUT)/bench
+	$(CC) $(CPPFLAGS) -Itests/bench -pthread $(CFLAGS) -c -o $@ $<
+
+$(OUT)/bench/bench: $(BENCH_SRC:tests/bench/%.c=$(OUT)/bench/%.o) $(OUT)/buf.o
+	$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LDLIBS)
+
 deps:
 	@sh tests/deps.sh
 
@@ -79,11 +91,18 @@ test: test-unit test-integration
 demo: deps all
 	bash tests/demo.sh
 
+# Starts its own throwaway servers, runs the relay binary as a real process,
+# prints one table and writes it to $(OUT)/bench.txt.
+bench: deps all
+	$(MAKE) $(OUT)/bench/bench
+	$(OUT)/bench/bench --bin $(BIN) --out $(OUT)/bench.txt $(BENCH_ARGS)
+
 format:
-	clang-format -i relay/*.c include/*.h tests/*.c tests/*.h
+	clang-format -i relay/*.c include/*.h tests/*.c tests/*.h tests/bench/*.c tests/bench/*.h
 
 format-check:
-	clang-format --dry-run --Werror relay/*.c include/*.h tests/*.c tests/*.h
+	clang-format --dry-run --Werror relay/*.c include/*.h tests/*.c tests/*.h tests/bench/*.c \
+		tests/bench/*.h
 
 clean:
 	rm -rf build bin
@@ -91,5 +110,6 @@ clean:
 help:
 	@echo "make            build bin/stagedrain"
 	@echo "make demo       throwaway Postgres+Redis, stage jobs, relay them, show Redis"
+	@echo "make bench      throughput, latency, long-transaction and memory figures (BENCH_ARGS=...)"
 	@echo "make test       unit and integration suites against real servers (SAN=1: ASan+UBSan)"
 	@echo "make clean      remove build output"
