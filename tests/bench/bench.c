@@ -30,8 +30,8 @@ static void cleanup(void)
 {
 	proc_stop_all();
 	if (servers_up) {
-		const char *stop[] = { "bash", env.services, "stop", env.dir, NULL };
-		const char *rm[] = { "rm", "-rf", env.dir, NULL };
+		const char *stop[] = {"bash", env.services, "stop", env.dir, NULL};
+		const char *rm[] = {"rm", "-rf", env.dir, NULL};
 		servers_up = false;
 		if (run_cmd(stop, NULL) != 0)
 			note("could not stop the servers in %s; stop them by PID from there", env.dir);
@@ -43,27 +43,29 @@ static void cleanup(void)
 
 static void check_stop(void)
 {
-	if (bench_stop)
-		die("interrupted; stopping the relay and the servers");
+	if (bench_stop) {
+		note("interrupted; stopping the relay and the servers");
+		exit(130);
+	}
 }
 
 static void usage(FILE *out)
 {
 	fprintf(out,
-		"usage: bench [options]\n"
-		"  --runs N            runs per figure (default 3; median, min and max are shown)\n"
-		"  --jobs N            backlog size (default 1000000)\n"
-		"  --minutes N         long-transaction scenario length (default 10)\n"
-		"  --big-jobs N        memory scenario: jobs one relay drains (default 10000000; 0 skips)\n"
-		"  --steady-seconds N  length of each steady-load measurement (default 30)\n"
-		"  --trigger-seconds N length of each trigger on/off measurement (default 10)\n"
-		"  --batch-size N      relay and naive loop batch size (default 1000)\n"
-		"  --only LIST         comma-separated: backlog,steady,trigger,long,memory\n"
-		"  --bin PATH          relay binary (default bin/stagedrain)\n"
-		"  --relay-args ARGS   extra relay flags, split on spaces\n"
-		"  --redis-fsync MODE  redis appendfsync: always, everysec (default) or no\n"
-		"  --services PATH     tests/services.sh\n"
-		"  --out PATH          where the table is also written (default build/bench.txt)\n");
+	        "usage: bench [options]\n"
+	        "  --runs N            runs per figure (default 3; median, min and max are shown)\n"
+	        "  --jobs N            backlog size (default 1000000)\n"
+	        "  --minutes N         long-transaction scenario length (default 10)\n"
+	        "  --big-jobs N        memory scenario: jobs one relay drains (default 10000000; 0 skips)\n"
+	        "  --steady-seconds N  length of each steady-load measurement (default 30)\n"
+	        "  --trigger-seconds N length of each trigger on/off measurement (default 10)\n"
+	        "  --batch-size N      relay and naive loop batch size (default 1000)\n"
+	        "  --only LIST         comma-separated: backlog,steady,trigger,long,memory\n"
+	        "  --bin PATH          relay binary (default bin/stagedrain)\n"
+	        "  --relay-args ARGS   extra relay flags, split on spaces\n"
+	        "  --redis-fsync MODE  redis appendfsync: always, everysec (default) or no\n"
+	        "  --services PATH     tests/services.sh\n"
+	        "  --out PATH          where the table is also written (default build/bench.txt)\n");
 }
 
 static long long parse_num(const char *s, const char *flag, long long min, long long max)
@@ -83,46 +85,84 @@ static long long parse_num(const char *s, const char *flag, long long min, long 
 static void parse_opts(struct bench_opts *o, int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		{ "runs", required_argument, NULL, 'r' },
-		{ "jobs", required_argument, NULL, 'j' },
-		{ "minutes", required_argument, NULL, 'm' },
-		{ "big-jobs", required_argument, NULL, 'b' },
-		{ "steady-seconds", required_argument, NULL, 's' },
-		{ "trigger-seconds", required_argument, NULL, 't' },
-		{ "batch-size", required_argument, NULL, 'B' },
-		{ "only", required_argument, NULL, 'o' },
-		{ "bin", required_argument, NULL, 'x' },
-		{ "relay-args", required_argument, NULL, 'a' },
-		{ "redis-fsync", required_argument, NULL, 'f' },
-		{ "services", required_argument, NULL, 'S' },
-		{ "out", required_argument, NULL, 'O' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
+	    {"runs", required_argument, NULL, 'r'},
+	    {"jobs", required_argument, NULL, 'j'},
+	    {"minutes", required_argument, NULL, 'm'},
+	    {"big-jobs", required_argument, NULL, 'b'},
+	    {"steady-seconds", required_argument, NULL, 's'},
+	    {"trigger-seconds", required_argument, NULL, 't'},
+	    {"batch-size", required_argument, NULL, 'B'},
+	    {"only", required_argument, NULL, 'o'},
+	    {"bin", required_argument, NULL, 'x'},
+	    {"relay-args", required_argument, NULL, 'a'},
+	    {"redis-fsync", required_argument, NULL, 'f'},
+	    {"services", required_argument, NULL, 'S'},
+	    {"out", required_argument, NULL, 'O'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
 	};
 	int c;
 
-	*o = (struct bench_opts){ .runs = 3, .jobs = 1000000, .minutes = 10, .big_jobs = 10000000,
-				  .steady_seconds = 30, .trigger_seconds = 10, .batch_size = 1000,
-				  .only = "", .bin = "bin/stagedrain", .out = "build/bench.txt",
-				  .redis_fsync = "everysec", .relay_args = "" };
+	*o = (struct bench_opts){.runs = 3,
+	                         .jobs = 1000000,
+	                         .minutes = 10,
+	                         .big_jobs = 10000000,
+	                         .steady_seconds = 30,
+	                         .trigger_seconds = 10,
+	                         .batch_size = 1000,
+	                         .only = "",
+	                         .bin = "bin/stagedrain",
+	                         .out = "build/bench.txt",
+	                         .redis_fsync = "everysec",
+	                         .relay_args = ""};
 	snprintf(env.services, sizeof(env.services), "tests/services.sh");
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		switch (c) {
-		case 'r': o->runs = (int)parse_num(optarg, "--runs", 1, BENCH_MAX_RUNS); break;
-		case 'j': o->jobs = parse_num(optarg, "--jobs", 1000, 100000000); break;
-		case 'm': o->minutes = (int)parse_num(optarg, "--minutes", 1, BENCH_MAX_MINUTES); break;
-		case 'b': o->big_jobs = parse_num(optarg, "--big-jobs", 0, 1000000000); break;
-		case 's': o->steady_seconds = (int)parse_num(optarg, "--steady-seconds", 3, 3600); break;
-		case 't': o->trigger_seconds = (int)parse_num(optarg, "--trigger-seconds", 1, 600); break;
-		case 'B': o->batch_size = (int)parse_num(optarg, "--batch-size", 1, 100000); break;
-		case 'o': o->only = optarg; break;
-		case 'x': o->bin = optarg; break;
-		case 'a': o->relay_args = optarg; break;
-		case 'f': o->redis_fsync = optarg; break;
-		case 'S': snprintf(env.services, sizeof(env.services), "%s", optarg); break;
-		case 'O': o->out = optarg; break;
-		case 'h': usage(stdout); exit(0);
-		default: usage(stderr); exit(2);
+		case 'r':
+			o->runs = (int)parse_num(optarg, "--runs", 1, BENCH_MAX_RUNS);
+			break;
+		case 'j':
+			o->jobs = parse_num(optarg, "--jobs", 1000, 100000000);
+			break;
+		case 'm':
+			o->minutes = (int)parse_num(optarg, "--minutes", 1, BENCH_MAX_MINUTES);
+			break;
+		case 'b':
+			o->big_jobs = parse_num(optarg, "--big-jobs", 0, 1000000000);
+			break;
+		case 's':
+			o->steady_seconds = (int)parse_num(optarg, "--steady-seconds", 3, 3600);
+			break;
+		case 't':
+			o->trigger_seconds = (int)parse_num(optarg, "--trigger-seconds", 1, 600);
+			break;
+		case 'B':
+			o->batch_size = (int)parse_num(optarg, "--batch-size", 1, 100000);
+			break;
+		case 'o':
+			o->only = optarg;
+			break;
+		case 'x':
+			o->bin = optarg;
+			break;
+		case 'a':
+			o->relay_args = optarg;
+			break;
+		case 'f':
+			o->redis_fsync = optarg;
+			break;
+		case 'S':
+			snprintf(env.services, sizeof(env.services), "%s", optarg);
+			break;
+		case 'O':
+			o->out = optarg;
+			break;
+		case 'h':
+			usage(stdout);
+			exit(0);
+		default:
+			usage(stderr);
+			exit(2);
 		}
 	}
 	if (optind < argc) {
@@ -192,8 +232,8 @@ static void read_env_file(void)
 static void start_servers(void)
 {
 	const char *tmp = getenv("TMPDIR");
-	const char *start[] = { "bash", env.services, "start", env.dir, NULL };
-	const char *migrate[] = { env.opts->bin, "migrate", "--pg-url", env.pg_url, NULL };
+	const char *start[] = {"bash", env.services, "start", env.dir, NULL};
+	const char *migrate[] = {env.opts->bin, "migrate", "--pg-url", env.pg_url, NULL};
 	char log[300];
 	redisContext *r;
 
@@ -265,7 +305,7 @@ static void scenario_backlog(int run)
 	long long n = env.opts->jobs, t0, hwm;
 	double raw, relay, naive;
 	struct relay rel;
-	struct naive nv = { .env = &env, .batch_size = env.opts->batch_size };
+	struct naive nv = {.env = &env, .batch_size = env.opts->batch_size};
 	char fig[96], h[24];
 
 	human(n, h, sizeof(h));
@@ -331,7 +371,7 @@ struct lat {
 /* Latencies of jobs committed in [from_us, to_us) (monotonic), and losses. */
 static struct lat latencies(const struct load *l, long long from_us, long long to_us)
 {
-	struct lat out = { NAN, NAN, NAN, 0, 0 };
+	struct lat out = {NAN, NAN, NAN, 0, 0};
 	long long *v = malloc(sizeof(*v) * (size_t)(l->nseq ? l->nseq : 1));
 	size_t n = 0;
 
@@ -362,9 +402,14 @@ static struct lat latencies(const struct load *l, long long from_us, long long t
 static void scenario_steady(int run, int rate, int rows)
 {
 	struct relay rel;
-	struct load l = { .env = &env, .table = "staged_jobs", .queue = "bench", .rate = rate,
-			  .rows_per_tx = rows, .producers = rows == 1 ? 2 : 1,
-			  .seconds = env.opts->steady_seconds, .consume = true };
+	struct load l = {.env = &env,
+	                 .table = "staged_jobs",
+	                 .queue = "bench",
+	                 .rate = rate,
+	                 .rows_per_tx = rows,
+	                 .producers = rows == 1 ? 2 : 1,
+	                 .seconds = env.opts->steady_seconds,
+	                 .consume = true};
 	struct lat lat;
 	char scen[24], fig[96];
 
@@ -382,21 +427,24 @@ static void scenario_steady(int run, int rate, int rows)
 		note("the relay did not exit cleanly; see %s", rel.log);
 	lat = latencies(&l, 0, mono_us() + 1);
 	snprintf(scen, sizeof(scen), "steady");
-	snprintf(fig, sizeof(fig), "%d/s %s: latency p50 (ms)", rate, rows == 1 ? "1-row tx" : "multi-row tx");
+	snprintf(fig, sizeof(fig), "%d/s %s: latency p50 (ms)", rate,
+	         rows == 1 ? "1-row tx" : "multi-row tx");
 	table_add(scen, fig, 2, lat.p50);
 	if (rate == 2000 && rows == 1)
 		table_target(scen, fig, CMP_LE, 2, "<= 2");
-	snprintf(fig, sizeof(fig), "%d/s %s: latency p99 (ms)", rate, rows == 1 ? "1-row tx" : "multi-row tx");
+	snprintf(fig, sizeof(fig), "%d/s %s: latency p99 (ms)", rate,
+	         rows == 1 ? "1-row tx" : "multi-row tx");
 	table_add(scen, fig, 2, lat.p99);
 	if (rate == 2000 && rows == 1)
 		table_target(scen, fig, CMP_LE, 10, "<= 10");
-	snprintf(fig, sizeof(fig), "%d/s %s: latency max (ms)", rate, rows == 1 ? "1-row tx" : "multi-row tx");
+	snprintf(fig, sizeof(fig), "%d/s %s: latency max (ms)", rate,
+	         rows == 1 ? "1-row tx" : "multi-row tx");
 	table_add(scen, fig, 2, lat.max);
 	snprintf(fig, sizeof(fig), "%d/s %s: producers committed (jobs/s)", rate,
-		 rows == 1 ? "1-row tx" : "multi-row tx");
+	         rows == 1 ? "1-row tx" : "multi-row tx");
 	table_add(scen, fig, 0, (double)l.committed * 1e6 / (double)(l.end_us - l.start_us));
 	snprintf(fig, sizeof(fig), "%d/s %s: lost + duplicated jobs", rate,
-		 rows == 1 ? "1-row tx" : "multi-row tx");
+	         rows == 1 ? "1-row tx" : "multi-row tx");
 	table_add(scen, fig, 0, (double)(lat.lost + lat.dup));
 	table_target(scen, fig, CMP_LE, 0, "0");
 	load_free(&l);
@@ -406,9 +454,14 @@ static void scenario_steady(int run, int rate, int rows)
 
 static double unthrottled(int rows)
 {
-	struct load l = { .env = &env, .table = "staged_jobs", .queue = "bench", .rate = 0,
-			  .rows_per_tx = rows, .producers = rows == 1 ? 4 : 2,
-			  .seconds = env.opts->trigger_seconds, .consume = false };
+	struct load l = {.env = &env,
+	                 .table = "staged_jobs",
+	                 .queue = "bench",
+	                 .rate = 0,
+	                 .rows_per_tx = rows,
+	                 .producers = rows == 1 ? 4 : 2,
+	                 .seconds = env.opts->trigger_seconds,
+	                 .consume = false};
 	double rate;
 
 	bench_reset(&env);
@@ -425,8 +478,8 @@ static void scenario_trigger(int run)
 {
 	PGconn *c = pg_connect(&env);
 	bool has = sql(c, "SELECT count(*) FROM pg_trigger WHERE tgname = 'staged_jobs_notify'"
-			  " AND tgrelid = 'staged_jobs'::regclass") > 0;
-	static const int shapes[] = { 1, 100 };
+	                  " AND tgrelid = 'staged_jobs'::regclass") > 0;
+	static const int shapes[] = {1, 100};
 
 	for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++) {
 		int rows = shapes[i];
@@ -445,12 +498,14 @@ static void scenario_trigger(int run)
 			}
 			sql(c, "ALTER TABLE staged_jobs ENABLE TRIGGER staged_jobs_notify");
 		}
-		snprintf(fig, sizeof(fig), "%s producers, trigger on (jobs/s)", rows == 1 ? "1-row" : "100-row");
+		snprintf(fig, sizeof(fig), "%s producers, trigger on (jobs/s)",
+		         rows == 1 ? "1-row" : "100-row");
 		table_add("trigger", fig, 0, on);
-		snprintf(fig, sizeof(fig), "%s producers, trigger off (jobs/s)", rows == 1 ? "1-row" : "100-row");
+		snprintf(fig, sizeof(fig), "%s producers, trigger off (jobs/s)",
+		         rows == 1 ? "1-row" : "100-row");
 		table_add("trigger", fig, 0, off);
 		snprintf(fig, sizeof(fig), "%s producers, drop due to trigger (%%)",
-			 rows == 1 ? "1-row" : "100-row");
+		         rows == 1 ? "1-row" : "100-row");
 		table_add("trigger", fig, 1, (1 - on / off) * 100);
 		table_target("trigger", fig, CMP_LE, 5, "<= 5");
 	}
@@ -474,14 +529,23 @@ struct minute {
 static void long_part(int run, bool naive)
 {
 	int minutes = env.opts->minutes, rate = 2000;
-	struct load l = { .env = &env, .table = "staged_jobs", .queue = "default", .rate = rate,
-			  .rows_per_tx = 1, .producers = 2, .seconds = minutes * 60, .consume = true };
-	struct minute mins[BENCH_MAX_MINUTES] = { { 0, 0 } };
-	struct naive_stats nst[BENCH_MAX_MINUTES] = { { 0, 0, 0, 0, 0, 0 } };
+	struct load l = {.env = &env,
+	                 .table = "staged_jobs",
+	                 .queue = "default",
+	                 .rate = rate,
+	                 .rows_per_tx = 1,
+	                 .producers = 2,
+	                 .seconds = minutes * 60,
+	                 .consume = true};
+	struct minute mins[BENCH_MAX_MINUTES] = {{0, 0}};
+	struct naive_stats nst[BENCH_MAX_MINUTES] = {{0, 0, 0, 0, 0, 0}};
 	struct batch_minute bm[BENCH_MAX_MINUTES];
-	struct naive nv = { .env = &env, .batch_size = env.opts->batch_size, .poll_ms = 100,
-			    .minutes = minutes, .per_minute = nst };
-	struct relay rel = { 0, "" };
+	struct naive nv = {.env = &env,
+	                   .batch_size = env.opts->batch_size,
+	                   .poll_ms = 100,
+	                   .minutes = minutes,
+	                   .per_minute = nst};
+	struct relay rel = {0, ""};
 	PGconn *holder = pg_connect(&env), *stats = pg_connect(&env);
 	const char *who = naive ? "naive" : "relay";
 	long long t0_wall;
@@ -514,13 +578,13 @@ static void long_part(int run, bool naive)
 			mins[m].backlog_max = backlog;
 		if (m != last_min && last_min >= 0)
 			mins[last_min].dead_tuples = sql(stats, "SELECT n_dead_tup FROM pg_stat_user_tables"
-								" WHERE relname = 'staged_jobs'");
+			                                        " WHERE relname = 'staged_jobs'");
 		last_min = m;
 		sleep_ms(1000);
 	}
 	if (last_min >= 0)
 		mins[last_min].dead_tuples = sql(stats, "SELECT n_dead_tup FROM pg_stat_user_tables"
-							" WHERE relname = 'staged_jobs'");
+		                                        " WHERE relname = 'staged_jobs'");
 	load_finish(&l, 120);
 	check_stop();
 	sql(holder, "ROLLBACK");
@@ -550,7 +614,8 @@ static void long_part(int run, bool naive)
 		} else {
 			const struct batch_minute *b = &bm[m];
 			double nb = b->batches ? (double)b->batches : NAN;
-			snprintf(fig, sizeof(fig), "relay: fetch+push+commit per batch, minute %d (ms)", m + 1);
+			snprintf(fig, sizeof(fig), "relay: fetch+push+commit per batch, minute %d (ms)",
+			         m + 1);
 			table_add("long", fig, 2, (b->fetch_us + b->push_us + b->commit_us) / nb / 1000);
 			snprintf(fig, sizeof(fig), "relay: jobs per batch, minute %d", m + 1);
 			table_add("long", fig, 1, (double)b->jobs / nb);
@@ -567,22 +632,20 @@ static void long_part(int run, bool naive)
 	if (naive) {
 		const struct naive_stats *a = &nst[0], *z = &nst[minutes - 1];
 		table_add("long", "naive: SELECT last / first minute", 2,
-			  a->batches && z->batches
-				  ? ((double)z->select_us / (double)z->batches) /
-					    ((double)a->select_us / (double)a->batches)
-				  : NAN);
+		          a->batches && z->batches ? ((double)z->select_us / (double)z->batches) /
+		                                         ((double)a->select_us / (double)a->batches)
+		                                   : NAN);
 		table_add("long", "naive: DELETE last / first minute", 2,
-			  a->batches && z->batches
-				  ? ((double)z->delete_us / (double)z->batches) /
-					    ((double)a->delete_us / (double)a->batches)
-				  : NAN);
+		          a->batches && z->batches ? ((double)z->delete_us / (double)z->batches) /
+		                                         ((double)a->delete_us / (double)a->batches)
+		                                   : NAN);
 	} else {
 		const struct batch_minute *a = &bm[0], *z = &bm[minutes - 1];
 		double fa = (a->fetch_us + a->push_us + a->commit_us) / (double)a->batches;
 		double fz = (z->fetch_us + z->push_us + z->commit_us) / (double)z->batches;
-		const char *parts[] = { "fetch", "push", "commit" };
-		const double va[] = { a->fetch_us, a->push_us, a->commit_us };
-		const double vz[] = { z->fetch_us, z->push_us, z->commit_us };
+		const char *parts[] = {"fetch", "push", "commit"};
+		const double va[] = {a->fetch_us, a->push_us, a->commit_us};
+		const double vz[] = {z->fetch_us, z->push_us, z->commit_us};
 		for (int k = 0; k < 3; k++) {
 			snprintf(fig, sizeof(fig), "relay: %s per batch, first minute (ms)", parts[k]);
 			table_add("long", fig, 2, a->batches ? va[k] / (double)a->batches / 1000 : NAN);
@@ -590,7 +653,7 @@ static void long_part(int run, bool naive)
 			table_add("long", fig, 2, z->batches ? vz[k] / (double)z->batches / 1000 : NAN);
 		}
 		table_add("long", "relay: batch time last / first minute", 2,
-			  a->batches && z->batches ? fz / fa : NAN);
+		          a->batches && z->batches ? fz / fa : NAN);
 		table_target("long", "relay: batch time last / first minute", CMP_LE, 1.5, "<= 1.50");
 	}
 	lat = latencies(&l, 0, mono_us() + 1);
@@ -672,16 +735,18 @@ static void header(FILE *out, const char *pgver, const char *redisver, const cha
 
 	uname(&u);
 	fprintf(out, "stagedrain bench: %s, %s %s, %ld cpus\n", relayver, u.sysname, u.release,
-		sysconf(_SC_NPROCESSORS_ONLN));
-	fprintf(out, "servers: PostgreSQL %s with fsync=off, Redis %s with appendfsync=%s (throwaway, "
-		     "loopback; disk flushes are not measured)\n",
-		pgver, redisver, o->redis_fsync);
-	fprintf(out, "settings: --runs %d --jobs %s --minutes %d --big-jobs %lld --steady-seconds %d "
-		     "--trigger-seconds %d --batch-size %d%s%s\n",
-		o->runs, human(o->jobs, h, sizeof(h)), o->minutes, o->big_jobs, o->steady_seconds,
-		o->trigger_seconds, o->batch_size, *o->relay_args ? " --relay-args " : "", o->relay_args);
+	        sysconf(_SC_NPROCESSORS_ONLN));
+	fprintf(out,
+	        "servers: PostgreSQL %s with fsync=off, Redis %s with appendfsync=%s (throwaway, "
+	        "loopback; disk flushes are not measured)\n",
+	        pgver, redisver, o->redis_fsync);
+	fprintf(out,
+	        "settings: --runs %d --jobs %s --minutes %d --big-jobs %lld --steady-seconds %d "
+	        "--trigger-seconds %d --batch-size %d%s%s\n",
+	        o->runs, human(o->jobs, h, sizeof(h)), o->minutes, o->big_jobs, o->steady_seconds,
+	        o->trigger_seconds, o->batch_size, *o->relay_args ? " --relay-args " : "", o->relay_args);
 	fprintf(out, "each figure: median, min and max over the runs; result judges the median; "
-		     "latency is COMMIT returned -> BRPOP got the job\n\n");
+	             "latency is COMMIT returned -> BRPOP got the job\n\n");
 }
 
 static void server_versions(char *pgver, size_t pglen, char *rver, size_t rlen)
@@ -734,11 +799,11 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	atexit(cleanup);
 
-	est = opts.runs * ((want("backlog") ? opts.jobs * 3 / 20000 : 0) +
-			   (want("steady") ? 2 * (opts.steady_seconds + 5) : 0) +
-			   (want("trigger") ? 4 * opts.trigger_seconds : 0) +
-			   (want("long") ? 2 * 60 * opts.minutes : 0) +
-			   (want("memory") ? opts.big_jobs / 20000 : 0));
+	est = opts.runs *
+	      ((want("backlog") ? opts.jobs * 3 / 20000 : 0) +
+	       (want("steady") ? 2 * (opts.steady_seconds + 5) : 0) +
+	       (want("trigger") ? 4 * opts.trigger_seconds : 0) + (want("long") ? 2 * 60 * opts.minutes : 0) +
+	       (want("memory") ? opts.big_jobs / 20000 : 0));
 	note("this takes roughly %lld minutes", est / 60 + 1);
 	start_servers();
 	server_versions(pgver, sizeof(pgver), rver, sizeof(rver));

@@ -14,7 +14,7 @@
 #include <stdio.h>
 #include <sys/types.h>
 
-#define BENCH_MAX_RUNS 15
+#define BENCH_MAX_RUNS    15
 #define BENCH_MAX_MINUTES 120
 
 struct bench_opts {
@@ -106,7 +106,7 @@ struct load {
 	int rows_per_tx; /* 1: single-row transactions */
 	int producers;
 	int seconds;
-	bool consume;    /* run a BRPOP consumer recording visibility times */
+	bool consume; /* run a BRPOP consumer recording visibility times */
 	/* results */
 	long long nseq;        /* jobs the arrays have room for */
 	long long *commit_us;  /* per seq, monotonic, after COMMIT returned; 0: not committed */
@@ -165,8 +165,7 @@ enum cmp { CMP_NONE, CMP_LE, CMP_GE };
 /* Adds one run's value to a row (created on first use, in insertion order). */
 void table_add(const char *scenario, const char *figure, int decimals, double value);
 /* Sets a row's target: median <= or >= target gives PASS. */
-void table_target(const char *scenario, const char *figure, enum cmp cmp, double target,
-		  const char *text);
+void table_target(const char *scenario, const char *figure, enum cmp cmp, double target, const char *text);
 void table_print(FILE *out);
 void table_free(void);
 

@@ -73,7 +73,7 @@ void proc_stop_all(void)
  * with stdin from a pipe whose write end goes to *wfd when wfd is given. */
 static pid_t spawn_io(const char *const *argv, const char *log, int *wfd)
 {
-	int pfd[2] = { -1, -1 };
+	int pfd[2] = {-1, -1};
 	pid_t pid;
 
 	if (wfd && pipe(pfd) < 0)
@@ -210,8 +210,8 @@ static long long parse_ts(const char *s)
 	int ms = 0;
 
 	memset(&tm, 0, sizeof(tm));
-	if (sscanf(s, "%d-%d-%dT%d:%d:%d.%dZ", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour,
-		   &tm.tm_min, &tm.tm_sec, &ms) != 7)
+	if (sscanf(s, "%d-%d-%dT%d:%d:%d.%dZ", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour, &tm.tm_min,
+	           &tm.tm_sec, &ms) != 7)
 		return -1;
 	tm.tm_year -= 1900;
 	tm.tm_mon -= 1;

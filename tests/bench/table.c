@@ -48,8 +48,7 @@ void table_add(const char *scenario, const char *figure, int decimals, double va
 		r->v[r->n++] = value;
 }
 
-void table_target(const char *scenario, const char *figure, enum cmp cmp, double target,
-		  const char *text)
+void table_target(const char *scenario, const char *figure, enum cmp cmp, double target, const char *text)
 {
 	struct row *r = find(scenario, figure, 2);
 
@@ -91,21 +90,21 @@ void table_print(FILE *out)
 	char med[32], lo[32], hi[32];
 
 	fprintf(out, "%-10s %-52s %12s %12s %12s %4s  %-22s %s\n", "scenario", "figure", "median", "min",
-		"max", "runs", "target", "result");
+	        "max", "runs", "target", "result");
 	for (size_t i = 0; i < nrows; i++) {
 		const struct row *r = &rows[i];
 		double m, a, b;
 		int n = summarize(r, &m, &a, &b);
 		const char *res = "";
 		if (r->cmp != CMP_NONE)
-			res = n == 0 ? "n/a"
+			res = n == 0                                                 ? "n/a"
 			      : (r->cmp == CMP_LE ? m <= r->target : m >= r->target) ? "PASS"
-										   : "MISS";
+			                                                             : "MISS";
 		fmt(med, sizeof(med), m, r->decimals);
 		fmt(lo, sizeof(lo), a, r->decimals);
 		fmt(hi, sizeof(hi), b, r->decimals);
-		fprintf(out, "%-10s %-52s %12s %12s %12s %4d  %-22s %s\n", r->scenario, r->figure, med, lo, hi,
-			n, r->target_text, res);
+		fprintf(out, "%-10s %-52s %12s %12s %12s %4d  %-22s %s\n", r->scenario, r->figure, med, lo,
+		        hi, n, r->target_text, res);
 	}
 }
 

@@ -26,7 +26,7 @@ long long wall_us(void)
 
 void sleep_ms(int ms)
 {
-	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
 
 	while (nanosleep(&ts, &ts) < 0 && errno == EINTR && !bench_stop)
 		;
@@ -187,7 +187,7 @@ void stage_backlog(const struct bench_env *env, const char *queue, long long fir
 			len = 0;
 		}
 		len += (size_t)snprintf(buf + len, sizeof(buf) - len, "%s\tBenchJob\t[%lld]\n", queue,
-					first + i);
+		                        first + i);
 	}
 	if ((len && PQputCopyData(c, buf, (int)len) != 1) || PQputCopyEnd(c, NULL) != 1)
 		die("copy: %s", PQerrorMessage(c));
