@@ -85,26 +85,36 @@ static int summarize(const struct row *r, double *med, double *lo, double *hi)
 	return n;
 }
 
-void table_print(FILE *out)
+static void print_row(FILE *out, const struct row *r)
 {
 	char med[32], lo[32], hi[32];
+	double m, a, b;
+	int n = summarize(r, &m, &a, &b);
+	const char *res = "";
 
+	if (r->cmp != CMP_NONE)
+		res = n == 0 ? "n/a" : (r->cmp == CMP_LE ? m <= r->target : m >= r->target) ? "PASS" : "MISS";
+	fmt(med, sizeof(med), m, r->decimals);
+	fmt(lo, sizeof(lo), a, r->decimals);
+	fmt(hi, sizeof(hi), b, r->decimals);
+	fprintf(out, "%-10s %-52s %12s %12s %12s %4d  %-22s %s\n", r->scenario, r->figure, med, lo, hi, n,
+	        r->target_text, res);
+}
+
+/* Rows grouped by scenario (in order of first appearance), then as added. */
+void table_print(FILE *out)
+{
 	fprintf(out, "%-10s %-52s %12s %12s %12s %4s  %-22s %s\n", "scenario", "figure", "median", "min",
 	        "max", "runs", "target", "result");
 	for (size_t i = 0; i < nrows; i++) {
-		const struct row *r = &rows[i];
-		double m, a, b;
-		int n = summarize(r, &m, &a, &b);
-		const char *res = "";
-		if (r->cmp != CMP_NONE)
-			res = n == 0                                                 ? "n/a"
-			      : (r->cmp == CMP_LE ? m <= r->target : m >= r->target) ? "PASS"
-			                                                             : "MISS";
-		fmt(med, sizeof(med), m, r->decimals);
-		fmt(lo, sizeof(lo), a, r->decimals);
-		fmt(hi, sizeof(hi), b, r->decimals);
-		fprintf(out, "%-10s %-52s %12s %12s %12s %4d  %-22s %s\n", r->scenario, r->figure, med, lo,
-		        hi, n, r->target_text, res);
+		bool first = true;
+		for (size_t k = 0; k < i && first; k++)
+			first = strcmp(rows[k].scenario, rows[i].scenario) != 0;
+		if (!first)
+			continue;
+		for (size_t j = i; j < nrows; j++)
+			if (strcmp(rows[j].scenario, rows[i].scenario) == 0)
+				print_row(out, &rows[j]);
 	}
 }
 
