@@ -387,7 +387,7 @@ static struct lat latencies(const struct load *l, long long from_us, long long t
 		}
 		out.dup += l->seen[s] > 1;
 		/* Negative when the job arrived before COMMIT's reply: it counts as 0. */
-		v[n++] = l->visible_us[s] - ct;
+		v[n++] = l->visible_us[s] > ct ? l->visible_us[s] - ct : 0;
 	}
 	if (n) {
 		qsort(v, n, sizeof(*v), cmp_ll);
