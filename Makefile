@@ -29,8 +29,13 @@ INTEG_SRC = tests/integration_main.c tests/harness.c tests/check_relay.c \
             tests/check_faults.c tests/check_leader.c tests/check_e2e.c tests/check_sink.c \
             tests/check_cursor.c tests/check_security.c
 
+BENCH_SRC = tests/bench/bench.c tests/bench/util.c tests/bench/proc.c tests/bench/load.c \
+            tests/bench/naive.c tests/bench/table.c
+# A quick look: make bench BENCH_ARGS="--jobs 100000 --minutes 1 --big-jobs 0"
+BENCH_ARGS ?=
+
 BIN = $(OUT)/stagedrain
-.PHONY: all test test-unit test-integration chaos deps demo fuzz clean format format-check help
+.PHONY: all test test-unit test-integration chaos deps demo fuzz bench clean format format-check help
 
 all: $(BIN) bin/stagedrain
 
@@ -88,6 +93,12 @@ chaos: deps
 		--kills $(CHAOS_KILLS) --backend-kills $(CHAOS_BACKEND_KILLS) \
 		--redis-restarts $(CHAOS_REDIS_RESTARTS) --producers $(CHAOS_PRODUCERS) \
 		--timeout $(CHAOS_TIMEOUT) $(if $(CHAOS_SEED),--seed $(CHAOS_SEED)) $(CHAOS_ARGS)
+$(OUT)/bench/%.o: tests/bench/%.c tests/bench/bench.h include/*.h | $(OUT)
+	@mkdir -p $(OUT)/bench
+	$(CC) $(CPPFLAGS) -Itests/bench -pthread $(CFLAGS) -c -o $@ $<
+
+$(OUT)/bench/bench: $(BENCH_SRC:tests/bench/%.c=$(OUT)/bench/%.o) $(OUT)/buf.o
+	$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LDLIBS)
 
 deps:
 	@sh tests/deps.sh
@@ -96,9 +107,10 @@ test-unit: deps
 	$(MAKE) $(OUT)/check_unit
 	$(OUT)/check_unit
 
+# The bench is only built here (so it keeps compiling), not run: see `make bench`.
 # The harness starts a throwaway Postgres and Redis, runs the suites, stops them by PID.
 test-integration: deps
-	$(MAKE) $(BIN) $(OUT)/check_integration
+	$(MAKE) $(BIN) $(OUT)/check_integration $(OUT)/bench/bench
 	STAGEDRAIN_BIN=$(BIN) bash tests/services.sh run $(OUT)/check_integration
 
 test: test-unit test-integration
@@ -126,6 +138,18 @@ format:
 
 format-check:
 	clang-format --dry-run --Werror relay/*.c include/*.h tests/*.c tests/*.h tests/chaos/*.c
+# Starts its own throwaway servers, runs the relay binary as a real process,
+# prints one table and writes it to $(OUT)/bench.txt.
+bench: deps all
+	$(MAKE) $(OUT)/bench/bench
+	$(OUT)/bench/bench --bin $(BIN) --out $(OUT)/bench.txt $(BENCH_ARGS)
+
+format:
+	clang-format -i relay/*.c include/*.h tests/*.c tests/*.h tests/bench/*.c tests/bench/*.h
+
+format-check:
+	clang-format --dry-run --Werror relay/*.c include/*.h tests/*.c tests/*.h tests/bench/*.c \
+		tests/bench/*.h
 
 clean:
 	rm -rf build bin
@@ -133,6 +157,7 @@ clean:
 help:
 	@echo "make            build bin/stagedrain"
 	@echo "make demo       throwaway Postgres+Redis, stage jobs, relay them, show Redis"
+	@echo "make bench      throughput, latency, long-transaction and memory figures (BENCH_ARGS=...)"
 	@echo "make test       unit and integration suites against real servers (SAN=1: ASan+UBSan)"
 	@echo "make chaos      kill leaders, backends and redis while jobs flow; check redis"
 	@echo "                (CHAOS_JOBS=200000 CHAOS_KILLS=50 CHAOS_BACKEND_KILLS=10 CHAOS_REDIS_RESTARTS=3)"

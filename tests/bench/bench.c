@@ -1,0 +1,841 @@
+/* `make bench`: starts a throwaway Postgres and Redis, measures the relay
+ * binary as a real process against the naive loop and the raw limit, and
+ * prints one table (also written to build/bench.txt). */
+#include "bench.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+volatile sig_atomic_t bench_stop;
+
+static struct bench_env env;
+static bool servers_up;
+
+#define MIB(kib) ((double)(kib) / 1024.0)
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	bench_stop = 1;
+}
+
+/* Runs at exit, whatever the path: relay children first, then the servers. */
+static void cleanup(void)
+{
+	proc_stop_all();
+	if (servers_up) {
+		const char *stop[] = {"bash", env.services, "stop", env.dir, NULL};
+		const char *rm[] = {"rm", "-rf", env.dir, NULL};
+		servers_up = false;
+		if (run_cmd(stop, NULL) != 0)
+			note("could not stop the servers in %s; stop them by PID from there", env.dir);
+		else
+			run_cmd(rm, NULL);
+	}
+	table_free();
+}
+
+static void check_stop(void)
+{
+	if (bench_stop) {
+		note("interrupted; stopping the relay and the servers");
+		exit(130);
+	}
+}
+
+static void usage(FILE *out)
+{
+	fprintf(out,
+	        "usage: bench [options]\n"
+	        "  --runs N            runs per figure (default 3; median, min and max are shown)\n"
+	        "  --jobs N            backlog size (default 1000000)\n"
+	        "  --minutes N         long-transaction scenario length (default 10)\n"
+	        "  --big-jobs N        memory scenario: jobs one relay drains (default 10000000; 0 skips)\n"
+	        "  --steady-seconds N  length of each steady-load measurement (default 30)\n"
+	        "  --trigger-seconds N length of each trigger on/off measurement (default 10)\n"
+	        "  --batch-size N      relay and naive loop batch size (default 1000)\n"
+	        "  --only LIST         comma-separated: backlog,steady,trigger,long,memory\n"
+	        "  --bin PATH          relay binary (default bin/stagedrain)\n"
+	        "  --relay-args ARGS   extra relay flags, split on spaces\n"
+	        "  --redis-fsync MODE  redis appendfsync: always, everysec (default) or no\n"
+	        "  --services PATH     tests/services.sh\n"
+	        "  --out PATH          where the table is also written (default build/bench.txt)\n");
+}
+
+static long long parse_num(const char *s, const char *flag, long long min, long long max)
+{
+	char *end;
+	long long v;
+
+	errno = 0;
+	v = strtoll(s, &end, 10);
+	if (errno || *end || v < min || v > max) {
+		fprintf(stderr, "bench: %s must be a whole number from %lld to %lld\n", flag, min, max);
+		exit(2);
+	}
+	return v;
+}
+
+static void parse_opts(struct bench_opts *o, int argc, char **argv)
+{
+	static const struct option longopts[] = {
+	    {"runs", required_argument, NULL, 'r'},
+	    {"jobs", required_argument, NULL, 'j'},
+	    {"minutes", required_argument, NULL, 'm'},
+	    {"big-jobs", required_argument, NULL, 'b'},
+	    {"steady-seconds", required_argument, NULL, 's'},
+	    {"trigger-seconds", required_argument, NULL, 't'},
+	    {"batch-size", required_argument, NULL, 'B'},
+	    {"only", required_argument, NULL, 'o'},
+	    {"bin", required_argument, NULL, 'x'},
+	    {"relay-args", required_argument, NULL, 'a'},
+	    {"redis-fsync", required_argument, NULL, 'f'},
+	    {"services", required_argument, NULL, 'S'},
+	    {"out", required_argument, NULL, 'O'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
+	};
+	int c;
+
+	*o = (struct bench_opts){.runs = 3,
+	                         .jobs = 1000000,
+	                         .minutes = 10,
+	                         .big_jobs = 10000000,
+	                         .steady_seconds = 30,
+	                         .trigger_seconds = 10,
+	                         .batch_size = 1000,
+	                         .only = "",
+	                         .bin = "bin/stagedrain",
+	                         .out = "build/bench.txt",
+	                         .redis_fsync = "everysec",
+	                         .relay_args = ""};
+	snprintf(env.services, sizeof(env.services), "tests/services.sh");
+	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'r':
+			o->runs = (int)parse_num(optarg, "--runs", 1, BENCH_MAX_RUNS);
+			break;
+		case 'j':
+			o->jobs = parse_num(optarg, "--jobs", 1000, 100000000);
+			break;
+		case 'm':
+			o->minutes = (int)parse_num(optarg, "--minutes", 1, BENCH_MAX_MINUTES);
+			break;
+		case 'b':
+			o->big_jobs = parse_num(optarg, "--big-jobs", 0, 1000000000);
+			break;
+		case 's':
+			o->steady_seconds = (int)parse_num(optarg, "--steady-seconds", 3, 3600);
+			break;
+		case 't':
+			o->trigger_seconds = (int)parse_num(optarg, "--trigger-seconds", 1, 600);
+			break;
+		case 'B':
+			o->batch_size = (int)parse_num(optarg, "--batch-size", 1, 100000);
+			break;
+		case 'o':
+			o->only = optarg;
+			break;
+		case 'x':
+			o->bin = optarg;
+			break;
+		case 'a':
+			o->relay_args = optarg;
+			break;
+		case 'f':
+			o->redis_fsync = optarg;
+			break;
+		case 'S':
+			snprintf(env.services, sizeof(env.services), "%s", optarg);
+			break;
+		case 'O':
+			o->out = optarg;
+			break;
+		case 'h':
+			usage(stdout);
+			exit(0);
+		default:
+			usage(stderr);
+			exit(2);
+		}
+	}
+	if (optind < argc) {
+		usage(stderr);
+		exit(2);
+	}
+	if (strcmp(o->redis_fsync, "always") && strcmp(o->redis_fsync, "everysec") &&
+	    strcmp(o->redis_fsync, "no")) {
+		fprintf(stderr, "bench: --redis-fsync must be always, everysec or no\n");
+		exit(2);
+	}
+}
+
+static bool want(const char *scenario)
+{
+	const char *o = env.opts->only;
+	size_t n = strlen(scenario);
+
+	if (!*o)
+		return true;
+	for (const char *p = o; (p = strstr(p, scenario)) != NULL; p += n)
+		if ((p == o || p[-1] == ',') && (p[n] == '\0' || p[n] == ','))
+			return true;
+	return false;
+}
+
+/* 1000000 as "1M", 50000 as "50k": figures name their sizes. */
+static const char *human(long long n, char *out, size_t len)
+{
+	if (n >= 1000000 && n % 1000000 == 0)
+		snprintf(out, len, "%lldM", n / 1000000);
+	else if (n >= 1000 && n % 1000 == 0)
+		snprintf(out, len, "%lldk", n / 1000);
+	else
+		snprintf(out, len, "%lld", n);
+	return out;
+}
+
+/* ---- servers ---- */
+
+static void read_env_file(void)
+{
+	char path[300], line[600];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/env", env.dir);
+	if (!(f = fopen(path, "r")))
+		die("services.sh wrote no %s", path);
+	while (fgets(line, sizeof(line), f)) {
+		char *v = strchr(line, '=');
+		if (!v)
+			continue;
+		*v++ = '\0';
+		v[strcspn(v, "\n")] = '\0';
+		if (strcmp(line, "export TEST_PG_URL") == 0)
+			snprintf(env.pg_url, sizeof(env.pg_url), "%s", v);
+		else if (strcmp(line, "export TEST_REDIS_URL") == 0)
+			snprintf(env.redis_url, sizeof(env.redis_url), "%s", v);
+		else if (strcmp(line, "export TEST_REDIS_PORT") == 0)
+			env.redis_port = atoi(v);
+	}
+	fclose(f);
+	if (!*env.pg_url || !*env.redis_url || !env.redis_port)
+		die("%s lacks the server addresses", path);
+}
+
+static void start_servers(void)
+{
+	const char *tmp = getenv("TMPDIR");
+	const char *start[] = {"bash", env.services, "start", env.dir, NULL};
+	const char *migrate[] = {env.opts->bin, "migrate", "--pg-url", env.pg_url, NULL};
+	char log[300];
+	redisContext *r;
+
+	snprintf(env.dir, sizeof(env.dir), "%s/stagedrain-bench.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+	if (!mkdtemp(env.dir))
+		die("mkdtemp: %s", strerror(errno));
+	servers_up = true; /* from here on, clean-up stops whatever did start */
+	note("starting a throwaway postgres and redis in %s", env.dir);
+	if (run_cmd(start, NULL) != 0)
+		die("tests/services.sh start failed");
+	read_env_file();
+	check_stop();
+	snprintf(log, sizeof(log), "%s/migrate.log", env.dir);
+	if (run_cmd(migrate, log) != 0)
+		die("%s migrate failed; see %s", env.opts->bin, log);
+	/* Redis persistence is set here, like Postgres's fsync=off, so that disk
+	 * flushes, which are neither the relay's nor the baselines' cost, stay out. */
+	r = redis_connect(&env);
+	redis_ok(r, "CONFIG SET appendfsync %s", env.opts->redis_fsync);
+	redisFree(r);
+}
+
+/* Waits until the relay has pushed a probe job: it is connected and leading. */
+static void wait_relay_ready(const struct relay *rel)
+{
+	PGconn *c = pg_connect(&env);
+	redisContext *r = redis_connect(&env);
+	long long end = mono_us() + 60000000;
+
+	redis_ok(r, "DEL queue:probe");
+	sql(c, "INSERT INTO staged_jobs (queue, job_class) VALUES ('probe', 'Probe')");
+	while (redis_int(r, "LLEN queue:probe") < 1) {
+		check_stop();
+		if (mono_us() > end)
+			die("the relay pushed nothing within 60 s; see %s", rel->log);
+		if (proc_hwm_kib(rel->pid) < 0)
+			die("the relay exited; see %s", rel->log);
+		sleep_ms(5);
+	}
+	redis_ok(r, "DEL queue:probe");
+	redisFree(r);
+	PQfinish(c);
+}
+
+/* Polls LLEN until it reaches n; dies after 60 s without progress. */
+static void wait_llen(redisContext *r, const char *key, long long n, const struct relay *rel)
+{
+	long long last = -1, progress = mono_us(), len;
+
+	while ((len = redis_int(r, "LLEN %s", key)) < n) {
+		check_stop();
+		if (len != last) {
+			last = len;
+			progress = mono_us();
+		} else if (mono_us() - progress > 60000000) {
+			die("%s stuck at %lld of %lld jobs for 60 s%s%s", key, len, n, rel ? "; see " : "",
+			    rel ? rel->log : "");
+		}
+		sleep_ms(2);
+	}
+}
+
+/* ---- backlog: relay vs raw limit vs naive loop ---- */
+
+static void scenario_backlog(int run)
+{
+	PGconn *c = pg_connect(&env);
+	redisContext *r = redis_connect(&env);
+	long long n = env.opts->jobs, t0, hwm;
+	double raw, relay, naive;
+	struct relay rel;
+	struct naive nv = {.env = &env, .batch_size = env.opts->batch_size};
+	char fig[96], h[24];
+
+	human(n, h, sizeof(h));
+	note("backlog run %d: raw limit (COPY out, redis-cli --pipe, DELETE)", run + 1);
+	bench_reset(&env);
+	stage_backlog(&env, "default", 0, n);
+	t0 = mono_us();
+	if (raw_drain(&env) != n)
+		die("the raw limit moved a different number of jobs than staged");
+	raw = (double)n * 1e6 / (double)(mono_us() - t0);
+	if (redis_int(r, "LLEN queue:default") != n)
+		die("raw limit: queue:default does not hold %lld jobs", n);
+	check_stop();
+
+	note("backlog run %d: relay", run + 1);
+	bench_reset(&env);
+	stage_backlog(&env, "default", 0, n);
+	t0 = mono_us();
+	relay_start(&rel, &env, "backlog", "info");
+	wait_llen(r, "queue:default", n, &rel);
+	relay = (double)n * 1e6 / (double)(mono_us() - t0);
+	hwm = proc_hwm_kib(rel.pid);
+	if (relay_stop(&rel) != 0)
+		die("the relay did not exit cleanly; see %s", rel.log);
+	if (redis_int(r, "LLEN queue:default") != n)
+		die("relay: queue:default holds more than the %lld jobs staged (duplicates)", n);
+	if (sql(c, "SELECT count(*) FROM staged_jobs") != 0)
+		die("relay: rows left in staged_jobs after the drain");
+	check_stop();
+
+	note("backlog run %d: naive loop", run + 1);
+	bench_reset(&env);
+	stage_backlog(&env, "default", 0, n);
+	t0 = mono_us();
+	if (naive_drain(&nv) != n)
+		die("naive loop: moved %lld of %lld jobs: %s", nv.moved, n, nv.err);
+	naive = (double)n * 1e6 / (double)(mono_us() - t0);
+	check_stop();
+
+	snprintf(fig, sizeof(fig), "raw limit, %s jobs (jobs/s)", h);
+	table_add("backlog", fig, 0, raw);
+	snprintf(fig, sizeof(fig), "relay drain, %s jobs (jobs/s)", h);
+	table_add("backlog", fig, 0, relay);
+	snprintf(fig, sizeof(fig), "naive loop, batch %d (jobs/s)", env.opts->batch_size);
+	table_add("backlog", fig, 0, naive);
+	table_add("backlog", "relay / raw limit", 2, relay / raw);
+	table_target("backlog", "relay / raw limit", CMP_GE, 0.8, ">= 0.80");
+	table_add("backlog", "relay / naive loop", 2, relay / naive);
+	snprintf(fig, sizeof(fig), "relay peak RSS, %s backlog (MiB)", h);
+	table_add("memory", fig, 1, hwm < 0 ? NAN : MIB(hwm));
+	table_target("memory", fig, CMP_LE, 16, "<= 16");
+	redisFree(r);
+	PQfinish(c);
+}
+
+/* ---- steady load: commit -> visible latency ---- */
+
+struct lat {
+	double p50, p99, max; /* ms */
+	long long lost, dup;
+};
+
+/* Latencies of jobs committed in [from_us, to_us) (monotonic), and losses. */
+static struct lat latencies(const struct load *l, long long from_us, long long to_us)
+{
+	struct lat out = {NAN, NAN, NAN, 0, 0};
+	long long *v = malloc(sizeof(*v) * (size_t)(l->nseq ? l->nseq : 1));
+	size_t n = 0;
+
+	if (!v)
+		die("out of memory");
+	for (long long s = 0; s < l->nseq; s++) {
+		long long ct = l->commit_us[s];
+		if (ct == 0 || ct < from_us || ct >= to_us)
+			continue;
+		if (l->seen[s] == 0) {
+			out.lost++;
+			continue;
+		}
+		out.dup += l->seen[s] > 1;
+		/* Negative when the job arrived before COMMIT's reply: it counts as 0. */
+		v[n++] = l->visible_us[s] > ct ? l->visible_us[s] - ct : 0;
+	}
+	if (n) {
+		qsort(v, n, sizeof(*v), cmp_ll);
+		out.p50 = (double)pct_ll(v, n, 50) / 1000.0;
+		out.p99 = (double)pct_ll(v, n, 99) / 1000.0;
+		out.max = (double)v[n - 1] / 1000.0;
+	}
+	free(v);
+	return out;
+}
+
+static void scenario_steady(int run, int rate, int rows)
+{
+	struct relay rel;
+	struct load l = {.env = &env,
+	                 .table = "staged_jobs",
+	                 .queue = "bench",
+	                 .rate = rate,
+	                 .rows_per_tx = rows,
+	                 .producers = rows == 1 ? 2 : 1,
+	                 .seconds = env.opts->steady_seconds,
+	                 .consume = true};
+	struct lat lat;
+	char scen[24], fig[96];
+
+	note("steady run %d: %d jobs/s in %s transactions for %d s", run + 1, rate,
+	     rows == 1 ? "single-row" : "multi-row", l.seconds);
+	bench_reset(&env);
+	relay_start(&rel, &env, "steady", "debug");
+	wait_relay_ready(&rel);
+	load_start(&l);
+	load_finish(&l, 60);
+	if (l.failed)
+		die("steady load: %s", l.err);
+	check_stop();
+	if (relay_stop(&rel) != 0)
+		note("the relay did not exit cleanly; see %s", rel.log);
+	lat = latencies(&l, 0, mono_us() + 1);
+	snprintf(scen, sizeof(scen), "steady");
+	snprintf(fig, sizeof(fig), "%d/s %s: latency p50 (ms)", rate,
+	         rows == 1 ? "1-row tx" : "multi-row tx");
+	table_add(scen, fig, 2, lat.p50);
+	if (rate == 2000 && rows == 1)
+		table_target(scen, fig, CMP_LE, 2, "<= 2");
+	snprintf(fig, sizeof(fig), "%d/s %s: latency p99 (ms)", rate,
+	         rows == 1 ? "1-row tx" : "multi-row tx");
+	table_add(scen, fig, 2, lat.p99);
+	if (rate == 2000 && rows == 1)
+		table_target(scen, fig, CMP_LE, 10, "<= 10");
+	snprintf(fig, sizeof(fig), "%d/s %s: latency max (ms)", rate,
+	         rows == 1 ? "1-row tx" : "multi-row tx");
+	table_add(scen, fig, 2, lat.max);
+	snprintf(fig, sizeof(fig), "%d/s %s: producers committed (jobs/s)", rate,
+	         rows == 1 ? "1-row tx" : "multi-row tx");
+	table_add(scen, fig, 0, (double)l.committed * 1e6 / (double)(l.end_us - l.start_us));
+	snprintf(fig, sizeof(fig), "%d/s %s: lost + duplicated jobs", rate,
+	         rows == 1 ? "1-row tx" : "multi-row tx");
+	table_add(scen, fig, 0, (double)(lat.lost + lat.dup));
+	table_target(scen, fig, CMP_LE, 0, "0");
+	load_free(&l);
+}
+
+/* ---- trigger: producers' throughput with and without staged_jobs_notify ---- */
+
+static double unthrottled(int rows)
+{
+	struct load l = {.env = &env,
+	                 .table = "staged_jobs",
+	                 .queue = "bench",
+	                 .rate = 0,
+	                 .rows_per_tx = rows,
+	                 .producers = rows == 1 ? 4 : 2,
+	                 .seconds = env.opts->trigger_seconds,
+	                 .consume = false};
+	double rate;
+
+	bench_reset(&env);
+	load_start(&l);
+	load_finish(&l, 0);
+	if (l.failed)
+		die("producer load: %s", l.err);
+	rate = (double)l.committed * 1e6 / (double)(l.end_us - l.start_us);
+	load_free(&l);
+	return rate;
+}
+
+static void scenario_trigger(int run)
+{
+	PGconn *c = pg_connect(&env);
+	bool has = sql(c, "SELECT count(*) FROM pg_trigger WHERE tgname = 'staged_jobs_notify'"
+	                  " AND tgrelid = 'staged_jobs'::regclass") > 0;
+	static const int shapes[] = {1, 100};
+
+	for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++) {
+		int rows = shapes[i];
+		double on = NAN, off = NAN;
+		char fig[96];
+		if (has) {
+			note("trigger run %d: unthrottled %s producers, trigger on and off", run + 1,
+			     rows == 1 ? "single-row" : "100-row");
+			/* Alternate the order so a drift in the machine's speed cancels out. */
+			for (int k = 0; k < 2; k++) {
+				bool enabled = (k == 0) == (run % 2 == 0);
+				sql(c, "ALTER TABLE staged_jobs %s TRIGGER staged_jobs_notify",
+				    enabled ? "ENABLE" : "DISABLE");
+				*(enabled ? &on : &off) = unthrottled(rows);
+				check_stop();
+			}
+			sql(c, "ALTER TABLE staged_jobs ENABLE TRIGGER staged_jobs_notify");
+		}
+		snprintf(fig, sizeof(fig), "%s producers, trigger on (jobs/s)",
+		         rows == 1 ? "1-row" : "100-row");
+		table_add("trigger", fig, 0, on);
+		snprintf(fig, sizeof(fig), "%s producers, trigger off (jobs/s)",
+		         rows == 1 ? "1-row" : "100-row");
+		table_add("trigger", fig, 0, off);
+		snprintf(fig, sizeof(fig), "%s producers, drop due to trigger (%%)",
+		         rows == 1 ? "1-row" : "100-row");
+		table_add("trigger", fig, 1, (1 - on / off) * 100);
+		table_target("trigger", fig, CMP_LE, 5, "<= 5");
+	}
+	if (!has)
+		note("trigger run %d: no staged_jobs_notify trigger on staged_jobs; n/a", run + 1);
+	PQfinish(c);
+}
+
+/* ---- long transaction: flat and lossless with xmin pinned ---- */
+
+struct minute {
+	long long backlog_max;
+	long long dead_tuples;
+};
+
+/*
+ * The steady single-row load at 2,000 jobs/s for --minutes with a REPEATABLE
+ * READ transaction idle in another session, drained by the relay or by the
+ * naive loop. Samples the backlog every second and dead tuples each minute.
+ */
+static void long_part(int run, bool naive)
+{
+	int minutes = env.opts->minutes, rate = 2000;
+	struct load l = {.env = &env,
+	                 .table = "staged_jobs",
+	                 .queue = "default",
+	                 .rate = rate,
+	                 .rows_per_tx = 1,
+	                 .producers = 2,
+	                 .seconds = minutes * 60,
+	                 .consume = true};
+	struct minute mins[BENCH_MAX_MINUTES] = {{0, 0}};
+	struct naive_stats nst[BENCH_MAX_MINUTES] = {{0, 0, 0, 0, 0, 0}};
+	struct batch_minute bm[BENCH_MAX_MINUTES];
+	struct naive nv = {.env = &env,
+	                   .batch_size = env.opts->batch_size,
+	                   .poll_ms = 100,
+	                   .minutes = minutes,
+	                   .per_minute = nst};
+	struct relay rel = {0, ""};
+	PGconn *holder = pg_connect(&env), *stats = pg_connect(&env);
+	const char *who = naive ? "naive" : "relay";
+	long long t0_wall;
+	int last_min = -1;
+	struct lat lat;
+	char fig[96];
+
+	note("long run %d: %s, %d jobs/s for %d min with a repeatable read transaction left open", run + 1,
+	     who, rate, minutes);
+	bench_reset(&env);
+	if (!naive) {
+		relay_start(&rel, &env, "long", "debug");
+		wait_relay_ready(&rel);
+	}
+	sql(holder, "BEGIN ISOLATION LEVEL REPEATABLE READ");
+	sql(holder, "SELECT count(*) FROM staged_jobs"); /* takes the snapshot that pins xmin */
+	load_start(&l);
+	t0_wall = wall_us() - (mono_us() - l.start_us);
+	if (naive) {
+		nv.t0_us = l.start_us;
+		naive_start(&nv);
+	}
+	while (!bench_stop) {
+		long long now = mono_us();
+		int m = now < l.start_us ? 0 : (int)((now - l.start_us) / 60000000);
+		long long backlog = load_committed(&l) - load_consumed(&l);
+		if (m >= minutes || l.failed || (naive && nv.moved < 0))
+			break;
+		if (backlog > mins[m].backlog_max)
+			mins[m].backlog_max = backlog;
+		if (m != last_min && last_min >= 0)
+			mins[last_min].dead_tuples = sql(stats, "SELECT n_dead_tup FROM pg_stat_user_tables"
+			                                        " WHERE relname = 'staged_jobs'");
+		last_min = m;
+		sleep_ms(1000);
+	}
+	if (last_min >= 0)
+		mins[last_min].dead_tuples = sql(stats, "SELECT n_dead_tup FROM pg_stat_user_tables"
+		                                        " WHERE relname = 'staged_jobs'");
+	load_finish(&l, 120);
+	check_stop();
+	sql(holder, "ROLLBACK");
+	if (naive) {
+		nv.stop = 1;
+		naive_join(&nv);
+		if (nv.moved < 0)
+			die("naive loop: %s", nv.err);
+	} else if (relay_stop(&rel) != 0) {
+		note("the relay did not exit cleanly; see %s", rel.log);
+	}
+	if (l.failed)
+		die("long load: %s", l.err);
+	if (!naive)
+		relay_log_batches(rel.log, t0_wall, bm, minutes);
+
+	for (int m = 0; m < minutes; m++) {
+		long long from = l.start_us + (long long)m * 60000000;
+		struct lat ml = latencies(&l, from, from + 60000000);
+		if (naive) {
+			const struct naive_stats *s = &nst[m];
+			double b = s->batches ? (double)s->batches : NAN;
+			snprintf(fig, sizeof(fig), "naive: SELECT per batch, minute %d (ms)", m + 1);
+			table_add("long", fig, 2, (double)s->select_us / b / 1000);
+			snprintf(fig, sizeof(fig), "naive: DELETE per batch, minute %d (ms)", m + 1);
+			table_add("long", fig, 2, (double)s->delete_us / b / 1000);
+		} else {
+			const struct batch_minute *b = &bm[m];
+			double nb = b->batches ? (double)b->batches : NAN;
+			snprintf(fig, sizeof(fig), "relay: fetch+push+commit per batch, minute %d (ms)",
+			         m + 1);
+			table_add("long", fig, 2, (b->fetch_us + b->push_us + b->commit_us) / nb / 1000);
+			snprintf(fig, sizeof(fig), "relay: jobs per batch, minute %d", m + 1);
+			table_add("long", fig, 1, (double)b->jobs / nb);
+		}
+		snprintf(fig, sizeof(fig), "%s: latency p99, minute %d (ms)", who, m + 1);
+		table_add("long", fig, 2, ml.p99);
+		snprintf(fig, sizeof(fig), "%s: backlog max, minute %d (jobs)", who, m + 1);
+		table_add("long", fig, 0, (double)mins[m].backlog_max);
+		snprintf(fig, sizeof(fig), "%s: dead tuples, end of minute %d", who, m + 1);
+		table_add("long", fig, 0, (double)mins[m].dead_tuples);
+	}
+
+	/* The judged figures: last minute against the first, and losses. */
+	if (naive) {
+		const struct naive_stats *a = &nst[0], *z = &nst[minutes - 1];
+		table_add("long", "naive: SELECT last / first minute", 2,
+		          a->batches && z->batches ? ((double)z->select_us / (double)z->batches) /
+		                                         ((double)a->select_us / (double)a->batches)
+		                                   : NAN);
+		table_add("long", "naive: DELETE last / first minute", 2,
+		          a->batches && z->batches ? ((double)z->delete_us / (double)z->batches) /
+		                                         ((double)a->delete_us / (double)a->batches)
+		                                   : NAN);
+	} else {
+		const struct batch_minute *a = &bm[0], *z = &bm[minutes - 1];
+		double fa = (a->fetch_us + a->push_us + a->commit_us) / (double)a->batches;
+		double fz = (z->fetch_us + z->push_us + z->commit_us) / (double)z->batches;
+		const char *parts[] = {"fetch", "push", "commit"};
+		const double va[] = {a->fetch_us, a->push_us, a->commit_us};
+		const double vz[] = {z->fetch_us, z->push_us, z->commit_us};
+		for (int k = 0; k < 3; k++) {
+			snprintf(fig, sizeof(fig), "relay: %s per batch, first minute (ms)", parts[k]);
+			table_add("long", fig, 2, a->batches ? va[k] / (double)a->batches / 1000 : NAN);
+			snprintf(fig, sizeof(fig), "relay: %s per batch, last minute (ms)", parts[k]);
+			table_add("long", fig, 2, z->batches ? vz[k] / (double)z->batches / 1000 : NAN);
+		}
+		table_add("long", "relay: batch time last / first minute", 2,
+		          a->batches && z->batches ? fz / fa : NAN);
+		table_target("long", "relay: batch time last / first minute", CMP_LE, 1.5, "<= 1.50");
+	}
+	lat = latencies(&l, 0, mono_us() + 1);
+	snprintf(fig, sizeof(fig), "%s: backlog max, last minute (jobs)", who);
+	table_add("long", fig, 0, (double)mins[minutes - 1].backlog_max);
+	if (!naive)
+		table_target("long", fig, CMP_LE, rate, "<= 2000 (1 s of load)");
+	snprintf(fig, sizeof(fig), "%s: lost jobs", who);
+	table_add("long", fig, 0, (double)lat.lost);
+	if (!naive)
+		table_target("long", fig, CMP_LE, 0, "0");
+	snprintf(fig, sizeof(fig), "%s: duplicated jobs", who);
+	table_add("long", fig, 0, (double)lat.dup);
+	if (!naive)
+		table_target("long", fig, CMP_LE, 0, "0");
+	load_free(&l);
+	PQfinish(holder);
+	PQfinish(stats);
+}
+
+/* ---- memory: peak RSS while one relay drains --big-jobs ---- */
+
+static void scenario_memory(int run)
+{
+	long long big = env.opts->big_jobs, chunk = big < 1000000 ? big : 1000000, done = 0;
+	long long hwm_first = -1, hwm_end;
+	redisContext *r = redis_connect(&env);
+	PGconn *c = pg_connect(&env);
+	struct relay rel;
+	char fig[96], h1[24], h2[24];
+
+	note("memory run %d: one relay drains %lld jobs in backlogs of %lld", run + 1, big, chunk);
+	bench_reset(&env);
+	relay_start(&rel, &env, "memory", "info");
+	wait_relay_ready(&rel);
+	while (done < big) {
+		long long n = big - done < chunk ? big - done : chunk;
+		stage_backlog(&env, "default", done, n);
+		wait_llen(r, "queue:default", n, &rel);
+		/* Keep Redis small: the jobs were counted, they need not stay. */
+		if (redis_int(r, "DEL queue:default") != 1)
+			die("memory: queue:default vanished");
+		done += n;
+		if (hwm_first < 0)
+			hwm_first = proc_hwm_kib(rel.pid);
+		check_stop();
+	}
+	hwm_end = proc_hwm_kib(rel.pid);
+	if (relay_stop(&rel) != 0)
+		die("the relay did not exit cleanly; see %s", rel.log);
+	if (sql(c, "SELECT count(*) FROM staged_jobs") != 0)
+		die("memory: rows left in staged_jobs after the drain");
+	human(chunk, h1, sizeof(h1));
+	human(big, h2, sizeof(h2));
+	if (big > chunk) {
+		snprintf(fig, sizeof(fig), "relay peak RSS after %s jobs (MiB)", h1);
+		table_add("memory", fig, 1, MIB(hwm_first));
+		table_target("memory", fig, CMP_LE, 16, "<= 16");
+	}
+	snprintf(fig, sizeof(fig), "relay peak RSS after %s jobs (MiB)", h2);
+	table_add("memory", fig, 1, MIB(hwm_end));
+	table_target("memory", fig, CMP_LE, 16, "<= 16");
+	if (big > chunk) {
+		snprintf(fig, sizeof(fig), "relay peak RSS growth %s -> %s (MiB)", h1, h2);
+		table_add("memory", fig, 2, MIB(hwm_end - hwm_first));
+		table_target("memory", fig, CMP_LE, 1, "<= 1 (flat)");
+	}
+	redisFree(r);
+	PQfinish(c);
+}
+
+/* ---- report ---- */
+
+static void header(FILE *out, const char *pgver, const char *redisver, const char *relayver)
+{
+	const struct bench_opts *o = env.opts;
+	struct utsname u;
+	char h[24];
+
+	uname(&u);
+	fprintf(out, "stagedrain bench: %s, %s %s, %ld cpus\n", relayver, u.sysname, u.release,
+	        sysconf(_SC_NPROCESSORS_ONLN));
+	fprintf(out,
+	        "servers: PostgreSQL %s with fsync=off, Redis %s with appendfsync=%s (throwaway, "
+	        "loopback; disk flushes are not measured)\n",
+	        pgver, redisver, o->redis_fsync);
+	fprintf(out,
+	        "settings: --runs %d --jobs %s --minutes %d --big-jobs %lld --steady-seconds %d "
+	        "--trigger-seconds %d --batch-size %d%s%s\n",
+	        o->runs, human(o->jobs, h, sizeof(h)), o->minutes, o->big_jobs, o->steady_seconds,
+	        o->trigger_seconds, o->batch_size, *o->relay_args ? " --relay-args " : "", o->relay_args);
+	fprintf(out, "each figure: median, min and max over the runs; result judges the median; "
+	             "latency is COMMIT returned -> BRPOP got the job\n\n");
+}
+
+static void server_versions(char *pgver, size_t pglen, char *rver, size_t rlen)
+{
+	PGconn *c = pg_connect(&env);
+	redisContext *r = redis_connect(&env);
+	redisReply *rep = redisCommand(r, "INFO server");
+	const char *v;
+
+	snprintf(pgver, pglen, "%s", PQparameterStatus(c, "server_version"));
+	snprintf(rver, rlen, "?");
+	if (rep && rep->type == REDIS_REPLY_STRING && (v = strstr(rep->str, "redis_version:")))
+		snprintf(rver, rlen, "%.*s", (int)strcspn(v + 14, "\r\n"), v + 14);
+	freeReplyObject(rep);
+	redisFree(r);
+	PQfinish(c);
+}
+
+static void relay_version(char *out, size_t len)
+{
+	char cmd[600];
+	FILE *p;
+
+	snprintf(out, len, "relay %s", env.opts->bin);
+	snprintf(cmd, sizeof(cmd), "'%s' --version 2>/dev/null", env.opts->bin);
+	if ((p = popen(cmd, "r")) != NULL) {
+		if (fgets(out, (int)len, p))
+			out[strcspn(out, "\n")] = '\0';
+		pclose(p);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	struct bench_opts opts;
+	struct sigaction sa;
+	char pgver[64], rver[64], relayver[128];
+	FILE *out;
+	long long est;
+
+	parse_opts(&opts, argc, argv);
+	env.opts = &opts;
+	if (access(opts.bin, X_OK) != 0)
+		die("%s is not an executable: run make first", opts.bin);
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	atexit(cleanup);
+
+	est = opts.runs *
+	      ((want("backlog") ? opts.jobs * 3 / 20000 : 0) +
+	       (want("steady") ? 2 * (opts.steady_seconds + 5) : 0) +
+	       (want("trigger") ? 4 * opts.trigger_seconds : 0) + (want("long") ? 2 * 60 * opts.minutes : 0) +
+	       (want("memory") ? opts.big_jobs / 20000 : 0));
+	note("this takes roughly %lld minutes", est / 60 + 1);
+	start_servers();
+	server_versions(pgver, sizeof(pgver), rver, sizeof(rver));
+	relay_version(relayver, sizeof(relayver));
+
+	for (int run = 0; run < opts.runs; run++) {
+		if (want("backlog"))
+			scenario_backlog(run);
+		if (want("steady")) {
+			scenario_steady(run, 2000, 1);
+			scenario_steady(run, 20000, 100);
+		}
+		if (want("trigger"))
+			scenario_trigger(run);
+		if (want("long")) {
+			long_part(run, false);
+			long_part(run, true);
+		}
+		if (want("memory") && opts.big_jobs > 0)
+			scenario_memory(run);
+		check_stop();
+	}
+
+	header(stdout, pgver, rver, relayver);
+	table_print(stdout);
+	if ((out = fopen(opts.out, "w")) != NULL) {
+		header(out, pgver, rver, relayver);
+		table_print(out);
+		fclose(out);
+		note("table written to %s", opts.out);
+	} else {
+		note("could not write %s: %s", opts.out, strerror(errno));
+	}
+	return 0;
+}

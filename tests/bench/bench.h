@@ -1,0 +1,172 @@
+/* The benchmark program's shared pieces: options, servers, the relay process,
+ * load generators, the naive baseline and the result table. */
+#ifndef STAGEDRAIN_BENCH_H
+#define STAGEDRAIN_BENCH_H
+
+#include "fmacros.h"
+
+#include <hiredis/hiredis.h>
+#include <libpq-fe.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#define BENCH_MAX_RUNS    15
+#define BENCH_MAX_MINUTES 120
+
+struct bench_opts {
+	int runs;
+	long long jobs;     /* backlog size */
+	int minutes;        /* long-transaction scenario length */
+	long long big_jobs; /* memory scenario: jobs drained by one relay, 0 skips */
+	int steady_seconds; /* length of each steady measurement */
+	int trigger_seconds;
+	int batch_size; /* the relay's and the naive loop's batch */
+	const char *only;
+	const char *bin;
+	const char *out;
+	const char *redis_fsync;
+	const char *relay_args; /* extra flags for the relay, split on spaces */
+};
+
+/* Where the throwaway servers are and how to reach them. */
+struct bench_env {
+	char dir[256];
+	char pg_url[256];
+	char redis_url[256];
+	int redis_port;
+	char services[512];
+	const struct bench_opts *opts;
+};
+
+/* Set by SIGINT/SIGTERM; every wait in the bench looks at it. */
+extern volatile sig_atomic_t bench_stop;
+
+/* ---- util.c ---- */
+long long mono_us(void);
+long long wall_us(void);
+void sleep_ms(int ms);
+void die(const char *fmt, ...) SD_PRINTF(1, 2) __attribute__((noreturn));
+void note(const char *fmt, ...) SD_PRINTF(1, 2);
+PGconn *pg_connect(const struct bench_env *env);
+redisContext *redis_connect(const struct bench_env *env);
+/* Runs SQL that must succeed; returns the first value of the first row as a number (or 0). */
+long long sql(PGconn *c, const char *fmt, ...) SD_PRINTF(2, 3);
+/* The same, but failure returns -1 and is only reported. */
+long long sql_try(PGconn *c, const char *fmt, ...) SD_PRINTF(2, 3);
+long long redis_int(redisContext *r, const char *fmt, ...);
+void redis_ok(redisContext *r, const char *fmt, ...);
+/* Empties staged_jobs and Redis. */
+void bench_reset(const struct bench_env *env);
+/* COPYs n jobs (class BenchJob, args [seq], queue) into staged_jobs, then VACUUM ANALYZE. */
+void stage_backlog(const struct bench_env *env, const char *queue, long long first, long long n);
+int cmp_ll(const void *a, const void *b);
+int cmp_dbl(const void *a, const void *b);
+/* The p-th percentile (0..100) of a sorted array. */
+long long pct_ll(const long long *v, size_t n, double p);
+
+/* ---- proc.c: the relay binary as a real process ---- */
+struct relay {
+	pid_t pid;
+	char log[512];
+};
+
+/* Starts bin/stagedrain against the bench servers with the given log level. */
+void relay_start(struct relay *r, const struct bench_env *env, const char *name, const char *level);
+/* SIGTERM, wait (then SIGKILL after 30 s); returns the exit status or -1. */
+int relay_stop(struct relay *r);
+/* VmHWM of a running process in KiB, or -1. */
+long long proc_hwm_kib(pid_t pid);
+/* Starts argv with stdin from a pipe (its write end in *wfd), output to log. */
+pid_t proc_spawn_piped(const char *const *argv, const char *log, int *wfd);
+/* Exit status, 128+signal, or -1 if still running after timeout_ms. */
+int proc_wait(pid_t pid, int timeout_ms);
+/* Stops every child still running (exit clean-up). */
+void proc_stop_all(void);
+/* Runs a command to completion; returns its exit status (or -1). */
+int run_cmd(const char *const *argv, const char *log);
+/* Per-minute relay batch timings parsed from a JSON debug log. */
+struct batch_minute {
+	long long batches, jobs;
+	double fetch_us, push_us, commit_us; /* sums; NAN when the log has no such field */
+	bool timed;
+};
+/* Buckets "batch relayed" lines by minute since t0 (wall clock, µs). */
+int relay_log_batches(const char *log, long long t0_wall_us, struct batch_minute *out, int minutes);
+
+/* ---- load.c: producers, consumer ---- */
+struct load {
+	const struct bench_env *env;
+	const char *table;
+	const char *queue;
+	int rate;        /* jobs/s, 0: as fast as possible */
+	int rows_per_tx; /* 1: single-row transactions */
+	int producers;
+	int seconds;
+	bool consume; /* run a BRPOP consumer recording visibility times */
+	/* results */
+	long long nseq;        /* jobs the arrays have room for */
+	long long *commit_us;  /* per seq, monotonic, after COMMIT returned; 0: not committed */
+	long long *visible_us; /* per seq, when the consumer got it */
+	unsigned char *seen;   /* per seq, how many times */
+	long long committed;   /* jobs */
+	long long consumed;
+	long long start_us, end_us; /* producers' window (monotonic) */
+	int failed;
+	char err[256];
+	/* internal */
+	void *priv;
+};
+
+/* Starts producers (and the consumer); returns at once. */
+void load_start(struct load *l);
+/* Jobs committed and consumed so far (racy snapshots, for backlog sampling). */
+long long load_committed(const struct load *l);
+long long load_consumed(const struct load *l);
+/* Waits for the producers to finish their seconds, then for the consumer to
+ * see every committed job (or drain_timeout_s without progress). */
+void load_finish(struct load *l, int drain_timeout_s);
+void load_free(struct load *l);
+
+/* ---- naive.c: the seed design and the raw limit ---- */
+struct naive_stats {
+	long long batches, jobs;
+	long long select_us, push_us, delete_us, commit_us;
+};
+/*
+ * The loop: BEGIN RR; SELECT ... ORDER BY id LIMIT n; MULTI/SADD/LPUSH/EXEC;
+ * DELETE WHERE id <= max; COMMIT. With minute stats it runs until *stop,
+ * sleeping poll_ms when idle; without, it stops at the first empty SELECT.
+ */
+struct naive {
+	const struct bench_env *env;
+	int batch_size;
+	int poll_ms;
+	long long t0_us; /* monotonic start of minute 0 */
+	int minutes;
+	struct naive_stats *per_minute; /* minutes entries, or NULL */
+	volatile int stop;
+	long long moved; /* jobs, or -1 after an error */
+	char err[256];
+	void *priv;
+};
+long long naive_drain(struct naive *n);
+void naive_start(struct naive *n); /* naive_drain in a thread */
+void naive_join(struct naive *n);
+/* COPY out, LPUSH via redis-cli --pipe, one DELETE, one transaction; returns jobs or -1. */
+long long raw_drain(const struct bench_env *env);
+
+/* ---- table.c ---- */
+enum cmp { CMP_NONE, CMP_LE, CMP_GE };
+
+/* Adds one run's value to a row (created on first use, in insertion order). */
+void table_add(const char *scenario, const char *figure, int decimals, double value);
+/* Sets a row's target: median <= or >= target gives PASS. */
+void table_target(const char *scenario, const char *figure, enum cmp cmp, double target, const char *text);
+void table_print(FILE *out);
+void table_free(void);
+
+#endif
