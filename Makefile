@@ -133,23 +133,19 @@ fuzz:
 	$(MAKE) build/fuzz/fuzz_job
 	sh tests/fuzz/run.sh build/fuzz/fuzz_job $(FUZZ_SECONDS)
 
-format:
-	clang-format -i relay/*.c include/*.h tests/*.c tests/*.h tests/chaos/*.c
-
-format-check:
-	clang-format --dry-run --Werror relay/*.c include/*.h tests/*.c tests/*.h tests/chaos/*.c
 # Starts its own throwaway servers, runs the relay binary as a real process,
 # prints one table and writes it to $(OUT)/bench.txt.
 bench: deps all
 	$(MAKE) $(OUT)/bench/bench
 	$(OUT)/bench/bench --bin $(BIN) --out $(OUT)/bench.txt $(BENCH_ARGS)
 
+FORMAT_SRC = relay/*.c include/*.h tests/*.c tests/*.h tests/chaos/*.c tests/bench/*.c tests/bench/*.h
+
 format:
-	clang-format -i relay/*.c include/*.h tests/*.c tests/*.h tests/bench/*.c tests/bench/*.h
+	clang-format -i $(FORMAT_SRC)
 
 format-check:
-	clang-format --dry-run --Werror relay/*.c include/*.h tests/*.c tests/*.h tests/bench/*.c \
-		tests/bench/*.h
+	clang-format --dry-run --Werror $(FORMAT_SRC)
 
 clean:
 	rm -rf build bin

@@ -1,6 +1,7 @@
 /* stagedrain: parses the settings, installs signals, runs `migrate` or the relay. */
 #include "fmacros.h"
 
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,6 +64,13 @@ static int run_relay(const struct config *cfg)
 	struct drain d;
 	int rc;
 
+	/* Every batch frees and allocates the same few hundred kilobytes (the
+	 * rows libpq read, the command hiredis writes). Keep them in the heap
+	 * instead of handing them back to the kernel and faulting them in again:
+	 * memory stays at the peak of one batch, and a batch costs far fewer page
+	 * faults. */
+	mallopt(M_MMAP_THRESHOLD, 64 << 20);
+	mallopt(M_TRIM_THRESHOLD, 128 << 20);
 	drain_init(&d, cfg, &stop_requested);
 	rc = drain_start(&d);
 	if (rc == 0)
