@@ -20,6 +20,10 @@ void buf_reset(struct buf *b);
 int buf_append(struct buf *b, const void *p, size_t n) SD_MUSTCHECK;
 int buf_puts(struct buf *b, const char *s) SD_MUSTCHECK;
 int buf_printf(struct buf *b, const char *fmt, ...) SD_PRINTF(2, 3) SD_MUSTCHECK;
+/* Appends v in decimal: the hot paths' numbers, without printf's cost. */
+int buf_put_int(struct buf *b, long long v) SD_MUSTCHECK;
+/* Writes v's decimal digits ending just before end; returns where they start. */
+char *buf_digits(char *end, unsigned long long v);
 int buf_vprintf(struct buf *b, const char *fmt, va_list ap) SD_PRINTF(2, 0) SD_MUSTCHECK;
 void buf_free(struct buf *b);
 

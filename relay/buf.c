@@ -61,21 +61,48 @@ int buf_puts(struct buf *b, const char *s)
 	return buf_append(b, s, strlen(s));
 }
 
+/* Formats straight into the free space; only when it does not fit, grows
+ * and formats again. */
 int buf_vprintf(struct buf *b, const char *fmt, va_list ap)
 {
+	size_t room = b->cap > b->len ? b->cap - b->len : 0;
 	va_list ap2;
 	int n;
 
 	va_copy(ap2, ap);
-	n = vsnprintf(NULL, 0, fmt, ap2);
+	n = vsnprintf(room ? b->data + b->len : NULL, room, fmt, ap2);
 	va_end(ap2);
 	if (n < 0)
 		return -EINVAL;
-	if (buf_grow(b, (size_t)n) < 0)
-		return -ENOMEM;
-	vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
+	if ((size_t)n >= room) {
+		if (buf_grow(b, (size_t)n) < 0) {
+			if (b->data)
+				b->data[b->len] = '\0';
+			return -ENOMEM;
+		}
+		vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
+	}
 	b->len += (size_t)n;
 	return 0;
+}
+
+/* Decimal digits of v ending just before end; returns where they start. */
+char *buf_digits(char *end, unsigned long long v)
+{
+	do
+		*--end = (char)('0' + v % 10);
+	while (v /= 10);
+	return end;
+}
+
+int buf_put_int(struct buf *b, long long v)
+{
+	char tmp[24], *end = tmp + sizeof(tmp);
+	char *p = buf_digits(end, v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v);
+
+	if (v < 0)
+		*--p = '-';
+	return buf_append(b, p, (size_t)(end - p));
 }
 
 int buf_printf(struct buf *b, const char *fmt, ...)

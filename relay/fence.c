@@ -30,10 +30,15 @@ void fence_free(struct fence *f)
  * reused id (after TRUNCATE ... RESTART IDENTITY, say). */
 int fence_write(struct buf *out, long long epoch, const struct batch *b)
 {
-	int rc = buf_printf(out, "epoch=%lld jobs=", epoch);
+	int rc = buf_puts(out, "epoch=");
 
-	for (size_t i = 0; rc == 0 && i < b->njobs; i++)
-		rc = buf_printf(out, "%s%lld:%.*s", i ? "," : "", b->jobs[i].id, JID_LEN, b->jobs[i].jid);
+	if (rc == 0 && (rc = buf_put_int(out, epoch)) == 0)
+		rc = buf_puts(out, " jobs=");
+	for (size_t i = 0; rc == 0 && i < b->njobs; i++) {
+		if ((!i || (rc = buf_append(out, ",", 1)) == 0) && (rc = buf_put_int(out, b->jobs[i].id)) == 0 &&
+		    (rc = buf_append(out, ":", 1)) == 0)
+			rc = buf_append(out, b->jobs[i].jid, JID_LEN);
+	}
 	return rc;
 }
 

@@ -379,12 +379,14 @@ static long long floor_div(long long a, long long d)
 static int put_stamp(struct buf *b, const struct job_opts *opts, const char *key, long long us)
 {
 	char num[32];
+	int rc;
 
+	if ((rc = buf_puts(b, ",\"")) < 0 || (rc = buf_puts(b, key)) < 0 || (rc = buf_puts(b, "\":")) < 0)
+		return rc;
 	if (opts->sidekiq_version >= 8)
-		snprintf(num, sizeof(num), "%lld", floor_div(us, 1000));
-	else
-		job_format_epoch(num, sizeof(num), us);
-	return buf_printf(b, ",\"%s\":%s", key, num);
+		return buf_put_int(b, floor_div(us, 1000));
+	job_format_epoch(num, sizeof(num), us);
+	return buf_puts(b, num);
 }
 
 /*
@@ -471,14 +473,24 @@ int job_build(const struct job_row *row, const struct job_opts *opts, struct buf
 void job_format_epoch(char *dst, size_t dstlen, long long us)
 {
 	unsigned long long mag = us < 0 ? 0ULL - (unsigned long long)us : (unsigned long long)us;
-	char frac[24];
+	unsigned long long frac = mag % 1000000ULL;
+	char tmp[32], *end = tmp + sizeof(tmp), *p = end;
 	int n = 6;
+	size_t len;
 
 	if (!dst || dstlen == 0)
 		return;
-	snprintf(frac, sizeof(frac), "%06llu", mag % 1000000ULL);
-	while (n > 1 && frac[n - 1] == '0')
-		n--;
-	frac[n] = '\0';
-	snprintf(dst, dstlen, "%s%llu.%s", us < 0 ? "-" : "", mag / 1000000ULL, frac);
+	for (; n > 1 && frac % 10 == 0; n--)
+		frac /= 10;
+	while (n-- > 0) {
+		*--p = (char)('0' + frac % 10);
+		frac /= 10;
+	}
+	*--p = '.';
+	p = buf_digits(p, mag / 1000000ULL);
+	if (us < 0)
+		*--p = '-';
+	len = (size_t)(end - p) < dstlen ? (size_t)(end - p) : dstlen - 1;
+	memcpy(dst, p, len);
+	dst[len] = '\0';
 }

@@ -411,7 +411,8 @@ static int append_delete(struct buf *sql, const struct batch *b)
 	int rc = buf_puts(sql, "DELETE FROM staged_jobs WHERE id = ANY('{");
 
 	for (size_t i = 0; rc == 0 && i < b->njobs; i++)
-		rc = buf_printf(sql, "%s%lld", i ? "," : "", b->jobs[i].id);
+		if (!i || (rc = buf_append(sql, ",", 1)) == 0)
+			rc = buf_put_int(sql, b->jobs[i].id);
 	return rc ? rc : buf_puts(sql, "}'::int8[]);");
 }
 
