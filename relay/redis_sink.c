@@ -56,6 +56,20 @@ static int sink_fail(struct redis_sink *rs, const char *fmt, ...)
 	return -EIO;
 }
 
+/* The connection's error. hiredis reports a reply that did not come within
+ * the timeout as the socket's EAGAIN, "Resource temporarily unavailable";
+ * an operator should read "timeout". Call right after the failed call. */
+static const char *ctx_error(struct redis_sink *rs)
+{
+	int err = errno;
+	redisContext *c = rs->ctx;
+
+	if (c->err == REDIS_ERR_IO && (err == EAGAIN || err == EWOULDBLOCK))
+		snprintf(c->errstr, sizeof(c->errstr), "timeout: no reply within %d ms",
+			 rs->cfg->redis_timeout_ms);
+	return c->errstr;
+}
+
 static const char *reply_text(const redisReply *r)
 {
 	return r && (r->type == REDIS_REPLY_ERROR || r->type == REDIS_REPLY_STATUS) ? r->str : "";
@@ -70,7 +84,7 @@ static int simple_cmd(struct redis_sink *rs, int argc, const char **argv, const 
 
 	redis_target_describe(&rs->cfg->redis, where, sizeof(where));
 	if (!r)
-		rc = sink_fail(rs, "%s at %s failed: %s", what, where, rs->ctx->errstr);
+		rc = sink_fail(rs, "%s at %s failed: %s", what, where, ctx_error(rs));
 	else if (r->type == REDIS_REPLY_ERROR)
 		rc = sink_fail(rs, "%s at %s failed: %s", what, where, r->str);
 	freeReplyObject(r);
@@ -363,7 +377,7 @@ static int read_replies(struct redis_sink *rs)
 	for (size_t i = 0; i < total; i++) {
 		redisReply *r = NULL;
 		if (redisGetReply(rs->ctx, (void **)&r) != REDIS_OK)
-			return sink_fail(rs, "redis push failed: %s", rs->ctx->errstr);
+			return sink_fail(rs, "redis push failed: %s", ctx_error(rs));
 		if (i == total - 1)
 			rc = check_exec(rs, r, queued_err);
 		else if (r->type == REDIS_REPLY_ERROR && !*queued_err)
@@ -409,7 +423,7 @@ static redisReply *own_key_cmd(struct redis_sink *rs, const char *cmd, const cha
 	argvlen[1] = rs->args[0].len;
 	r = redisCommandArgv(rs->ctx, 2, argv, argvlen);
 	if (!r)
-		sink_fail(rs, "%s failed: %s", cmd, rs->ctx->errstr);
+		sink_fail(rs, "%s failed: %s", cmd, ctx_error(rs));
 	else if (r->type == REDIS_REPLY_ERROR) {
 		sink_fail(rs, "%s failed: %s", cmd, r->str);
 		freeReplyObject(r);
