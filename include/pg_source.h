@@ -18,6 +18,7 @@ struct pg_source {
 	const struct config *cfg;
 	PGresult *rows;  /* the batch read by pg_source_fetch, until commit or rollback */
 	bool in_tx;
+	bool bound_statements; /* nobody chose a statement_timeout: batches set their own */
 	struct buf sql; /* the commit statement, reused */
 	char sqlstate[6];
 	char errstr[256];
@@ -34,9 +35,12 @@ bool pg_source_broken(const struct pg_source *pg);
 int pg_source_check_schema(struct pg_source *pg) SD_MUSTCHECK;
 /* 1: this session now holds the leader lock; 0: another session holds it. */
 int pg_source_try_lock(struct pg_source *pg) SD_MUSTCHECK;
-/* Blocks until the lock is ours, or *stop becomes non-zero. */
+/* Blocks until the lock is ours, or *stop becomes non-zero; no statement_timeout
+ * applies to the wait. */
 int pg_source_wait_lock(struct pg_source *pg, volatile sig_atomic_t *stop) SD_MUSTCHECK;
-/* Opens a REPEATABLE READ transaction and reads up to limit rows in id order. */
+/* Opens a REPEATABLE READ transaction and reads up to limit rows in id order.
+ * Unless the session has a statement_timeout of its own, the transaction's
+ * statements are bounded like its idle time (4 x --redis-timeout, >= 10 s). */
 int pg_source_fetch(struct pg_source *pg, int limit, int *nrows) SD_MUSTCHECK;
 /* Fills row from the i-th fetched row; pointers stay valid until commit or rollback. */
 void pg_source_row(const struct pg_source *pg, int i, struct job_row *row);

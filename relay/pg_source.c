@@ -11,7 +11,7 @@
 #include "pg_source.h"
 
 #define FETCH_SQL                                                                        \
-	"BEGIN ISOLATION LEVEL REPEATABLE READ;"                                         \
+	"BEGIN ISOLATION LEVEL REPEATABLE READ;%s"                                       \
 	"SELECT id, queue, job_class, args::text, options::text, jid,"                   \
 	" (extract(epoch FROM created_at) * 1000000)::int8,"                            \
 	" (extract(epoch FROM run_at) * 1000000)::int8"                                 \
@@ -58,28 +58,39 @@ static int pg_fail(struct pg_source *pg, const PGresult *res, const char *what)
 	return -EIO;
 }
 
+/* How long a batch's transaction may wait on anything: a batch waits on Redis
+ * at most a few --redis-timeouts, and on Postgres itself no longer than that. */
+static int tx_bound_ms(const struct config *cfg)
+{
+	return cfg->redis_timeout_ms * 4 > 10000 ? cfg->redis_timeout_ms * 4 : 10000;
+}
+
 /*
  * The server side of a dead peer: without keepalives a relay whose host
  * vanished keeps the leader lock for the kernel's two hours; with them the
  * session, and the lock, end within seconds. The idle timeout keeps a stuck
  * relay's transaction from ever becoming the long transaction that bloats
- * every hot table (a batch waits on Redis at most a few --redis-timeouts).
+ * every hot table. The last statement asks whether anyone (URL options, role,
+ * database, server configuration) chose a statement_timeout: if not, each
+ * batch bounds its own statements too; if so, theirs wins.
  */
 static int set_session(struct pg_source *pg)
 {
-	char sql[400];
-	int idle_ms = pg->cfg->redis_timeout_ms * 4 > 10000 ? pg->cfg->redis_timeout_ms * 4 : 10000;
+	char sql[600];
 	PGresult *res;
 	int rc = 0;
 
 	snprintf(sql, sizeof(sql),
 		 "SET idle_in_transaction_session_timeout = %d; SET tcp_keepalives_idle = 5;"
 		 " SET tcp_keepalives_interval = 2; SET tcp_keepalives_count = 3;"
-		 " SET tcp_user_timeout = 10000",
-		 idle_ms);
+		 " SET tcp_user_timeout = 10000;"
+		 " SELECT source = 'default' FROM pg_settings WHERE name = 'statement_timeout'",
+		 tx_bound_ms(pg->cfg));
 	res = PQexec(pg->conn, sql);
-	if (PQresultStatus(res) != PGRES_COMMAND_OK)
+	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1)
 		rc = pg_fail(pg, res, "could not configure the session");
+	else
+		pg->bound_statements = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
 	PQclear(res);
 	return rc;
 }
@@ -190,6 +201,11 @@ static int wait_result(struct pg_source *pg, volatile sig_atomic_t *stop, PGresu
 	return 0;
 }
 
+/*
+ * A standby waits for the lock as long as the leader lives, so a
+ * statement_timeout (the user's, from the URL or the role) must not cut the
+ * wait; RESET afterwards brings back whatever the session started with.
+ */
 int pg_source_wait_lock(struct pg_source *pg, volatile sig_atomic_t *stop)
 {
 	char sql[64], key[32];
@@ -197,6 +213,10 @@ int pg_source_wait_lock(struct pg_source *pg, volatile sig_atomic_t *stop)
 	PGresult *res = NULL, *extra;
 	int rc;
 
+	rc = exec_expect(pg, PQexec(pg->conn, "SET statement_timeout = 0"), PGRES_COMMAND_OK,
+			 "could not ask for the leader lock");
+	if (rc < 0)
+		return rc;
 	lock_sql(pg, "pg_advisory_lock", sql, sizeof(sql), key, sizeof(key));
 	if (!PQsendQueryParams(pg->conn, sql, 1, NULL, params, NULL, NULL, 0))
 		return pg_fail(pg, NULL, "could not ask for the leader lock");
@@ -206,14 +226,20 @@ int pg_source_wait_lock(struct pg_source *pg, volatile sig_atomic_t *stop)
 	rc = exec_expect(pg, res, PGRES_TUPLES_OK, "could not take the leader lock");
 	while ((extra = PQgetResult(pg->conn)) != NULL)
 		PQclear(extra);
+	if (rc == 0)
+		rc = exec_expect(pg, PQexec(pg->conn, "RESET statement_timeout"), PGRES_COMMAND_OK,
+				 "could not restore statement_timeout after taking the leader lock");
 	return rc;
 }
 
 int pg_source_fetch(struct pg_source *pg, int limit, int *nrows)
 {
-	char sql[sizeof(FETCH_SQL) + 16];
+	char bound[64] = "", sql[sizeof(FETCH_SQL) + sizeof(bound) + 16];
 
-	snprintf(sql, sizeof(sql), FETCH_SQL, limit);
+	/* LOCAL: it ends with the batch, so the lock wait and migrations keep theirs. */
+	if (pg->bound_statements)
+		snprintf(bound, sizeof(bound), "SET LOCAL statement_timeout = %d;", tx_bound_ms(pg->cfg));
+	snprintf(sql, sizeof(sql), FETCH_SQL, bound, limit);
 	pg->in_tx = true;
 	pg->rows = PQexec(pg->conn, sql);
 	if (PQresultStatus(pg->rows) != PGRES_TUPLES_OK) {
