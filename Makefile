@@ -26,7 +26,8 @@ LIB_OBJ = $(LIB_SRC:relay/%.c=$(OUT)/%.o) $(OUT)/sql_embed.o
 UNIT_SRC = tests/unit_main.c tests/check_config.c tests/check_job.c tests/check_buf.c \
            tests/check_backoff.c tests/check_fence.c
 INTEG_SRC = tests/integration_main.c tests/harness.c tests/check_relay.c \
-            tests/check_faults.c tests/check_leader.c tests/check_e2e.c
+            tests/check_faults.c tests/check_leader.c tests/check_e2e.c \
+            tests/check_trouble.c
 
 BIN = $(OUT)/stagedrain
 .PHONY: all test test-unit test-integration deps demo clean format format-check help

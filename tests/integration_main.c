@@ -13,6 +13,7 @@ int main(void)
 
 	srunner_add_suite(sr, leader_suite());
 	srunner_add_suite(sr, faults_suite());
+	srunner_add_suite(sr, trouble_suite());
 	srunner_add_suite(sr, e2e_suite());
 	srunner_run_all(sr, CK_NORMAL);
 	failed = srunner_ntests_failed(sr);

@@ -14,5 +14,6 @@ Suite *relay_suite(void);
 Suite *faults_suite(void);
 Suite *leader_suite(void);
 Suite *e2e_suite(void);
+Suite *trouble_suite(void);
 
 #endif
