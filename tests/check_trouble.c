@@ -95,9 +95,11 @@ static void assert_backs_off(const char *log, const char *word, int min_lines, i
 	ck_assert_msg(n <= max_lines, "%d warn lines with %s: the relay does not back off; see %s", n,
 		      word, log);
 	for (int i = 1; i < n; i++)
-		ck_assert_msg(d[i] >= d[i - 1], "retry_in_ms shrank from %d to %d (%s)", d[i - 1], d[i], word);
+		ck_assert_msg(d[i] >= d[i - 1], "retry_in_ms shrank from %d to %d (%s)", d[i - 1], d[i],
+			      word);
 	if (n >= 3)
-		ck_assert_msg(d[n - 1] > d[0], "retry_in_ms did not grow: %d then %d (%s)", d[0], d[n - 1], word);
+		ck_assert_msg(d[n - 1] > d[0], "retry_in_ms did not grow: %d then %d (%s)", d[0], d[n - 1],
+			      word);
 }
 
 /* The relay is still running (it did not exit on the fault), and stops cleanly. */
@@ -244,7 +246,9 @@ START_TEST(redis_loading_after_restart_backs_off_and_resumes)
 	h_sleep_ms(50);
 	wait_info(r, "persistence", "aof_rewrite_in_progress:0");
 	wait_info(r, "persistence", "aof_rewrite_scheduled:0");
-	freeReplyObject(h_cmd(r, "EVAL %s 0 %d", "for i = 1, tonumber(ARGV[1]) do redis.call('SET', 'pad:' .. i, 'x') end", 3000));
+	freeReplyObject(h_cmd(r, "EVAL %s 0 %d",
+			      "for i = 1, tonumber(ARGV[1]) do redis.call('SET', 'pad:' .. i, 'x') end",
+			      3000));
 	redisFree(r);
 
 	h_services("redis-stop");
@@ -266,8 +270,8 @@ END_TEST
 /* The longest-open transaction of the relay's sessions, in ms (0: none). */
 static long long relay_xact_age_ms(PGconn *c)
 {
-	return h_sql(c, "SELECT coalesce(max(extract(epoch FROM clock_timestamp() - xact_start) * 1000), 0)::int8"
-			" FROM pg_stat_activity WHERE application_name = 'stagedrain'");
+	return h_sql(c, "SELECT coalesce(max(extract(epoch FROM clock_timestamp() - xact_start)"
+			" * 1000), 0)::int8 FROM pg_stat_activity WHERE application_name = 'stagedrain'");
 }
 
 /*
@@ -280,7 +284,8 @@ START_TEST(redis_timeout_rolls_back_and_retries)
 	PGconn *c = h_pg();
 	redisContext *r = h_redis();
 	struct relay_proc p;
-	const char *const args[] = { "--batch-size", "200", "--poll-interval", "20ms", "--redis-timeout", "300ms", NULL };
+	const char *const args[] = { "--batch-size", "200", "--poll-interval", "20ms",
+				     "--redis-timeout", "300ms", NULL };
 	long long t0, oldest = 0;
 
 	start_draining(c, &p, "timeout", args);
@@ -359,7 +364,8 @@ START_TEST(postgres_failover_to_promoted_standby)
 	snprintf(url1, sizeof(url1), "postgresql://postgres@127.0.0.1:%d/postgres", p1);
 	snprintf(url2, sizeof(url2), "postgresql://postgres@127.0.0.1:%d/postgres", p2);
 	snprintf(both, sizeof(both),
-		 "postgresql://postgres@127.0.0.1:%d,127.0.0.1:%d/postgres?target_session_attrs=read-write", p1, p2);
+		 "postgresql://postgres@127.0.0.1:%d,127.0.0.1:%d/postgres?target_session_attrs=read-write",
+		 p1, p2);
 	ck_assert_int_eq(h_relay_run("migrate-fo", migrate), 0);
 	c1 = pg_at(url1);
 	h_snapshot_expected(c1);
@@ -464,7 +470,8 @@ START_TEST(relay_bounds_its_own_statements_by_default)
 	PGconn *c = h_pg(), *locker;
 	redisContext *r = h_redis();
 	struct relay_proc p;
-	const char *const args[] = { "--batch-size", "200", "--poll-interval", "20ms", "--redis-timeout", "300ms", NULL };
+	const char *const args[] = { "--batch-size", "200", "--poll-interval", "20ms",
+				     "--redis-timeout", "300ms", NULL };
 
 	start_draining(c, &p, "stmt-default", args);
 	locker = lock_table();
@@ -539,7 +546,8 @@ static void stop_extra_servers(void)
 
 	if (!svc || !dir)
 		return;
-	snprintf(cmd, sizeof(cmd), "bash '%s' redis2-stop '%s' && bash '%s' pgfo-stop '%s'", svc, dir, svc, dir);
+	snprintf(cmd, sizeof(cmd), "bash '%s' redis2-stop '%s' && bash '%s' pgfo-stop '%s'", svc, dir,
+		 svc, dir);
 	if (system(cmd) != 0)
 		fprintf(stderr, "trouble: %s failed\n", cmd);
 }
