@@ -170,7 +170,7 @@ START_TEST(redis_oom_backs_off_and_resumes)
 	freeReplyObject(h_cmd(r, "CONFIG SET maxmemory 1"));
 	stage_expected(c, 501, 500);
 	ck_assert(h_log_wait(&p, "OOM", 10000));
-	h_sleep_ms(2000);
+	h_sleep_ms(1500);
 	ck_assert_int_eq(staged(c), 500); /* nothing deleted that Redis did not take */
 	freeReplyObject(h_cmd(r, "CONFIG SET maxmemory 0"));
 	wait_drained(c, 20000);
@@ -232,7 +232,7 @@ END_TEST
 /*
  * A restarted Redis answers -LOADING until it has read its AOF. The AOF is
  * first rewritten (so earlier tests' history does not count), then padded
- * with 3000 writes that key-load-delay (1 ms each) turns into seconds of
+ * with 2000 writes that key-load-delay (1 ms each) turns into seconds of
  * loading: longer than the relay's back-off after a short outage.
  */
 START_TEST(redis_loading_after_restart_backs_off_and_resumes)
@@ -248,7 +248,7 @@ START_TEST(redis_loading_after_restart_backs_off_and_resumes)
 	wait_info(r, "persistence", "aof_rewrite_scheduled:0");
 	freeReplyObject(h_cmd(r, "EVAL %s 0 %d",
 			      "for i = 1, tonumber(ARGV[1]) do redis.call('SET', 'pad:' .. i, 'x') end",
-			      3000));
+			      2000));
 	redisFree(r);
 
 	h_services("redis-stop");
@@ -314,8 +314,8 @@ START_TEST(postgres_restart_backs_off_and_resumes)
 	struct relay_proc p;
 
 	h_snapshot_expected(c);
-	for (int i = 0; i < 10; i++)
-		stage_expected(c, i * 2000, 2000);
+	for (int i = 0; i < 8; i++)
+		stage_expected(c, i * 1000, 1000);
 	h_relay_start(&p, "pg-restart", relay_args);
 	wait_first_push(r);
 	PQfinish(c);
@@ -370,7 +370,7 @@ START_TEST(postgres_failover_to_promoted_standby)
 	c1 = pg_at(url1);
 	h_snapshot_expected(c1);
 	for (int i = 0; i < 5; i++)
-		stage_expected(c1, i * 2000, 2000);
+		stage_expected(c1, i * 1000, 1000);
 
 	/* What was staged before the failover must be on the standby: wait for replay. */
 	res = PQexec(c1, "SELECT pg_current_wal_lsn()");

@@ -117,22 +117,24 @@ pg_restart() {
 }
 
 # A primary and a standby streaming from it, for a failover test; separate from
-# the shared server so later tests keep theirs.
+# the shared server so later tests keep theirs. The primary is a copy of the
+# shared server (cheaper than initdb), the standby a copy of the primary.
 pgfo_start() {
 	local dir=$1 bin p1 p2
 	bin=$(pgbin)
 	mkdir -p "$dir/pgfo1" "$dir/pgfo2" "$dir/pgforun"
 	chmod 700 "$dir/pgfo1" "$dir/pgfo2"
 	[ "$(id -u)" != 0 ] || chown postgres: "$dir/pgfo1" "$dir/pgfo2" "$dir/pgforun"
-	as_pg "$bin/initdb" -D "$dir/pgfo1" -U postgres --auth=trust -E UTF8 --no-sync \
-		>"$dir/pgfo-initdb.log" 2>&1 || { cat "$dir/pgfo-initdb.log" >&2; exit 1; }
+	as_pg "$bin/pg_basebackup" -h 127.0.0.1 -p "$(cat "$dir/pg.port")" -U postgres -D "$dir/pgfo1" \
+		-X stream -c fast --no-sync >"$dir/pgfo-basebackup.log" 2>&1 ||
+		{ cat "$dir/pgfo-basebackup.log" >&2; exit 1; }
 	p1=$(free_port)
 	as_pg "$bin/pg_ctl" -D "$dir/pgfo1" -l "$dir/pgforun/p1.log" -w -t 30 start \
 		-o "-c listen_addresses=127.0.0.1 -p $p1 -k $dir/pgforun -c fsync=off -c max_connections=20" \
 		>/dev/null || { cat "$dir/pgforun/p1.log" >&2; exit 1; }
 	echo "$p1" >"$dir/pgfo1.port"
 	as_pg "$bin/pg_basebackup" -h 127.0.0.1 -p "$p1" -U postgres -D "$dir/pgfo2" -R -X stream \
-		--no-sync >"$dir/pgfo-basebackup.log" 2>&1 || { cat "$dir/pgfo-basebackup.log" >&2; exit 1; }
+		-c fast --no-sync >"$dir/pgfo-basebackup.log" 2>&1 || { cat "$dir/pgfo-basebackup.log" >&2; exit 1; }
 	p2=$(free_port)
 	as_pg "$bin/pg_ctl" -D "$dir/pgfo2" -l "$dir/pgforun/p2.log" -w -t 30 start \
 		-o "-c listen_addresses=127.0.0.1 -p $p2 -k $dir/pgforun -c fsync=off -c max_connections=20" \
