@@ -232,8 +232,10 @@ END_TEST
 /*
  * A restarted Redis answers -LOADING until it has read its AOF. The AOF is
  * first rewritten (so earlier tests' history does not count), then padded
- * with 2000 writes that key-load-delay (1 ms each) turns into seconds of
- * loading: longer than the relay's back-off after a short outage.
+ * with 10000 writes that key-load-delay (100 us each, more in practice) turns
+ * into seconds of loading: longer than the relay's back-off after a short
+ * outage. Loading Redis answers clients only every 1024 commands, so many
+ * cheap commands, not few slow ones, let the relay see LOADING often.
  */
 START_TEST(redis_loading_after_restart_backs_off_and_resumes)
 {
@@ -248,7 +250,7 @@ START_TEST(redis_loading_after_restart_backs_off_and_resumes)
 	wait_info(r, "persistence", "aof_rewrite_scheduled:0");
 	freeReplyObject(h_cmd(r, "EVAL %s 0 %d",
 			      "for i = 1, tonumber(ARGV[1]) do redis.call('SET', 'pad:' .. i, 'x') end",
-			      2000));
+			      10000));
 	redisFree(r);
 
 	h_services("redis-stop");

@@ -9,7 +9,7 @@
 #   services.sh redis-start DIR   start it again on the same port
 #   services.sh redis-start-loading DIR [US]
 #                                 start it again, loading its AOF slowly (US µs per
-#                                 command, default 1000), and return while it answers LOADING
+#                                 command, default 100), and return while it answers LOADING
 #   services.sh pg-restart DIR    restart Postgres (fast shutdown) on the same port
 #   services.sh redis2-start DIR  a second, empty Redis (port in DIR/redis2.port)
 #   services.sh pgfo-start DIR    a Postgres primary and a streaming standby of it
@@ -205,7 +205,7 @@ start) start "$1" ;;
 stop) stop "$1" ;;
 redis-stop) redis_stop "$1" ;;
 redis-start) redis_start "$1" ;;
-redis-start-loading) redis_start "$1" LOADING --key-load-delay "${2:-1000}" ;;
+redis-start-loading) redis_start "$1" LOADING --key-load-delay "${2:-100}" ;;
 redis2-start) redis2_start "$1" ;;
 redis2-stop) redis_stop "$1" redis2 ;;
 pg-restart) pg_restart "$1" ;;
