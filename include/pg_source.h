@@ -29,6 +29,7 @@ struct pg_source {
 	PGresult *rows;  /* the batch read by pg_source_fetch, until commit or rollback */
 	bool in_tx;
 	struct pg_read read;
+	bool bound_statements; /* nobody chose a statement_timeout: batches set their own */
 	struct buf sql; /* the commit statement, reused */
 	char sqlstate[6];
 	char errstr[256];
@@ -45,10 +46,13 @@ bool pg_source_broken(const struct pg_source *pg);
 int pg_source_check_schema(struct pg_source *pg) SD_MUSTCHECK;
 /* 1: this session now holds the leader lock; 0: another session holds it. */
 int pg_source_try_lock(struct pg_source *pg) SD_MUSTCHECK;
-/* Blocks until the lock is ours, or *stop becomes non-zero. */
+/* Blocks until the lock is ours, or *stop becomes non-zero; no statement_timeout
+ * applies to the wait. */
 int pg_source_wait_lock(struct pg_source *pg, volatile sig_atomic_t *stop) SD_MUSTCHECK;
 /* Opens a REPEATABLE READ transaction and reads up to limit rows in id order:
- * first any in g's gaps, then above its cursor. Fills pg->read. */
+ * first any in g's gaps, then above its cursor. Fills pg->read. Unless the
+ * session has a statement_timeout of its own, the transaction's statements are
+ * bounded like its idle time (4 x --redis-timeout, >= 10 s). */
 int pg_source_fetch(struct pg_source *pg, const struct gaps *g, int limit, int *nrows) SD_MUSTCHECK;
 /* Waits up to ms, outside a transaction, for the notification a staging
  * transaction sends when it commits: 1 when one came, 0 when none did. */

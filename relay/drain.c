@@ -289,6 +289,7 @@ redis_failed:
 static int ensure_ready(struct drain *d)
 {
 	if (pg_source_broken(&d->pg)) {
+		char pgw[300];
 		/* However the session was lost (a failed read, a rollback after a
 		 * failed push), the lock went with it: take it again, or stand by. */
 		d->leader = false;
@@ -296,7 +297,9 @@ static int ensure_ready(struct drain *d)
 			pg_trouble(d, "could not reconnect to postgres; will retry");
 			return 0;
 		}
-		log_info("reconnected to postgres", NULL);
+		/* With several hosts in --pg-url, which one is news (a failover). */
+		pg_source_describe(&d->pg, pgw, sizeof(pgw));
+		log_info("reconnected to postgres", LOGF(F_STR("postgres", pgw)));
 	}
 	if (!d->leader) {
 		int rc = become_leader(d);

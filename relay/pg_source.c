@@ -14,9 +14,8 @@
 
 /* The snapshot's bounds come first: in REPEATABLE READ they are the bounds of
  * every read that follows in the transaction. */
-#define BEGIN_SQL                                                                        \
-	"BEGIN ISOLATION LEVEL REPEATABLE READ;"                                         \
-	"SELECT pg_snapshot_xmin(s)::text, pg_snapshot_xmax(s)::text FROM pg_current_snapshot() s;"
+#define BEGIN_SQL "BEGIN ISOLATION LEVEL REPEATABLE READ;"
+#define SNAPSHOT_SQL "SELECT pg_snapshot_xmin(s)::text, pg_snapshot_xmax(s)::text FROM pg_current_snapshot() s;"
 #define COLUMNS                                                                          \
 	"s.id, s.queue, s.job_class, s.args::text, s.options::text, s.jid,"              \
 	" (extract(epoch FROM s.created_at) * 1000000)::int8 AS created_us,"             \
@@ -63,28 +62,39 @@ static int pg_fail(struct pg_source *pg, const PGresult *res, const char *what)
 	return -EIO;
 }
 
+/* How long a batch's transaction may wait on anything: a batch waits on Redis
+ * at most a few --redis-timeouts, and on Postgres itself no longer than that. */
+static int tx_bound_ms(const struct config *cfg)
+{
+	return cfg->redis_timeout_ms * 4 > 10000 ? cfg->redis_timeout_ms * 4 : 10000;
+}
+
 /*
  * The server side of a dead peer: without keepalives a relay whose host
  * vanished keeps the leader lock for the kernel's two hours; with them the
  * session, and the lock, end within seconds. The idle timeout keeps a stuck
  * relay's transaction from ever becoming the long transaction that bloats
- * every hot table (a batch waits on Redis at most a few --redis-timeouts).
+ * every hot table. The last statement asks whether anyone (URL options, role,
+ * database, server configuration) chose a statement_timeout: if not, each
+ * batch bounds its own statements too; if so, theirs wins.
  */
 static int set_session(struct pg_source *pg)
 {
-	char sql[400];
-	int idle_ms = pg->cfg->redis_timeout_ms * 4 > 10000 ? pg->cfg->redis_timeout_ms * 4 : 10000;
+	char sql[600];
 	PGresult *res;
 	int rc = 0;
 
 	snprintf(sql, sizeof(sql),
 		 "SET idle_in_transaction_session_timeout = %d; SET tcp_keepalives_idle = 5;"
 		 " SET tcp_keepalives_interval = 2; SET tcp_keepalives_count = 3;"
-		 " SET tcp_user_timeout = 10000; LISTEN staged_jobs",
-		 idle_ms);
+		 " SET tcp_user_timeout = 10000; LISTEN staged_jobs;"
+		 " SELECT source = 'default' FROM pg_settings WHERE name = 'statement_timeout'",
+		 tx_bound_ms(pg->cfg));
 	res = PQexec(pg->conn, sql);
-	if (PQresultStatus(res) != PGRES_COMMAND_OK)
+	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1)
 		rc = pg_fail(pg, res, "could not configure the session");
+	else
+		pg->bound_statements = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
 	PQclear(res);
 	return rc;
 }
@@ -241,6 +251,11 @@ static int wait_result(struct pg_source *pg, volatile sig_atomic_t *stop, PGresu
 	return 0;
 }
 
+/*
+ * A standby waits for the lock as long as the leader lives, so a
+ * statement_timeout (the user's, from the URL or the role) must not cut the
+ * wait; RESET afterwards brings back whatever the session started with.
+ */
 int pg_source_wait_lock(struct pg_source *pg, volatile sig_atomic_t *stop)
 {
 	char sql[64], key[32];
@@ -248,6 +263,10 @@ int pg_source_wait_lock(struct pg_source *pg, volatile sig_atomic_t *stop)
 	PGresult *res = NULL, *extra;
 	int rc;
 
+	rc = exec_expect(pg, PQexec(pg->conn, "SET statement_timeout = 0"), PGRES_COMMAND_OK,
+			 "could not ask for the leader lock");
+	if (rc < 0)
+		return rc;
 	lock_sql(pg, "pg_advisory_lock", sql, sizeof(sql), key, sizeof(key));
 	if (!PQsendQueryParams(pg->conn, sql, 1, NULL, params, NULL, NULL, 0))
 		return pg_fail(pg, NULL, "could not ask for the leader lock");
@@ -257,6 +276,9 @@ int pg_source_wait_lock(struct pg_source *pg, volatile sig_atomic_t *stop)
 	rc = exec_expect(pg, res, PGRES_TUPLES_OK, "could not take the leader lock");
 	while ((extra = PQgetResult(pg->conn)) != NULL)
 		PQclear(extra);
+	if (rc == 0)
+		rc = exec_expect(pg, PQexec(pg->conn, "RESET statement_timeout"), PGRES_COMMAND_OK,
+				 "could not restore statement_timeout after taking the leader lock");
 	return rc;
 }
 
@@ -280,12 +302,18 @@ static int append_gap_read(struct buf *sql, const struct gaps *g, int limit)
 
 /* Reads above the cursor, and in the gaps below it: no query starts below the
  * oldest gap, so drained rows' dead index entries are never walked. */
-static int build_fetch(struct buf *sql, const struct gaps *g, int limit)
+static int build_fetch(struct pg_source *pg, const struct gaps *g, int limit)
 {
+	struct buf *sql = &pg->sql;
 	int rc;
 
 	buf_reset(sql);
 	rc = buf_puts(sql, BEGIN_SQL);
+	/* LOCAL: it ends with the batch, so the lock wait and migrations keep theirs. */
+	if (rc == 0 && pg->bound_statements)
+		rc = buf_printf(sql, "SET LOCAL statement_timeout = %d;", tx_bound_ms(pg->cfg));
+	if (rc == 0)
+		rc = buf_puts(sql, SNAPSHOT_SQL);
 	if (rc == 0 && g->n && (rc = buf_puts(sql, "SELECT * FROM (")) == 0)
 		rc = append_gap_read(sql, g, limit);
 	if (rc == 0)
@@ -296,25 +324,25 @@ static int build_fetch(struct buf *sql, const struct gaps *g, int limit)
 	return rc;
 }
 
-/* BEGIN, the snapshot's bounds, the rows: keeps the rows and notes the bounds. */
+/* BEGIN and SET, then the snapshot's bounds and the rows: keeps the rows and
+ * notes the bounds. */
 static int read_fetch_results(struct pg_source *pg)
 {
 	PGresult *res;
-	int rc = 0, n = 0;
+	int rc = 0, tables = 0;
 
 	while ((res = PQgetResult(pg->conn)) != NULL) {
-		ExecStatusType want = n == 0 ? PGRES_COMMAND_OK : PGRES_TUPLES_OK;
-		if (rc == 0 && PQresultStatus(res) != want)
+		ExecStatusType st = PQresultStatus(res);
+		if (rc == 0 && st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK)
 			rc = pg_fail(pg, res, "could not read staged jobs");
-		if (rc == 0 && n == 1) {
+		if (rc == 0 && st == PGRES_TUPLES_OK && tables++ == 0) {
 			pg->read.xmin = strtoull(PQgetvalue(res, 0, 0), NULL, 10);
 			pg->read.xmax = strtoull(PQgetvalue(res, 0, 1), NULL, 10);
-		}
-		if (rc == 0 && n == 2 && !pg->rows)
+		} else if (rc == 0 && st == PGRES_TUPLES_OK && !pg->rows) {
 			pg->rows = res;
-		else
-			PQclear(res);
-		n++;
+			continue;
+		}
+		PQclear(res);
 	}
 	if (rc == 0 && !pg->rows)
 		rc = pg_fail(pg, NULL, "could not read staged jobs");
@@ -371,7 +399,7 @@ int pg_source_fetch(struct pg_source *pg, const struct gaps *g, int limit, int *
 	int rc;
 
 	pg->read.n = 0;
-	if ((rc = build_fetch(&pg->sql, g, limit)) < 0)
+	if ((rc = build_fetch(pg, g, limit)) < 0)
 		return rc;
 	pg->in_tx = true;
 	if (!PQsendQuery(pg->conn, pg->sql.data))

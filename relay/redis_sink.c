@@ -56,6 +56,20 @@ static int sink_fail(struct redis_sink *rs, const char *fmt, ...)
 	return -EIO;
 }
 
+/* The connection's error. hiredis reports a reply that did not come within
+ * the timeout as the socket's EAGAIN, "Resource temporarily unavailable";
+ * an operator should read "timeout". Call right after the failed call. */
+static const char *ctx_error(struct redis_sink *rs)
+{
+	int err = errno;
+	redisContext *c = rs->ctx;
+
+	if (c->err == REDIS_ERR_IO && (err == EAGAIN || err == EWOULDBLOCK))
+		snprintf(c->errstr, sizeof(c->errstr), "timeout: no reply within %d ms",
+			 rs->cfg->redis_timeout_ms);
+	return c->errstr;
+}
+
 /* Sends one command and fails unless the reply is a non-error. */
 static int simple_cmd(struct redis_sink *rs, int argc, const char **argv, const char *what)
 {
@@ -65,7 +79,7 @@ static int simple_cmd(struct redis_sink *rs, int argc, const char **argv, const 
 
 	redis_target_describe(&rs->cfg->redis, where, sizeof(where));
 	if (!r)
-		rc = sink_fail(rs, "%s at %s failed: %s", what, where, rs->ctx->errstr);
+		rc = sink_fail(rs, "%s at %s failed: %s", what, where, ctx_error(rs));
 	else if (r->type == REDIS_REPLY_ERROR)
 		rc = sink_fail(rs, "%s at %s failed: %s", what, where, r->str);
 	freeReplyObject(r);
@@ -413,7 +427,7 @@ int redis_sink_push(struct redis_sink *rs, const struct batch *b)
 	if ((rc = build_commands(rs, b)) < 0 || (rc = append_eval(rs)) < 0)
 		return rc;
 	if (redisGetReply(rs->ctx, (void **)&r) != REDIS_OK)
-		return sink_fail(rs, "redis push failed: %s", rs->ctx->errstr);
+		return sink_fail(rs, "redis push failed: %s", ctx_error(rs));
 	if (r->type == REDIS_REPLY_ERROR)
 		rc = strncmp(r->str, "STALE ", 6) == 0 ? -ESTALE : -EIO;
 	if (rc < 0)
@@ -445,7 +459,7 @@ static redisReply *own_key_cmd(struct redis_sink *rs, const char *cmd, const cha
 	argvlen[1] = rs->args[0].len;
 	r = redisCommandArgv(rs->ctx, 2, argv, argvlen);
 	if (!r)
-		sink_fail(rs, "%s failed: %s", cmd, rs->ctx->errstr);
+		sink_fail(rs, "%s failed: %s", cmd, ctx_error(rs));
 	else if (r->type == REDIS_REPLY_ERROR) {
 		sink_fail(rs, "%s failed: %s", cmd, r->str);
 		freeReplyObject(r);

@@ -18,5 +18,6 @@ Suite *e2e_suite(void);
 Suite *sink_suite(void);
 Suite *cursor_suite(void);
 Suite *security_suite(void);
+Suite *trouble_suite(void);
 
 #endif
