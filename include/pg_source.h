@@ -20,6 +20,7 @@ struct pg_read {
 	long long *ids;
 	size_t n, cap;
 	uint64_t xmin, xmax;
+	long long above;        /* the cursor the read started above */
 	long long retire_below; /* where a gap read cut short by its limit stopped */
 };
 

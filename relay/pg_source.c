@@ -399,6 +399,7 @@ int pg_source_fetch(struct pg_source *pg, const struct gaps *g, int limit, int *
 	int rc;
 
 	pg->read.n = 0;
+	pg->read.above = g->cursor;
 	if ((rc = build_fetch(pg, g, limit)) < 0)
 		return rc;
 	pg->in_tx = true;
@@ -433,12 +434,30 @@ void pg_source_row(const struct pg_source *pg, int i, struct job_row *row)
 	row->run_at_us = row->has_run_at ? strtoll(PQgetvalue(r, i, COL_RUN_AT), NULL, 10) : 0;
 }
 
-/* `id = ANY('{1,2,3}')`: ids are our own integers, so a literal is safe and saves a bind. */
-static int append_delete(struct buf *sql, const struct batch *b)
+/*
+ * Above the cursor the read took every visible id in order, so once the dead
+ * rows have moved, the visible rows in (cursor, last id read] are exactly the
+ * pushed ones: one range scan deletes them, where an id list costs a probe
+ * per id. Rows from gaps go by id: `id = ANY('{1,2,3}')`, a literal of our own
+ * integers.
+ */
+static int append_delete(struct pg_source *pg, const struct batch *b)
 {
-	int rc = buf_puts(sql, "DELETE FROM staged_jobs WHERE id = ANY('{");
+	const struct pg_read *r = &pg->read;
+	struct buf *sql = &pg->sql;
+	size_t below = 0;
+	int rc = 0;
 
-	for (size_t i = 0; rc == 0 && i < b->njobs; i++)
+	while (below < b->njobs && b->jobs[below].id <= r->above)
+		below++;
+	if (below < b->njobs && (rc = buf_puts(sql, "DELETE FROM staged_jobs WHERE id > ")) == 0 &&
+	    (rc = buf_put_int(sql, r->above)) == 0 && (rc = buf_puts(sql, " AND id <= ")) == 0 &&
+	    (rc = buf_put_int(sql, r->ids[r->n - 1])) == 0)
+		rc = buf_puts(sql, ";");
+	if (rc || below == 0)
+		return rc;
+	rc = buf_puts(sql, "DELETE FROM staged_jobs WHERE id = ANY('{");
+	for (size_t i = 0; rc == 0 && i < below; i++)
 		if (!i || (rc = buf_append(sql, ",", 1)) == 0)
 			rc = buf_put_int(sql, b->jobs[i].id);
 	return rc ? rc : buf_puts(sql, "}'::int8[]);");
@@ -470,21 +489,20 @@ static int append_dead(struct pg_source *pg, const struct batch *b)
 static int read_commit_results(struct pg_source *pg, const struct batch *b)
 {
 	PGresult *res;
-	int rc = 0, n = 0;
+	unsigned long long deleted = 0;
+	int rc = 0;
 
 	while ((res = PQgetResult(pg->conn)) != NULL) {
-		ExecStatusType st = PQresultStatus(res);
-		if (rc == 0 && st != PGRES_COMMAND_OK)
+		if (rc == 0 && PQresultStatus(res) != PGRES_COMMAND_OK)
 			rc = pg_fail(pg, res, "could not delete the pushed batch");
-		else if (rc == 0 && n == 0 && b->njobs &&
-			 strtoull(PQcmdTuples(res), NULL, 10) != b->njobs) {
-			snprintf(pg->errstr, sizeof(pg->errstr),
-				 "deleted %s rows of %zu pushed: rows changed under the batch",
-				 PQcmdTuples(res), b->njobs);
-			rc = -EIO;
-		}
-		n++;
+		else if (strncmp(PQcmdStatus(res), "DELETE", 6) == 0)
+			deleted += strtoull(PQcmdTuples(res), NULL, 10);
 		PQclear(res);
+	}
+	if (rc == 0 && deleted != b->njobs) {
+		snprintf(pg->errstr, sizeof(pg->errstr),
+			 "deleted %llu rows of %zu pushed: rows changed under the batch", deleted, b->njobs);
+		rc = -EIO;
 	}
 	return rc;
 }
@@ -493,11 +511,12 @@ int pg_source_commit(struct pg_source *pg, const struct batch *b)
 {
 	int rc = 0;
 
+	/* The dead rows move first: the range delete must not take them. */
 	buf_reset(&pg->sql);
-	if (b->njobs)
-		rc = append_delete(&pg->sql, b);
-	if (rc == 0 && b->ndead)
+	if (b->ndead)
 		rc = append_dead(pg, b);
+	if (rc == 0 && b->njobs)
+		rc = append_delete(pg, b);
 	if (rc == 0)
 		rc = buf_puts(&pg->sql, "COMMIT");
 	if (rc < 0)

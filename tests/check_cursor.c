@@ -69,6 +69,49 @@ START_TEST(a_late_commit_below_the_cursor_arrives_promptly)
 }
 END_TEST
 
+/* One batch holding late rows from gaps, new rows and rows that cannot be
+ * jobs, in both parts: the gap rows go by id, the new ones by range, the bad
+ * ones to the dead table, and nothing else is touched. */
+START_TEST(a_batch_of_late_new_and_dead_rows_deletes_exactly_what_it_read)
+{
+	static const char *const args[] = { "--batch-size", "50", "--poll-interval", "20ms", NULL };
+	PGconn *c = h_pg(), *late = open_staging("Late"), *open_tx;
+	redisContext *r = h_redis();
+	struct relay_proc p;
+
+	h_sql(late, "INSERT INTO staged_jobs (job_class, args) VALUES ('LateBad', '{}')");
+	h_stage(c, "default", 1, 10); /* ids 3..12: ids 1 and 2 become a gap */
+	h_relay_start(&p, "relay", args);
+	wait_llen(r, 10, 10000);
+
+	h_relay_kill(&p, SIGSTOP);
+	h_sql(late, "COMMIT");
+	h_stage(c, "default", 11, 20);
+	h_sql(c, "INSERT INTO staged_jobs (job_class, args) VALUES ('NewBad', '\"x\"')");
+	h_stage(c, "default", 31, 20);
+	/* An id in the middle of the new rows that is not committed yet: the range
+	 * delete runs in the batch's snapshot, so it cannot take this row. */
+	open_tx = open_staging("StillOpen");
+	h_stage(c, "default", 51, 5);
+	h_relay_kill(&p, SIGCONT);
+
+	wait_llen(r, 10 + 1 + 20 + 20 + 5, 10000);
+	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs_dead"), 2);
+	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs_dead WHERE job_class IN ('LateBad', 'NewBad')"), 2);
+	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs"), 0);
+	h_sql(open_tx, "COMMIT");
+	wait_llen(r, 10 + 1 + 20 + 20 + 5 + 1, 10000);
+	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs"), 0);
+	ck_assert(!h_log_contains(p.log, "rows changed under the batch"));
+	h_relay_kill(&p, SIGTERM);
+	ck_assert_int_eq(h_relay_wait(&p, 5000), 0);
+	PQfinish(open_tx);
+	PQfinish(late);
+	PQfinish(c);
+	redisFree(r);
+}
+END_TEST
+
 /* Index entries the relay's reads returned: a read that starts at the head of
  * the table walks every drained row a long transaction keeps from cleanup. */
 static long long pkey_entries_read(PGconn *c)
@@ -160,6 +203,7 @@ Suite *cursor_suite(void)
 	tcase_add_checked_fixture(tc, h_reset, NULL);
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, a_late_commit_below_the_cursor_arrives_promptly);
+	tcase_add_test(tc, a_batch_of_late_new_and_dead_rows_deletes_exactly_what_it_read);
 	tcase_add_test(tc, drained_rows_are_not_walked_again_under_a_long_transaction);
 	tcase_add_test(tc, a_commit_wakes_an_idle_relay_before_its_poll);
 	tcase_add_test(tc, a_sequence_that_caches_ids_is_refused);
