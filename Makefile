@@ -12,22 +12,23 @@ OUT = build
 OPT = -O2 -g
 endif
 
-LIBS_PC = libpq hiredis jansson
+LIBS_PC = libpq hiredis jansson libmicrohttpd
 CPPFLAGS += -Iinclude -I$(OUT) $(shell $(PKG_CONFIG) --cflags $(LIBS_PC) 2>/dev/null)
-CFLAGS += $(WARN) $(OPT)
-LDFLAGS += $(filter -fsanitize%,$(OPT))
+CFLAGS += $(WARN) $(OPT) -pthread
+LDFLAGS += $(filter -fsanitize%,$(OPT)) -pthread
 LDLIBS += $(shell $(PKG_CONFIG) --libs $(LIBS_PC) 2>/dev/null) -lm
 CHECK_LIBS = $(shell $(PKG_CONFIG) --libs check 2>/dev/null)
 
 # Modules shared by the daemon and the tests; main.c only wires them.
 LIB_SRC = relay/buf.c relay/log.c relay/config.c relay/job.c relay/pg_source.c \
-          relay/redis_sink.c relay/drain.c relay/migrate.c relay/backoff.c relay/batch.c relay/fence.c relay/gaps.c
+          relay/redis_sink.c relay/drain.c relay/migrate.c relay/backoff.c relay/batch.c relay/fence.c relay/gaps.c \
+          relay/metrics.c relay/watch.c relay/http.c
 LIB_OBJ = $(LIB_SRC:relay/%.c=$(OUT)/%.o) $(OUT)/sql_embed.o
 UNIT_SRC = tests/unit_main.c tests/check_config.c tests/check_job.c tests/check_buf.c \
-           tests/check_backoff.c tests/check_fence.c tests/check_gaps.c
+           tests/check_backoff.c tests/check_fence.c tests/check_gaps.c tests/check_metrics.c
 INTEG_SRC = tests/integration_main.c tests/harness.c tests/check_relay.c \
             tests/check_faults.c tests/check_leader.c tests/check_e2e.c tests/check_sink.c \
-            tests/check_cursor.c tests/check_security.c
+            tests/check_cursor.c tests/check_security.c tests/check_http.c
 
 BIN = $(OUT)/stagedrain
 .PHONY: all test test-unit test-integration deps demo clean format format-check help
