@@ -1083,7 +1083,9 @@ static void man_text(FILE *out, const char *s)
 {
 	bool line_start = true;
 
-	for (const char *p = s; *p; p++) {
+	int col = 0;
+
+	for (const char *p = s; *p; p++, col++) {
 		bool abbrev = p - s >= 4 && strncmp(p - 4, "e.g.", 4) == 0;
 
 		if (line_start && (*p == '.' || *p == '\''))
@@ -1091,9 +1093,11 @@ static void man_text(FILE *out, const char *s)
 		line_start = false;
 		if (*p == '\\') {
 			fputs("\\e", out);
-		} else if (*p == ' ' && p > s && p[-1] == '.' && !abbrev) {
+		} else if (*p == ' ' && ((p > s && p[-1] == '.' && !abbrev) || (col > 64 && !abbrev))) {
+			/* A new sentence, or a long line: roff joins them again. */
 			fputc('\n', out);
 			line_start = true;
+			col = -1;
 		} else {
 			fputs(*p == ' ' && abbrev ? "\\& " : (char[]){ *p, '\0' }, out);
 		}
@@ -1113,7 +1117,10 @@ static void man_setting(FILE *out, const struct setting *s)
 		fprintf(out, ".It Fl %c , Fl -%s\n", s->short_name, s->flag);
 	else
 		fprintf(out, ".It Fl -%s%s%s\n", s->flag, *meta ? " Ar " : "", meta);
-	snprintf(text, sizeof(text), "%c%s.", toupper((unsigned char)s->help[0]), s->help + 1);
+	/* Capitalized like a sentence, unless it starts with a name such as pg_advisory_lock. */
+	snprintf(text, sizeof(text), "%c%s.",
+		 s->help[strcspn(s->help, " _")] == '_' ? s->help[0] : toupper((unsigned char)s->help[0]),
+		 s->help + 1);
 	man_text(out, text);
 	if (s->num) {
 		format_amount(s->num, s->min, lo, sizeof(lo));
