@@ -634,7 +634,7 @@ static int apply_addr(struct config *cfg, const char *raw, char *why, size_t len
 		return -ENOMEM;
 	if (!*raw)
 		return set_str(&cfg->http_host, "");
-	if (!colon)
+	if (!colon || strstr(raw, "://"))
 		return fail(why, len, -EINVAL, "must be HOST:PORT, e.g. 127.0.0.1:9187, or :9187 for every interface");
 	if (parse_scaled(colon + 1, count.units, &port) < 0 || port < 0 || port > 65535)
 		return fail(why, len, -EINVAL, "port must be a number from 0 to 65535");
