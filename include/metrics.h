@@ -23,6 +23,7 @@ struct metrics_queue {
 	char *name;
 	size_t len;
 	unsigned long long relayed;
+	unsigned long long pending; /* pushed, not yet committed */
 };
 
 /* One reading of the database by the watcher; NAN where it could not tell. */
@@ -61,8 +62,12 @@ extern const double metrics_bucket_bounds[METRICS_NBUCKETS];
 int metrics_init(struct metrics *m) SD_MUSTCHECK;
 void metrics_free(struct metrics *m);
 
-/* A committed batch: its jobs by queue, its dead rows, how long it took. */
-void metrics_batch(struct metrics *m, const struct batch *b, double seconds, long long cursor);
+/* A batch Redis accepted: its jobs by queue, counted once the commit is done.
+ * Called before the commit, while the queue names (in the fetched rows) are
+ * valid; it forgets what an earlier batch that failed to commit left pending. */
+void metrics_batch_pushed(struct metrics *m, const struct batch *b);
+/* The batch committed: its jobs, its dead rows, how long it took. */
+void metrics_batch_done(struct metrics *m, size_t ndead, double seconds, long long cursor);
 /* Became leader (with the cursor it starts from) or lost the lock. */
 void metrics_leader(struct metrics *m, bool leader, long long cursor);
 void metrics_epoch(struct metrics *m, long long epoch);

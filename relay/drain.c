@@ -186,7 +186,8 @@ static void log_batch(struct drain *d, const struct batch_times *t)
 			 LOGF(F_INT("id", b->dead[i].id), F_STR("reason", b->dead[i].reason)));
 	d->relayed += (long long)b->njobs;
 	d->dead += (long long)b->ndead;
-	metrics_batch(d->metrics, b, (double)(t->fetch_us + t->push_us + t->commit_us) / 1e6, d->gaps.cursor);
+	metrics_batch_done(d->metrics, b->ndead, (double)(t->fetch_us + t->push_us + t->commit_us) / 1e6,
+			   d->gaps.cursor);
 	if (log_enabled(LOG_DEBUG))
 		log_debug("batch relayed",
 			  LOGF(F_INT("jobs", b->njobs), F_INT("dead", b->ndead),
@@ -239,6 +240,7 @@ static int drain_batch(struct drain *d)
 		return -EIO;
 	}
 	t.push_us = mono_us() - t0 - t.fetch_us;
+	metrics_batch_pushed(d->metrics, &d->batch); /* the commit frees the queue names */
 	if (pg_source_commit(&d->pg, &d->batch) < 0) {
 		d->uncertain = true;
 		pg_trouble(d, "pushed a batch but could not delete it; the fence will delete it");

@@ -67,26 +67,42 @@ static struct metrics_queue *queue_slot(struct metrics *m, const char *name, siz
 	if (!(q->name = strndup(name, len)))
 		return NULL;
 	q->len = len;
-	q->relayed = 0;
+	q->relayed = q->pending = 0;
 	*hint = m->nqueues++;
 	return q;
 }
 
-void metrics_batch(struct metrics *m, const struct batch *b, double seconds, long long cursor)
+void metrics_batch_pushed(struct metrics *m, const struct batch *b)
 {
-	size_t hint = 0, k = 0;
+	size_t hint = 0;
+
+	if (!m)
+		return;
+	pthread_mutex_lock(&m->lock);
+	for (size_t i = 0; i < m->nqueues; i++)
+		m->queues[i].pending = 0;
+	for (size_t i = 0; i < b->njobs; i++) {
+		struct metrics_queue *q = queue_slot(m, b->jobs[i].queue, b->jobs[i].queue_len, &hint);
+		if (q)
+			q->pending++;
+	}
+	pthread_mutex_unlock(&m->lock);
+}
+
+void metrics_batch_done(struct metrics *m, size_t ndead, double seconds, long long cursor)
+{
+	size_t k = 0;
 
 	if (!m)
 		return;
 	while (k < METRICS_NBUCKETS && seconds > metrics_bucket_bounds[k])
 		k++;
 	pthread_mutex_lock(&m->lock);
-	for (size_t i = 0; i < b->njobs; i++) {
-		struct metrics_queue *q = queue_slot(m, b->jobs[i].queue, b->jobs[i].queue_len, &hint);
-		if (q)
-			q->relayed++;
+	for (size_t i = 0; i < m->nqueues; i++) {
+		m->queues[i].relayed += m->queues[i].pending;
+		m->queues[i].pending = 0;
 	}
-	m->dead += b->ndead;
+	m->dead += ndead;
 	m->batches++;
 	m->buckets[k]++;
 	m->duration_sum += seconds;

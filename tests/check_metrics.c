@@ -151,9 +151,11 @@ START_TEST(batches_count_by_queue_with_a_histogram)
 	char *text;
 
 	fake_batch(&f, first, 0);
-	metrics_batch(&m, &f.b, 0.003, 3);
+	metrics_batch_pushed(&m, &f.b);
+	metrics_batch_done(&m, f.b.ndead, 0.003, 3);
 	fake_batch(&f, second, 2);
-	metrics_batch(&m, &f.b, 20, 6);
+	metrics_batch_pushed(&m, &f.b);
+	metrics_batch_done(&m, f.b.ndead, 20, 6);
 	text = page();
 	has_line(text, "stagedrain_jobs_relayed_total{queue=\"default\"} 2");
 	has_line(text, "stagedrain_jobs_relayed_total{queue=\"mail\"} 2");
@@ -172,6 +174,25 @@ START_TEST(batches_count_by_queue_with_a_histogram)
 }
 END_TEST
 
+/* Pushed but not committed (the delete failed): the next batch forgets it. */
+START_TEST(uncommitted_batches_do_not_count)
+{
+	static struct fake f;
+	const char *three[] = { "q", "q", "q", NULL }, *one[] = { "q", NULL };
+	char *text;
+
+	fake_batch(&f, three, 0);
+	metrics_batch_pushed(&m, &f.b);
+	fake_batch(&f, one, 0);
+	metrics_batch_pushed(&m, &f.b);
+	metrics_batch_done(&m, 0, 0.1, 1);
+	text = page();
+	has_line(text, "stagedrain_jobs_relayed_total{queue=\"q\"} 1");
+	has_line(text, "stagedrain_batches_total 1");
+	free(text);
+}
+END_TEST
+
 START_TEST(a_bound_equals_its_bucket)
 {
 	static struct fake f;
@@ -179,7 +200,8 @@ START_TEST(a_bound_equals_its_bucket)
 	char *text;
 
 	fake_batch(&f, one, 0);
-	metrics_batch(&m, &f.b, 0.01, 1); /* le means "less than or equal" */
+	metrics_batch_pushed(&m, &f.b);
+	metrics_batch_done(&m, f.b.ndead, 0.01, 1); /* le means "less than or equal" */
 	text = page();
 	has_line(text, "stagedrain_batch_duration_seconds_bucket{le=\"0.005\"} 0");
 	has_line(text, "stagedrain_batch_duration_seconds_bucket{le=\"0.01\"} 1");
@@ -194,7 +216,8 @@ START_TEST(queue_names_are_escaped)
 	char *text;
 
 	fake_batch(&f, odd, 0);
-	metrics_batch(&m, &f.b, 0.1, 1);
+	metrics_batch_pushed(&m, &f.b);
+	metrics_batch_done(&m, f.b.ndead, 0.1, 1);
 	text = page();
 	has_line(text, "stagedrain_jobs_relayed_total{queue=\"we\\\"ird\\\\q\\nx\"} 1");
 	well_formed(text);
@@ -216,7 +239,8 @@ START_TEST(queue_count_is_bounded)
 	}
 	names[METRICS_MAX_QUEUES + 5] = NULL;
 	fake_batch(&f, names, 0);
-	metrics_batch(&m, &f.b, 0.1, 1);
+	metrics_batch_pushed(&m, &f.b);
+	metrics_batch_done(&m, f.b.ndead, 0.1, 1);
 	text = page();
 	has_line(text, "stagedrain_jobs_relayed_total{queue=\"q0\"} 1");
 	has_line(text, "stagedrain_jobs_relayed_total{queue=\"q999\"} 1");
@@ -325,7 +349,8 @@ START_TEST(null_metrics_are_ignored)
 	long long cursor;
 
 	fake_batch(&f, one, 0);
-	metrics_batch(NULL, &f.b, 1, 1);
+	metrics_batch_pushed(NULL, &f.b);
+	metrics_batch_done(NULL, 0, 1, 1);
 	metrics_leader(NULL, true, 1);
 	metrics_epoch(NULL, 1);
 	metrics_connected(NULL, METRICS_PG, true, true);
@@ -344,6 +369,7 @@ Suite *metrics_suite(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, empty_page);
 	tcase_add_test(tc, batches_count_by_queue_with_a_histogram);
+	tcase_add_test(tc, uncommitted_batches_do_not_count);
 	tcase_add_test(tc, a_bound_equals_its_bucket);
 	tcase_add_test(tc, queue_names_are_escaped);
 	tcase_add_test(tc, queue_count_is_bounded);
