@@ -14,7 +14,7 @@ endif
 
 LIBS_PC = libpq hiredis jansson libmicrohttpd
 CPPFLAGS += -Iinclude -I$(OUT) $(shell $(PKG_CONFIG) --cflags $(LIBS_PC) 2>/dev/null)
-CFLAGS += $(WARN) $(OPT) -pthread
+CFLAGS += $(WARN) $(OPT)
 LDFLAGS += $(filter -fsanitize%,$(OPT)) -pthread
 LDLIBS += $(shell $(PKG_CONFIG) --libs $(LIBS_PC) 2>/dev/null) -lm
 CHECK_LIBS = $(shell $(PKG_CONFIG) --libs check 2>/dev/null)
