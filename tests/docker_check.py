@@ -7,6 +7,8 @@ for the integration test that runs them against local servers.
 
   docker_check.py docker/Dockerfile docker/docker-compose.yml
   docker_check.py --service relay docker/docker-compose.yml
+  docker_check.py --image docker/Dockerfile   (what the build stage copies; the
+                                               final stage's packages: JSON)
 """
 import json
 import os
@@ -268,9 +270,18 @@ def print_service(path, sname):
     print(json.dumps(out))
 
 
+def print_image(path):
+    st = stages(instructions(path))
+    copies = [r.split()[:-1] for _, w, r in st[0][1] if w == "COPY" and "--from" not in r]
+    print(json.dumps({"build_copies": [src for c in copies for src in c],
+                      "runtime_packages": sorted(apt_packages(st[-1][1]))}))
+
+
 def main(argv):
     if len(argv) == 3 and argv[0] == "--service":
         print_service(argv[2], argv[1])
+    elif len(argv) == 2 and argv[0] == "--image":
+        print_image(argv[1])
     elif len(argv) == 2:
         check_dockerfile(argv[0], sidecar=True)
         check_dockerfile(os.path.join(os.path.dirname(argv[0]), "worker", "Dockerfile"), sidecar=False)
@@ -281,7 +292,7 @@ def main(argv):
         print(p, file=sys.stderr)
     if problems:
         return 1
-    if len(argv) == 2:
+    if len(argv) == 2 and not argv[0].startswith("--"):
         print(f"docker_check: {argv[0]}, its worker image and {argv[1]} pass")
     return 0
 

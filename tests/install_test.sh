@@ -50,7 +50,30 @@ else
 	echo "install_test: systemd-analyze not found; unit not verified" >&2
 fi
 
+# The image's build stage, without Docker: build from exactly what
+# docker/Dockerfile copies, install as it does, and check that every library
+# the binary needs comes from a package its final stage installs.
+py=python3
+[ ! -x /usr/bin/python3 ] || py=/usr/bin/python3
+image=$("$py" tests/docker_check.py --image docker/Dockerfile)
+mkdir "$dest/src"
+for src in $(echo "$image" | "$py" -c 'import json, sys; print(" ".join(json.load(sys.stdin)["build_copies"]))'); do
+	cp -r "$src" "$dest/src/"
+done
+(cd "$dest/src" && make -s all >/dev/null && make -s install PREFIX=/usr/local DESTDIR="$dest/image" >/dev/null) ||
+	fail "the image's build stage fails with only the files docker/Dockerfile copies"
+[ -x "$dest/image/usr/local/bin/stagedrain" ] || fail "the image's build stage installs no binary"
+runtime=$(echo "$image" | "$py" -c 'import json, sys; print(" ".join(json.load(sys.stdin)["runtime_packages"]))')
+for lib in $(objdump -p "$dest/image/usr/local/bin/stagedrain" | awk '/NEEDED/ { print $2 }'); do
+	pkg=$(dpkg -S "*/$lib" 2>/dev/null | head -n 1 | cut -d: -f1)
+	case " $runtime libc6 " in
+	*" $pkg "*) ;;
+	*) fail "the binary needs $lib (Debian package ${pkg:-unknown}), which the image does not install" ;;
+	esac
+done
+
 make -s uninstall DESTDIR="$dest" PREFIX=/opt/stagedrain
-left=$(cd "$dest" && find . -type f -path './opt/*')
+left=$(cd "$dest" && find ./opt -type f)
 [ -z "$left" ] || fail "uninstall left: $left"
-echo "install_test: binary, man page ($n flags), SQL and systemd example install and uninstall cleanly"
+echo "install_test: binary, man page ($n flags), SQL and systemd example install and uninstall cleanly;"
+echo "install_test: the image's build stage builds from what docker/Dockerfile copies, and it installs every library"
