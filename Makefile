@@ -12,22 +12,25 @@ OUT = build
 OPT = -O2 -g
 endif
 
-LIBS_PC = libpq hiredis jansson
+LIBS_PC = libpq hiredis jansson libmicrohttpd
 CPPFLAGS += -Iinclude -I$(OUT) $(shell $(PKG_CONFIG) --cflags $(LIBS_PC) 2>/dev/null)
 CFLAGS += $(WARN) $(OPT)
-LDFLAGS += $(filter -fsanitize%,$(OPT))
+LDFLAGS += $(filter -fsanitize%,$(OPT)) -pthread
 LDLIBS += $(shell $(PKG_CONFIG) --libs $(LIBS_PC) 2>/dev/null) -lm
 CHECK_LIBS = $(shell $(PKG_CONFIG) --libs check 2>/dev/null)
+# Debian's python3, which has python3-yaml (tests/deps.sh), before any other on PATH.
+PYTHON ?= $(shell test -x /usr/bin/python3 && echo /usr/bin/python3 || echo python3)
 
 # Modules shared by the daemon and the tests; main.c only wires them.
 LIB_SRC = relay/buf.c relay/log.c relay/config.c relay/job.c relay/pg_source.c \
-          relay/redis_sink.c relay/drain.c relay/migrate.c relay/backoff.c relay/batch.c relay/fence.c relay/gaps.c
+          relay/redis_sink.c relay/drain.c relay/migrate.c relay/backoff.c relay/batch.c relay/fence.c relay/gaps.c \
+          relay/metrics.c relay/watch.c relay/http.c
 LIB_OBJ = $(LIB_SRC:relay/%.c=$(OUT)/%.o) $(OUT)/sql_embed.o
 UNIT_SRC = tests/unit_main.c tests/check_config.c tests/check_job.c tests/check_buf.c \
-           tests/check_backoff.c tests/check_fence.c tests/check_gaps.c
+           tests/check_backoff.c tests/check_fence.c tests/check_gaps.c tests/check_metrics.c
 INTEG_SRC = tests/integration_main.c tests/harness.c tests/check_relay.c \
             tests/check_faults.c tests/check_leader.c tests/check_e2e.c tests/check_sink.c \
-            tests/check_cursor.c tests/check_security.c tests/check_trouble.c
+            tests/check_cursor.c tests/check_security.c tests/check_trouble.c tests/check_http.c
 
 BENCH_SRC = tests/bench/bench.c tests/bench/util.c tests/bench/proc.c tests/bench/load.c \
             tests/bench/naive.c tests/bench/table.c
@@ -35,9 +38,20 @@ BENCH_SRC = tests/bench/bench.c tests/bench/util.c tests/bench/proc.c tests/benc
 BENCH_ARGS ?=
 
 BIN = $(OUT)/stagedrain
-.PHONY: all test test-unit test-integration chaos deps demo fuzz bench clean format format-check help
+MAN = $(OUT)/stagedrain.1
+.PHONY: all test test-unit test-integration test-ops man-check docker-check install uninstall \
+        chaos deps demo fuzz bench clean format format-check help
 
-all: $(BIN) bin/stagedrain
+# Where `make install` puts things: $(DESTDIR)$(PREFIX)/bin, share/man/man1, share/stagedrain.
+PREFIX ?= /usr/local
+BINDIR ?= $(PREFIX)/bin
+MANDIR ?= $(PREFIX)/share/man
+DATADIR ?= $(PREFIX)/share/stagedrain
+INSTALL ?= install
+# The page's date: the last commit's, so a rebuild gives the same page (today's outside git).
+MAN_DATE ?= $(shell d=$$(git log -1 --format=%cs 2>/dev/null); date -u -d "$${d:-now}" '+%B %-d, %Y')
+
+all: $(BIN) bin/stagedrain $(MAN)
 
 bin/stagedrain: $(BIN)
 	@mkdir -p bin
@@ -62,6 +76,13 @@ $(OUT)/sql_embed.o: $(OUT)/sql_embed.c
 # build/ may exist without tests/ (make fuzz makes only build/fuzz/).
 $(OUT) $(OUT)/tests:
 	mkdir -p $(OUT)/tests
+
+# The manual page is generated from the settings table, like --help.
+$(OUT)/gen_man: $(OUT)/gen_man.o $(OUT)/config.o $(OUT)/log.o
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(MAN): $(OUT)/gen_man
+	$(OUT)/gen_man '$(MAN_DATE)' > $@.tmp && mv $@.tmp $@
 
 $(OUT)/check_unit: $(UNIT_SRC:tests/%.c=$(OUT)/tests/%.o) $(LIB_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ $(CHECK_LIBS) $(LDLIBS)
@@ -106,6 +127,15 @@ deps:
 test-unit: deps
 	$(MAKE) $(OUT)/check_unit
 	$(OUT)/check_unit
+	$(MAKE) man-check docker-check
+
+# mandoc's linter on the generated page: any warning fails.
+man-check: $(MAN)
+	mandoc -Tlint -W warning $(MAN)
+
+# The Dockerfile's rules (hadolint is not packaged for Debian) and the compose file's shape.
+docker-check:
+	$(PYTHON) tests/docker_check.py docker/Dockerfile docker/docker-compose.yml
 
 # The bench is only built here (so it keeps compiling), not run: see `make bench`.
 # The harness starts a throwaway Postgres and Redis, runs the suites, stops them by PID.
@@ -113,7 +143,23 @@ test-integration: deps
 	$(MAKE) $(BIN) $(OUT)/check_integration $(OUT)/bench/bench
 	STAGEDRAIN_BIN=$(BIN) bash tests/services.sh run $(OUT)/check_integration
 
-test: test-unit test-integration
+test: test-unit test-ops test-integration
+
+# make install into a scratch DESTDIR, then man finds the page and the binary runs.
+test-ops: deps
+	$(MAKE) $(BIN) $(MAN)
+	bash tests/install_test.sh
+
+install: $(BIN) $(MAN)
+	$(INSTALL) -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(DATADIR)/sql $(DESTDIR)$(DATADIR)/examples
+	$(INSTALL) -m 755 $(BIN) $(DESTDIR)$(BINDIR)/stagedrain
+	$(INSTALL) -m 644 $(MAN) $(DESTDIR)$(MANDIR)/man1/stagedrain.1
+	$(INSTALL) -m 644 sql/*.sql $(DESTDIR)$(DATADIR)/sql/
+	$(INSTALL) -m 644 contrib/stagedrain.service contrib/stagedrain.env $(DESTDIR)$(DATADIR)/examples/
+
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/stagedrain $(DESTDIR)$(MANDIR)/man1/stagedrain.1
+	rm -rf $(DESTDIR)$(DATADIR)
 
 demo: deps all
 	bash tests/demo.sh
@@ -158,4 +204,5 @@ help:
 	@echo "make chaos      kill leaders, backends and redis while jobs flow; check redis"
 	@echo "                (CHAOS_JOBS=200000 CHAOS_KILLS=50 CHAOS_BACKEND_KILLS=10 CHAOS_REDIS_RESTARTS=3)"
 	@echo "make fuzz       libFuzzer over row -> job JSON for FUZZ_SECONDS (default 60)"
+	@echo "make install    PREFIX=/usr/local DESTDIR=: binary, man page, SQL, systemd example"
 	@echo "make clean      remove build output"

@@ -41,6 +41,11 @@ struct config {
 	enum log_level log_level;
 	enum log_format log_format;
 	bool once;
+	char *http_addr;     /* "" (off) or HOST:PORT as given */
+	char *http_host;     /* from http_addr: "" for every interface, brackets removed */
+	int http_port;       /* from http_addr: 0 picks a free port */
+	int warn_xact_age_ms; /* 0: never warn about long transactions */
+	int watch_interval_ms; /* how often the database and redis are looked at */
 	bool help;
 	bool version;
 };
@@ -57,6 +62,8 @@ struct config {
 int config_load(struct config *cfg, int argc, char **argv, char *err, size_t errlen) SD_MUSTCHECK;
 /* Prints usage with every setting, its variable and default. */
 void config_usage(FILE *out);
+/* Prints the manual page (mdoc) from the same table, so it cannot drift from --help. */
+void config_man(FILE *out, const char *date, const char *version);
 void config_free(struct config *cfg);
 
 /* Parses a redis:// or unix:// URL; rediss:// is refused. Same error contract. */

@@ -11,6 +11,7 @@
 #include "fence.h"
 #include "gaps.h"
 #include "fmacros.h"
+#include "metrics.h"
 #include "pg_source.h"
 #include "redis_sink.h"
 
@@ -30,6 +31,7 @@ struct drain {
 	struct buf fence_text;
 	long long relayed;
 	long long dead;
+	struct metrics *metrics; /* NULL: none; set by the caller after drain_init */
 };
 
 void drain_init(struct drain *d, const struct config *cfg, volatile sig_atomic_t *stop);

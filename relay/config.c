@@ -34,6 +34,7 @@ enum value_type {
 	V_INT,    /* int, with .num units and .min/.max */
 	V_LONG,   /* long, with .num units and .min/.max */
 	V_I64,    /* long long, decimal or 0x hex */
+	V_ADDR,   /* char * http_addr, "" or HOST:PORT, also split into http_host and http_port */
 };
 
 struct choice {
@@ -110,6 +111,12 @@ static const struct numkind duration = {
 	{ { "ms", 1 }, { "s", 1000 }, { "", 1 } },
 };
 
+/* Longer spans than the duration above: watching intervals and transaction ages. */
+static const struct numkind period = {
+	"not a duration (e.g. 30s, 5min or 1h; a bare number is milliseconds)",
+	{ { "ms", 1 }, { "s", 1000 }, { "min", 60000 }, { "h", 3600000 }, { "", 1 } },
+};
+
 #define OFF(field) offsetof(struct config, field)
 
 /*
@@ -181,6 +188,22 @@ static const struct setting settings[] = {
 	  .help = "layout of log lines on stderr" },
 	{ .flag = "log-level", .env = "STAGEDRAIN_LOG_LEVEL", .type = V_CHOICE, .def = "info",
 	  .choices = log_levels, .off = OFF(log_level), .help = "least severe level logged" },
+	{ .flag = "http-addr", .env = "STAGEDRAIN_HTTP_ADDR", .type = V_ADDR,
+	  .metavar = "HOST:PORT", .def = "", .def_doc = "off", .off = OFF(http_addr),
+	  .help = "serve /metrics (Prometheus), /healthz and /readyz over HTTP here, e.g. "
+		  "127.0.0.1:9187, or :9187 for every interface; port 0 picks a free port, "
+		  "which is logged" },
+	{ .flag = "warn-xact-age", .env = "STAGEDRAIN_WARN_XACT_AGE", .type = V_INT,
+	  .metavar = "DURATION", .def = "5min", .num = &period, .min = 0, .max = 86400000,
+	  .off = OFF(warn_xact_age_ms),
+	  .help = "log a warning naming any transaction in the database open longer than "
+		  "this, since vacuum cannot clean up after it; 0 turns the warning off" },
+	{ .flag = "watch-interval", .env = "STAGEDRAIN_WATCH_INTERVAL", .type = V_INT,
+	  .metavar = "DURATION", .def = "5s", .num = &period, .min = 100, .max = 3600000,
+	  .off = OFF(watch_interval_ms),
+	  .help = "how often a separate connection reads the backlog, the oldest "
+		  "transaction and dead rows from postgres, and pings redis, for metrics, "
+		  "/readyz and the warning" },
 	{ .flag = "once", .env = "STAGEDRAIN_ONCE", .type = V_BOOL, .def = "off",
 	  .choices = bool_words, .off = OFF(once),
 	  .help = "drain until the table is empty, then exit 0" },
@@ -283,6 +306,10 @@ static void format_amount(const struct numkind *k, long long v, char *out, size_
 {
 	const struct unit *best = &k->units[0];
 
+	if (v == 0) {
+		snprintf(out, len, "0");
+		return;
+	}
 	for (const struct unit *u = k->units; u->suffix; u++)
 		if (u->mult > best->mult && v % u->mult == 0)
 			best = u;
@@ -594,6 +621,42 @@ static int apply_namespace(struct config *cfg, const char *raw, char *why, size_
 	return 0;
 }
 
+/* "" is off; otherwise HOST:PORT, [IPv6]:PORT or :PORT. The host is only
+ * checked for shape here: http.c resolves it when it starts listening. */
+static int apply_addr(struct config *cfg, const char *raw, char *why, size_t len)
+{
+	const char *colon = strrchr(raw, ':'), *host = raw;
+	size_t hlen;
+	long long port;
+
+	cfg->http_port = -1;
+	if (set_str(&cfg->http_addr, raw) < 0)
+		return -ENOMEM;
+	if (!*raw)
+		return set_str(&cfg->http_host, "");
+	if (!colon || strstr(raw, "://"))
+		return fail(why, len, -EINVAL, "must be HOST:PORT, e.g. 127.0.0.1:9187, or :9187 for every interface");
+	if (parse_scaled(colon + 1, count.units, &port) < 0 || port < 0 || port > 65535)
+		return fail(why, len, -EINVAL, "port must be a number from 0 to 65535");
+	hlen = (size_t)(colon - raw);
+	if (hlen && raw[0] == '[') {
+		if (hlen < 3 || raw[hlen - 1] != ']')
+			return fail(why, len, -EINVAL, "an IPv6 address goes in brackets: [::1]:9187");
+		host++;
+		hlen -= 2;
+	} else if (memchr(raw, ':', hlen)) {
+		return fail(why, len, -EINVAL, "an IPv6 address goes in brackets: [::1]:9187");
+	}
+	for (size_t i = 0; i < hlen; i++)
+		if (!isalnum((unsigned char)host[i]) && !strchr(".-_:%", host[i]))
+			return fail(why, len, -EINVAL, "bad host name");
+	free(cfg->http_host);
+	if (!(cfg->http_host = strndup(host, hlen)))
+		return -ENOMEM;
+	cfg->http_port = (int)port;
+	return 0;
+}
+
 static int apply_number(struct config *cfg, const struct setting *s, const char *raw, char *why,
 			size_t len)
 {
@@ -664,6 +727,8 @@ static int apply(struct config *cfg, const struct setting *s, const char *raw, c
 		return raw ? set_str(field(cfg, s), raw) : 0;
 	case V_NS:
 		return apply_namespace(cfg, raw, why, len);
+	case V_ADDR:
+		return apply_addr(cfg, raw, why, len);
 	case V_INT:
 	case V_LONG:
 		return apply_number(cfg, s, raw, why, len);
@@ -939,6 +1004,8 @@ void config_free(struct config *cfg)
 	free(cfg->redis_url);
 	free(cfg->redis_password);
 	free(cfg->key_prefix);
+	free(cfg->http_addr);
+	free(cfg->http_host);
 	redis_target_free(&cfg->redis);
 	memset(cfg, 0, sizeof(*cfg));
 }
@@ -1005,4 +1072,117 @@ void config_usage(FILE *out)
 	fputs("\noptions (a flag overrides its variable, which overrides the default):\n", out);
 	for (size_t i = 0; i < NSETTINGS; i++)
 		usage_setting(out, &settings[i]);
+}
+
+/* ---- the manual page ---- */
+
+/* Writes s as mdoc text: a backslash is \e, no line starts with a control
+ * character, and each sentence starts a new line, as mdoc asks ("e.g." ends
+ * none: \& after it keeps the single space). */
+static void man_text(FILE *out, const char *s)
+{
+	bool line_start = true;
+
+	int col = 0;
+
+	for (const char *p = s; *p; p++, col++) {
+		bool abbrev = p - s >= 4 && strncmp(p - 4, "e.g.", 4) == 0;
+
+		if (line_start && (*p == '.' || *p == '\''))
+			fputs("\\&", out);
+		line_start = false;
+		if (*p == '\\') {
+			fputs("\\e", out);
+		} else if (*p == ' ' && ((p > s && p[-1] == '.' && !abbrev) || (col > 64 && !abbrev))) {
+			/* A new sentence, or a long line: roff joins them again. */
+			fputc('\n', out);
+			line_start = true;
+			col = -1;
+		} else {
+			fputs(*p == ' ' && abbrev ? "\\& " : (char[]){ *p, '\0' }, out);
+		}
+	}
+	fputc('\n', out);
+}
+
+static void man_setting(FILE *out, const struct setting *s)
+{
+	char meta[64], lo[32], hi[32], text[512];
+
+	if (s->choices && s->type == V_CHOICE)
+		join_choices(s->choices, " | ", meta, sizeof(meta));
+	else
+		snprintf(meta, sizeof(meta), "%s", s->metavar ? s->metavar : "");
+	if (s->short_name)
+		fprintf(out, ".It Fl %c , Fl -%s\n", s->short_name, s->flag);
+	else
+		fprintf(out, ".It Fl -%s%s%s\n", s->flag, *meta ? " Ar " : "", meta);
+	/* Capitalized like a sentence, unless it starts with a name such as pg_advisory_lock. */
+	snprintf(text, sizeof(text), "%c%s.",
+		 s->help[strcspn(s->help, " _")] == '_' ? s->help[0] : toupper((unsigned char)s->help[0]),
+		 s->help + 1);
+	man_text(out, text);
+	if (s->num) {
+		format_amount(s->num, s->min, lo, sizeof(lo));
+		format_amount(s->num, s->max, hi, sizeof(hi));
+		fprintf(out, "From %s to %s.\n", lo, hi);
+	}
+	if (!s->env)
+		return;
+	fprintf(out, "Environment:\n.Ev %s", s->env);
+	if (s->env_fallback)
+		fprintf(out, " ,\nthen\n.Ev %s", s->env_fallback);
+	fprintf(out, " .\nDefault:\n");
+	snprintf(text, sizeof(text), "%s.", s->def_doc ? s->def_doc : s->def);
+	man_text(out, text);
+}
+
+void config_man(FILE *out, const char *date, const char *version)
+{
+	fprintf(out, ".\\\" Generated from the settings table in relay/config.c; do not edit.\n"
+		     ".Dd %s\n.Dt STAGEDRAIN 1\n.Os stagedrain %s\n", date, version);
+	fputs(".Sh NAME\n.Nm stagedrain\n"
+	      ".Nd relay jobs staged in PostgreSQL to Sidekiq or Resque queues in Redis\n"
+	      ".Sh SYNOPSIS\n.Nm\n.Op Cm run | migrate\n.Op Ar options\n"
+	      ".Sh DESCRIPTION\n"
+	      "Applications insert jobs into the\n.Sy staged_jobs\n"
+	      "table inside their own transactions.\n"
+	      ".Nm\nmoves the committed ones to Redis, in batches, exactly as Sidekiq's or\n"
+	      "Resque's own client would write them, and deletes each batch only after Redis\n"
+	      "acknowledged it.\n"
+	      "Several relays may run: they elect one leader with\n.Fn pg_advisory_lock ;\n"
+	      "the others wait as standbys.\n"
+	      ".Ss Commands\n.Bl -tag -width migrate\n",
+	      out);
+	for (const struct choice *c = commands; c->name; c++)
+		fprintf(out, ".It Cm %s\n%c%s.\n", c->name, toupper((unsigned char)c->help[0]), c->help + 1);
+	fputs(".El\n.Ss HTTP endpoint\nWith\n.Fl -http-addr ,\n"
+	      ".Nm\nserves\n.Pa /metrics\nin the Prometheus text format,\n"
+	      ".Pa /healthz\n(200 while the process runs) and\n.Pa /readyz\n"
+	      "(200 while it reaches both servers, 503 otherwise; the body says whether it\n"
+	      "is the leader or a standby).\n"
+	      ".Sh OPTIONS\nA flag overrides its environment variable, which overrides the default.\n"
+	      ".Bl -tag -width Ds\n",
+	      out);
+	for (size_t i = 0; i < NSETTINGS; i++)
+		man_setting(out, &settings[i]);
+	fputs(".El\n.Sh ENVIRONMENT\nEach option above names its variable.\nAlso read:\n"
+	      ".Bl -tag -width Ds\n"
+	      ".It Ev DATABASE_URL\nUsed for\n.Fl -pg-url\nwhen\n.Ev STAGEDRAIN_PG_URL\nis not set.\n"
+	      ".It Ev REDIS_URL\nUsed for\n.Fl -redis-url\nwhen\n.Ev STAGEDRAIN_REDIS_URL\nis not set.\n"
+	      ".It Ev PGHOST , Ev PGDATABASE , Ev PGUSER , No ...\n"
+	      "Read by libpq when\n.Fl -pg-url\nleaves them out.\n"
+	      ".El\n"
+	      ".Sh EXIT STATUS\n.Bl -tag -width Ds\n"
+	      ".It 0\nAfter\n.Fl -once\ndrained the table, or after SIGTERM or SIGINT.\n"
+	      ".It 1\nA server could not be reached, or the schema is missing, at start-up.\n"
+	      ".It 2\nA bad flag or value.\n.El\n"
+	      ".Sh EXAMPLES\nCreate the tables, then relay to a local Redis and serve metrics:\n"
+	      ".Bd -literal -offset indent\n"
+	      "stagedrain migrate --pg-url postgresql://app@db/app\n"
+	      "stagedrain --pg-url postgresql://relay@db/app \\e\n"
+	      "    --redis-url redis://redis:6379/0 --http-addr 127.0.0.1:9187\n"
+	      ".Ed\n"
+	      ".Sh SEE ALSO\n.Xr psql 1 ,\n.Xr redis-cli 1\n",
+	      out);
 }

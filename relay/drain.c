@@ -30,6 +30,7 @@ void drain_init(struct drain *d, const struct config *cfg, volatile sig_atomic_t
 	fence_init(&d->fence);
 	buf_init(&d->fence_text);
 	d->relayed = d->dead = 0;
+	d->metrics = NULL;
 }
 
 void drain_free(struct drain *d)
@@ -105,6 +106,8 @@ static void pg_trouble(struct drain *d, const char *what)
 		/* The lock went with the session; whoever holds it next may be another relay. */
 		pg_source_close(&d->pg);
 		d->leader = false;
+		metrics_connected(d->metrics, METRICS_PG, false, false);
+		metrics_leader(d->metrics, false, 0);
 	}
 	nap(d, delay);
 }
@@ -114,6 +117,7 @@ static void redis_trouble(struct drain *d, const char *what)
 	int delay = backoff_next(&d->redis_backoff);
 
 	log_warn(what, LOGF(F_STR("error", d->redis.errstr), F_INT("retry_in_ms", delay)));
+	metrics_connected(d->metrics, METRICS_REDIS, redis_sink_connected(&d->redis), false);
 	nap(d, delay);
 }
 
@@ -136,6 +140,7 @@ static int become_leader(struct drain *d)
 		d->need_epoch = true;
 		d->uncertain = true;
 		log_info("became leader", LOGF(F_INT("lock_key", d->cfg->lock_key)));
+		metrics_leader(d->metrics, true, d->gaps.cursor);
 	}
 	return rc < 0 ? rc : 0;
 }
@@ -181,6 +186,8 @@ static void log_batch(struct drain *d, const struct batch_times *t)
 			 LOGF(F_INT("id", b->dead[i].id), F_STR("reason", b->dead[i].reason)));
 	d->relayed += (long long)b->njobs;
 	d->dead += (long long)b->ndead;
+	metrics_batch_done(d->metrics, b->ndead, (double)(t->fetch_us + t->push_us + t->commit_us) / 1e6,
+			   d->gaps.cursor);
 	if (log_enabled(LOG_DEBUG))
 		log_debug("batch relayed",
 			  LOGF(F_INT("jobs", b->njobs), F_INT("dead", b->ndead),
@@ -233,6 +240,7 @@ static int drain_batch(struct drain *d)
 		return -EIO;
 	}
 	t.push_us = mono_us() - t0 - t.fetch_us;
+	metrics_batch_pushed(d->metrics, &d->batch); /* the commit frees the queue names */
 	if (pg_source_commit(&d->pg, &d->batch) < 0) {
 		d->uncertain = true;
 		pg_trouble(d, "pushed a batch but could not delete it; the fence will delete it");
@@ -261,6 +269,7 @@ static int reconcile(struct drain *d)
 			goto redis_failed;
 		d->need_epoch = false;
 		log_info("leading", LOGF(F_INT("epoch", d->redis.epoch)));
+		metrics_epoch(d->metrics, d->redis.epoch);
 	}
 	if (!d->uncertain)
 		return 1;
@@ -300,6 +309,7 @@ static int ensure_ready(struct drain *d)
 		/* With several hosts in --pg-url, which one is news (a failover). */
 		pg_source_describe(&d->pg, pgw, sizeof(pgw));
 		log_info("reconnected to postgres", LOGF(F_STR("postgres", pgw)));
+		metrics_connected(d->metrics, METRICS_PG, true, true);
 	}
 	if (!d->leader) {
 		int rc = become_leader(d);
@@ -316,6 +326,7 @@ static int ensure_ready(struct drain *d)
 			return 0;
 		}
 		log_info("reconnected to redis", NULL);
+		metrics_connected(d->metrics, METRICS_REDIS, true, true);
 	}
 	return d->need_epoch || d->uncertain ? reconcile(d) : 1;
 }

@@ -2,6 +2,7 @@
 #include "fmacros.h"
 
 #include <malloc.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,13 +10,13 @@
 
 #include "config.h"
 #include "drain.h"
+#include "http.h"
 #include "log.h"
+#include "metrics.h"
 #include "migrate.h"
 #include "pg_source.h"
-
-#ifndef STAGEDRAIN_VERSION
-#define STAGEDRAIN_VERSION "0.1.0"
-#endif
+#include "version.h"
+#include "watch.h"
 
 static volatile sig_atomic_t stop_requested;
 
@@ -59,9 +60,38 @@ static int run_migrate(const struct config *cfg)
 	return rc < 0 ? EXIT_FAILURE : EXIT_SUCCESS;
 }
 
+/*
+ * The HTTP endpoint and the watcher run in threads of their own; they block
+ * the stop signals, so only the main thread (the drain) sees them. The
+ * watcher runs whenever someone reads what it finds: the endpoint, or the
+ * long-transaction warning of a relay that keeps running.
+ */
+static int start_sidecars(const struct config *cfg, struct metrics *m, struct http *h, struct watch *w)
+{
+	sigset_t block, old;
+	int rc = 0;
+
+	sigemptyset(&block);
+	sigaddset(&block, SIGTERM);
+	sigaddset(&block, SIGINT);
+	pthread_sigmask(SIG_BLOCK, &block, &old);
+	if (*cfg->http_addr && (rc = http_start(h, cfg, m)) < 0)
+		log_error("cannot start", LOGF(F_STR("setting", "--http-addr"), F_STR("error", h->errstr)));
+	else if (*cfg->http_addr)
+		log_info("serving http", LOGF(F_STR("addr", h->where), F_STR("paths", "/metrics /healthz /readyz")));
+	if (rc == 0 && (*cfg->http_addr || (cfg->warn_xact_age_ms > 0 && !cfg->once)) &&
+	    (rc = watch_start(w, cfg, m)) < 0)
+		log_error("cannot start the watcher thread", LOGF(F_STR("error", strerror(-rc))));
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return rc;
+}
+
 static int run_relay(const struct config *cfg)
 {
+	struct metrics m;
 	struct drain d;
+	struct http h = { 0 };
+	struct watch w = { 0 };
 	int rc;
 
 	/* Every batch frees and allocates the same few hundred kilobytes (the
@@ -71,11 +101,25 @@ static int run_relay(const struct config *cfg)
 	 * faults. */
 	mallopt(M_MMAP_THRESHOLD, 64 << 20);
 	mallopt(M_TRIM_THRESHOLD, 128 << 20);
+
+	if ((rc = metrics_init(&m)) < 0) {
+		log_error("cannot start", LOGF(F_STR("error", strerror(-rc))));
+		return EXIT_FAILURE;
+	}
 	drain_init(&d, cfg, &stop_requested);
+	d.metrics = &m;
 	rc = drain_start(&d);
+	if (rc == 0) {
+		metrics_connected(&m, METRICS_PG, true, false);
+		metrics_connected(&m, METRICS_REDIS, true, false);
+		rc = start_sidecars(cfg, &m, &h, &w);
+	}
 	if (rc == 0)
 		rc = drain_run(&d);
+	http_stop(&h);
+	watch_stop(&w);
 	drain_free(&d);
+	metrics_free(&m);
 	return rc < 0 ? EXIT_FAILURE : EXIT_SUCCESS;
 }
 

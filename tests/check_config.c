@@ -19,7 +19,8 @@ static const char *const all_vars[] = {
 	"STAGEDRAIN_POLL_INTERVAL",  "STAGEDRAIN_REDIS_TIMEOUT", "STAGEDRAIN_LOCK_KEY",
 	"STAGEDRAIN_LOG_FORMAT",     "STAGEDRAIN_LOG_LEVEL",  "STAGEDRAIN_ONCE",
 	"STAGEDRAIN_PG_URL_FILE",    "STAGEDRAIN_PG_PASSWORD_FILE", "STAGEDRAIN_REDIS_URL_FILE",
-	"STAGEDRAIN_REDIS_PASSWORD_FILE", NULL,
+	"STAGEDRAIN_REDIS_PASSWORD_FILE", "STAGEDRAIN_HTTP_ADDR", "STAGEDRAIN_WARN_XACT_AGE",
+	"STAGEDRAIN_WATCH_INTERVAL", NULL,
 };
 
 static const char *const all_flags[] = {
@@ -27,7 +28,7 @@ static const char *const all_flags[] = {
 	"--batch-size", "--max-job-bytes", "--poll-interval", "--redis-timeout", "--lock-key",
 	"--log-format", "--log-level",     "--once",     "--help",            "-h",
 	"--version",    "-V",              "--pg-url-file", "--pg-password-file", "--redis-url-file",
-	"--redis-password-file", NULL,
+	"--redis-password-file", "--http-addr", "--warn-xact-age", "--watch-interval", NULL,
 };
 
 /* The developer's or CI's own DATABASE_URL must not leak into the tests,
@@ -82,10 +83,11 @@ static void summarize(const struct config *c, char *out, size_t len)
 	snprintf(out, len,
 		 "|pg_url=%s|redis=%s|format=%d|key_prefix=%s|sidekiq_version=%d|batch_size=%d"
 		 "|max_job_bytes=%ld|poll=%d|redis_timeout=%d|lock_key=%lld|log_format=%d"
-		 "|log_level=%d|once=%d|",
+		 "|log_level=%d|once=%d|http=%s|http_host=%s|http_port=%d|warn_xact=%d|watch=%d|",
 		 c->pg_url, where, (int)c->format, c->key_prefix, c->sidekiq_version, c->batch_size,
 		 c->max_job_bytes, c->poll_interval_ms, c->redis_timeout_ms, c->lock_key,
-		 (int)c->log_format, (int)c->log_level, (int)c->once);
+		 (int)c->log_format, (int)c->log_level, (int)c->once, c->http_addr, c->http_host,
+		 c->http_port, c->warn_xact_age_ms, c->watch_interval_ms);
 }
 
 START_TEST(defaults)
@@ -113,6 +115,10 @@ START_TEST(defaults)
 	ck_assert_int_eq(cfg.log_level, LOG_INFO);
 	ck_assert_int_eq(cfg.log_format, LOG_FORMAT_KV);
 	ck_assert(!cfg.once && !cfg.help && !cfg.version);
+	ck_assert_str_eq(cfg.http_addr, ""); /* the endpoint is off unless asked for */
+	ck_assert_str_eq(cfg.http_host, "");
+	ck_assert_int_eq(cfg.warn_xact_age_ms, 5 * 60 * 1000);
+	ck_assert_int_eq(cfg.watch_interval_ms, 5000);
 	config_free(&cfg);
 }
 END_TEST
@@ -166,6 +172,21 @@ static const struct form_case {
 	{ "--log-level", "STAGEDRAIN_LOG_LEVEL", "debug", "|log_level=0|" },
 	{ "--log-level", "STAGEDRAIN_LOG_LEVEL", "Warn", "|log_level=2|" },
 	{ "--log-level", "STAGEDRAIN_LOG_LEVEL", "error", "|log_level=3|" },
+	{ "--http-addr", "STAGEDRAIN_HTTP_ADDR", "127.0.0.1:9187",
+	  "|http=127.0.0.1:9187|http_host=127.0.0.1|http_port=9187|" },
+	{ "--http-addr", "STAGEDRAIN_HTTP_ADDR", ":9187", "|http=:9187|http_host=|http_port=9187|" },
+	{ "--http-addr", "STAGEDRAIN_HTTP_ADDR", "[::1]:0", "|http_host=::1|http_port=0|" },
+	{ "--http-addr", "STAGEDRAIN_HTTP_ADDR", "metrics.local:65535",
+	  "|http_host=metrics.local|http_port=65535|" },
+	{ "--http-addr", "STAGEDRAIN_HTTP_ADDR", "[fe80::1%eth0]:80", "|http_host=fe80::1%eth0|http_port=80|" },
+	{ "--warn-xact-age", "STAGEDRAIN_WARN_XACT_AGE", "10min", "|warn_xact=600000|" },
+	{ "--warn-xact-age", "STAGEDRAIN_WARN_XACT_AGE", "90s", "|warn_xact=90000|" },
+	{ "--warn-xact-age", "STAGEDRAIN_WARN_XACT_AGE", "24h", "|warn_xact=86400000|" },
+	{ "--warn-xact-age", "STAGEDRAIN_WARN_XACT_AGE", "0", "|warn_xact=0|" },
+	{ "--warn-xact-age", "STAGEDRAIN_WARN_XACT_AGE", "1500ms", "|warn_xact=1500|" },
+	{ "--watch-interval", "STAGEDRAIN_WATCH_INTERVAL", "100ms", "|watch=100|" },
+	{ "--watch-interval", "STAGEDRAIN_WATCH_INTERVAL", "1h", "|watch=3600000|" },
+	{ "--watch-interval", "STAGEDRAIN_WATCH_INTERVAL", "2min", "|watch=120000|" },
 };
 
 START_TEST(flag_forms_and_env_agree)
@@ -512,6 +533,38 @@ static const struct err_case {
 	{ "STAGEDRAIN_NAMESPACE", "a\tb", { NULL },
 	  "invalid --namespace \"a?b\" (from STAGEDRAIN_NAMESPACE): must not contain whitespace or "
 	  "control characters" },
+	/* the http endpoint's address */
+	{ NULL, NULL, { "--http-addr", "9187" },
+	  "invalid --http-addr \"9187\": must be HOST:PORT, e.g. 127.0.0.1:9187, or :9187 for every "
+	  "interface" },
+	{ NULL, NULL, { "--http-addr", "127.0.0.1:" },
+	  "invalid --http-addr \"127.0.0.1:\": port must be a number from 0 to 65535" },
+	{ "STAGEDRAIN_HTTP_ADDR", "127.0.0.1:65536", { NULL },
+	  "invalid --http-addr \"127.0.0.1:65536\" (from STAGEDRAIN_HTTP_ADDR): port must be a number "
+	  "from 0 to 65535" },
+	{ NULL, NULL, { "--http-addr", "localhost:http" },
+	  "invalid --http-addr \"localhost:http\": port must be a number from 0 to 65535" },
+	{ NULL, NULL, { "--http-addr", "::1:9187" },
+	  "invalid --http-addr \"::1:9187\": an IPv6 address goes in brackets: [::1]:9187" },
+	{ NULL, NULL, { "--http-addr", "[::1:9187" },
+	  "invalid --http-addr \"[::1:9187\": an IPv6 address goes in brackets: [::1]:9187" },
+	{ NULL, NULL, { "--http-addr", "my host:80" }, "invalid --http-addr \"my host:80\": bad host name" },
+	{ NULL, NULL, { "--http-addr", "http://127.0.0.1:80" },
+	  "invalid --http-addr \"http://127.0.0.1:80\": must be HOST:PORT, e.g. 127.0.0.1:9187, or :9187 "
+	  "for every interface" },
+	/* long durations */
+	{ NULL, NULL, { "--warn-xact-age", "25h" }, "invalid --warn-xact-age \"25h\": must be between 0 and 24h" },
+	{ NULL, NULL, { "--warn-xact-age", "-1s" }, "invalid --warn-xact-age \"-1s\": must be between 0 and 24h" },
+	{ "STAGEDRAIN_WARN_XACT_AGE", "5m", { NULL },
+	  "invalid --warn-xact-age \"5m\" (from STAGEDRAIN_WARN_XACT_AGE): not a duration (e.g. 30s, "
+	  "5min or 1h; a bare number is milliseconds)" },
+	{ NULL, NULL, { "--watch-interval", "99ms" },
+	  "invalid --watch-interval \"99ms\": must be between 100ms and 1h" },
+	{ NULL, NULL, { "--watch-interval", "61min" },
+	  "invalid --watch-interval \"61min\": must be between 100ms and 1h" },
+	{ NULL, NULL, { "--watch-interval", "soon" },
+	  "invalid --watch-interval \"soon\": not a duration (e.g. 30s, 5min or 1h; a bare number is "
+	  "milliseconds)" },
 	/* redis urls are never echoed: they may hold a password */
 	{ NULL, NULL, { "--redis-url", "redis://:hunter2@h:99999" },
 	  "invalid --redis-url: port must be a number from 1 to 65535" },
@@ -574,6 +627,39 @@ START_TEST(free_is_safe)
 }
 END_TEST
 
+/* The manual page comes from the same table: every flag and variable, in
+ * valid mdoc (mandoc -Tlint checks the rest at build time). */
+START_TEST(man_page_lists_every_setting)
+{
+	char *text = NULL, *line, *save = NULL;
+	size_t len = 0;
+	FILE *out = open_memstream(&text, &len);
+
+	ck_assert_ptr_nonnull(out);
+	config_man(out, "January 2, 2026", "9.9.9");
+	fclose(out);
+	ck_assert(strstr(text, "\n.Dd January 2, 2026\n.Dt STAGEDRAIN 1\n.Os stagedrain 9.9.9\n"));
+	for (const char *const *f = all_flags; *f; f++) {
+		char item[64];
+		/* -h and -V appear as ".It Fl h , Fl -help" */
+		snprintf(item, sizeof(item), "Fl %s", *f + 1);
+		ck_assert_msg(strstr(text, item), "man page lacks %s", *f);
+	}
+	for (const char *const *v = all_vars; *v; v++)
+		ck_assert_msg(strstr(text, *v), "man page lacks %s", *v);
+	ck_assert(strstr(text, ".It Fl -format Ar sidekiq | resque\n"));
+	ck_assert(strstr(text, "From 100ms to 1h.\n"));
+	/* Text never starts a line with a control character, so no sentence
+	 * turns into an unknown macro; the one backslash in the examples is escaped. */
+	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		ck_assert_msg(line[0] != '\'', "line starts with a quote: %s", line);
+		ck_assert_msg(line[0] != '.' || (line[1] >= 'A' && line[1] <= 'Z') || line[1] == '\\',
+			      "not a macro: %s", line);
+	}
+	free(text);
+}
+END_TEST
+
 START_TEST(usage_lists_every_setting)
 {
 	char *text = NULL, *line, *save = NULL;
@@ -594,6 +680,10 @@ START_TEST(usage_lists_every_setting)
 	ck_assert(strstr(text, "(1 to 100000)"));
 	ck_assert(strstr(text, "(64 to 512M)"));
 	ck_assert(strstr(text, "(10ms to 300s)"));
+	ck_assert(strstr(text, "to 24h)"));
+	ck_assert(strstr(text, "(100ms to 1h)"));
+	ck_assert(strstr(text, "default 5min"));
+	ck_assert(strstr(text, "--http-addr HOST:PORT"));
 	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
 		ck_assert_msg(strlen(line) <= 80, "line too long: %s", line);
 	free(text);
@@ -1036,6 +1126,7 @@ Suite *config_suite(void)
 	tcase_add_test(load, negative_value_is_not_an_option);
 	tcase_add_test(load, free_is_safe);
 	tcase_add_test(load, usage_lists_every_setting);
+	tcase_add_test(load, man_page_lists_every_setting);
 	tcase_add_loop_test(errors, error_messages, 0, (int)(sizeof(err_cases) / sizeof(err_cases[0])));
 	tcase_add_test(errors, error_message_is_bounded);
 	tcase_add_loop_test(redis, redis_urls_parse, 0, (int)(sizeof(url_cases) / sizeof(url_cases[0])));

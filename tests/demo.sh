@@ -26,10 +26,13 @@ sql() { psql -X -q -v ON_ERROR_STOP=1 "$TEST_PG_URL" "$@"; }
 say "stagedrain migrate"
 "$bin" migrate
 
-say "starting the relay (its log lines follow)"
-"$bin" --poll-interval 50ms &
+say "starting the relay, with its HTTP endpoint on a free port (its log lines follow)"
+"$bin" --poll-interval 50ms --http-addr "${DEMO_HTTP_ADDR:-127.0.0.1:0}" --watch-interval 500ms \
+	2> >(tee "$dir/relay.log" >&2) &
 relay=$!
-sleep 1
+for _ in $(seq 1 100); do grep -q "serving http" "$dir/relay.log" 2>/dev/null && break; sleep 0.1; done
+http=$(grep -o 'serving http" addr=[^ ]*' "$dir/relay.log" | sed 's/.*addr=//')
+sleep 0.5
 
 say "an application stages two jobs and a scheduled one inside its transaction"
 sql <<'SQL'
@@ -61,6 +64,13 @@ say "a row that cannot be a job goes to staged_jobs_dead, with the reason"
 sql -c "INSERT INTO staged_jobs (job_class, args) VALUES ('Broken', '{\"not\": \"an array\"}')"
 sleep 0.5
 sql -c "SELECT id, job_class, reason FROM staged_jobs_dead"
+
+say "what Prometheus scrapes: curl -s http://$http/metrics"
+sleep 1.5 # the watcher reads the database every 500 ms here (--watch-interval)
+curl -s "http://$http/metrics" | grep -v '^#'
+echo
+echo "curl http://$http/readyz: $(curl -s "http://$http/readyz")"
+echo "curl http://$http/healthz: $(curl -s "http://$http/healthz")"
 
 say "stopping the relay with SIGTERM"
 kill -TERM "$relay"

@@ -4,7 +4,7 @@
 set -eu
 PKGS="gcc make pkg-config libc6-dev libpq-dev libhiredis-dev libjansson-dev check
       postgresql redis-server redis-tools ruby-sidekiq procps util-linux
-      openssl"
+      openssl libmicrohttpd-dev curl python3 python3-yaml mandoc man-db shellcheck"
 
 # Arguments name other packages to install instead (make fuzz: clang, ...).
 [ $# -eq 0 ] || PKGS=$*

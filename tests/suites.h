@@ -10,6 +10,7 @@ Suite *job_suite(void);
 Suite *backoff_suite(void);
 Suite *fence_suite(void);
 Suite *gaps_suite(void);
+Suite *metrics_suite(void);
 
 Suite *relay_suite(void);
 Suite *faults_suite(void);
@@ -19,5 +20,6 @@ Suite *sink_suite(void);
 Suite *cursor_suite(void);
 Suite *security_suite(void);
 Suite *trouble_suite(void);
+Suite *http_suite(void);
 
 #endif

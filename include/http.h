@@ -1,0 +1,26 @@
+/* The HTTP endpoint: /metrics, /healthz and /readyz, served by libmicrohttpd in its own thread. */
+#ifndef STAGEDRAIN_HTTP_H
+#define STAGEDRAIN_HTTP_H
+
+#include <stdatomic.h>
+
+#include "config.h"
+#include "fmacros.h"
+#include "metrics.h"
+
+struct MHD_Daemon;
+
+struct http {
+	struct MHD_Daemon *daemon;
+	struct metrics *m;
+	atomic_bool started; /* before, libmicrohttpd's messages repeat our own error */
+	char where[300]; /* the address it listens on, the real port included */
+	char errstr[256];
+};
+
+/* Listens on cfg->http_host:http_port. -EIO with errstr on failure (address
+ * in use, unknown host); handlers only read m, never wait on a server. */
+int http_start(struct http *h, const struct config *cfg, struct metrics *m) SD_MUSTCHECK;
+void http_stop(struct http *h);
+
+#endif

@@ -1,0 +1,88 @@
+/* What /metrics and /readyz report: the drain's counters, the watcher's readings. */
+#ifndef STAGEDRAIN_METRICS_H
+#define STAGEDRAIN_METRICS_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "batch.h"
+#include "buf.h"
+#include "fmacros.h"
+
+enum metrics_server { METRICS_PG = 0, METRICS_REDIS, METRICS_NSERVERS };
+
+/* Upper bounds of the batch duration histogram, in seconds (+Inf is added). */
+#define METRICS_NBUCKETS 13
+/* Queues counted by name at most; the rest are counted under METRICS_OTHER_QUEUE,
+ * so a table full of distinct queue names cannot blow up a scrape. */
+#define METRICS_MAX_QUEUES 1000
+#define METRICS_OTHER_QUEUE "_other"
+
+struct metrics_queue {
+	char *name;
+	size_t len;
+	unsigned long long relayed;
+	unsigned long long pending; /* pushed, not yet committed */
+};
+
+/* One reading of the database by the watcher; NAN where it could not tell. */
+struct metrics_db {
+	double backlog_jobs;       /* estimate: pg_stat_user_tables.n_live_tup */
+	double oldest_job_age_s;   /* leader only: the first row above its cursor */
+	double oldest_xact_age_s;  /* 0 when no transaction holds back vacuum */
+	double dead_tuples;        /* pg_stat_user_tables.n_dead_tup */
+};
+
+/*
+ * The drain updates it once per batch (one mutex round, no allocation once a
+ * queue has been seen); the watcher once per reading; the HTTP thread reads
+ * it. Every function takes a NULL m as "no metrics" and does nothing.
+ */
+struct metrics {
+	pthread_mutex_t lock;
+	struct metrics_queue *queues;
+	size_t nqueues, capqueues;
+	unsigned long long batches, dead;
+	unsigned long long buckets[METRICS_NBUCKETS + 1]; /* per bucket, the last is +Inf */
+	double duration_sum;
+	bool leader;
+	long long epoch;
+	long long cursor; /* the leader's read cursor, for the oldest staged job */
+	unsigned long long reconnects[METRICS_NSERVERS];
+	bool connected[METRICS_NSERVERS]; /* the drain's own connections, as it last knew */
+	bool probed[METRICS_NSERVERS];    /* the watcher has an answer from each server */
+	bool probe_ok[METRICS_NSERVERS];
+	char probe_err[METRICS_NSERVERS][200];
+	struct metrics_db db;
+};
+
+extern const double metrics_bucket_bounds[METRICS_NBUCKETS];
+
+int metrics_init(struct metrics *m) SD_MUSTCHECK;
+void metrics_free(struct metrics *m);
+
+/* A batch Redis accepted: its jobs by queue, counted once the commit is done.
+ * Called before the commit, while the queue names (in the fetched rows) are
+ * valid; it forgets what an earlier batch that failed to commit left pending. */
+void metrics_batch_pushed(struct metrics *m, const struct batch *b);
+/* The batch committed: its jobs, its dead rows, how long it took. */
+void metrics_batch_done(struct metrics *m, size_t ndead, double seconds, long long cursor);
+/* Became leader (with the cursor it starts from) or lost the lock. */
+void metrics_leader(struct metrics *m, bool leader, long long cursor);
+void metrics_epoch(struct metrics *m, long long epoch);
+/* The drain's own connection went up or down; reconnect counts one more. */
+void metrics_connected(struct metrics *m, enum metrics_server s, bool up, bool reconnect);
+/* The watcher's probe of a server; err (may be NULL) says why it failed. */
+void metrics_probe(struct metrics *m, enum metrics_server s, bool ok, const char *err);
+void metrics_db_reading(struct metrics *m, const struct metrics_db *db);
+/* The leader's cursor for the watcher: false on a standby. */
+bool metrics_leader_cursor(struct metrics *m, long long *cursor);
+
+/* Appends the Prometheus text exposition (format 0.0.4). 0 or -ENOMEM. */
+int metrics_format(struct metrics *m, struct buf *out) SD_MUSTCHECK;
+/* Ready: both of the drain's connections up and both probes answered. Appends
+ * a one-line reason, which says leader or standby. 1 ready, 0 not, -ENOMEM. */
+int metrics_ready(struct metrics *m, struct buf *out) SD_MUSTCHECK;
+
+#endif

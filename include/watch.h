@@ -1,0 +1,47 @@
+/* The watcher: a thread that looks at the database and Redis at a low rate,
+ * on connections of its own, for metrics, /readyz and the long-transaction warning. */
+#ifndef STAGEDRAIN_WATCH_H
+#define STAGEDRAIN_WATCH_H
+
+#include <libpq-fe.h>
+#include <pthread.h>
+#include <stdbool.h>
+
+#include "config.h"
+#include "fmacros.h"
+#include "metrics.h"
+#include "redis_sink.h"
+
+#define WATCH_MAX_WARNED 16
+
+/* A transaction already warned about, and the age at which to warn again. */
+struct watch_warned {
+	int pid;
+	char xact_start[40];
+	double next_age_s;
+	bool seen; /* still open at the last reading */
+};
+
+struct watch {
+	const struct config *cfg;
+	struct metrics *m;
+	PGconn *pg;
+	struct redis_sink probe;
+	pthread_t thread;
+	pthread_mutex_t lock;
+	pthread_cond_t wake;
+	bool stop, running;
+	bool sees_all;  /* may read every session's transaction (pg_read_all_stats) */
+	bool told_priv; /* said once that it may not */
+	bool failing[METRICS_NSERVERS]; /* log only when a server's state changes */
+	struct watch_warned warned[WATCH_MAX_WARNED];
+	size_t nwarned;
+	char errstr[256];
+};
+
+/* Starts the thread; it takes its first reading at once. 0 or -errno. */
+int watch_start(struct watch *w, const struct config *cfg, struct metrics *m) SD_MUSTCHECK;
+/* Stops the thread (within the servers' timeouts), closes its connections. */
+void watch_stop(struct watch *w);
+
+#endif

@@ -1,0 +1,342 @@
+/* What /metrics and /readyz report, kept under one mutex and written as Prometheus text. */
+#include "fmacros.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "metrics.h"
+
+/* From a one-job batch on loopback (about a millisecond) to a push that hit
+ * the default --redis-timeout (5 s) twice over. */
+const double metrics_bucket_bounds[METRICS_NBUCKETS] = { 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+							 0.25,  0.5,    1,     2.5,  5,     10 };
+
+static const char *const server_names[METRICS_NSERVERS] = { "postgres", "redis" };
+
+int metrics_init(struct metrics *m)
+{
+	memset(m, 0, sizeof(*m));
+	m->db = (struct metrics_db){ NAN, NAN, NAN, NAN };
+	return -pthread_mutex_init(&m->lock, NULL);
+}
+
+void metrics_free(struct metrics *m)
+{
+	if (!m)
+		return;
+	for (size_t i = 0; i < m->nqueues; i++)
+		free(m->queues[i].name);
+	free(m->queues);
+	pthread_mutex_destroy(&m->lock);
+	memset(m, 0, sizeof(*m));
+}
+
+/* The queue's counter, added on first sight; past the bound, or out of
+ * memory, the shared METRICS_OTHER_QUEUE one. hint: where the last job's was. */
+static struct metrics_queue *queue_slot(struct metrics *m, const char *name, size_t len, size_t *hint)
+{
+	struct metrics_queue *q;
+	bool full = m->nqueues >= METRICS_MAX_QUEUES;
+
+	if (*hint < m->nqueues && m->queues[*hint].len == len && memcmp(m->queues[*hint].name, name, len) == 0)
+		return &m->queues[*hint];
+	for (size_t i = 0; i < m->nqueues; i++) {
+		if (m->queues[i].len == len && memcmp(m->queues[i].name, name, len) == 0) {
+			*hint = i;
+			return &m->queues[i];
+		}
+	}
+	if (full) {
+		name = METRICS_OTHER_QUEUE;
+		len = strlen(name);
+		for (size_t i = 0; i < m->nqueues; i++)
+			if (m->queues[i].len == len && memcmp(m->queues[i].name, name, len) == 0)
+				return &m->queues[i];
+	}
+	if (m->nqueues == m->capqueues) {
+		size_t cap = m->capqueues ? m->capqueues * 2 : 8;
+		if (!(q = realloc(m->queues, cap * sizeof(*q))))
+			return NULL;
+		m->queues = q;
+		m->capqueues = cap;
+	}
+	q = &m->queues[m->nqueues];
+	if (!(q->name = strndup(name, len)))
+		return NULL;
+	q->len = len;
+	q->relayed = q->pending = 0;
+	*hint = m->nqueues++;
+	return q;
+}
+
+void metrics_batch_pushed(struct metrics *m, const struct batch *b)
+{
+	size_t hint = 0;
+
+	if (!m)
+		return;
+	pthread_mutex_lock(&m->lock);
+	for (size_t i = 0; i < m->nqueues; i++)
+		m->queues[i].pending = 0;
+	for (size_t i = 0; i < b->njobs; i++) {
+		struct metrics_queue *q = queue_slot(m, b->jobs[i].queue, b->jobs[i].queue_len, &hint);
+		if (q)
+			q->pending++;
+	}
+	pthread_mutex_unlock(&m->lock);
+}
+
+void metrics_batch_done(struct metrics *m, size_t ndead, double seconds, long long cursor)
+{
+	size_t k = 0;
+
+	if (!m)
+		return;
+	while (k < METRICS_NBUCKETS && seconds > metrics_bucket_bounds[k])
+		k++;
+	pthread_mutex_lock(&m->lock);
+	for (size_t i = 0; i < m->nqueues; i++) {
+		m->queues[i].relayed += m->queues[i].pending;
+		m->queues[i].pending = 0;
+	}
+	m->dead += ndead;
+	m->batches++;
+	m->buckets[k]++;
+	m->duration_sum += seconds;
+	m->cursor = cursor;
+	pthread_mutex_unlock(&m->lock);
+}
+
+void metrics_leader(struct metrics *m, bool leader, long long cursor)
+{
+	if (!m)
+		return;
+	pthread_mutex_lock(&m->lock);
+	m->leader = leader;
+	m->cursor = cursor;
+	if (!leader)
+		m->epoch = 0;
+	pthread_mutex_unlock(&m->lock);
+}
+
+void metrics_epoch(struct metrics *m, long long epoch)
+{
+	if (!m)
+		return;
+	pthread_mutex_lock(&m->lock);
+	m->epoch = epoch;
+	pthread_mutex_unlock(&m->lock);
+}
+
+void metrics_connected(struct metrics *m, enum metrics_server s, bool up, bool reconnect)
+{
+	if (!m)
+		return;
+	pthread_mutex_lock(&m->lock);
+	m->connected[s] = up;
+	m->reconnects[s] += reconnect;
+	pthread_mutex_unlock(&m->lock);
+}
+
+void metrics_probe(struct metrics *m, enum metrics_server s, bool ok, const char *err)
+{
+	if (!m)
+		return;
+	pthread_mutex_lock(&m->lock);
+	m->probed[s] = true;
+	m->probe_ok[s] = ok;
+	snprintf(m->probe_err[s], sizeof(m->probe_err[s]), "%s", ok || !err ? "" : err);
+	pthread_mutex_unlock(&m->lock);
+}
+
+void metrics_db_reading(struct metrics *m, const struct metrics_db *db)
+{
+	if (!m)
+		return;
+	pthread_mutex_lock(&m->lock);
+	m->db = *db;
+	pthread_mutex_unlock(&m->lock);
+}
+
+bool metrics_leader_cursor(struct metrics *m, long long *cursor)
+{
+	bool leader;
+
+	if (!m)
+		return false;
+	pthread_mutex_lock(&m->lock);
+	leader = m->leader;
+	*cursor = m->cursor;
+	pthread_mutex_unlock(&m->lock);
+	return leader;
+}
+
+/* A label value as the exposition format escapes it: \\, \" and \n. */
+static int put_label(struct buf *out, const char *s, size_t len)
+{
+	int rc = 0;
+
+	for (size_t i = 0; rc == 0 && i < len; i++) {
+		if (s[i] == '\\')
+			rc = buf_puts(out, "\\\\");
+		else if (s[i] == '"')
+			rc = buf_puts(out, "\\\"");
+		else if (s[i] == '\n')
+			rc = buf_puts(out, "\\n");
+		else
+			rc = buf_append(out, &s[i], 1);
+	}
+	return rc;
+}
+
+static int head(struct buf *out, const char *name, const char *type, const char *help)
+{
+	return buf_printf(out, "# HELP stagedrain_%s %s\n# TYPE stagedrain_%s %s\n", name, help, name, type);
+}
+
+/* A gauge the watcher reads: its sample is left out while the value is unknown. */
+static int gauge(struct buf *out, const char *name, const char *help, double v, int decimals)
+{
+	int rc = head(out, name, "gauge", help);
+
+	if (rc == 0 && !isnan(v))
+		rc = buf_printf(out, "stagedrain_%s %.*f\n", name, decimals, v);
+	return rc;
+}
+
+static int format_relayed(struct metrics *m, struct buf *out)
+{
+	int rc = head(out, "jobs_relayed_total", "counter",
+		      "Jobs pushed to Redis and deleted from staged_jobs, by queue.");
+
+	for (size_t i = 0; rc == 0 && i < m->nqueues; i++) {
+		if ((rc = buf_puts(out, "stagedrain_jobs_relayed_total{queue=\"")) == 0 &&
+		    (rc = put_label(out, m->queues[i].name, m->queues[i].len)) == 0)
+			rc = buf_printf(out, "\"} %llu\n", m->queues[i].relayed);
+	}
+	return rc;
+}
+
+static int format_batches(struct metrics *m, struct buf *out)
+{
+	unsigned long long cum = 0;
+	int rc = head(out, "batches_total", "counter", "Batches committed: pushed to Redis, then deleted.");
+
+	if (rc == 0)
+		rc = buf_printf(out, "stagedrain_batches_total %llu\n", m->batches);
+	if (rc == 0)
+		rc = head(out, "batch_duration_seconds", "histogram",
+			  "Time from reading a batch to committing its delete.");
+	for (size_t k = 0; rc == 0 && k < METRICS_NBUCKETS; k++) {
+		cum += m->buckets[k];
+		rc = buf_printf(out, "stagedrain_batch_duration_seconds_bucket{le=\"%g\"} %llu\n",
+				metrics_bucket_bounds[k], cum);
+	}
+	cum += m->buckets[METRICS_NBUCKETS];
+	if (rc == 0)
+		rc = buf_printf(out,
+				"stagedrain_batch_duration_seconds_bucket{le=\"+Inf\"} %llu\n"
+				"stagedrain_batch_duration_seconds_sum %.6f\n"
+				"stagedrain_batch_duration_seconds_count %llu\n",
+				cum, m->duration_sum, cum);
+	return rc;
+}
+
+static int format_state(struct metrics *m, struct buf *out)
+{
+	int rc = head(out, "dead_letter_jobs_total", "counter",
+		      "Rows that could not be jobs, moved to staged_jobs_dead.");
+
+	if (rc == 0)
+		rc = buf_printf(out, "stagedrain_dead_letter_jobs_total %llu\n", m->dead);
+	if (rc == 0)
+		rc = head(out, "is_leader", "gauge", "1 while this relay holds the leader lock, 0 on a standby.");
+	if (rc == 0)
+		rc = buf_printf(out, "stagedrain_is_leader %d\n", m->leader);
+	if (rc == 0)
+		rc = head(out, "leader_epoch", "gauge",
+			  "Epoch this relay took in Redis when it became leader; 0 on a standby.");
+	if (rc == 0)
+		rc = buf_printf(out, "stagedrain_leader_epoch %lld\n", m->epoch);
+	if (rc == 0)
+		rc = head(out, "reconnects_total", "counter", "Times the relay reconnected to a server after losing it.");
+	for (int s = 0; rc == 0 && s < METRICS_NSERVERS; s++)
+		rc = buf_printf(out, "stagedrain_reconnects_total{server=\"%s\"} %llu\n", server_names[s],
+				m->reconnects[s]);
+	return rc;
+}
+
+static bool ready_locked(const struct metrics *m)
+{
+	for (int s = 0; s < METRICS_NSERVERS; s++)
+		if (!m->connected[s] || !m->probed[s] || !m->probe_ok[s])
+			return false;
+	return true;
+}
+
+static int format_db(struct metrics *m, struct buf *out)
+{
+	int rc = head(out, "ready", "gauge", "1 while /readyz answers 200: both servers reachable.");
+
+	if (rc == 0)
+		rc = buf_printf(out, "stagedrain_ready %d\n", ready_locked(m));
+	if (rc == 0)
+		rc = gauge(out, "backlog_jobs",
+			   "Jobs staged and not yet relayed (PostgreSQL's live-row estimate for staged_jobs).",
+			   m->db.backlog_jobs, 0);
+	if (rc == 0)
+		rc = gauge(out, "oldest_staged_job_age_seconds",
+			   "Age of the oldest job waiting to be relayed; 0 when none waits. Leader only.",
+			   m->db.oldest_job_age_s, 3);
+	if (rc == 0)
+		rc = gauge(out, "oldest_transaction_age_seconds",
+			   "Age of the oldest transaction in the database that holds back vacuum; 0 when none.",
+			   m->db.oldest_xact_age_s, 3);
+	if (rc == 0)
+		rc = gauge(out, "staged_dead_tuples", "Dead rows in staged_jobs that vacuum has not removed yet.",
+			   m->db.dead_tuples, 0);
+	return rc;
+}
+
+int metrics_format(struct metrics *m, struct buf *out)
+{
+	int rc;
+
+	pthread_mutex_lock(&m->lock);
+	rc = format_relayed(m, out);
+	if (rc == 0)
+		rc = format_batches(m, out);
+	if (rc == 0)
+		rc = format_state(m, out);
+	if (rc == 0)
+		rc = format_db(m, out);
+	pthread_mutex_unlock(&m->lock);
+	return rc;
+}
+
+int metrics_ready(struct metrics *m, struct buf *out)
+{
+	const char *role;
+	bool ready;
+	int rc;
+
+	pthread_mutex_lock(&m->lock);
+	ready = ready_locked(m);
+	role = m->leader ? "leader" : "standby";
+	rc = buf_printf(out, "%s %s", ready ? "ready" : "not ready", role);
+	for (int s = 0; rc == 0 && !ready && s < METRICS_NSERVERS; s++) {
+		if (!m->connected[s])
+			rc = buf_printf(out, "; %s: not connected", server_names[s]);
+		else if (!m->probed[s])
+			rc = buf_printf(out, "; %s: not checked yet", server_names[s]);
+		else if (!m->probe_ok[s])
+			rc = buf_printf(out, "; %s: %s", server_names[s], m->probe_err[s]);
+	}
+	if (rc == 0)
+		rc = buf_puts(out, "\n");
+	pthread_mutex_unlock(&m->lock);
+	return rc < 0 ? rc : ready;
+}

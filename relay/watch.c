@@ -1,0 +1,323 @@
+/* The watcher: low-rate readings of the database and Redis, off the drain's session. */
+#include "fmacros.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "log.h"
+#include "watch.h"
+
+/*
+ * Cheap by construction: no query here counts or scans staged_jobs. The
+ * backlog and dead rows come from the statistics PostgreSQL keeps anyway
+ * (what autovacuum reads); the oldest staged job is one index probe just
+ * above the leader's cursor, where its own next read starts, so it never
+ * walks the dead entries of drained rows even under a long transaction.
+ */
+#define STATS_SQL                                                                                  \
+	"SELECT t.n_live_tup, t.n_dead_tup,"                                                       \
+	" (SELECT greatest(0, extract(epoch FROM clock_timestamp() - s.created_at))::float8"      \
+	"  FROM staged_jobs s WHERE s.id > $1::int8 ORDER BY s.id LIMIT 1)"                        \
+	" FROM pg_stat_user_tables t WHERE t.relid = 'staged_jobs'::regclass"
+
+/* Transactions that hold back vacuum: those with an xid or a snapshot (an idle
+ * READ COMMITTED transaction has neither and does not). In PostgreSQL 14 and
+ * later only sessions of the same database hold back its tables' cleanup. */
+#define XACTS_SQL                                                                                  \
+	"SELECT pid, coalesce(usename, ''), coalesce(application_name, ''), coalesce(state, ''),"  \
+	" extract(epoch FROM clock_timestamp() - xact_start)::float8, xact_start::text"           \
+	" FROM pg_stat_activity"                                                                   \
+	" WHERE datname = current_database() AND pid <> pg_backend_pid() AND xact_start IS NOT NULL" \
+	" AND (backend_xid IS NOT NULL OR backend_xmin IS NOT NULL)"                              \
+	" ORDER BY xact_start LIMIT 16"
+
+/* Without it, other roles' sessions show no transaction at all. */
+#define PRIV_SQL "SELECT pg_has_role('pg_read_all_stats', 'USAGE')"
+
+/* Bounds every query, so stopping waits no longer than this. */
+#define WATCH_STATEMENT_TIMEOUT "SET statement_timeout = 10000"
+
+static void pg_error(struct watch *w, const PGresult *res, const char *what)
+{
+	const char *msg = res ? PQresultErrorMessage(res) : "";
+	size_t n;
+
+	if (!*msg)
+		msg = w->pg ? PQerrorMessage(w->pg) : "out of memory";
+	snprintf(w->errstr, sizeof(w->errstr), "%s: %s", what, *msg ? msg : "no message");
+	/* libpq's messages end in a newline and may hold more; keep one line. */
+	for (n = 0; w->errstr[n]; n++)
+		if (w->errstr[n] == '\n' || w->errstr[n] == '\t')
+			w->errstr[n] = ' ';
+	while (n > 0 && w->errstr[n - 1] == ' ')
+		w->errstr[--n] = '\0';
+}
+
+static int pg_connect(struct watch *w)
+{
+	/* After dbname, so it names this session in pg_stat_activity whatever the URL says. */
+	const char *keys[] = { "connect_timeout", "keepalives", "keepalives_idle", "dbname",
+			       "application_name", NULL, NULL };
+	const char *vals[] = { "10", "1", "5", w->cfg->pg_url, "stagedrain-watch", NULL, NULL };
+	PGresult *res;
+
+	if (w->cfg->pg_password) {
+		keys[5] = "password";
+		vals[5] = w->cfg->pg_password;
+	}
+	w->pg = PQconnectdbParams(keys, vals, 1);
+	if (!w->pg || PQstatus(w->pg) != CONNECTION_OK) {
+		pg_error(w, NULL, "could not connect to postgres");
+		return -EIO;
+	}
+	res = PQexec(w->pg, WATCH_STATEMENT_TIMEOUT);
+	if (PQresultStatus(res) == PGRES_COMMAND_OK) {
+		PQclear(res);
+		res = PQexec(w->pg, PRIV_SQL);
+	}
+	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+		pg_error(w, res, "could not set up the watching session");
+		PQclear(res);
+		return -EIO;
+	}
+	w->sees_all = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+	PQclear(res);
+	if (!w->sees_all && !w->told_priv) {
+		w->told_priv = true;
+		log_warn("cannot see other roles' transactions; not reporting the oldest transaction's age "
+			 "(grant pg_read_all_stats or pg_monitor to the relay's role)",
+			 NULL);
+	}
+	return 0;
+}
+
+/* Backlog, dead rows and, on the leader, the oldest staged job's age. */
+static int read_stats(struct watch *w, struct metrics_db *db)
+{
+	char cursor[32];
+	long long cur;
+	bool leader = metrics_leader_cursor(w->m, &cur);
+	const char *params[1] = { leader ? cursor : NULL };
+	PGresult *res;
+	int rc = 0;
+
+	snprintf(cursor, sizeof(cursor), "%lld", cur);
+	res = PQexecParams(w->pg, STATS_SQL, 1, NULL, params, NULL, NULL, 0);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1) {
+		pg_error(w, res, "could not read staged_jobs statistics");
+		rc = -EIO;
+	} else {
+		db->backlog_jobs = strtod(PQgetvalue(res, 0, 0), NULL);
+		db->dead_tuples = strtod(PQgetvalue(res, 0, 1), NULL);
+		if (leader)
+			db->oldest_job_age_s = PQgetisnull(res, 0, 2) ? 0 : strtod(PQgetvalue(res, 0, 2), NULL);
+	}
+	PQclear(res);
+	return rc;
+}
+
+static struct watch_warned *find_warned(struct watch *w, int pid, const char *start)
+{
+	for (size_t i = 0; i < w->nwarned; i++)
+		if (w->warned[i].pid == pid && strcmp(w->warned[i].xact_start, start) == 0)
+			return &w->warned[i];
+	return NULL;
+}
+
+/* Warns once a transaction passes --warn-xact-age, and again each time its
+ * age doubles: a line per transaction that stays open, not one per reading. */
+static void warn_xact(struct watch *w, const PGresult *res, int row)
+{
+	int pid = atoi(PQgetvalue(res, row, 0));
+	const char *start = PQgetvalue(res, row, 5);
+	double age = strtod(PQgetvalue(res, row, 4), NULL);
+	struct watch_warned *x = find_warned(w, pid, start);
+
+	if (x)
+		x->seen = true;
+	if (w->cfg->warn_xact_age_ms == 0 || age * 1000 < w->cfg->warn_xact_age_ms || (x && age < x->next_age_s))
+		return;
+	log_warn("a transaction has been open longer than --warn-xact-age; vacuum cannot remove "
+		 "rows deleted since it began, in staged_jobs or any other table",
+		 LOGF(F_INT("pid", pid), F_STR("user", PQgetvalue(res, row, 1)),
+		      F_STR("application", PQgetvalue(res, row, 2)), F_INT("age_s", (long long)age),
+		      F_STR("state", PQgetvalue(res, row, 3)), F_STR("xact_start", start)));
+	if (!x && w->nwarned < WATCH_MAX_WARNED) {
+		x = &w->warned[w->nwarned++];
+		x->pid = pid;
+		snprintf(x->xact_start, sizeof(x->xact_start), "%s", start);
+		x->seen = true;
+	}
+	if (x)
+		x->next_age_s = age * 2;
+}
+
+/* Forgets the transactions that ended. */
+static void prune_warned(struct watch *w)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < w->nwarned; i++) {
+		if (w->warned[i].seen) {
+			w->warned[n] = w->warned[i];
+			w->warned[n++].seen = false;
+		}
+	}
+	w->nwarned = n;
+}
+
+static int read_xacts(struct watch *w, struct metrics_db *db)
+{
+	PGresult *res = PQexec(w->pg, XACTS_SQL);
+	int n;
+
+	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+		pg_error(w, res, "could not read pg_stat_activity");
+		PQclear(res);
+		return -EIO;
+	}
+	n = PQntuples(res);
+	if (w->sees_all)
+		db->oldest_xact_age_s = n ? strtod(PQgetvalue(res, 0, 4), NULL) : 0;
+	for (int i = 0; i < n; i++)
+		warn_xact(w, res, i);
+	prune_warned(w);
+	PQclear(res);
+	return 0;
+}
+
+/* Logs a server's state only when it changes: one line when it fails, one when it is back. */
+static void note(struct watch *w, enum metrics_server s, bool ok, const char *err)
+{
+	static const char *const names[] = { "postgres", "redis" };
+
+	metrics_probe(w->m, s, ok, err);
+	if (ok == !w->failing[s])
+		return;
+	w->failing[s] = !ok;
+	if (ok)
+		log_info("watcher reaches the server again", LOGF(F_STR("server", names[s])));
+	else
+		log_warn("watcher cannot reach the server; /readyz reports not ready",
+			 LOGF(F_STR("server", names[s]), F_STR("error", err)));
+}
+
+static void watch_pg(struct watch *w)
+{
+	struct metrics_db db = { NAN, NAN, NAN, NAN };
+	int rc = 0;
+
+	if (w->pg && PQstatus(w->pg) != CONNECTION_OK) {
+		PQfinish(w->pg);
+		w->pg = NULL;
+	}
+	if (!w->pg)
+		rc = pg_connect(w);
+	if (rc == 0)
+		rc = read_stats(w, &db);
+	if (rc == 0)
+		rc = read_xacts(w, &db);
+	if (rc < 0) {
+		/* Whatever the session's state, start afresh next time. */
+		PQfinish(w->pg);
+		w->pg = NULL;
+		db = (struct metrics_db){ NAN, NAN, NAN, NAN };
+	}
+	metrics_db_reading(w->m, &db);
+	note(w, METRICS_PG, rc == 0, w->errstr);
+}
+
+static void watch_redis(struct watch *w)
+{
+	redisReply *r = NULL;
+	int rc = 0;
+
+	if (!redis_sink_connected(&w->probe))
+		rc = redis_sink_connect(&w->probe);
+	else if (!(r = redisCommand(w->probe.ctx, "PING")) || r->type == REDIS_REPLY_ERROR) {
+		snprintf(w->probe.errstr, sizeof(w->probe.errstr), "PING failed: %s",
+			 r ? r->str : w->probe.ctx->errstr);
+		redis_sink_close(&w->probe);
+		rc = -EIO;
+	}
+	freeReplyObject(r);
+	note(w, METRICS_REDIS, rc == 0, w->probe.errstr);
+}
+
+static void *watch_main(void *arg)
+{
+	struct watch *w = arg;
+	struct timespec until;
+
+	pthread_mutex_lock(&w->lock);
+	while (!w->stop) {
+		pthread_mutex_unlock(&w->lock);
+		watch_redis(w);
+		watch_pg(w);
+		clock_gettime(CLOCK_MONOTONIC, &until);
+		until.tv_sec += w->cfg->watch_interval_ms / 1000;
+		until.tv_nsec += (long)(w->cfg->watch_interval_ms % 1000) * 1000000L;
+		if (until.tv_nsec >= 1000000000L) {
+			until.tv_sec++;
+			until.tv_nsec -= 1000000000L;
+		}
+		pthread_mutex_lock(&w->lock);
+		while (!w->stop && pthread_cond_timedwait(&w->wake, &w->lock, &until) != ETIMEDOUT)
+			;
+	}
+	pthread_mutex_unlock(&w->lock);
+	return NULL;
+}
+
+int watch_start(struct watch *w, const struct config *cfg, struct metrics *m)
+{
+	pthread_condattr_t attr;
+	int rc;
+
+	memset(w, 0, sizeof(*w));
+	w->cfg = cfg;
+	w->m = m;
+	redis_sink_init(&w->probe, cfg);
+	if ((rc = pthread_condattr_init(&attr)) != 0)
+		goto fail_attr;
+	if ((rc = pthread_condattr_setclock(&attr, CLOCK_MONOTONIC)) != 0 ||
+	    (rc = pthread_cond_init(&w->wake, &attr)) != 0)
+		goto fail_cond;
+	if ((rc = pthread_mutex_init(&w->lock, NULL)) != 0)
+		goto fail_mutex;
+	if ((rc = pthread_create(&w->thread, NULL, watch_main, w)) != 0)
+		goto fail_thread;
+	pthread_condattr_destroy(&attr);
+	w->running = true;
+	return 0;
+fail_thread:
+	pthread_mutex_destroy(&w->lock);
+fail_mutex:
+	pthread_cond_destroy(&w->wake);
+fail_cond:
+	pthread_condattr_destroy(&attr);
+fail_attr:
+	redis_sink_free(&w->probe);
+	return -rc;
+}
+
+void watch_stop(struct watch *w)
+{
+	if (!w || !w->running)
+		return;
+	pthread_mutex_lock(&w->lock);
+	w->stop = true;
+	pthread_cond_signal(&w->wake);
+	pthread_mutex_unlock(&w->lock);
+	pthread_join(w->thread, NULL);
+	pthread_cond_destroy(&w->wake);
+	pthread_mutex_destroy(&w->lock);
+	PQfinish(w->pg);
+	w->pg = NULL;
+	redis_sink_free(&w->probe);
+	w->running = false;
+}

@@ -1,0 +1,550 @@
+/* The HTTP endpoint against real servers, scraped with curl: every metric after
+ * a known drain, /readyz across a Redis outage, the long-transaction warning,
+ * and the compose example's services run as compose would run them. */
+#include "fmacros.h"
+
+#include <check.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "suites.h"
+
+#define LOCK_KEY 0x73746764726eLL /* the default --lock-key */
+#define WAIT_MS 30000
+
+/* Reads a whole file (caller frees); "" if it is missing. */
+static char *slurp(const char *path)
+{
+	FILE *f = fopen(path, "rb");
+	char *s = NULL;
+	size_t n = 0;
+
+	if (f) {
+		FILE *out = open_memstream(&s, &n);
+		int c;
+		while ((c = fgetc(f)) != EOF)
+			fputc(c, out);
+		fclose(out);
+		fclose(f);
+	}
+	return s ? s : strdup("");
+}
+
+/* The port on the relay's "serving http" line (key=value or JSON). */
+static int logged_port(const char *path)
+{
+	char *log = slurp(path), *line = strstr(log, "serving http"), *at;
+	int port;
+
+	ck_assert_msg(line && (at = strstr(line, "127.0.0.1:")), "no address logged in %s", path);
+	port = atoi(at + strlen("127.0.0.1:"));
+	free(log);
+	ck_assert_int_gt(port, 0);
+	return port;
+}
+
+/* Starts the relay with the endpoint on a free port and returns that port,
+ * read from its "serving http" log line. */
+static int start_http_relay(struct relay_proc *p, const char *name, const char *const *args)
+{
+	const char *argv[32] = { "--http-addr", "127.0.0.1:0", "--watch-interval", "200ms" };
+	int n = 4;
+
+	for (; args && *args && n < 31; args++)
+		argv[n++] = *args;
+	argv[n] = NULL;
+	h_relay_start(p, name, argv);
+	ck_assert_msg(h_log_wait(p, "serving http", WAIT_MS), "no \"serving http\" line in %s", p->log);
+	return logged_port(p->log);
+}
+
+/* GET (or another method) with curl; returns the status, the body in *body. */
+static int curl(int port, const char *method, const char *path, char **body)
+{
+	char cmd[PATH_MAX + 256], out[PATH_MAX], code[16] = "";
+	FILE *f;
+
+	snprintf(out, sizeof(out), "%s/curl.out", h_env("TEST_DIR"));
+	snprintf(cmd, sizeof(cmd), "curl -sS --max-time 10 -X %s -o '%s' -w '%%{http_code}' http://127.0.0.1:%d%s",
+		 method, out, port, path);
+	f = popen(cmd, "r");
+	ck_assert_ptr_nonnull(f);
+	if (!fgets(code, sizeof(code), f))
+		code[0] = '\0';
+	ck_assert_msg(pclose(f) == 0, "%s failed", cmd);
+	if (body)
+		*body = slurp(out);
+	return atoi(code);
+}
+
+static char *scrape(int port)
+{
+	char *body;
+
+	ck_assert_int_eq(curl(port, "GET", "/metrics", &body), 200);
+	return body;
+}
+
+/* The value of the sample whose name and labels are exactly series; NAN if absent. */
+static double sample(const char *page, const char *series)
+{
+	size_t n = strlen(series);
+
+	for (const char *p = page; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
+		if (strncmp(p, series, n) == 0 && p[n] == ' ')
+			return strtod(p + n + 1, NULL);
+	return NAN;
+}
+
+static double scrape_one(int port, const char *series)
+{
+	char *page = scrape(port);
+	double v = sample(page, series);
+
+	free(page);
+	return v;
+}
+
+/* Scrapes until series equals want (within tol), or fails after WAIT_MS. */
+static void wait_sample(int port, const char *series, double want, double tol)
+{
+	long long t0 = h_now_ms();
+	double v;
+
+	while (!((v = scrape_one(port, series)) >= want - tol && v <= want + tol)) {
+		if (h_now_ms() - t0 > WAIT_MS) {
+			char *page = scrape(port);
+			ck_abort_msg("%s is %g, not %g, after %d ms:\n%s", series, v, want, WAIT_MS, page);
+		}
+		h_sleep_ms(100);
+	}
+}
+
+static void wait_ready(int port, int want_status, const char *want_body)
+{
+	long long t0 = h_now_ms();
+	char *body = NULL;
+	int st;
+
+	while ((st = curl(port, "GET", "/readyz", &body)) != want_status || !strstr(body, want_body)) {
+		ck_assert_msg(h_now_ms() - t0 < WAIT_MS, "/readyz is %d \"%s\", not %d \"%s\"", st, body,
+			      want_status, want_body);
+		free(body);
+		h_sleep_ms(100);
+	}
+	free(body);
+}
+
+static void stop_relay(struct relay_proc *p)
+{
+	h_relay_kill(p, SIGTERM);
+	ck_assert_int_eq(h_relay_wait(p, 15000), 0);
+}
+
+/* Every metric of the issue, on a standby and then on the leader it becomes. */
+START_TEST(metrics_after_a_known_drain)
+{
+	PGconn *lock = h_pg(), *app = h_pg();
+	redisContext *r = h_redis();
+	struct relay_proc p;
+	char *page, *body;
+	int port;
+
+	/* Hold the leader lock so the relay waits as a standby, with a backlog. */
+	h_sql(lock, "SELECT pg_advisory_lock(%lld)", LOCK_KEY);
+	port = start_http_relay(&p, "known-drain", (const char *const[]){ "--batch-size", "100", NULL });
+	ck_assert(h_log_wait(&p, "waiting as standby", WAIT_MS));
+	h_stage(app, "a", 1, 250);
+	h_stage(app, "b", 1, 100);
+	h_sql(app, "INSERT INTO staged_jobs (job_class, args) VALUES ('Bad', '{\"x\": 1}'), ('Bad', '\"s\"')");
+	PQfinish(app); /* a session reports its statistics when it ends */
+
+	wait_ready(port, 200, "ready standby\n");
+	wait_sample(port, "stagedrain_backlog_jobs", 352, 0);
+	page = scrape(port);
+	ck_assert(sample(page, "stagedrain_is_leader") == 0);
+	ck_assert(sample(page, "stagedrain_leader_epoch") == 0);
+	ck_assert(sample(page, "stagedrain_batches_total") == 0);
+	/* Only the leader knows where its cursor is. */
+	ck_assert(isnan(sample(page, "stagedrain_oldest_staged_job_age_seconds")));
+	ck_assert(strstr(page, "# TYPE stagedrain_batch_duration_seconds histogram\n"));
+	free(page);
+
+	ck_assert_int_eq(curl(port, "GET", "/healthz", &body), 200);
+	ck_assert_str_eq(body, "ok\n");
+	free(body);
+	ck_assert_int_eq(curl(port, "GET", "/nothing", NULL), 404);
+	ck_assert_int_eq(curl(port, "POST", "/metrics", NULL), 405);
+
+	/* Release the lock: the standby takes over and drains 352 rows, 100 a batch. */
+	h_sql(lock, "SELECT pg_advisory_unlock(%lld)", LOCK_KEY);
+	wait_sample(port, "stagedrain_batches_total", 4, 0);
+	page = scrape(port);
+	ck_assert(sample(page, "stagedrain_jobs_relayed_total{queue=\"a\"}") == 250);
+	ck_assert(sample(page, "stagedrain_jobs_relayed_total{queue=\"b\"}") == 100);
+	ck_assert(sample(page, "stagedrain_dead_letter_jobs_total") == 2);
+	ck_assert(sample(page, "stagedrain_batch_duration_seconds_count") == 4);
+	ck_assert(sample(page, "stagedrain_batch_duration_seconds_bucket{le=\"+Inf\"}") == 4);
+	ck_assert(sample(page, "stagedrain_batch_duration_seconds_sum") > 0);
+	ck_assert(sample(page, "stagedrain_is_leader") == 1);
+	ck_assert(sample(page, "stagedrain_leader_epoch") == 1); /* Redis was flushed: the first epoch */
+	ck_assert(sample(page, "stagedrain_reconnects_total{server=\"postgres\"}") == 0);
+	ck_assert(sample(page, "stagedrain_reconnects_total{server=\"redis\"}") == 0);
+	ck_assert(sample(page, "stagedrain_ready") == 1);
+	free(page);
+	ck_assert_int_eq(h_cmd_int(r, "LLEN queue:a"), 250);
+	ck_assert_int_eq(h_cmd_int(r, "LLEN queue:b"), 100);
+	wait_ready(port, 200, "ready leader\n");
+	wait_sample(port, "stagedrain_oldest_staged_job_age_seconds", 0, 0);
+	wait_sample(port, "stagedrain_backlog_jobs", 0, 0);
+	ck_assert(scrape_one(port, "stagedrain_staged_dead_tuples") >= 0);
+	stop_relay(&p);
+	PQfinish(lock);
+	redisFree(r);
+}
+END_TEST
+
+START_TEST(readyz_flips_when_redis_stops_and_back)
+{
+	PGconn *c = h_pg();
+	redisContext *r;
+	struct relay_proc p;
+	char *body;
+	int port = start_http_relay(&p, "redis-outage", (const char *const[]){ "--redis-timeout", "1s", NULL });
+
+	wait_ready(port, 200, "ready leader\n");
+	h_services("redis-stop");
+	wait_ready(port, 503, "not ready leader");
+	ck_assert_int_eq(curl(port, "GET", "/readyz", &body), 503);
+	ck_assert_msg(strstr(body, "redis"), "/readyz does not say why: %s", body);
+	free(body);
+	ck_assert(scrape_one(port, "stagedrain_ready") == 0);
+	/* Alive all along: /healthz is for the process, not its servers. */
+	ck_assert_int_eq(curl(port, "GET", "/healthz", NULL), 200);
+
+	/* A job staged an hour ago waits while Redis is down: its age shows. */
+	h_sql(c, "INSERT INTO staged_jobs (job_class, created_at) VALUES ('Late', now() - interval '1 hour')");
+	{
+		long long t0 = h_now_ms();
+		while (!(scrape_one(port, "stagedrain_oldest_staged_job_age_seconds") >= 3600)) {
+			ck_assert_msg(h_now_ms() - t0 < WAIT_MS, "oldest staged job age did not reach an hour");
+			h_sleep_ms(100);
+		}
+	}
+	h_services("redis-start");
+	wait_ready(port, 200, "ready leader\n");
+	wait_sample(port, "stagedrain_oldest_staged_job_age_seconds", 0, 0);
+	r = h_redis();
+	ck_assert_int_eq(h_cmd_int(r, "LLEN queue:default"), 1);
+	ck_assert(scrape_one(port, "stagedrain_reconnects_total{server=\"redis\"}") >= 1);
+	stop_relay(&p);
+	PQfinish(c);
+	redisFree(r);
+}
+END_TEST
+
+static int count_lines(const char *path, const char *a, const char *b)
+{
+	char *log = slurp(path), *save = NULL;
+	int n = 0;
+
+	for (char *line = strtok_r(log, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+		n += strstr(line, a) && strstr(line, b);
+	free(log);
+	return n;
+}
+
+START_TEST(long_transaction_is_named_and_measured)
+{
+	PGconn *x = h_pg(), *app = h_pg();
+	struct relay_proc p;
+	char pid_field[32];
+	long long pid, t0;
+	int port;
+
+	/* A transaction with a snapshot: vacuum cannot remove rows deleted after it began. */
+	h_sql(x, "SET application_name = 'report-job'");
+	h_sql(x, "BEGIN ISOLATION LEVEL REPEATABLE READ");
+	h_sql(x, "SELECT count(*) FROM staged_jobs");
+	pid = h_sql(x, "SELECT pg_backend_pid()");
+	snprintf(pid_field, sizeof(pid_field), "pid=%lld ", pid);
+	h_stage(app, "default", 1, 300);
+	PQfinish(app);
+
+	port = start_http_relay(&p, "long-xact", (const char *const[]){ "--warn-xact-age", "1s", NULL });
+	ck_assert_msg(h_log_wait(&p, pid_field, WAIT_MS), "no warning naming %s in %s", pid_field, p.log);
+	ck_assert_int_eq(count_lines(p.log, pid_field, "open longer than --warn-xact-age"), 1);
+	ck_assert_int_eq(count_lines(p.log, pid_field, "user=postgres application=report-job"), 1);
+	ck_assert(scrape_one(port, "stagedrain_oldest_transaction_age_seconds") >= 1);
+	/* The drained rows stay behind as dead tuples while it is open. */
+	t0 = h_now_ms();
+	while (!(scrape_one(port, "stagedrain_staged_dead_tuples") >= 300)) {
+		ck_assert_msg(h_now_ms() - t0 < WAIT_MS, "dead tuples not reported");
+		h_sleep_ms(100);
+	}
+	/* Warned again as its age doubles, not at every reading (5 a second here). */
+	h_sleep_ms(3000);
+	ck_assert_int_le(count_lines(p.log, pid_field, "open longer than"), 4);
+
+	h_sql(x, "COMMIT");
+	wait_sample(port, "stagedrain_oldest_transaction_age_seconds", 0, 0.9);
+	stop_relay(&p);
+	PQfinish(x);
+}
+END_TEST
+
+START_TEST(address_in_use_fails_at_start)
+{
+	struct relay_proc a, b;
+	char addr[32];
+	int port = start_http_relay(&a, "first", NULL);
+
+	snprintf(addr, sizeof(addr), "127.0.0.1:%d", port);
+	h_relay_start(&b, "second", (const char *const[]){ "--http-addr", addr, NULL });
+	ck_assert_int_eq(h_relay_wait(&b, WAIT_MS), 1);
+	ck_assert(h_log_contains(b.log, "level=error msg=\"cannot start\" setting=--http-addr"));
+	ck_assert(h_log_contains(b.log, "Address already in use"));
+	stop_relay(&a);
+}
+END_TEST
+
+/* ---- the compose example ---- */
+
+/* One service of docker/docker-compose.yml, as tests/docker_check.py reads it. */
+static json_t *compose_service(const char *name)
+{
+	char cmd[512];
+	const char *py = access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3";
+	char *out = NULL;
+	size_t n = 0;
+	json_error_t err;
+	json_t *j;
+	FILE *f, *o = open_memstream(&out, &n);
+	int c;
+
+	snprintf(cmd, sizeof(cmd), "%s tests/docker_check.py --service %s docker/docker-compose.yml", py, name);
+	ck_assert_ptr_nonnull(f = popen(cmd, "r"));
+	while ((c = fgetc(f)) != EOF)
+		fputc(c, o);
+	fclose(o);
+	ck_assert_msg(pclose(f) == 0, "%s failed", cmd);
+	j = json_loads(out, 0, &err);
+	ck_assert_msg(j != NULL, "%s: %s", cmd, err.text);
+	free(out);
+	return j;
+}
+
+static int pg_port(void)
+{
+	return atoi(strrchr(h_env("TEST_PG_URL"), ':') + 1);
+}
+
+/* "NAME=VALUE", malloc'd. */
+static char *env_pair(const char *name, const char *value)
+{
+	size_t n = strlen(name) + strlen(value) + 2;
+	char *s = malloc(n);
+
+	ck_assert_ptr_nonnull(s);
+	snprintf(s, n, "%s=%s", name, value);
+	return s;
+}
+
+/* Points the compose network's host names in value at this run's servers. */
+static char *local(const char *value)
+{
+	char *out = malloc(1024);
+	const char *p = value;
+	size_t n = 0;
+
+	ck_assert_ptr_nonnull(out);
+	while (*p && n < 900) {
+		if (strncmp(p, "@postgres:5432/", 15) == 0) {
+			n += (size_t)snprintf(out + n, 64, "@127.0.0.1:%d/", pg_port());
+			p += 15;
+		} else if (strncmp(p, "redis://redis:6379/", 19) == 0) {
+			n += (size_t)snprintf(out + n, 64, "redis://127.0.0.1:%s/", h_env("TEST_REDIS_PORT"));
+			p += 19;
+		} else {
+			out[n++] = *p++;
+		}
+	}
+	ck_assert_msg(!*p, "value too long: %s", value);
+	out[n] = '\0';
+	return out;
+}
+
+/* Runs argv with exactly the service's environment (host names made local),
+ * PATH, and extra NAME=VALUE pairs; output to TEST_DIR/<name>.log. */
+static pid_t run_service(const char *name, const char *const *argv, json_t *svc, const char *const *extra)
+{
+	static char *envp[64];
+	json_t *env = json_object_get(svc, "environment"), *v;
+	const char *k;
+	char log[PATH_MAX];
+	int n = 0;
+	pid_t pid;
+
+	for (int i = 0; envp[i]; i++) {
+		free(envp[i]);
+		envp[i] = NULL;
+	}
+	envp[n++] = env_pair("PATH", getenv("PATH"));
+	json_object_foreach(env, k, v)
+	{
+		char *val = local(json_string_value(v));
+		envp[n++] = env_pair(k, val);
+		free(val);
+	}
+	for (; extra && *extra; extra++)
+		envp[n++] = strdup(*extra);
+	envp[n] = NULL;
+	snprintf(log, sizeof(log), "%s/%s.log", h_env("TEST_DIR"), name);
+	unlink(log); /* no line of an earlier run may be read for this one's */
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		dup2(fd, STDOUT_FILENO);
+		dup2(fd, STDERR_FILENO);
+		if (chdir(h_env("TEST_DIR")) < 0) /* Sidekiq would read ./config/sidekiq.yml */
+			_exit(126);
+		execve(argv[0], (char *const *)argv, envp);
+		_exit(127);
+	}
+	return pid;
+}
+
+/* argv: prefix, then the service's entrypoint, then its command. */
+static const char **service_argv(const char *const *prefix, json_t *svc)
+{
+	static const char *argv[64];
+	int n = 0;
+	size_t i;
+	json_t *a;
+
+	for (; *prefix; prefix++)
+		argv[n++] = *prefix;
+	json_array_foreach(json_object_get(svc, "entrypoint"), i, a) argv[n++] = json_string_value(a);
+	json_array_foreach(json_object_get(svc, "command"), i, a) argv[n++] = json_string_value(a);
+	argv[n] = NULL;
+	return argv;
+}
+
+static int wait_pid(pid_t pid, int timeout_ms)
+{
+	struct relay_proc p = { .pid = pid };
+	int st = h_relay_wait(&p, timeout_ms);
+
+	if (st < 0) {
+		kill(pid, SIGKILL);
+		(void)h_relay_wait(&p, 5000);
+	}
+	return st;
+}
+
+/* The compose file's migrate, relay, app and worker services, with their
+ * exact command lines and environments, against this run's servers: only
+ * host names become 127.0.0.1 and its ports, and the relay's metrics port 0.
+ * The app stages 5 transactions (one rolls back); Sidekiq runs the 8 jobs. */
+START_TEST(compose_services_run_against_local_servers)
+{
+	json_t *migrate = compose_service("migrate"), *relay = compose_service("relay");
+	json_t *app = compose_service("app"), *worker = compose_service("worker");
+	char bin[PATH_MAX], pgport[32], worker_rb[PATH_MAX];
+	struct relay_proc rp, app_log, sk_log;
+	PGconn *c = h_pg();
+	redisContext *r = h_redis();
+	pid_t sk;
+	long long t0;
+	int port;
+
+	ck_assert_ptr_nonnull(realpath(h_env("STAGEDRAIN_BIN"), bin)); /* the services run in TEST_DIR */
+	/* What the postgres image makes of POSTGRES_USER, _PASSWORD and _DB. */
+	h_sql(c, "DROP DATABASE IF EXISTS app");
+	h_sql(c, "DROP ROLE IF EXISTS app");
+	h_sql(c, "CREATE ROLE app SUPERUSER LOGIN PASSWORD 'app'");
+	h_sql(c, "CREATE DATABASE app OWNER app");
+	snprintf(rp.log, sizeof(rp.log), "%s/compose-relay.log", h_env("TEST_DIR"));
+	snprintf(app_log.log, sizeof(app_log.log), "%s/app.log", h_env("TEST_DIR"));
+	snprintf(sk_log.log, sizeof(sk_log.log), "%s/worker.log", h_env("TEST_DIR"));
+
+	ck_assert_int_eq(wait_pid(run_service("migrate", service_argv((const char *[]){ bin, NULL }, migrate),
+					      migrate, NULL),
+				  WAIT_MS),
+			 0);
+	json_object_set_new(json_object_get(relay, "environment"), "STAGEDRAIN_HTTP_ADDR",
+			    json_string("127.0.0.1:0"));
+	rp.pid = run_service("compose-relay", service_argv((const char *[]){ bin, NULL }, relay), relay, NULL);
+	ck_assert_msg(h_log_wait(&rp, "\"serving http\"", WAIT_MS), "relay did not serve http: %s", rp.log);
+	ck_assert(h_log_contains(rp.log, "{\"ts\":")); /* --log-format json, from the command */
+	port = logged_port(rp.log);
+
+	/* The app: its own script, 5 transactions without pauses. */
+	snprintf(pgport, sizeof(pgport), "PGPORT=%d", pg_port());
+	json_object_set_new(json_object_get(app, "environment"), "PGHOST", json_string("127.0.0.1"));
+	json_object_set_new(json_object_get(app, "environment"), "STAGE_COUNT", json_string("5"));
+	json_object_set_new(json_object_get(app, "environment"), "STAGE_EVERY", json_string("0"));
+	ck_assert_int_eq(wait_pid(run_service("app", service_argv((const char *[]){ "/usr/bin/env", NULL }, app), app,
+					      (const char *[]){ pgport, NULL }),
+				  WAIT_MS),
+			 0);
+	ck_assert_msg(h_log_contains(app_log.log, "transaction 5: ROLLBACK"), "see %s", app_log.log);
+
+	wait_sample(port, "stagedrain_jobs_relayed_total{queue=\"default\"}", 4, 0);
+	wait_sample(port, "stagedrain_jobs_relayed_total{queue=\"critical\"}", 4, 0);
+	wait_ready(port, 200, "ready leader\n");
+
+	/* The worker: stock Sidekiq with the example's job classes and queues. */
+	ck_assert_ptr_nonnull(realpath("docker/worker/worker.rb", worker_rb));
+	sk = run_service("worker",
+			 service_argv((const char *[]){ "/usr/bin/sidekiq", "-r", worker_rb, NULL }, worker), worker,
+			 (const char *[]){ "HOME=/nonexistent", NULL });
+	t0 = h_now_ms();
+	while (count_lines(sk_log.log, "welcome mail to user", "@example.com>") < 4 ||
+	       count_lines(sk_log.log, "charged user", "1999 cents") < 4) {
+		ck_assert_msg(h_now_ms() - t0 < 60000, "sidekiq did not run the 8 jobs; see %s", sk_log.log);
+		h_sleep_ms(200);
+	}
+	kill(sk, SIGTERM);
+	ck_assert_int_eq(wait_pid(sk, 20000), 0);
+	ck_assert_int_eq(count_lines(sk_log.log, "welcome mail to user", "@example.com>"), 4);
+	ck_assert_int_eq(h_cmd_int(r, "ZCARD retry"), 0);
+	stop_relay(&rp);
+
+	json_decref(migrate);
+	json_decref(relay);
+	json_decref(app);
+	json_decref(worker);
+	PQfinish(c);
+	redisFree(r);
+}
+END_TEST
+
+Suite *http_suite(void)
+{
+	Suite *s = suite_create("http");
+	TCase *tc = tcase_create("endpoint");
+	TCase *compose = tcase_create("compose");
+
+	tcase_add_checked_fixture(tc, h_reset, NULL);
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, metrics_after_a_known_drain);
+	tcase_add_test(tc, readyz_flips_when_redis_stops_and_back);
+	tcase_add_test(tc, long_transaction_is_named_and_measured);
+	tcase_add_test(tc, address_in_use_fails_at_start);
+	tcase_add_checked_fixture(compose, h_reset, NULL);
+	tcase_set_timeout(compose, 120);
+	tcase_add_test(compose, compose_services_run_against_local_servers);
+	suite_add_tcase(s, tc);
+	suite_add_tcase(s, compose);
+	return s;
+}

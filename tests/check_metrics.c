@@ -1,0 +1,382 @@
+/* metrics: counters from batches, the histogram, label escaping, the queue bound, /readyz's answer. */
+#include "fmacros.h"
+
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "metrics.h"
+#include "suites.h"
+
+static struct metrics m;
+
+static void setup(void)
+{
+	ck_assert_int_eq(metrics_init(&m), 0);
+}
+
+static void teardown(void)
+{
+	metrics_free(&m);
+}
+
+/* The page as text (caller frees). */
+static char *page(void)
+{
+	struct buf b;
+	char *s;
+
+	buf_init(&b);
+	ck_assert_int_eq(metrics_format(&m, &b), 0);
+	ck_assert_int_eq(buf_append(&b, "", 1), 0);
+	s = strdup(b.data);
+	buf_free(&b);
+	return s;
+}
+
+static char *ready_text(int expect)
+{
+	struct buf b;
+	char *s;
+
+	buf_init(&b);
+	ck_assert_int_eq(metrics_ready(&m, &b), expect);
+	ck_assert_int_eq(buf_append(&b, "", 1), 0);
+	s = strdup(b.data);
+	buf_free(&b);
+	return s;
+}
+
+/* The whole line "name value" must be on the page. */
+static void has_line(const char *text, const char *line)
+{
+	char want[512];
+	const char *p;
+
+	snprintf(want, sizeof(want), "%s\n", line);
+	for (p = strstr(text, want); p && p != text && p[-1] != '\n'; p = strstr(p + 1, want))
+		;
+	ck_assert_msg(p != NULL, "page lacks line \"%s\":\n%s", line, text);
+}
+
+static void lacks(const char *text, const char *s)
+{
+	ck_assert_msg(strstr(text, s) == NULL, "page has \"%s\":\n%s", s, text);
+}
+
+/* A batch of jobs on the given queues (NULL-terminated) and ndead dead rows. */
+struct fake {
+	struct batch b;
+	struct batch_job jobs[2048];
+	char names[2048][16];
+};
+
+static void fake_batch(struct fake *f, const char *const *queues, size_t ndead)
+{
+	memset(&f->b, 0, sizeof(f->b));
+	f->b.jobs = f->jobs;
+	for (; *queues; queues++) {
+		struct batch_job *j = &f->jobs[f->b.njobs++];
+		memset(j, 0, sizeof(*j));
+		j->queue = *queues;
+		j->queue_len = strlen(*queues);
+	}
+	f->b.ndead = ndead;
+}
+
+/* Every sample's family was declared with # TYPE before it, and every line
+ * is a comment or "name[{labels}] value": what a Prometheus scraper parses. */
+static void well_formed(char *text)
+{
+	char *save = NULL, types[4096] = "";
+
+	for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		char name[128], fam[140];
+		size_t n = strcspn(line, "{ ");
+
+		if (strncmp(line, "# TYPE ", 7) == 0) {
+			sscanf(line + 7, "%127s", name);
+			snprintf(fam, sizeof(fam), "|%s|", name);
+			strcat(types, fam);
+			continue;
+		}
+		if (line[0] == '#') {
+			ck_assert_msg(strncmp(line, "# HELP stagedrain_", 18) == 0, "bad comment: %s", line);
+			continue;
+		}
+		ck_assert_msg(strncmp(line, "stagedrain_", 11) == 0 && n < sizeof(name), "bad line: %s", line);
+		snprintf(name, sizeof(name), "%.*s", (int)n, line);
+		for (const char *suffix = "_bucket\0_sum\0_count\0"; *suffix; suffix += strlen(suffix) + 1) {
+			size_t k = strlen(name), s = strlen(suffix);
+			if (k > s && strcmp(name + k - s, suffix) == 0 && strstr(name, "_duration_"))
+				name[k - s] = '\0';
+		}
+		snprintf(fam, sizeof(fam), "|%s|", name);
+		ck_assert_msg(strstr(types, fam), "no # TYPE before %s", line);
+		ck_assert_msg(strchr(line, ' ') && strtod(strrchr(line, ' ') + 1, NULL) >= 0, "bad value: %s", line);
+	}
+}
+
+START_TEST(empty_page)
+{
+	char *text = page();
+
+	has_line(text, "stagedrain_batches_total 0");
+	has_line(text, "stagedrain_dead_letter_jobs_total 0");
+	has_line(text, "stagedrain_is_leader 0");
+	has_line(text, "stagedrain_leader_epoch 0");
+	has_line(text, "stagedrain_reconnects_total{server=\"postgres\"} 0");
+	has_line(text, "stagedrain_reconnects_total{server=\"redis\"} 0");
+	has_line(text, "stagedrain_batch_duration_seconds_bucket{le=\"+Inf\"} 0");
+	has_line(text, "stagedrain_ready 0");
+	/* Families are declared, but what the watcher has not read yet has no sample. */
+	has_line(text, "# TYPE stagedrain_backlog_jobs gauge");
+	has_line(text, "# TYPE stagedrain_jobs_relayed_total counter");
+	lacks(text, "\nstagedrain_backlog_jobs ");
+	lacks(text, "\nstagedrain_oldest_staged_job_age_seconds ");
+	lacks(text, "\nstagedrain_oldest_transaction_age_seconds ");
+	lacks(text, "\nstagedrain_staged_dead_tuples ");
+	lacks(text, "\nstagedrain_jobs_relayed_total{");
+	well_formed(text);
+	free(text);
+}
+END_TEST
+
+START_TEST(batches_count_by_queue_with_a_histogram)
+{
+	static struct fake f;
+	const char *first[] = { "default", "default", "mail", NULL }, *second[] = { "mail", NULL };
+	char *text;
+
+	fake_batch(&f, first, 0);
+	metrics_batch_pushed(&m, &f.b);
+	metrics_batch_done(&m, f.b.ndead, 0.003, 3);
+	fake_batch(&f, second, 2);
+	metrics_batch_pushed(&m, &f.b);
+	metrics_batch_done(&m, f.b.ndead, 20, 6);
+	text = page();
+	has_line(text, "stagedrain_jobs_relayed_total{queue=\"default\"} 2");
+	has_line(text, "stagedrain_jobs_relayed_total{queue=\"mail\"} 2");
+	has_line(text, "stagedrain_batches_total 2");
+	has_line(text, "stagedrain_dead_letter_jobs_total 2");
+	/* Cumulative buckets: 3 ms falls in le=0.005, 20 s only in +Inf. */
+	has_line(text, "stagedrain_batch_duration_seconds_bucket{le=\"0.001\"} 0");
+	has_line(text, "stagedrain_batch_duration_seconds_bucket{le=\"0.0025\"} 0");
+	has_line(text, "stagedrain_batch_duration_seconds_bucket{le=\"0.005\"} 1");
+	has_line(text, "stagedrain_batch_duration_seconds_bucket{le=\"10\"} 1");
+	has_line(text, "stagedrain_batch_duration_seconds_bucket{le=\"+Inf\"} 2");
+	has_line(text, "stagedrain_batch_duration_seconds_count 2");
+	has_line(text, "stagedrain_batch_duration_seconds_sum 20.003000");
+	well_formed(text);
+	free(text);
+}
+END_TEST
+
+/* Pushed but not committed (the delete failed): the next batch forgets it. */
+START_TEST(uncommitted_batches_do_not_count)
+{
+	static struct fake f;
+	const char *three[] = { "q", "q", "q", NULL }, *one[] = { "q", NULL };
+	char *text;
+
+	fake_batch(&f, three, 0);
+	metrics_batch_pushed(&m, &f.b);
+	fake_batch(&f, one, 0);
+	metrics_batch_pushed(&m, &f.b);
+	metrics_batch_done(&m, 0, 0.1, 1);
+	text = page();
+	has_line(text, "stagedrain_jobs_relayed_total{queue=\"q\"} 1");
+	has_line(text, "stagedrain_batches_total 1");
+	free(text);
+}
+END_TEST
+
+START_TEST(a_bound_equals_its_bucket)
+{
+	static struct fake f;
+	const char *one[] = { "q", NULL };
+	char *text;
+
+	fake_batch(&f, one, 0);
+	metrics_batch_pushed(&m, &f.b);
+	metrics_batch_done(&m, f.b.ndead, 0.01, 1); /* le means "less than or equal" */
+	text = page();
+	has_line(text, "stagedrain_batch_duration_seconds_bucket{le=\"0.005\"} 0");
+	has_line(text, "stagedrain_batch_duration_seconds_bucket{le=\"0.01\"} 1");
+	free(text);
+}
+END_TEST
+
+START_TEST(queue_names_are_escaped)
+{
+	static struct fake f;
+	const char *odd[] = { "we\"ird\\q\nx", NULL };
+	char *text;
+
+	fake_batch(&f, odd, 0);
+	metrics_batch_pushed(&m, &f.b);
+	metrics_batch_done(&m, f.b.ndead, 0.1, 1);
+	text = page();
+	has_line(text, "stagedrain_jobs_relayed_total{queue=\"we\\\"ird\\\\q\\nx\"} 1");
+	well_formed(text);
+	free(text);
+}
+END_TEST
+
+/* Queue names come from the table: past the bound they share one series. */
+START_TEST(queue_count_is_bounded)
+{
+	static struct fake f;
+	const char *names[METRICS_MAX_QUEUES + 6];
+	char *text;
+	size_t n = 0;
+
+	for (size_t i = 0; i < METRICS_MAX_QUEUES + 5; i++) {
+		snprintf(f.names[i], sizeof(f.names[i]), "q%zu", i);
+		names[i] = f.names[i];
+	}
+	names[METRICS_MAX_QUEUES + 5] = NULL;
+	fake_batch(&f, names, 0);
+	metrics_batch_pushed(&m, &f.b);
+	metrics_batch_done(&m, f.b.ndead, 0.1, 1);
+	text = page();
+	has_line(text, "stagedrain_jobs_relayed_total{queue=\"q0\"} 1");
+	has_line(text, "stagedrain_jobs_relayed_total{queue=\"q999\"} 1");
+	lacks(text, "queue=\"q1000\"");
+	has_line(text, "stagedrain_jobs_relayed_total{queue=\"_other\"} 5");
+	for (const char *p = text; (p = strstr(p, "stagedrain_jobs_relayed_total{")); p++)
+		n++;
+	ck_assert_uint_eq(n, METRICS_MAX_QUEUES + 1);
+	free(text);
+}
+END_TEST
+
+START_TEST(leader_epoch_and_reconnects)
+{
+	long long cursor = -1;
+	char *text;
+
+	ck_assert(!metrics_leader_cursor(&m, &cursor));
+	metrics_leader(&m, true, 0);
+	metrics_epoch(&m, 7);
+	metrics_connected(&m, METRICS_REDIS, false, false);
+	metrics_connected(&m, METRICS_REDIS, true, true);
+	metrics_connected(&m, METRICS_PG, true, true);
+	metrics_connected(&m, METRICS_PG, true, true);
+	ck_assert(metrics_leader_cursor(&m, &cursor));
+	ck_assert_int_eq(cursor, 0);
+	text = page();
+	has_line(text, "stagedrain_is_leader 1");
+	has_line(text, "stagedrain_leader_epoch 7");
+	has_line(text, "stagedrain_reconnects_total{server=\"postgres\"} 2");
+	has_line(text, "stagedrain_reconnects_total{server=\"redis\"} 1");
+	free(text);
+	/* A standby reports epoch 0: max() over relays is the leader's. */
+	metrics_leader(&m, false, 0);
+	text = page();
+	has_line(text, "stagedrain_is_leader 0");
+	has_line(text, "stagedrain_leader_epoch 0");
+	free(text);
+}
+END_TEST
+
+START_TEST(database_readings)
+{
+	struct metrics_db db = { 1234, 61.25, 0.5, 98765 };
+	char *text;
+
+	metrics_db_reading(&m, &db);
+	text = page();
+	has_line(text, "stagedrain_backlog_jobs 1234");
+	has_line(text, "stagedrain_oldest_staged_job_age_seconds 61.250");
+	has_line(text, "stagedrain_oldest_transaction_age_seconds 0.500");
+	has_line(text, "stagedrain_staged_dead_tuples 98765");
+	free(text);
+	/* A standby does not know the oldest job; a failed reading knows nothing. */
+	db.oldest_job_age_s = NAN;
+	metrics_db_reading(&m, &db);
+	text = page();
+	lacks(text, "\nstagedrain_oldest_staged_job_age_seconds ");
+	has_line(text, "stagedrain_backlog_jobs 1234");
+	free(text);
+}
+END_TEST
+
+START_TEST(ready_needs_both_servers_twice)
+{
+	char *text = ready_text(0);
+
+	ck_assert_str_eq(text, "not ready standby; postgres: not connected; redis: not connected\n");
+	free(text);
+	metrics_connected(&m, METRICS_PG, true, false);
+	metrics_connected(&m, METRICS_REDIS, true, false);
+	text = ready_text(0);
+	ck_assert_str_eq(text, "not ready standby; postgres: not checked yet; redis: not checked yet\n");
+	free(text);
+	metrics_probe(&m, METRICS_PG, true, NULL);
+	metrics_probe(&m, METRICS_REDIS, true, NULL);
+	text = ready_text(1);
+	ck_assert_str_eq(text, "ready standby\n");
+	free(text);
+	metrics_leader(&m, true, 0);
+	text = ready_text(1);
+	ck_assert_str_eq(text, "ready leader\n");
+	free(text);
+	/* The watcher's probe fails while the drain has not noticed yet. */
+	metrics_probe(&m, METRICS_REDIS, false, "PING failed: Connection refused");
+	text = ready_text(0);
+	ck_assert_str_eq(text, "not ready leader; redis: PING failed: Connection refused\n");
+	free(text);
+	text = page();
+	has_line(text, "stagedrain_ready 0");
+	free(text);
+	metrics_probe(&m, METRICS_REDIS, true, NULL);
+	metrics_connected(&m, METRICS_PG, false, false);
+	text = ready_text(0);
+	ck_assert_str_eq(text, "not ready leader; postgres: not connected\n");
+	free(text);
+}
+END_TEST
+
+/* The drain calls these with no metrics when nobody reads them. */
+START_TEST(null_metrics_are_ignored)
+{
+	static struct fake f;
+	const char *one[] = { "q", NULL };
+	struct metrics_db db = { 1, 2, 3, 4 };
+	long long cursor;
+
+	fake_batch(&f, one, 0);
+	metrics_batch_pushed(NULL, &f.b);
+	metrics_batch_done(NULL, 0, 1, 1);
+	metrics_leader(NULL, true, 1);
+	metrics_epoch(NULL, 1);
+	metrics_connected(NULL, METRICS_PG, true, true);
+	metrics_probe(NULL, METRICS_PG, true, NULL);
+	metrics_db_reading(NULL, &db);
+	ck_assert(!metrics_leader_cursor(NULL, &cursor));
+	metrics_free(NULL);
+}
+END_TEST
+
+Suite *metrics_suite(void)
+{
+	Suite *s = suite_create("metrics");
+	TCase *tc = tcase_create("metrics");
+
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, empty_page);
+	tcase_add_test(tc, batches_count_by_queue_with_a_histogram);
+	tcase_add_test(tc, uncommitted_batches_do_not_count);
+	tcase_add_test(tc, a_bound_equals_its_bucket);
+	tcase_add_test(tc, queue_names_are_escaped);
+	tcase_add_test(tc, queue_count_is_bounded);
+	tcase_add_test(tc, leader_epoch_and_reconnects);
+	tcase_add_test(tc, database_readings);
+	tcase_add_test(tc, ready_needs_both_servers_twice);
+	tcase_add_test(tc, null_metrics_are_ignored);
+	suite_add_tcase(s, tc);
+	return s;
+}
