@@ -47,9 +47,6 @@ bool pg_source_broken(const struct pg_source *pg);
 int pg_source_check_schema(struct pg_source *pg) SD_MUSTCHECK;
 /* 1: this session now holds the leader lock; 0: another session holds it. */
 int pg_source_try_lock(struct pg_source *pg) SD_MUSTCHECK;
-/* Blocks until the lock is ours, or *stop becomes non-zero; no statement_timeout
- * applies to the wait. */
-int pg_source_wait_lock(struct pg_source *pg, volatile sig_atomic_t *stop) SD_MUSTCHECK;
 /* Opens a REPEATABLE READ transaction and reads up to limit rows in id order:
  * first any in g's gaps, then above its cursor. Fills pg->read. Unless the
  * session has a statement_timeout of its own, the transaction's statements are

@@ -121,18 +121,26 @@ static void redis_trouble(struct drain *d, const char *what)
 	nap(d, delay);
 }
 
-/* Takes the leader lock, waiting as a standby while another relay holds it. */
+/*
+ * Takes the leader lock, or waits as a standby while another relay holds it.
+ * The standby asks again every --poll-interval instead of blocking in
+ * pg_advisory_lock: a statement waiting on a lock holds its snapshot, and with
+ * it the xmin horizon, so a blocked standby would itself be the long
+ * transaction that keeps every hot table from being vacuumed.
+ */
 static int become_leader(struct drain *d)
 {
 	int rc = pg_source_try_lock(&d->pg);
 
-	if (rc == 0) {
+	if (rc == 0)
 		log_info("another relay is the leader; waiting as standby",
 			 LOGF(F_INT("lock_key", d->cfg->lock_key)));
-		rc = pg_source_wait_lock(&d->pg, d->stop);
-		if (rc == 0)
-			rc = 1;
+	while (rc == 0 && !*d->stop) {
+		nap(d, d->cfg->poll_interval_ms);
+		rc = pg_source_try_lock(&d->pg);
 	}
+	if (rc == 0)
+		return -ECANCELED;
 	if (rc == 1) {
 		/* Whatever we knew of the table may be stale: read it from the start. */
 		gaps_reset(&d->gaps);

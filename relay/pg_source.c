@@ -144,17 +144,6 @@ bool pg_source_broken(const struct pg_source *pg)
 	return !pg->conn || PQstatus(pg->conn) != CONNECTION_OK;
 }
 
-/* Runs a statement expecting status want; on failure records why. */
-static int exec_expect(struct pg_source *pg, PGresult *res, ExecStatusType want, const char *what)
-{
-	int rc = 0;
-
-	if (PQresultStatus(res) != want)
-		rc = pg_fail(pg, res, what);
-	PQclear(res);
-	return rc;
-}
-
 /* The tables, and what the cursor relies on (sql/002): ids taken after the
  * transaction's xid, from a sequence that hands them out in order. */
 #define SCHEMA_SQL                                                                          \
@@ -214,71 +203,6 @@ int pg_source_try_lock(struct pg_source *pg)
 		rc = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
 	}
 	PQclear(res);
-	return rc;
-}
-
-/* Abandons the lock wait: the server stops waiting, then we read what it sends. */
-static void cancel_wait(struct pg_source *pg)
-{
-	char errbuf[256];
-	PGcancel *c = PQgetCancel(pg->conn);
-	PGresult *res;
-
-	if (c) {
-		(void)PQcancel(c, errbuf, sizeof(errbuf));
-		PQfreeCancel(c);
-	}
-	while ((res = PQgetResult(pg->conn)) != NULL)
-		PQclear(res);
-}
-
-/* Waits for the socket, waking every 200 ms to look at the stop flag. */
-static int wait_result(struct pg_source *pg, volatile sig_atomic_t *stop, PGresult **out)
-{
-	struct pollfd pfd = { .fd = PQsocket(pg->conn), .events = POLLIN };
-
-	while (PQisBusy(pg->conn)) {
-		if (*stop) {
-			cancel_wait(pg);
-			return -ECANCELED;
-		}
-		if (poll(&pfd, 1, 200) < 0 && errno != EINTR)
-			return pg_fail(pg, NULL, "waiting for the leader lock failed");
-		if (!PQconsumeInput(pg->conn))
-			return pg_fail(pg, NULL, "lost the connection while waiting for the leader lock");
-	}
-	*out = PQgetResult(pg->conn);
-	return 0;
-}
-
-/*
- * A standby waits for the lock as long as the leader lives, so a
- * statement_timeout (the user's, from the URL or the role) must not cut the
- * wait; RESET afterwards brings back whatever the session started with.
- */
-int pg_source_wait_lock(struct pg_source *pg, volatile sig_atomic_t *stop)
-{
-	char sql[64], key[32];
-	const char *params[1] = { key };
-	PGresult *res = NULL, *extra;
-	int rc;
-
-	rc = exec_expect(pg, PQexec(pg->conn, "SET statement_timeout = 0"), PGRES_COMMAND_OK,
-			 "could not ask for the leader lock");
-	if (rc < 0)
-		return rc;
-	lock_sql(pg, "pg_advisory_lock", sql, sizeof(sql), key, sizeof(key));
-	if (!PQsendQueryParams(pg->conn, sql, 1, NULL, params, NULL, NULL, 0))
-		return pg_fail(pg, NULL, "could not ask for the leader lock");
-	rc = wait_result(pg, stop, &res);
-	if (rc < 0)
-		return rc;
-	rc = exec_expect(pg, res, PGRES_TUPLES_OK, "could not take the leader lock");
-	while ((extra = PQgetResult(pg->conn)) != NULL)
-		PQclear(extra);
-	if (rc == 0)
-		rc = exec_expect(pg, PQexec(pg->conn, "RESET statement_timeout"), PGRES_COMMAND_OK,
-				 "could not restore statement_timeout after taking the leader lock");
 	return rc;
 }
 
