@@ -102,6 +102,32 @@ START_TEST(a_leader_that_lost_its_session_mid_batch_stands_by)
 }
 END_TEST
 
+/* A waiting standby must not pin the xmin horizon: a statement blocked on the
+ * lock would hold its snapshot for as long as the leader lives. */
+START_TEST(a_waiting_standby_holds_no_snapshot)
+{
+	PGconn *c = h_pg();
+	struct relay_proc a, b;
+	int pinned = 0;
+
+	h_relay_start(&a, "relay-a", continuous);
+	ck_assert(h_log_wait(&a, "leading", 10000));
+	h_relay_start(&b, "relay-b", continuous);
+	ck_assert(h_log_wait(&b, "waiting as standby", 10000));
+	for (int i = 0; i < 20; i++) {
+		pinned += h_sql(c, "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'stagedrain'"
+				   " AND backend_xmin IS NOT NULL AND pid <> pg_backend_pid()") > 0;
+		h_sleep_ms(50);
+	}
+	ck_assert_int_lt(pinned, 10);
+	h_relay_kill(&a, SIGTERM);
+	h_relay_kill(&b, SIGTERM);
+	ck_assert_int_eq(h_relay_wait(&a, 5000), 0);
+	ck_assert_int_eq(h_relay_wait(&b, 5000), 0);
+	PQfinish(c);
+}
+END_TEST
+
 Suite *leader_suite(void)
 {
 	Suite *s = suite_create("leader");
@@ -111,6 +137,7 @@ Suite *leader_suite(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, one_leader_and_standby_takes_over);
 	tcase_add_test(tc, a_leader_that_lost_its_session_mid_batch_stands_by);
+	tcase_add_test(tc, a_waiting_standby_holds_no_snapshot);
 	suite_add_tcase(s, tc);
 	return s;
 }
