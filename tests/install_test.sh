@@ -61,8 +61,8 @@ for src in $(echo "$image" | "$py" -c 'import json, sys; print(" ".join(json.loa
 	cp -r "$src" "$dest/src/"
 done
 # A plain build as the image makes it: not the sanitizer build `make test SAN=1`
-# passes down through MAKEFLAGS.
-(cd "$dest/src" && unset MAKEFLAGS MAKELEVEL MFLAGS && make -s all >/dev/null &&
+# passes down (through MAKEFLAGS and the environment).
+(cd "$dest/src" && unset MAKEFLAGS MAKELEVEL MFLAGS SAN && make -s all >/dev/null &&
 	make -s install PREFIX=/usr/local DESTDIR="$dest/image" >/dev/null) ||
 	fail "the image's build stage fails with only the files docker/Dockerfile copies"
 [ -x "$dest/image/usr/local/bin/stagedrain" ] || fail "the image's build stage installs no binary"
