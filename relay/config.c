@@ -174,8 +174,9 @@ static const struct setting settings[] = {
 	{ .flag = "poll-interval", .env = "STAGEDRAIN_POLL_INTERVAL", .type = V_INT,
 	  .metavar = "DURATION", .def = "100ms", .num = &duration, .min = 1, .max = 60000,
 	  .off = OFF(poll_interval_ms),
-	  .help = "longest an idle relay waits before looking again (a commit's NOTIFY wakes "
-		  "it sooner); 250ms, 2s, or a bare number of milliseconds" },
+	  .help = "longest an idle relay waits before looking again (it waits 1ms after a "
+		  "batch, doubling while reads find nothing); 250ms, 2s, or a bare number of "
+		  "milliseconds" },
 	{ .flag = "redis-timeout", .env = "STAGEDRAIN_REDIS_TIMEOUT", .type = V_INT,
 	  .metavar = "DURATION", .def = "5s", .num = &duration, .min = 10, .max = 300000,
 	  .off = OFF(redis_timeout_ms), .help = "connect and command timeout for redis" },

@@ -339,9 +339,27 @@ static int ensure_ready(struct drain *d)
 	return d->need_epoch || d->uncertain ? reconcile(d) : 1;
 }
 
+/*
+ * Staging transactions notify nobody by default (a NOTIFY serialises their
+ * commits: sql/notify.sql, opt-in), so the relay polls: at once after a batch,
+ * then 1 ms, 2 ms, 4 ms ... after each empty read, up to --poll-interval. A
+ * busy table is read again within a millisecond or two; an idle one costs a
+ * few reads a second. A notification, where the trigger is installed, ends
+ * the wait early.
+ */
+static int idle_wait(struct drain *d, int *wait_ms)
+{
+	int rc = pg_source_wait_jobs(&d->pg, *wait_ms, d->stop);
+
+	if (rc < 0)
+		pg_trouble(d, "lost postgres while idle; will reconnect");
+	*wait_ms = rc == 1 ? 1 : *wait_ms * 2 > d->cfg->poll_interval_ms ? d->cfg->poll_interval_ms : *wait_ms * 2;
+	return rc;
+}
+
 int drain_run(struct drain *d)
 {
-	int rc = 0;
+	int rc = 0, wait_ms = 1;
 
 	while (!*d->stop) {
 		if (!ensure_ready(d))
@@ -351,10 +369,10 @@ int drain_run(struct drain *d)
 			break;
 		if (rc == 0 && d->cfg->once)
 			break;
-		/* Idle: a commit's notification wakes us; the poll interval bounds the
-		 * wait for what sends none (gaps to retire, a trigger dropped). */
-		if (rc == 0 && pg_source_wait_jobs(&d->pg, d->cfg->poll_interval_ms, d->stop) < 0)
-			pg_trouble(d, "lost postgres while idle; will reconnect");
+		if (rc > 0)
+			wait_ms = 1;
+		else if (rc == 0)
+			(void)idle_wait(d, &wait_ms);
 		rc = 0;
 	}
 	pg_source_rollback(&d->pg);

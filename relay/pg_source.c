@@ -148,7 +148,7 @@ bool pg_source_broken(const struct pg_source *pg)
  * transaction's xid, from a sequence that hands them out in order. */
 #define SCHEMA_SQL                                                                          \
 	"SELECT 'staged_jobs_dead'::regclass IS NOT NULL,"                                  \
-	" coalesce(pg_get_expr(d.adbin, d.adrelid), '') LIKE '%staged_jobs_next_id()%',"  \
+	" coalesce(pg_get_expr(d.adbin, d.adrelid), '') LIKE '%pg_current_xact_id()%nextval(%',"  \
 	" (SELECT seqcache FROM pg_sequence"                                               \
 	"  WHERE seqrelid = pg_get_serial_sequence('staged_jobs', 'id')::regclass)"         \
 	" FROM pg_attribute a LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum" \
@@ -166,7 +166,8 @@ int pg_source_check_schema(struct pg_source *pg)
 				 "table staged_jobs or staged_jobs_dead is missing: run `stagedrain migrate` first");
 	} else if (PQntuples(res) != 1 || strcmp(PQgetvalue(res, 0, 1), "t") != 0) {
 		snprintf(pg->errstr, sizeof(pg->errstr),
-			 "staged_jobs.id does not default to staged_jobs_next_id(): run `stagedrain migrate`");
+			 "staged_jobs.id does not take the xid before the id (migration 002): "
+			 "run `stagedrain migrate`");
 		rc = -EIO;
 	} else if (strcmp(PQgetvalue(res, 0, 2), "1") != 0) {
 		snprintf(pg->errstr, sizeof(pg->errstr),

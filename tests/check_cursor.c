@@ -1,6 +1,6 @@
 /* The cursor and its gaps against a real Postgres: late commits still arrive,
- * rolled-back ids never stall, drained rows are not walked again, and a
- * commit wakes an idle relay without waiting for its poll. */
+ * rolled-back ids never stall, drained rows are not walked again, a busy
+ * relay reads again at once, and the optional trigger wakes an idle one. */
 #include "fmacros.h"
 
 #include <check.h>
@@ -168,7 +168,9 @@ START_TEST(drained_rows_are_not_walked_again_under_a_long_transaction)
 }
 END_TEST
 
-START_TEST(a_commit_wakes_an_idle_relay_before_its_poll)
+/* Polling backs off only while reads find nothing: after a batch the relay
+ * looks again within milliseconds, whatever --poll-interval says. */
+START_TEST(a_busy_relay_reads_again_at_once)
 {
 	static const char *const args[] = { "--poll-interval", "60s", NULL };
 	PGconn *c = h_pg();
@@ -177,15 +179,51 @@ START_TEST(a_commit_wakes_an_idle_relay_before_its_poll)
 
 	h_relay_start(&p, "relay", args);
 	ck_assert(h_log_wait(&p, "leading", 10000));
-	h_sleep_ms(300); /* the relay read an empty table and now waits */
-	for (int i = 0; i < 5; i++) {
-		long long t0 = h_now_ms();
+	h_stage(c, "default", 0, 1);
+	wait_llen(r, 1, 5000);
+	for (int i = 1; i < 6; i++) {
+		long long t0;
+		h_sleep_ms(20);
+		t0 = h_now_ms();
 		h_stage(c, "default", i, 1);
 		wait_llen(r, i + 1, 5000);
-		ck_assert_int_lt(h_now_ms() - t0, 2000);
+		ck_assert_int_lt(h_now_ms() - t0, 1000);
 	}
 	h_relay_kill(&p, SIGTERM);
 	ck_assert_int_eq(h_relay_wait(&p, 5000), 0);
+	PQfinish(c);
+	redisFree(r);
+}
+END_TEST
+
+/* With sql/notify.sql installed, a commit wakes a relay that has been idle
+ * long enough to wait seconds between reads. */
+START_TEST(the_optional_notify_trigger_wakes_an_idle_relay)
+{
+	static const char *const args[] = { "--poll-interval", "60s", NULL };
+	PGconn *c = h_pg();
+	redisContext *r = h_redis();
+	struct relay_proc p;
+	char script[4096];
+	FILE *f = fopen("sql/notify.sql", "r");
+	size_t n;
+	long long t0;
+
+	ck_assert_ptr_nonnull(f);
+	n = fread(script, 1, sizeof(script) - 1, f);
+	fclose(f);
+	script[n] = '\0';
+	h_sql(c, "%s", script);
+	h_relay_start(&p, "relay", args);
+	ck_assert(h_log_wait(&p, "leading", 10000));
+	h_sleep_ms(5000); /* empty reads: the relay now waits 4 s and more between them */
+	t0 = h_now_ms();
+	h_stage(c, "default", 0, 1);
+	wait_llen(r, 1, 10000);
+	ck_assert_int_lt(h_now_ms() - t0, 1000);
+	h_relay_kill(&p, SIGTERM);
+	ck_assert_int_eq(h_relay_wait(&p, 5000), 0);
+	h_sql(c, "DROP TRIGGER staged_jobs_notify ON staged_jobs");
 	PQfinish(c);
 	redisFree(r);
 }
@@ -217,7 +255,8 @@ Suite *cursor_suite(void)
 	tcase_add_test(tc, a_late_commit_below_the_cursor_arrives_promptly);
 	tcase_add_test(tc, a_batch_of_late_new_and_dead_rows_deletes_exactly_what_it_read);
 	tcase_add_test(tc, drained_rows_are_not_walked_again_under_a_long_transaction);
-	tcase_add_test(tc, a_commit_wakes_an_idle_relay_before_its_poll);
+	tcase_add_test(tc, a_busy_relay_reads_again_at_once);
+	tcase_add_test(tc, the_optional_notify_trigger_wakes_an_idle_relay);
 	tcase_add_test(tc, a_sequence_that_caches_ids_is_refused);
 	suite_add_tcase(s, tc);
 	return s;
