@@ -180,23 +180,15 @@ int pg_source_check_schema(struct pg_source *pg)
 	return rc;
 }
 
-/* The lock statement and its key parameter, for the try and the blocking form. */
-static void lock_sql(const struct pg_source *pg, const char *fn, char *sql, size_t sqllen,
-		     char *key, size_t keylen)
-{
-	snprintf(sql, sqllen, "SELECT %s($1::int8)", fn);
-	snprintf(key, keylen, "%lld", pg->cfg->lock_key);
-}
-
 int pg_source_try_lock(struct pg_source *pg)
 {
-	char sql[64], key[32];
+	char key[32];
 	const char *params[1] = { key };
 	PGresult *res;
 	int rc;
 
-	lock_sql(pg, "pg_try_advisory_lock", sql, sizeof(sql), key, sizeof(key));
-	res = PQexecParams(pg->conn, sql, 1, NULL, params, NULL, NULL, 0);
+	snprintf(key, sizeof(key), "%lld", pg->cfg->lock_key);
+	res = PQexecParams(pg->conn, "SELECT pg_try_advisory_lock($1::int8)", 1, NULL, params, NULL, NULL, 0);
 
 	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
 		rc = pg_fail(pg, res, "could not take the leader lock");
