@@ -1031,14 +1031,20 @@ static void wrap(FILE *out, const char *text, int indent)
 	}
 }
 
+/* What follows a flag in --help and the man page: its choices, or its metavar. */
+static void metavar(const struct setting *s, const char *sep, char *out, size_t len)
+{
+	if (s->choices && s->type == V_CHOICE)
+		join_choices(s->choices, sep, out, len);
+	else
+		snprintf(out, len, "%s", s->metavar ? s->metavar : "");
+}
+
 static void usage_setting(FILE *out, const struct setting *s)
 {
 	char text[512], meta[64], lo[32], hi[32];
 
-	if (s->choices && s->type == V_CHOICE)
-		join_choices(s->choices, "|", meta, sizeof(meta));
-	else
-		snprintf(meta, sizeof(meta), "%s", s->metavar ? s->metavar : "");
+	metavar(s, "|", meta, sizeof(meta));
 	if (s->short_name)
 		fprintf(out, "  -%c, --%s\n", s->short_name, s->flag);
 	else
@@ -1110,10 +1116,7 @@ static void man_setting(FILE *out, const struct setting *s)
 {
 	char meta[64], lo[32], hi[32], text[512];
 
-	if (s->choices && s->type == V_CHOICE)
-		join_choices(s->choices, " | ", meta, sizeof(meta));
-	else
-		snprintf(meta, sizeof(meta), "%s", s->metavar ? s->metavar : "");
+	metavar(s, " | ", meta, sizeof(meta));
 	if (s->short_name)
 		fprintf(out, ".It Fl %c , Fl -%s\n", s->short_name, s->flag);
 	else

@@ -335,7 +335,7 @@ void pg_source_row(const struct pg_source *pg, int i, struct job_row *row)
 {
 	const PGresult *r = pg->rows;
 
-	row->id = strtoll(PQgetvalue(r, i, COL_ID), NULL, 10);
+	row->id = pg->read.ids[i]; /* parsed once, when the read noted its ids */
 	row->queue = PQgetvalue(r, i, COL_QUEUE);
 	row->queue_len = (size_t)PQgetlength(r, i, COL_QUEUE);
 	row->job_class = PQgetvalue(r, i, COL_CLASS);
