@@ -2,6 +2,7 @@
 #ifndef STAGEDRAIN_BATCH_H
 #define STAGEDRAIN_BATCH_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "buf.h"
@@ -28,6 +29,9 @@ struct batch {
 	size_t njobs;
 	struct batch_dead *dead;
 	size_t ndead;
+	long long *kept; /* ids read but left staged: a job whose Redis key has the wrong
+			    type, a dead row that could not be moved */
+	size_t nkept;
 	size_t cap;
 };
 
@@ -36,6 +40,13 @@ void batch_init(struct batch *b);
 int batch_reset(struct batch *b, size_t n) SD_MUSTCHECK;
 /* Builds row into a job, or records it as dead. Returns 0 or -ENOMEM. */
 int batch_add(struct batch *b, const struct job_row *row, const struct job_opts *opts) SD_MUSTCHECK;
+/* Moves the jobs hold(job, arg) is true of from the jobs to kept, keeping the
+ * order of the rest. Returns how many moved. */
+size_t batch_hold(struct batch *b, bool (*hold)(const struct batch_job *j, void *arg), void *arg);
+/* Moves every dead row to kept: its move to the dead table failed. */
+void batch_keep_dead(struct batch *b);
+/* Sorts kept ascending, as the gaps want them. */
+void batch_sort_kept(struct batch *b);
 void batch_free(struct batch *b);
 
 #endif

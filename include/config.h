@@ -35,6 +35,7 @@ struct config {
 	char *key_prefix;    /* "" or "ns:"; from --namespace, "resque:" by default for resque */
 	int batch_size;
 	long max_job_bytes;
+	long batch_max_bytes; /* a batch stops taking rows once they hold this much */
 	int poll_interval_ms;
 	int redis_timeout_ms;
 	long long lock_key;

@@ -25,6 +25,9 @@ struct job_row {
 	long long created_at_us; /* epoch microseconds */
 	bool has_run_at;
 	long long run_at_us;
+	/* Set when a column holds what no job can carry (a time of infinity, an
+	 * args text too large to read): the row is rejected with this reason. */
+	const char *unfit;
 };
 
 struct job_opts {

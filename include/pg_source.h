@@ -15,13 +15,16 @@
 #include "gaps.h"
 #include "fmacros.h"
 
-/* What the last read saw: its ids in order and its snapshot's bounds. */
+/* What the last read saw, for the gaps (see gaps.h). */
 struct pg_read {
-	long long *ids;
+	long long *ids;         /* every id read, ascending */
 	size_t n, cap;
-	uint64_t xmin, xmax;
+	uint64_t xmin;          /* of the read's snapshot */
+	uint64_t bound;         /* the read's own xid, taken after its snapshot */
 	long long above;        /* the cursor the read started above */
+	long long young_since;  /* the gaps it read: those opened since (GAP_OLD: all) */
 	long long retire_below; /* where a gap read cut short by its limit stopped */
+	long long skip_to;      /* the sequence's last id, read on a first read that found nothing */
 };
 
 struct pg_source {
@@ -47,17 +50,29 @@ bool pg_source_broken(const struct pg_source *pg);
 int pg_source_check_schema(struct pg_source *pg) SD_MUSTCHECK;
 /* 1: this session now holds the leader lock; 0: another session holds it. */
 int pg_source_try_lock(struct pg_source *pg) SD_MUSTCHECK;
-/* Opens a REPEATABLE READ transaction and reads up to limit rows in id order:
- * first any in g's gaps, then above its cursor. Fills pg->read. Unless the
- * session has a statement_timeout of its own, the transaction's statements are
- * bounded like its idle time (4 x --redis-timeout, >= 10 s). */
-int pg_source_fetch(struct pg_source *pg, const struct gaps *g, int limit, int *nrows) SD_MUSTCHECK;
-/* Waits up to ms, outside a transaction, for the notification a staging
- * transaction sends when it commits: 1 when one came, 0 when none did. */
+/* 1: this session is on a primary; 0: on a hot standby (in recovery), where
+ * the relay must not lead: it could read and push but never delete. */
+int pg_source_is_primary(struct pg_source *pg) SD_MUSTCHECK;
+/* Opens a REPEATABLE READ transaction and reads up to limit rows in id order,
+ * their text at most --batch-max-bytes (at least one row): first those in
+ * the gaps opened since young_since (GAP_OLD: every gap), then above the
+ * cursor. Then takes the transaction's xid, the bound of the gaps this read
+ * opens. Fills pg->read. Unless the session has a statement_timeout of its
+ * own, the statements are bounded like its idle time (4 x --redis-timeout,
+ * >= 10 s). */
+int pg_source_fetch(struct pg_source *pg, const struct gaps *g, int limit, long long young_since,
+		    int *nrows) SD_MUSTCHECK;
+/* Waits up to ms, outside a transaction, for the notification sql/notify.sql's
+ * optional trigger sends when jobs commit: 1 when one came, 0 when none did. */
 int pg_source_wait_jobs(struct pg_source *pg, int ms, volatile sig_atomic_t *stop) SD_MUSTCHECK;
 /* Fills row from the i-th fetched row; pointers stay valid until commit or rollback. */
 void pg_source_row(const struct pg_source *pg, int i, struct job_row *row);
-/* Deletes the pushed rows, moves the dead ones with their reasons, commits. */
+/* Moves the dead rows to staged_jobs_dead with their reasons, in a savepoint:
+ * 0 when they moved; 1 when the move failed (errstr says why), in which case
+ * they are now kept (left staged) and the batch goes on without them. */
+int pg_source_move_dead(struct pg_source *pg, struct batch *b) SD_MUSTCHECK;
+/* Deletes the pushed rows, leaving the kept ones, checks that exactly the
+ * pushed rows went, and only then commits; otherwise rolls back. */
 int pg_source_commit(struct pg_source *pg, const struct batch *b) SD_MUSTCHECK;
 /* Deletes, in its own transaction, the rows a fence names that are still
  * staged: their push landed but their delete did not. */

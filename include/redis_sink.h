@@ -35,10 +35,16 @@ struct redis_sink {
 	size_t *argvlen;
 	size_t argvcap;
 	long long epoch; /* this leader's epoch, written into each batch's fence */
+	struct buf bad;  /* keys of the wrong type the last push found: "key\0type\0" each */
+	size_t nbad;
+	struct buf key;  /* a job's key, formatted to compare with the bad ones */
 	char errstr[256];
 };
 
 /* Errors: -EIO or -ESTALE (errstr says why; the connection is closed), -ENOMEM. */
+
+/* redis_sink_push found keys of the wrong type and wrote nothing. */
+#define REDIS_SINK_WRONGTYPE 1
 
 void redis_sink_init(struct redis_sink *rs, const struct config *cfg);
 /* Connects, authenticates, selects the database and checks with PING. */
@@ -46,8 +52,15 @@ int redis_sink_connect(struct redis_sink *rs) SD_MUSTCHECK;
 bool redis_sink_connected(const struct redis_sink *rs);
 /* Pushes the batch's jobs and its fence in one round trip, as one atomic
  * script that first checks rs->epoch is still current. Returns 0 only when
- * all applied; -ESTALE when a newer epoch was taken (nothing applied). */
+ * all applied; -ESTALE when a newer epoch was taken (nothing applied);
+ * REDIS_SINK_WRONGTYPE when a key it would write has another type (nothing
+ * applied; redis_sink_bad_key names them). After -EIO the push's outcome is
+ * unknown: it may still land, until the epoch moves. */
 int redis_sink_push(struct redis_sink *rs, const struct batch *b) SD_MUSTCHECK;
+/* The i-th key of the wrong type (i < nbad), and its type. */
+const char *redis_sink_bad_key(const struct redis_sink *rs, size_t i, const char **type);
+/* True if pushing job j of b would write one of those keys. */
+bool redis_sink_blocked(struct redis_sink *rs, const struct batch *b, const struct batch_job *j);
 /* Takes the next leader epoch (INCR) into rs->epoch. */
 int redis_sink_new_epoch(struct redis_sink *rs) SD_MUSTCHECK;
 /* Reads the last batch's fence into out; out stays empty when there is none. */

@@ -11,14 +11,19 @@ void batch_init(struct batch *b)
 	buf_init(&b->payloads);
 	b->jobs = NULL;
 	b->dead = NULL;
-	b->njobs = b->ndead = b->cap = 0;
+	b->kept = NULL;
+	b->njobs = b->ndead = b->nkept = b->cap = 0;
 }
 
 int batch_reset(struct batch *b, size_t n)
 {
 	buf_reset(&b->payloads);
-	b->njobs = b->ndead = 0;
+	b->njobs = b->ndead = b->nkept = 0;
 	if (n > b->cap) {
+		long long *kept = realloc(b->kept, n * sizeof(*kept));
+		if (!kept)
+			return -ENOMEM;
+		b->kept = kept;
 		struct batch_job *jobs = realloc(b->jobs, n * sizeof(*jobs));
 		if (!jobs)
 			return -ENOMEM;
@@ -56,6 +61,41 @@ int batch_add(struct batch *b, const struct job_row *row, const struct job_opts 
 	return 0;
 }
 
+size_t batch_hold(struct batch *b, bool (*hold)(const struct batch_job *j, void *arg), void *arg)
+{
+	size_t n = 0, moved = 0;
+
+	for (size_t i = 0; i < b->njobs; i++) {
+		if (hold(&b->jobs[i], arg)) {
+			b->kept[b->nkept++] = b->jobs[i].id;
+			moved++;
+		} else {
+			b->jobs[n++] = b->jobs[i];
+		}
+	}
+	b->njobs = n;
+	return moved;
+}
+
+void batch_keep_dead(struct batch *b)
+{
+	for (size_t i = 0; i < b->ndead; i++)
+		b->kept[b->nkept++] = b->dead[i].id;
+	b->ndead = 0;
+}
+
+static int cmp_id(const void *a, const void *b)
+{
+	long long x = *(const long long *)a, y = *(const long long *)b;
+
+	return (x > y) - (x < y);
+}
+
+void batch_sort_kept(struct batch *b)
+{
+	qsort(b->kept, b->nkept, sizeof(*b->kept), cmp_id);
+}
+
 void batch_free(struct batch *b)
 {
 	if (!b)
@@ -63,5 +103,6 @@ void batch_free(struct batch *b)
 	buf_free(&b->payloads);
 	free(b->jobs);
 	free(b->dead);
+	free(b->kept);
 	batch_init(b);
 }

@@ -171,6 +171,12 @@ static const struct setting settings[] = {
 	  .metavar = "SIZE", .def = "1M", .num = &size, .min = 64, .max = 536870912,
 	  .off = OFF(max_job_bytes),
 	  .help = "largest job payload pushed to redis; k and M multiply by 1024 and 1048576" },
+	{ .flag = "batch-max-bytes", .env = "STAGEDRAIN_BATCH_MAX_BYTES", .type = V_LONG,
+	  .metavar = "SIZE", .def = "64M", .num = &size, .min = 4096, .max = 1073741824,
+	  .off = OFF(batch_max_bytes),
+	  .help = "a batch stops taking rows once their text reaches SIZE (it always takes "
+		  "one); a row's args over --max-job-bytes are not read at all, so one batch "
+		  "holds at most about 2 x (SIZE + --max-job-bytes)" },
 	{ .flag = "poll-interval", .env = "STAGEDRAIN_POLL_INTERVAL", .type = V_INT,
 	  .metavar = "DURATION", .def = "100ms", .num = &duration, .min = 1, .max = 60000,
 	  .off = OFF(poll_interval_ms),

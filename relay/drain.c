@@ -2,6 +2,7 @@
 #include "fmacros.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
@@ -13,6 +14,13 @@
 #define BACKOFF_CAP_MS 10000
 /* Gap ranges tracked at most; past it the closest merge (see gaps.h). */
 #define GAPS_MAX 10000
+/* A gap is young, and read by every batch, this long after it opened: the
+ * time a concurrent writer takes from its id to its commit. */
+#define GAP_YOUNG_MS 200
+/* Old gaps (and held rows) are read this often: a late commit arrives within
+ * about this long, and however many old gaps a long transaction keeps open,
+ * a batch does not read them. */
+#define GAP_OLD_READ_MS 500
 
 void drain_init(struct drain *d, const struct config *cfg, volatile sig_atomic_t *stop)
 {
@@ -27,6 +35,9 @@ void drain_init(struct drain *d, const struct config *cfg, volatile sig_atomic_t
 	d->leader = false;
 	d->need_epoch = false;
 	d->uncertain = true; /* the previous leader may have died mid-batch */
+	d->old_read_ms = 0;
+	d->wrongtype_log_ms = 0;
+	d->wrongtype_logged = false;
 	fence_init(&d->fence);
 	buf_init(&d->fence_text);
 	d->relayed = d->dead = 0;
@@ -130,7 +141,20 @@ static void redis_trouble(struct drain *d, const char *what)
  */
 static int become_leader(struct drain *d)
 {
-	int rc = pg_source_try_lock(&d->pg);
+	int rc = pg_source_is_primary(&d->pg);
+
+	if (rc == 0) {
+		char where[120];
+		pg_source_describe(&d->pg, where, sizeof(where));
+		snprintf(d->pg.errstr, sizeof(d->pg.errstr),
+			 "postgres at %.120s is a hot standby (in recovery): it cannot delete what the relay pushes",
+			 where);
+		*d->pg.sqlstate = '\0';
+		pg_source_close(&d->pg);
+		return -EROFS;
+	}
+	if (rc == 1)
+		rc = pg_source_try_lock(&d->pg);
 
 	if (rc == 0)
 		log_info("another relay is the leader; waiting as standby",
@@ -204,14 +228,95 @@ static void log_batch(struct drain *d, const struct batch_times *t)
 			       F_INT("push_us", t->push_us), F_INT("commit_us", t->commit_us)));
 }
 
+static long long mono_ms(void)
+{
+	return mono_us() / 1000;
+}
+
 /* After a read that changed nothing or a batch that committed: the cursor
- * moves, gaps open and retire. Never before the commit, so a failed batch
- * leaves every row it read where the next read will find it. */
-static int advance_gaps(struct drain *d)
+ * moves, gaps open and retire, kept rows become held gaps. Never before the
+ * commit, so a failed batch leaves every row it read where the next read
+ * will find it. */
+static int advance_gaps(struct drain *d, bool committed)
 {
 	const struct pg_read *r = &d->pg.read;
+	struct gaps_read gr = {
+		.ids = r->ids,
+		.n = r->n,
+		.held = committed ? d->batch.kept : NULL,
+		.nheld = committed ? d->batch.nkept : 0,
+		.xmin = r->xmin,
+		.bound = r->bound,
+		.young_since = r->young_since,
+		.retire_below = r->retire_below,
+		.skip_to = r->skip_to,
+		.now_ms = mono_ms(),
+	};
 
-	return gaps_advance(&d->gaps, r->ids, r->n, r->xmin, r->xmax, r->retire_below);
+	if (r->young_since == GAP_OLD)
+		d->old_read_ms = gr.now_ms;
+	if (committed)
+		batch_sort_kept(&d->batch);
+	return gaps_advance(&d->gaps, &gr);
+}
+
+/* Every batch reads the young gaps; the old ones and held rows on a timer. */
+static long long gaps_to_read(struct drain *d)
+{
+	long long now = mono_ms();
+
+	return now - d->old_read_ms >= GAP_OLD_READ_MS ? GAP_OLD : now - GAP_YOUNG_MS;
+}
+
+/* Jobs of a batch whose Redis keys have the wrong type. */
+struct blocked_arg {
+	struct redis_sink *rs;
+	const struct batch *b;
+};
+
+static bool job_blocked(const struct batch_job *j, void *arg)
+{
+	struct blocked_arg *a = arg;
+
+	return redis_sink_blocked(a->rs, a->b, j);
+}
+
+/* Names the keys of the wrong type, at most once a minute while they stay so. */
+static void log_wrong_types(struct drain *d, size_t held)
+{
+	long long now = mono_ms();
+	const char *type, *key = redis_sink_bad_key(&d->redis, 0, &type);
+
+	if (now - d->wrongtype_log_ms < 60000 && d->wrongtype_logged)
+		return;
+	d->wrongtype_log_ms = now;
+	d->wrongtype_logged = true;
+	log_warn("a redis key the batch writes has the wrong type; its jobs stay staged until it is fixed",
+		 LOGF(F_STR("key", key), F_STR("type", type), F_INT("keys", d->redis.nbad),
+		      F_INT("jobs_held", held)));
+}
+
+/*
+ * Pushes the batch. A push that found keys of the wrong type wrote nothing:
+ * the jobs for those keys are kept (staged, re-read with the old gaps) and
+ * the rest is pushed again, so one bad key holds up only its own jobs.
+ */
+static int push_batch(struct drain *d)
+{
+	struct blocked_arg arg = { &d->redis, &d->batch };
+	int rc = 0;
+
+	for (int tries = 0; tries < 4; tries++) {
+		size_t held;
+		rc = redis_sink_push(&d->redis, &d->batch);
+		if (rc != REDIS_SINK_WRONGTYPE)
+			break;
+		held = batch_hold(&d->batch, job_blocked, &arg);
+		log_wrong_types(d, held);
+	}
+	if (rc == 0 && d->wrongtype_logged && d->batch.nkept == 0)
+		d->wrongtype_logged = false;
+	return rc == REDIS_SINK_WRONGTYPE ? -EIO : rc;
 }
 
 /*
@@ -225,23 +330,34 @@ static int drain_batch(struct drain *d)
 	long long t0 = mono_us();
 	int nrows = 0, rc;
 
-	if (pg_source_fetch(&d->pg, &d->gaps, d->cfg->batch_size, &nrows) < 0) {
+	if (pg_source_fetch(&d->pg, &d->gaps, d->cfg->batch_size, gaps_to_read(d), &nrows) < 0) {
 		pg_trouble(d, "could not read a batch; will retry");
 		return -EIO;
 	}
 	if (nrows == 0) {
 		pg_source_rollback(&d->pg);
-		return d->gaps.n ? advance_gaps(d) : 0;
+		return d->gaps.n || d->pg.read.skip_to ? advance_gaps(d, false) : 0;
 	}
 	if ((rc = build_batch(d, nrows)) < 0) {
 		pg_source_rollback(&d->pg);
 		return rc;
 	}
+	if ((rc = pg_source_move_dead(&d->pg, &d->batch)) < 0) {
+		pg_trouble(d, "could not move rows to staged_jobs_dead; will retry");
+		return rc;
+	}
+	if (rc == 1)
+		log_warn("could not move rows that cannot be jobs to staged_jobs_dead; they stay staged and"
+			 " are tried again, the batch goes on",
+			 LOGF(F_STR("error", d->pg.errstr), F_STR("sqlstate", d->pg.sqlstate),
+			      F_INT("rows", d->batch.nkept)));
 	t.fetch_us = mono_us() - t0;
-	if ((rc = redis_sink_push(&d->redis, &d->batch)) < 0) {
-		/* Stale: another relay took an epoch since ours (or Redis lost the
-		 * key); our session may be gone. Settle the fence under a new one. */
-		d->need_epoch = d->need_epoch || rc == -ESTALE;
+	if ((rc = push_batch(d)) < 0) {
+		/* Stale: another relay took an epoch since ours. Otherwise the push
+		 * may still land (a reply lost or late): either way this epoch must
+		 * not push again. A new one refuses the old push if it comes late,
+		 * and the fence, read after, names it if it came first. */
+		d->need_epoch = true;
 		d->uncertain = true;
 		pg_source_rollback(&d->pg);
 		redis_trouble(d, "could not push a batch to redis; rolled back, will retry");
@@ -257,7 +373,7 @@ static int drain_batch(struct drain *d)
 	t.commit_us = mono_us() - t0 - t.fetch_us - t.push_us;
 	backoff_reset(&d->pg_backoff);
 	backoff_reset(&d->redis_backoff);
-	if ((rc = advance_gaps(d)) < 0)
+	if ((rc = advance_gaps(d, true)) < 0)
 		return rc;
 	log_batch(d, &t);
 	return nrows;
@@ -323,6 +439,10 @@ static int ensure_ready(struct drain *d)
 		int rc = become_leader(d);
 		if (rc == -ECANCELED)
 			return 0;
+		if (rc == -EROFS) {
+			pg_trouble(d, "will not lead from a hot standby; will reconnect");
+			return 0;
+		}
 		if (rc < 0) {
 			pg_trouble(d, "could not take the leader lock; will retry");
 			return 0;

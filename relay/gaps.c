@@ -28,17 +28,45 @@ void gaps_free(struct gaps *g)
 	gaps_init(g, g->max);
 }
 
-/* A new range in out, unless it is retired already. */
-static void emit(struct gap *out, size_t *n, long long lo, long long hi, uint64_t xmax, bool retire)
+bool gaps_reads(const struct gaps *g, size_t i, long long young_since)
 {
-	if (lo > hi || retire)
+	return g->v[i].opened_ms >= young_since;
+}
+
+/*
+ * Keeps lo..hi of a gap the read covered, unless it retires. A held gap the
+ * read got through no longer holds anything there (a row still held comes
+ * back as a held gap of its own), so what is left is an ordinary gap; this
+ * read's bound is a sound bound for it, being later than its first.
+ */
+static void keep(struct gap *out, size_t *n, long long lo, long long hi, const struct gap *from,
+		 const struct gaps_read *r)
+{
+	bool seen = hi < r->retire_below;
+	uint64_t bound = from->bound;
+
+	if (lo > hi)
 		return;
-	out[(*n)++] = (struct gap){ .lo = lo, .hi = hi, .xmax = xmax };
+	if (seen && bound == GAP_HELD)
+		bound = r->bound;
+	if (seen && bound <= r->xmin)
+		return;
+	out[(*n)++] = (struct gap){ .lo = lo, .hi = hi, .bound = bound, .opened_ms = from->opened_ms };
+}
+
+/* A gap the read skipped above the cursor: retired at once if every
+ * transaction that could fill it had ended before the read's snapshot. */
+static void open_gap(struct gap *out, size_t *n, long long lo, long long hi, long long opened,
+		     const struct gaps_read *r)
+{
+	if (lo <= hi && r->bound > r->xmin)
+		out[(*n)++] = (struct gap){ .lo = lo, .hi = hi, .bound = r->bound, .opened_ms = opened };
 }
 
 /* Merges the two neighbours with the fewest ids between them: the merged
  * range also covers ids already drained, which costs a little index walking
- * per read but never misses a row. */
+ * when it is read but never misses a row. It is old from then on, so that
+ * walking happens on the timer, not in every batch. */
 static void merge_closest(struct gap *v, size_t *n)
 {
 	size_t best = 0;
@@ -47,46 +75,77 @@ static void merge_closest(struct gap *v, size_t *n)
 		if (v[i + 1].lo - v[i].hi < v[best + 1].lo - v[best].hi)
 			best = i;
 	v[best].hi = v[best + 1].hi;
-	if (v[best + 1].xmax > v[best].xmax)
-		v[best].xmax = v[best + 1].xmax;
+	if (v[best + 1].bound > v[best].bound)
+		v[best].bound = v[best + 1].bound;
+	if (v[best + 1].opened_ms < v[best].opened_ms)
+		v[best].opened_ms = v[best + 1].opened_ms;
 	for (size_t i = best + 1; i + 1 < *n; i++)
 		v[i] = v[i + 1];
 	(*n)--;
 }
 
-int gaps_advance(struct gaps *g, const long long *ids, size_t n, uint64_t xmin, uint64_t xmax,
-		 long long retire_below)
+/* The gaps in a, less every id read, plus the new ones; a is sorted. */
+static size_t carry_and_open(const struct gaps *g, const struct gaps_read *r, struct gap *out, long long *cursor)
 {
-	size_t k = 0, out_n = 0, need = g->n + n + 1;
-	long long prev;
-	struct gap *out = malloc(need * sizeof(*out));
+	size_t k = 0, n = 0;
+	long long prev = g->cursor, opened = g->cursor == 0 ? GAP_OLD : r->now_ms;
 
-	if (!out)
-		return -ENOMEM;
-	/* Old gaps, less the ids read in them; retired once their xmax has passed. */
 	for (size_t i = 0; i < g->n; i++) {
-		const struct gap *r = &g->v[i];
-		bool retire = r->xmax <= xmin;
-		long long lo = r->lo;
-		while (k < n && ids[k] < lo)
-			k++;
-		for (; k < n && ids[k] <= r->hi; k++) {
-			emit(out, &out_n, lo, ids[k] - 1, r->xmax, retire && ids[k] - 1 < retire_below);
-			lo = ids[k] + 1;
+		const struct gap *gp = &g->v[i];
+		long long lo = gp->lo;
+		if (!gaps_reads(g, i, r->young_since)) {
+			out[n++] = *gp;
+			continue;
 		}
-		emit(out, &out_n, lo, r->hi, r->xmax, retire && r->hi < retire_below);
+		while (k < r->n && r->ids[k] < lo)
+			k++;
+		for (; k < r->n && r->ids[k] <= gp->hi; k++) {
+			keep(out, &n, lo, r->ids[k] - 1, gp, r);
+			lo = r->ids[k] + 1;
+		}
+		keep(out, &n, lo, gp->hi, gp, r);
 	}
-	/* New gaps: what the read above the cursor skipped. */
-	while (k < n && ids[k] <= g->cursor)
+	while (k < r->n && r->ids[k] <= g->cursor)
 		k++;
-	for (prev = g->cursor; k < n; prev = ids[k++])
-		emit(out, &out_n, prev + 1, ids[k] - 1, xmax, xmax <= xmin);
-	while (out_n > g->max)
-		merge_closest(out, &out_n);
+	for (; k < r->n; prev = r->ids[k++])
+		open_gap(out, &n, prev + 1, r->ids[k] - 1, opened, r);
+	if (prev == g->cursor && r->skip_to > prev) {
+		open_gap(out, &n, prev + 1, r->skip_to, GAP_OLD, r);
+		prev = r->skip_to;
+	}
+	*cursor = prev;
+	return n;
+}
+
+int gaps_advance(struct gaps *g, const struct gaps_read *r)
+{
+	size_t need = g->n * 2 + r->n + r->nheld + 2, n, i = 0, h = 0, m = 0;
+	struct gap *tmp = malloc(need * sizeof(*tmp)), *out = malloc(need * sizeof(*out));
+	long long cursor;
+
+	if (!tmp || !out) {
+		free(tmp);
+		free(out);
+		return -ENOMEM;
+	}
+	n = carry_and_open(g, r, tmp, &cursor);
+	/* Held ids were read, so no range in tmp holds them: merge them in. */
+	while (i < n || h < r->nheld) {
+		if (h < r->nheld && (i == n || r->held[h] < tmp[i].lo)) {
+			out[m++] = (struct gap){ .lo = r->held[h], .hi = r->held[h], .bound = GAP_HELD,
+						 .opened_ms = GAP_OLD };
+			h++;
+		} else {
+			out[m++] = tmp[i++];
+		}
+	}
+	free(tmp);
+	while (m > g->max)
+		merge_closest(out, &m);
 	free(g->v);
 	g->v = out;
-	g->n = out_n;
-	g->cursor = prev;
+	g->n = m;
+	g->cursor = cursor;
 	return 0;
 }
 
@@ -97,4 +156,13 @@ long long gaps_ids(const struct gaps *g)
 	for (size_t i = 0; i < g->n; i++)
 		total += g->v[i].hi - g->v[i].lo + 1;
 	return total;
+}
+
+size_t gaps_held(const struct gaps *g)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < g->n; i++)
+		n += g->v[i].bound == GAP_HELD;
+	return n;
 }

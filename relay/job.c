@@ -307,6 +307,10 @@ static int check_row(const struct job_row *row, const struct job_opts *opts, str
 {
 	int rc;
 
+	if (row->unfit) {
+		set_reason(reason, rlen, "%s", row->unfit);
+		return JOB_REJECT;
+	}
 	rc = check_text("job class", span_of(row->job_class, row->class_len), reason, rlen);
 	if (rc == 0)
 		rc = check_text("queue", span_of(row->queue, row->queue_len), reason, rlen);

@@ -12,16 +12,31 @@
 #include "log.h"
 #include "pg_source.h"
 
-/* The snapshot's bounds come first: in REPEATABLE READ they are the bounds of
- * every read that follows in the transaction. */
+/* The snapshot's xmin comes first: in REPEATABLE READ the first statement's
+ * snapshot is the snapshot of every read that follows in the transaction. */
 #define BEGIN_SQL "BEGIN ISOLATION LEVEL REPEATABLE READ;"
-#define SNAPSHOT_SQL "SELECT pg_snapshot_xmin(s)::text, pg_snapshot_xmax(s)::text FROM pg_current_snapshot() s;"
-#define COLUMNS                                                                          \
-	"s.id, s.queue, s.job_class, s.args::text, s.options::text, s.jid,"              \
-	" (extract(epoch FROM s.created_at) * 1000000)::int8 AS created_us,"             \
-	" (extract(epoch FROM s.run_at) * 1000000)::int8 AS run_at_us"
+#define SNAPSHOT_SQL "SELECT pg_snapshot_xmin(pg_current_snapshot())::text;"
+/* Taken after the snapshot and after the sequence was read: the gaps' bound (gaps.h). */
+#define BOUND_SQL "SELECT pg_current_xact_id()::text"
+/* On a first read that finds nothing, how far ids were handed out: the cursor
+ * jumps there instead of every empty read walking from the table's head. The
+ * relay may lack SELECT on the sequence (sql/roles.sql grants it): then NULL. */
+#define SKIP_SQL                                                                                   \
+	"SELECT CASE WHEN has_sequence_privilege(q.seq, 'SELECT')"                                 \
+	" THEN pg_sequence_last_value(q.seq::regclass) END"                                        \
+	" FROM (SELECT pg_get_serial_sequence('staged_jobs', 'id') AS seq) q;"
 
-enum { COL_ID, COL_QUEUE, COL_CLASS, COL_ARGS, COL_OPTIONS, COL_JID, COL_CREATED, COL_RUN_AT };
+/* Microseconds as text, or the time itself when it is infinite: no value a
+ * timestamptz column holds can make the read fail (pg_source_row decides). */
+#define TIME_US(col)                                                                               \
+	"CASE WHEN isfinite(s." col ") THEN floor(extract(epoch FROM s." col ") * 1000000)::text"  \
+	" ELSE s." col "::text END"
+#define COLUMNS                                                                                    \
+	"s.id, s.queue, s.job_class, s.args::text AS args, s.options::text AS options, s.jid, "   \
+	TIME_US("created_at") " AS created_us, " TIME_US("run_at") " AS run_at_us"
+
+enum { COL_ID, COL_QUEUE, COL_CLASS, COL_ARGS, COL_OPTIONS, COL_JID, COL_CREATED, COL_RUN_AT,
+       COL_ARGS_LEN, COL_NALL };
 
 void pg_source_init(struct pg_source *pg, const struct config *cfg)
 {
@@ -87,7 +102,7 @@ static int set_session(struct pg_source *pg)
 	snprintf(sql, sizeof(sql),
 		 "SET idle_in_transaction_session_timeout = %d; SET tcp_keepalives_idle = 5;"
 		 " SET tcp_keepalives_interval = 2; SET tcp_keepalives_count = 3;"
-		 " SET tcp_user_timeout = 10000; LISTEN staged_jobs;"
+		 " SET tcp_user_timeout = 10000;"
 		 " SELECT source = 'default' FROM pg_settings WHERE name = 'statement_timeout'",
 		 tx_bound_ms(pg->cfg));
 	res = PQexec(pg->conn, sql);
@@ -199,27 +214,95 @@ int pg_source_try_lock(struct pg_source *pg)
 	return rc;
 }
 
-/* Rows in gap ranges (late commits), as a subquery; lo and hi as array literals. */
-static int append_gap_read(struct buf *sql, const struct gaps *g, int limit)
+/* A standby refuses LISTEN, so the session listens only once it is known to
+ * be on a primary. */
+int pg_source_is_primary(struct pg_source *pg)
 {
-	int rc = buf_puts(sql, "(SELECT " COLUMNS " FROM unnest('{");
+	PGresult *res = PQexec(pg->conn, "SELECT pg_is_in_recovery()");
+	int rc;
+
+	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1)
+		rc = pg_fail(pg, res, "could not ask whether postgres is in recovery");
+	else
+		rc = strcmp(PQgetvalue(res, 0, 0), "f") == 0;
+	PQclear(res);
+	if (rc != 1)
+		return rc;
+	res = PQexec(pg->conn, "LISTEN staged_jobs");
+	if (PQresultStatus(res) != PGRES_COMMAND_OK)
+		rc = pg_fail(pg, res, "could not listen for staged jobs");
+	PQclear(res);
+	return rc;
+}
+
+/* Rows in the gaps this read covers (late commits), as a subquery; lo and hi
+ * as array literals. LATERAL makes each range its own index probe: a plain
+ * join ordered by id lets the planner walk the whole index from its head,
+ * crossing every drained row a long transaction keeps, and filter. */
+static int append_gap_read(struct buf *sql, const struct gaps *g, long long young_since, int limit)
+{
+	int rc = buf_puts(sql, "(SELECT s.* FROM unnest('{");
+	bool any = false;
 
 	for (size_t i = 0; rc == 0 && i < g->n; i++)
-		rc = buf_printf(sql, "%s%lld", i ? "," : "", g->v[i].lo);
+		if (gaps_reads(g, i, young_since) && (rc = buf_printf(sql, "%s%lld", any ? "," : "", g->v[i].lo)) == 0)
+			any = true;
 	if (rc == 0)
 		rc = buf_puts(sql, "}'::int8[], '{");
+	any = false;
 	for (size_t i = 0; rc == 0 && i < g->n; i++)
-		rc = buf_printf(sql, "%s%lld", i ? "," : "", g->v[i].hi);
+		if (gaps_reads(g, i, young_since) && (rc = buf_printf(sql, "%s%lld", any ? "," : "", g->v[i].hi)) == 0)
+			any = true;
 	return rc ? rc
 		  : buf_printf(sql,
-			       "}'::int8[]) AS g(lo, hi) JOIN staged_jobs s ON s.id BETWEEN g.lo AND g.hi"
+			       "}'::int8[]) AS g(lo, hi) CROSS JOIN LATERAL (SELECT " COLUMNS
+			       " FROM staged_jobs s WHERE s.id BETWEEN g.lo AND g.hi ORDER BY s.id LIMIT %d) s"
 			       " ORDER BY s.id LIMIT %d) UNION ALL ",
-			       limit);
+			       limit, limit);
+}
+
+static bool reads_any_gap(const struct gaps *g, long long young_since)
+{
+	for (size_t i = 0; i < g->n; i++)
+		if (gaps_reads(g, i, young_since))
+			return true;
+	return false;
+}
+
+/*
+ * The rows, in id order, while their text stays within --batch-max-bytes (the
+ * first always comes); args over --max-job-bytes stay in Postgres, only their
+ * length comes (the row is dead-lettered). nall says how many rows the limit
+ * alone would have given, so a cut by size is seen.
+ */
+static int append_rows(struct pg_source *pg, const struct gaps *g, long long young_since, int limit)
+{
+	struct buf *sql = &pg->sql;
+	long max_job = pg->cfg->max_job_bytes;
+	bool gaps = reads_any_gap(g, young_since);
+	int rc = buf_printf(sql,
+			    "SELECT id, queue, job_class, CASE WHEN args_len > %ld THEN NULL ELSE args END,"
+			    " options, jid, created_us, run_at_us, args_len, nall FROM ("
+			    "SELECT r.*, sum(r.bytes) OVER (ORDER BY r.id ROWS UNBOUNDED PRECEDING) AS total,"
+			    " count(*) OVER () AS nall FROM ("
+			    "SELECT u.*, octet_length(u.args) AS args_len, least(octet_length(u.args), %ld)"
+			    " + octet_length(u.options) + octet_length(u.queue) + octet_length(u.job_class) + 64"
+			    " AS bytes FROM (",
+			    max_job, max_job);
+
+	if (rc == 0 && gaps && (rc = buf_puts(sql, "SELECT * FROM (")) == 0)
+		rc = append_gap_read(sql, g, young_since, limit);
+	if (rc == 0)
+		rc = buf_printf(sql, "(SELECT " COLUMNS " FROM staged_jobs s WHERE s.id > %lld ORDER BY s.id LIMIT %d)",
+				g->cursor, limit);
+	if (rc == 0 && gaps)
+		rc = buf_printf(sql, ") b ORDER BY id LIMIT %d", limit);
+	return rc ? rc : buf_printf(sql, ") u) r) w WHERE w.total - w.bytes < %ld ORDER BY w.id;", pg->cfg->batch_max_bytes);
 }
 
 /* Reads above the cursor, and in the gaps below it: no query starts below the
- * oldest gap, so drained rows' dead index entries are never walked. */
-static int build_fetch(struct pg_source *pg, const struct gaps *g, int limit)
+ * oldest gap, so drained rows' dead index entries are not walked per batch. */
+static int build_fetch(struct pg_source *pg, const struct gaps *g, int limit, long long young_since)
 {
 	struct buf *sql = &pg->sql;
 	int rc;
@@ -231,19 +314,21 @@ static int build_fetch(struct pg_source *pg, const struct gaps *g, int limit)
 		rc = buf_printf(sql, "SET LOCAL statement_timeout = %d;", tx_bound_ms(pg->cfg));
 	if (rc == 0)
 		rc = buf_puts(sql, SNAPSHOT_SQL);
-	if (rc == 0 && g->n && (rc = buf_puts(sql, "SELECT * FROM (")) == 0)
-		rc = append_gap_read(sql, g, limit);
 	if (rc == 0)
-		rc = buf_printf(sql, "(SELECT " COLUMNS " FROM staged_jobs s WHERE s.id > %lld ORDER BY s.id LIMIT %d)",
-				g->cursor, limit);
-	if (rc == 0 && g->n)
-		rc = buf_printf(sql, ") b ORDER BY id LIMIT %d", limit);
-	return rc;
+		rc = append_rows(pg, g, young_since, limit);
+	if (rc == 0 && g->cursor == 0)
+		rc = buf_puts(sql, SKIP_SQL);
+	return rc ? rc : buf_puts(sql, BOUND_SQL);
 }
 
-/* BEGIN and SET, then the snapshot's bounds and the rows: keeps the rows and
- * notes the bounds. */
-static int read_fetch_results(struct pg_source *pg)
+static uint64_t value_u64(const PGresult *res)
+{
+	return PQntuples(res) == 1 ? strtoull(PQgetvalue(res, 0, 0), NULL, 10) : 0;
+}
+
+/* BEGIN and SET, then the snapshot's xmin, the rows, the sequence (on a
+ * first read) and the bound: keeps the rows and notes the rest. */
+static int read_fetch_results(struct pg_source *pg, bool skip)
 {
 	PGresult *res;
 	int rc = 0, tables = 0;
@@ -252,25 +337,32 @@ static int read_fetch_results(struct pg_source *pg)
 		ExecStatusType st = PQresultStatus(res);
 		if (rc == 0 && st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK)
 			rc = pg_fail(pg, res, "could not read staged jobs");
-		if (rc == 0 && st == PGRES_TUPLES_OK && tables++ == 0) {
-			pg->read.xmin = strtoull(PQgetvalue(res, 0, 0), NULL, 10);
-			pg->read.xmax = strtoull(PQgetvalue(res, 0, 1), NULL, 10);
-		} else if (rc == 0 && st == PGRES_TUPLES_OK && !pg->rows) {
-			pg->rows = res;
-			continue;
+		if (rc == 0 && st == PGRES_TUPLES_OK) {
+			int t = tables++;
+			if (t == 0)
+				pg->read.xmin = value_u64(res);
+			else if (t == 1) {
+				pg->rows = res;
+				continue;
+			} else if (t == 2 && skip)
+				pg->read.skip_to = PQgetisnull(res, 0, 0) ? 0 : (long long)value_u64(res);
+			else
+				pg->read.bound = value_u64(res);
 		}
 		PQclear(res);
 	}
-	if (rc == 0 && !pg->rows)
+	if (rc == 0 && (!pg->rows || pg->read.bound == 0))
 		rc = pg_fail(pg, NULL, "could not read staged jobs");
 	return rc;
 }
 
-/* The ids read, ascending, and how far the gap read got if its limit cut it short. */
+/* The ids read, ascending, and how far the gap read got if its limit or the
+ * size bound cut it short. */
 static int note_ids(struct pg_source *pg, const struct gaps *g, int limit)
 {
 	struct pg_read *r = &pg->read;
 	size_t n = (size_t)PQntuples(pg->rows), below = 0;
+	bool cut = n > 0 && strtoull(PQgetvalue(pg->rows, 0, COL_NALL), NULL, 10) > n;
 
 	if (n > r->cap) {
 		long long *ids = realloc(r->ids, n * sizeof(*ids));
@@ -284,7 +376,9 @@ static int note_ids(struct pg_source *pg, const struct gaps *g, int limit)
 		below += r->ids[i] <= g->cursor;
 	}
 	r->n = n;
-	r->retire_below = g->n && below >= (size_t)limit ? r->ids[below - 1] : LLONG_MAX;
+	r->retire_below = LLONG_MAX;
+	if (below > 0 && (below >= (size_t)limit || (cut && below == n)))
+		r->retire_below = r->ids[below - 1];
 	return 0;
 }
 
@@ -311,18 +405,21 @@ int pg_source_wait_jobs(struct pg_source *pg, int ms, volatile sig_atomic_t *sto
 	}
 }
 
-int pg_source_fetch(struct pg_source *pg, const struct gaps *g, int limit, int *nrows)
+int pg_source_fetch(struct pg_source *pg, const struct gaps *g, int limit, long long young_since, int *nrows)
 {
 	int rc;
 
 	pg->read.n = 0;
+	pg->read.xmin = pg->read.bound = 0;
+	pg->read.skip_to = 0;
 	pg->read.above = g->cursor;
-	if ((rc = build_fetch(pg, g, limit)) < 0)
+	pg->read.young_since = young_since;
+	if ((rc = build_fetch(pg, g, limit, young_since)) < 0)
 		return rc;
 	pg->in_tx = true;
 	if (!PQsendQuery(pg->conn, pg->sql.data))
 		return pg_fail(pg, NULL, "could not read staged jobs");
-	if ((rc = read_fetch_results(pg)) < 0 || (rc = note_ids(pg, g, limit)) < 0) {
+	if ((rc = read_fetch_results(pg, g->cursor == 0)) < 0 || (rc = note_ids(pg, g, limit)) < 0) {
 		PQclear(pg->rows);
 		pg->rows = NULL;
 		return rc;
@@ -331,32 +428,68 @@ int pg_source_fetch(struct pg_source *pg, const struct gaps *g, int limit, int *
 	return 0;
 }
 
+/* A time column's microseconds, or why the row cannot carry it. */
+static long long time_us(const PGresult *r, int i, int col, const char *name, const char **unfit)
+{
+	static const char *const why[2][3] = {
+		{ "created_at is infinity: no job time can hold it", "created_at is -infinity: no job time can hold it",
+		  "created_at is out of the range a job time can hold" },
+		{ "run_at is infinity: no job time can hold it", "run_at is -infinity: no job time can hold it",
+		  "run_at is out of the range a job time can hold" },
+	};
+	const char *text = PQgetvalue(r, i, col);
+	int which = strcmp(name, "run_at") == 0;
+	char *end;
+	long long us;
+
+	errno = 0;
+	us = strtoll(text, &end, 10);
+	if (errno == 0 && end != text && *end == '\0')
+		return us;
+	if (!*unfit)
+		*unfit = why[which][strcmp(text, "infinity") == 0 ? 0 : strcmp(text, "-infinity") == 0 ? 1 : 2];
+	return 0;
+}
+
 void pg_source_row(const struct pg_source *pg, int i, struct job_row *row)
 {
 	const PGresult *r = pg->rows;
 
 	row->id = pg->read.ids[i]; /* parsed once, when the read noted its ids */
+	row->unfit = NULL;
 	row->queue = PQgetvalue(r, i, COL_QUEUE);
 	row->queue_len = (size_t)PQgetlength(r, i, COL_QUEUE);
 	row->job_class = PQgetvalue(r, i, COL_CLASS);
 	row->class_len = (size_t)PQgetlength(r, i, COL_CLASS);
 	row->args = PQgetvalue(r, i, COL_ARGS);
 	row->args_len = (size_t)PQgetlength(r, i, COL_ARGS);
+	if (PQgetisnull(r, i, COL_ARGS))
+		row->unfit = "args are larger than --max-job-bytes";
 	row->options = PQgetvalue(r, i, COL_OPTIONS);
 	row->options_len = (size_t)PQgetlength(r, i, COL_OPTIONS);
 	row->jid = PQgetvalue(r, i, COL_JID);
 	row->jid_len = (size_t)PQgetlength(r, i, COL_JID);
-	row->created_at_us = strtoll(PQgetvalue(r, i, COL_CREATED), NULL, 10);
+	row->created_at_us = time_us(r, i, COL_CREATED, "created_at", &row->unfit);
 	row->has_run_at = !PQgetisnull(r, i, COL_RUN_AT);
-	row->run_at_us = row->has_run_at ? strtoll(PQgetvalue(r, i, COL_RUN_AT), NULL, 10) : 0;
+	row->run_at_us = row->has_run_at ? time_us(r, i, COL_RUN_AT, "run_at", &row->unfit) : 0;
+}
+
+/* Appends "{1,2,3}": a literal of our own integers. */
+static int append_id_array(struct buf *sql, const long long *ids, size_t n)
+{
+	int rc = buf_puts(sql, "'{");
+
+	for (size_t i = 0; rc == 0 && i < n; i++)
+		if (!i || (rc = buf_append(sql, ",", 1)) == 0)
+			rc = buf_put_int(sql, ids[i]);
+	return rc ? rc : buf_puts(sql, "}'::int8[]");
 }
 
 /*
  * Above the cursor the read took every visible id in order, so once the dead
  * rows have moved, the visible rows in (cursor, last id read] are exactly the
- * pushed ones: one range scan deletes them, where an id list costs a probe
- * per id. Rows from gaps go by id: `id = ANY('{1,2,3}')`, a literal of our own
- * integers.
+ * pushed ones and the kept ones: one range scan, less the kept ids, deletes
+ * them, where an id list costs a probe per id. Rows from gaps go by id.
  */
 static int append_delete(struct pg_source *pg, const struct batch *b)
 {
@@ -369,22 +502,24 @@ static int append_delete(struct pg_source *pg, const struct batch *b)
 		below++;
 	if (below < b->njobs && (rc = buf_puts(sql, "DELETE FROM staged_jobs WHERE id > ")) == 0 &&
 	    (rc = buf_put_int(sql, r->above)) == 0 && (rc = buf_puts(sql, " AND id <= ")) == 0 &&
-	    (rc = buf_put_int(sql, r->ids[r->n - 1])) == 0)
+	    (rc = buf_put_int(sql, r->ids[r->n - 1])) == 0 && b->nkept &&
+	    (rc = buf_puts(sql, " AND id <> ALL(")) == 0 && (rc = append_id_array(sql, b->kept, b->nkept)) == 0)
+		rc = buf_puts(sql, ")");
+	if (rc == 0 && below < b->njobs)
 		rc = buf_puts(sql, ";");
 	if (rc || below == 0)
 		return rc;
-	rc = buf_puts(sql, "DELETE FROM staged_jobs WHERE id = ANY('{");
+	rc = buf_puts(sql, "DELETE FROM staged_jobs WHERE id = ANY(");
 	for (size_t i = 0; rc == 0 && i < below; i++)
-		if (!i || (rc = buf_append(sql, ",", 1)) == 0)
-			rc = buf_put_int(sql, b->jobs[i].id);
+		rc = buf_printf(sql, "%s%lld", i ? "," : "'{", b->jobs[i].id);
 	return rc ? rc : buf_puts(sql, "}'::int8[]);");
 }
 
-/* Moves rejected rows to staged_jobs_dead with their reasons, in the same transaction. */
+/* Moves rejected rows to staged_jobs_dead with their reasons. */
 static int append_dead(struct pg_source *pg, const struct batch *b)
 {
 	struct buf *sql = &pg->sql;
-	int rc = buf_puts(sql, "WITH bad(id, reason) AS (VALUES ");
+	int rc = buf_puts(sql, "SAVEPOINT stagedrain_dead; WITH bad(id, reason) AS (VALUES ");
 
 	for (size_t i = 0; rc == 0 && i < b->ndead; i++) {
 		char *lit = PQescapeLiteral(pg->conn, b->dead[i].reason, strlen(b->dead[i].reason));
@@ -399,54 +534,92 @@ static int append_dead(struct pg_source *pg, const struct batch *b)
 				  " INSERT INTO staged_jobs_dead"
 				  " (id, queue, job_class, args, run_at, options, created_at, jid, reason)"
 				  " SELECT id, queue, job_class, args, run_at, options, created_at, jid,"
-				  " reason FROM moved;");
+				  " reason FROM moved");
 }
 
-/* Reads every result of the commit statement; all must succeed, counts must match. */
-static int read_commit_results(struct pg_source *pg, const struct batch *b)
+/* Sends sql and reads every result: 0 when all succeeded; the rows each
+ * DELETE or INSERT touched are added to *count. */
+static int run_counted(struct pg_source *pg, const char *sql, const char *what, unsigned long long *count)
 {
 	PGresult *res;
+	int rc = 0;
+
+	if (!PQsendQuery(pg->conn, sql))
+		return pg_fail(pg, NULL, what);
+	while ((res = PQgetResult(pg->conn)) != NULL) {
+		if (rc == 0 && PQresultStatus(res) != PGRES_COMMAND_OK)
+			rc = pg_fail(pg, res, what);
+		else if (rc == 0 && count && *PQcmdTuples(res))
+			*count += strtoull(PQcmdTuples(res), NULL, 10);
+		PQclear(res);
+	}
+	return rc;
+}
+
+/*
+ * A row that cannot be a job must not hold up the batch it came in: if its
+ * move fails (no INSERT privilege on staged_jobs_dead, a constraint someone
+ * added), the savepoint undoes just the move and the row stays staged, kept,
+ * to be tried again with the old gaps.
+ */
+int pg_source_move_dead(struct pg_source *pg, struct batch *b)
+{
+	unsigned long long moved = 0;
+	char why[sizeof(pg->errstr)];
+	int rc;
+
+	if (b->ndead == 0)
+		return 0;
+	buf_reset(&pg->sql);
+	if ((rc = append_dead(pg, b)) < 0)
+		return rc;
+	rc = run_counted(pg, pg->sql.data, "could not move rows to staged_jobs_dead", &moved);
+	if (rc == 0 && moved == b->ndead)
+		return 0;
+	if (pg_source_broken(pg))
+		return -EIO;
+	if (rc == 0)
+		snprintf(pg->errstr, sizeof(pg->errstr), "moved %llu of %zu rows to staged_jobs_dead", moved,
+			 b->ndead);
+	memcpy(why, pg->errstr, sizeof(why));
+	if (run_counted(pg, "ROLLBACK TO SAVEPOINT stagedrain_dead", "could not undo the dead-row move", NULL) < 0)
+		return -EIO;
+	memcpy(pg->errstr, why, sizeof(why));
+	batch_keep_dead(b);
+	return 1;
+}
+
+/*
+ * Deletes, checks, commits: the count is read before the COMMIT is sent, so a
+ * delete that took more or fewer rows than were pushed (a row changed under
+ * the batch, a bug in the range) is rolled back instead of committed; the
+ * pushed rows are then the fence's to delete, by id and jid.
+ */
+int pg_source_commit(struct pg_source *pg, const struct batch *b)
+{
 	unsigned long long deleted = 0;
 	int rc = 0;
 
-	while ((res = PQgetResult(pg->conn)) != NULL) {
-		if (rc == 0 && PQresultStatus(res) != PGRES_COMMAND_OK)
-			rc = pg_fail(pg, res, "could not delete the pushed batch");
-		else if (strncmp(PQcmdStatus(res), "DELETE", 6) == 0)
-			deleted += strtoull(PQcmdTuples(res), NULL, 10);
-		PQclear(res);
-	}
-	if (rc == 0 && deleted != b->njobs) {
-		snprintf(pg->errstr, sizeof(pg->errstr),
-			 "deleted %llu rows of %zu pushed: rows changed under the batch", deleted, b->njobs);
-		rc = -EIO;
-	}
-	return rc;
-}
-
-int pg_source_commit(struct pg_source *pg, const struct batch *b)
-{
-	int rc = 0;
-
-	/* The dead rows move first: the range delete must not take them. */
 	buf_reset(&pg->sql);
-	if (b->ndead)
-		rc = append_dead(pg, b);
-	if (rc == 0 && b->njobs)
-		rc = append_delete(pg, b);
-	if (rc == 0)
-		rc = buf_puts(&pg->sql, "COMMIT");
-	if (rc < 0)
+	if (b->njobs && (rc = append_delete(pg, b)) < 0)
 		return rc;
-	if (!PQsendQuery(pg->conn, pg->sql.data))
-		return pg_fail(pg, NULL, "could not send the batch delete");
-	rc = read_commit_results(pg, b);
-	if (rc == 0) {
-		pg->in_tx = false;
-		PQclear(pg->rows);
-		pg->rows = NULL;
+	*pg->errstr = '\0';
+	if (b->njobs && run_counted(pg, pg->sql.data, "could not delete the pushed batch", &deleted) < 0)
+		return -EIO;
+	if (deleted != b->njobs) {
+		*pg->sqlstate = '\0';
+		snprintf(pg->errstr, sizeof(pg->errstr),
+			 "deleted %llu rows of %zu pushed: rows changed under the batch; rolled back", deleted,
+			 b->njobs);
+		pg_source_rollback(pg);
+		return -EIO;
 	}
-	return rc;
+	if (run_counted(pg, "COMMIT", "could not commit the batch", NULL) < 0)
+		return -EIO;
+	pg->in_tx = false;
+	PQclear(pg->rows);
+	pg->rows = NULL;
+	return 0;
 }
 
 int pg_source_delete_fenced(struct pg_source *pg, const struct fence *f, long long *deleted)

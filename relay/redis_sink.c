@@ -16,6 +16,8 @@ void redis_sink_init(struct redis_sink *rs, const struct config *cfg)
 	memset(rs, 0, sizeof(*rs));
 	rs->cfg = cfg;
 	buf_init(&rs->scratch);
+	buf_init(&rs->bad);
+	buf_init(&rs->key);
 }
 
 bool redis_sink_connected(const struct redis_sink *rs)
@@ -36,6 +38,8 @@ void redis_sink_free(struct redis_sink *rs)
 		return;
 	redis_sink_close(rs);
 	buf_free(&rs->scratch);
+	buf_free(&rs->bad);
+	buf_free(&rs->key);
 	free(rs->args);
 	free(rs->cmds);
 	free(rs->argv);
@@ -323,16 +327,40 @@ static int add_fence(struct redis_sink *rs, const struct batch *b)
 /*
  * The script runs atomically in Redis: it pushes only while ARGV[1] is still
  * the current epoch. A new leader INCRs the epoch before it reads the fence,
- * so a push from a relay that lost its session either landed before that
- * read (and the fence names it) or is refused; it can never land after.
- * Every command before the fence's SET succeeds or the script stops, so the
- * fence exists only if its batch's pushes do.
+ * so a push from a relay that lost its session (or whose reply was lost: the
+ * relay takes a new epoch then too) either landed before that read, and the
+ * fence names it, or is refused; it can never land after.
+ *
+ * A Redis script is not rolled back when a command in it fails: a key of the
+ * wrong type half-way would leave the pushes before it applied and the fence
+ * unwritten, and the batch would be pushed again. So the script first checks
+ * the type of every key it will write and, if any is wrong, writes nothing and
+ * answers WRONGTYPE with each bad key and its type. Past that check no
+ * command can fail (an OOM refusal can only come on the first write), so the
+ * batch lands whole or not at all, and the fence's SET, last, exists only if
+ * its batch's pushes do.
  */
 static const char push_script[] =
 	"if redis.call('GET', KEYS[1]) ~= ARGV[1] then\n"
 	"  return redis.error_reply('STALE epoch ' .. ARGV[1] .. ' is not current')\n"
 	"end\n"
+	"local want = { LPUSH = 'list', RPUSH = 'list', SADD = 'set', ZADD = 'zset' }\n"
+	"local bad, seen = { 'WRONGTYPE' }, {}\n"
 	"local i = 2\n"
+	"while i <= #ARGV do\n"
+	"  local key, t = ARGV[i + 2], want[ARGV[i]]\n"
+	"  if t and not seen[key] then\n"
+	"    seen[key] = true\n"
+	"    local have = redis.call('TYPE', key).ok\n"
+	"    if have ~= 'none' and have ~= t then\n"
+	"      bad[#bad + 1] = key\n"
+	"      bad[#bad + 1] = have\n"
+	"    end\n"
+	"  end\n"
+	"  i = i + 2 + tonumber(ARGV[i + 1])\n"
+	"end\n"
+	"if #bad > 1 then return bad end\n"
+	"i = 2\n"
 	"while i <= #ARGV do\n"
 	"  local n = tonumber(ARGV[i + 1])\n"
 	"  redis.call(ARGV[i], unpack(ARGV, i + 2, i + 1 + n))\n"
@@ -415,6 +443,22 @@ static int append_eval(struct redis_sink *rs)
 	return 0;
 }
 
+/* Keeps the bad keys of a WRONGTYPE answer: key, type, key, type ... */
+static int note_wrong_types(struct redis_sink *rs, const redisReply *r)
+{
+	buf_reset(&rs->bad);
+	rs->nbad = 0;
+	for (size_t i = 1; i + 1 < r->elements; i += 2) {
+		const redisReply *k = r->element[i], *t = r->element[i + 1];
+		if (k->type != REDIS_REPLY_STRING || t->type != REDIS_REPLY_STRING)
+			continue;
+		if (buf_append(&rs->bad, k->str, k->len + 1) < 0 || buf_append(&rs->bad, t->str, t->len + 1) < 0)
+			return -ENOMEM;
+		rs->nbad++;
+	}
+	return rs->nbad ? REDIS_SINK_WRONGTYPE : sink_fail(rs, "redis answered the batch with a malformed WRONGTYPE");
+}
+
 int redis_sink_push(struct redis_sink *rs, const struct batch *b)
 {
 	redisReply *r = NULL;
@@ -430,10 +474,56 @@ int redis_sink_push(struct redis_sink *rs, const struct batch *b)
 		return sink_fail(rs, "redis push failed: %s", ctx_error(rs));
 	if (r->type == REDIS_REPLY_ERROR)
 		rc = strncmp(r->str, "STALE ", 6) == 0 ? -ESTALE : -EIO;
-	if (rc < 0)
+	else if (r->type == REDIS_REPLY_ARRAY && r->elements > 0 && r->element[0]->type == REDIS_REPLY_STRING &&
+		 strcmp(r->element[0]->str, "WRONGTYPE") == 0)
+		rc = note_wrong_types(rs, r);
+	if (rc < 0 && r->type == REDIS_REPLY_ERROR)
 		sink_fail(rs, "redis refused the batch: %s", r->str);
 	freeReplyObject(r);
 	return rc;
+}
+
+const char *redis_sink_bad_key(const struct redis_sink *rs, size_t i, const char **type)
+{
+	const char *p = rs->bad.data;
+
+	for (size_t k = 0; k < i; k++) {
+		p += strlen(p) + 1;
+		p += strlen(p) + 1;
+	}
+	*type = p + strlen(p) + 1;
+	return p;
+}
+
+/* True if the key formatted from fmt is one the last push found of the wrong type. */
+static bool is_bad(struct redis_sink *rs, const char *fmt, ...) SD_PRINTF(2, 3);
+static bool is_bad(struct redis_sink *rs, const char *fmt, ...)
+{
+	const char *type;
+	va_list ap;
+	int rc;
+
+	buf_reset(&rs->key);
+	va_start(ap, fmt);
+	rc = buf_vprintf(&rs->key, fmt, ap);
+	va_end(ap);
+	for (size_t i = 0; rc == 0 && i < rs->nbad; i++)
+		if (strcmp(redis_sink_bad_key(rs, i, &type), rs->key.data) == 0)
+			return true;
+	return rc < 0; /* out of memory: hold the job rather than push it wrongly */
+}
+
+bool redis_sink_blocked(struct redis_sink *rs, const struct batch *b, const struct batch_job *j)
+{
+	const char *p = rs->cfg->key_prefix, *payload = b->payloads.data + j->out.off;
+	long long ts = j->out.run_at_us / 1000000;
+
+	if (!j->out.scheduled)
+		return is_bad(rs, "%squeues", p) || is_bad(rs, "%squeue:%.*s", p, (int)j->queue_len, j->queue);
+	if (rs->cfg->format == FORMAT_SIDEKIQ)
+		return is_bad(rs, "%sschedule", p);
+	return is_bad(rs, "%sdelayed:%lld", p, ts) || is_bad(rs, "%sdelayed_queue_schedule", p) ||
+	       is_bad(rs, "%stimestamps:%.*s", p, (int)j->out.len, payload);
 }
 
 /* Sends `CMD <own key>` and returns the reply, or NULL after recording why. */

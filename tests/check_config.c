@@ -82,10 +82,10 @@ static void summarize(const struct config *c, char *out, size_t len)
 	redis_target_describe(&c->redis, where, sizeof(where));
 	snprintf(out, len,
 		 "|pg_url=%s|redis=%s|format=%d|key_prefix=%s|sidekiq_version=%d|batch_size=%d"
-		 "|max_job_bytes=%ld|poll=%d|redis_timeout=%d|lock_key=%lld|log_format=%d"
+		 "|max_job_bytes=%ld|batch_max_bytes=%ld|poll=%d|redis_timeout=%d|lock_key=%lld|log_format=%d"
 		 "|log_level=%d|once=%d|http=%s|http_host=%s|http_port=%d|warn_xact=%d|watch=%d|",
 		 c->pg_url, where, (int)c->format, c->key_prefix, c->sidekiq_version, c->batch_size,
-		 c->max_job_bytes, c->poll_interval_ms, c->redis_timeout_ms, c->lock_key,
+		 c->max_job_bytes, c->batch_max_bytes, c->poll_interval_ms, c->redis_timeout_ms, c->lock_key,
 		 (int)c->log_format, (int)c->log_level, (int)c->once, c->http_addr, c->http_host,
 		 c->http_port, c->warn_xact_age_ms, c->watch_interval_ms);
 }
@@ -109,6 +109,7 @@ START_TEST(defaults)
 	ck_assert_str_eq(cfg.key_prefix, "");
 	ck_assert_int_eq(cfg.batch_size, 1000);
 	ck_assert_int_eq(cfg.max_job_bytes, 1048576);
+	ck_assert_int_eq(cfg.batch_max_bytes, 64L * 1048576);
 	ck_assert_int_eq(cfg.poll_interval_ms, 100);
 	ck_assert_int_eq(cfg.redis_timeout_ms, 5000);
 	ck_assert_int_eq(cfg.lock_key, 0x73746764726eLL); /* "stgdrn" */
@@ -150,6 +151,7 @@ static const struct form_case {
 	{ "--batch-size", "STAGEDRAIN_BATCH_SIZE", "42", "|batch_size=42|" },
 	{ "--batch-size", "STAGEDRAIN_BATCH_SIZE", "100000", "|batch_size=100000|" },
 	{ "--max-job-bytes", "STAGEDRAIN_MAX_JOB_BYTES", "512k", "|max_job_bytes=524288|" },
+	{ "--batch-max-bytes", "STAGEDRAIN_BATCH_MAX_BYTES", "8M", "|batch_max_bytes=8388608|" },
 	{ "--max-job-bytes", "STAGEDRAIN_MAX_JOB_BYTES", "512K", "|max_job_bytes=524288|" },
 	{ "--max-job-bytes", "STAGEDRAIN_MAX_JOB_BYTES", "2m", "|max_job_bytes=2097152|" },
 	{ "--max-job-bytes", "STAGEDRAIN_MAX_JOB_BYTES", "512M", "|max_job_bytes=536870912|" },

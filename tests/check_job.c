@@ -659,6 +659,19 @@ START_TEST(rejects_reserved_option_keys)
 }
 END_TEST
 
+/* A column the reader could not turn into a value (an infinite time, args
+ * over the size bound) rejects the row with the reader's reason, in every format. */
+START_TEST(rejects_unfit_columns)
+{
+	struct job_row r = good_row();
+	struct job_opts s = sidekiq_opts(7), q = resque_opts();
+
+	r.unfit = "run_at is infinity: no job time can hold it";
+	expect_reject(&r, &s, "run_at is infinity: no job time can hold it");
+	expect_reject(&r, &q, "run_at is infinity: no job time can hold it");
+}
+END_TEST
+
 START_TEST(rejects_bad_jid)
 {
 	static const char *const jids[] = {
@@ -1050,6 +1063,7 @@ Suite *job_suite(void)
 	tcase_add_test(reject, rejects_bad_options);
 	tcase_add_test(reject, rejects_reserved_option_keys);
 	tcase_add_test(reject, rejects_bad_jid);
+	tcase_add_test(reject, rejects_unfit_columns);
 	tcase_add_test(reject, rejects_over_max_job_bytes);
 	tcase_add_test(reject, null_reason_is_allowed);
 	suite_add_tcase(s, reject);

@@ -19,6 +19,7 @@ int main(void)
 	srunner_add_suite(sr, e2e_suite());
 	srunner_add_suite(sr, security_suite());
 	srunner_add_suite(sr, http_suite());
+	srunner_add_suite(sr, guarantees_suite());
 	srunner_run_all(sr, CK_NORMAL);
 	failed = srunner_ntests_failed(sr);
 	srunner_free(sr);

@@ -122,6 +122,8 @@ pg_restart() {
 pgfo_start() {
 	local dir=$1 bin p1 p2
 	bin=$(pgbin)
+	# A test that ran these servers before left their (stopped) data behind.
+	rm -rf "$dir/pgfo1" "$dir/pgfo2"
 	mkdir -p "$dir/pgfo1" "$dir/pgfo2" "$dir/pgforun"
 	chmod 700 "$dir/pgfo1" "$dir/pgfo2"
 	[ "$(id -u)" != 0 ] || chown postgres: "$dir/pgfo1" "$dir/pgfo2" "$dir/pgforun"
