@@ -24,10 +24,11 @@
 --   CREATE ROLE relay LOGIN PASSWORD '...' IN ROLE stagedrain_relay;
 --   GRANT stagedrain_app TO rails;          -- an existing application role
 --
--- The id must come from its default: an id chosen by the application can fall
--- below ids the relay has already passed, and that job may never be delivered. So
--- an INSERT that names id (or names no columns at all) is refused with
--- "permission denied"; list the columns, as ORMs do when the id is unset.
+-- The id must come from its default: an id chosen by the application can
+-- fall below ids the relay has already passed, and that job may never be
+-- delivered. So an INSERT that names id (or names no columns at all) is
+-- refused with "permission denied"; list the columns, as ORMs do when the id
+-- is unset.
 --
 -- An ORM that inserts with RETURNING id (ActiveRecord's create!) also needs to
 -- read the id column; run with -v app_returning_id=on to grant SELECT (id) on
