@@ -29,7 +29,7 @@ struct metrics_queue {
 /* One reading of the database by the watcher; NAN where it could not tell. */
 struct metrics_db {
 	double backlog_jobs;       /* estimate: pg_stat_user_tables.n_live_tup */
-	double oldest_job_age_s;   /* leader only: the first row above its cursor */
+	double oldest_job_age_s;   /* leader only: the lowest id staged, wherever it lies */
 	double oldest_xact_age_s;  /* 0 when no transaction holds back vacuum */
 	double dead_tuples;        /* pg_stat_user_tables.n_dead_tup */
 };
@@ -48,7 +48,7 @@ struct metrics {
 	double duration_sum;
 	bool leader;
 	long long epoch;
-	long long cursor; /* the leader's read cursor, for the oldest staged job */
+	long long cursor; /* the leader's read cursor, as the drain last reported it */
 	unsigned long long reconnects[METRICS_NSERVERS];
 	bool connected[METRICS_NSERVERS]; /* the drain's own connections, as it last knew */
 	bool probed[METRICS_NSERVERS];    /* the watcher has an answer from each server */
@@ -76,7 +76,7 @@ void metrics_connected(struct metrics *m, enum metrics_server s, bool up, bool r
 /* The watcher's probe of a server; err (may be NULL) says why it failed. */
 void metrics_probe(struct metrics *m, enum metrics_server s, bool ok, const char *err);
 void metrics_db_reading(struct metrics *m, const struct metrics_db *db);
-/* The leader's cursor for the watcher: false on a standby. */
+/* Whether this relay leads (the watcher reads the oldest job only then), and its cursor. */
 bool metrics_leader_cursor(struct metrics *m, long long *cursor);
 
 /* Appends the Prometheus text exposition (format 0.0.4). 0 or -ENOMEM. */

@@ -34,6 +34,7 @@ struct watch {
 	bool sees_all;  /* may read every session's transaction (pg_read_all_stats) */
 	bool told_priv; /* said once that it may not */
 	bool failing[METRICS_NSERVERS]; /* log only when a server's state changes */
+	bool oldest_slow;               /* the oldest job's reading hit the timeout */
 	struct watch_warned warned[WATCH_MAX_WARNED];
 	size_t nwarned;
 	char errstr[256];

@@ -3,6 +3,7 @@
 #include "fmacros.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <string.h>
 
 #include "fence.h"
@@ -47,14 +48,24 @@ static bool is_hex_lower(char c)
 	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
 }
 
-/* Reads a decimal number at *p; the digits are what go into SQL, so only digits pass. */
+/* Reads a decimal number at *p as fence_write writes one: any int8 from 0 to
+ * INT64_MAX (ids are bigserial), no sign, no leading zero. What would overflow
+ * is refused, not wrapped: a wrapped id could name another row. */
 static int read_number(const char **p, const char *end, long long *v)
 {
 	const char *s = *p;
 
 	*v = 0;
-	while (*p < end && **p >= '0' && **p <= '9' && *p - s < 18)
-		*v = *v * 10 + (*(*p)++ - '0');
+	while (*p < end && **p >= '0' && **p <= '9') {
+		int d = **p - '0';
+
+		if (*p > s && *s == '0')
+			return -EINVAL;
+		if (*v > (LLONG_MAX - d) / 10)
+			return -EINVAL;
+		*v = *v * 10 + d;
+		(*p)++;
+	}
 	return *p > s ? 0 : -EINVAL;
 }
 

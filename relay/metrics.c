@@ -289,7 +289,8 @@ static int format_db(struct metrics *m, struct buf *out)
 			   m->db.backlog_jobs, 0);
 	if (rc == 0)
 		rc = gauge(out, "oldest_staged_job_age_seconds",
-			   "Age of the oldest job waiting to be relayed; 0 when none waits. Leader only.",
+			   "Age of the oldest job waiting to be relayed (the lowest id staged, stuck rows "
+			   "below the cursor included); 0 when none waits. Leader only.",
 			   m->db.oldest_job_age_s, 3);
 	if (rc == 0)
 		rc = gauge(out, "oldest_transaction_age_seconds",

@@ -8,7 +8,9 @@
 -- It creates two NOLOGIN group roles and grants them exactly:
 --
 --   stagedrain_relay  SELECT, DELETE on staged_jobs; INSERT on staged_jobs_dead
---   stagedrain_app    INSERT on staged_jobs; USAGE on its id sequence
+--   stagedrain_app    INSERT on staged_jobs' columns other than id (queue,
+--                     job_class, args, run_at, options, created_at, jid);
+--                     USAGE on its id sequence
 --
 -- and nothing else: each run first revokes whatever these two roles hold on
 -- those objects, so running it again (safe at any time) restores exactly this.
@@ -21,6 +23,12 @@
 --
 --   CREATE ROLE relay LOGIN PASSWORD '...' IN ROLE stagedrain_relay;
 --   GRANT stagedrain_app TO rails;          -- an existing application role
+--
+-- The id must come from its default: an id chosen by the application can
+-- fall below ids the relay has already passed, and that job may never be
+-- delivered. So an INSERT that names id (or names no columns at all) is
+-- refused with "permission denied"; list the columns, as ORMs do when the id
+-- is unset.
 --
 -- An ORM that inserts with RETURNING id (ActiveRecord's create!) also needs to
 -- read the id column; run with -v app_returning_id=on to grant SELECT (id) on
@@ -64,8 +72,11 @@ BEGIN
     -- cannot be jobs into staged_jobs_dead.
     EXECUTE format('GRANT SELECT, DELETE ON TABLE %s TO stagedrain_relay', jobs);
     EXECUTE format('GRANT INSERT ON TABLE %s TO stagedrain_relay', dead);
-    -- Applications only add rows; id comes from the sequence.
-    EXECUTE format('GRANT INSERT ON TABLE %s TO stagedrain_app', jobs);
+    -- Applications only add rows, and never choose their id: an explicit id
+    -- below the relay's cursor would never be delivered. Column privileges
+    -- make Postgres refuse it; the id's default needs only the sequence.
+    EXECUTE format('GRANT INSERT (queue, job_class, args, run_at, options, created_at, jid)'
+                   ' ON TABLE %s TO stagedrain_app', jobs);
     EXECUTE format('GRANT USAGE ON SEQUENCE %s TO stagedrain_app', seq);
 END
 $$;

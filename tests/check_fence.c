@@ -3,6 +3,7 @@
 #include "fmacros.h"
 
 #include <check.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "fence.h"
@@ -38,6 +39,29 @@ START_TEST(round_trip)
 }
 END_TEST
 
+/* Ids are bigserial: every positive int8 must come back as written, the
+ * 19-digit ones too, or a new leader would push a committed batch again. */
+START_TEST(largest_ids_round_trip)
+{
+	struct batch_job jobs[3] = { { .id = 1000000000000000000LL, .jid = jids[0] },
+				     { .id = 999999999999999999LL, .jid = jids[1] },
+				     { .id = INT64_MAX, .jid = jids[2] } };
+	struct batch b = { .jobs = jobs, .njobs = 3 };
+	struct buf text;
+	struct fence f;
+
+	buf_init(&text);
+	fence_init(&f);
+	ck_assert_int_eq(fence_write(&text, INT64_MAX, &b), 0);
+	ck_assert_int_eq(fence_parse(&f, text.data, text.len), 0);
+	ck_assert(f.epoch == INT64_MAX);
+	ck_assert_uint_eq(f.n, 3);
+	ck_assert_str_eq(f.ids.data, "{1000000000000000000,999999999999999999,9223372036854775807}");
+	buf_free(&text);
+	fence_free(&f);
+}
+END_TEST
+
 START_TEST(anything_else_is_refused)
 {
 	static const char *const bad[] = {
@@ -54,6 +78,11 @@ START_TEST(anything_else_is_refused)
 		"epoch=1 jobs=-1:0123456789abcdef01234567",
 		"epoch=1 jobs=:0123456789abcdef01234567",
 		"epoch=1 jobs=1234567890123456789012:0123456789abcdef01234567", /* overflows */
+		"epoch=1 jobs=9223372036854775808:0123456789abcdef01234567",    /* INT64_MAX + 1 */
+		"epoch=1 jobs=10000000000000000000:0123456789abcdef01234567",   /* 20 digits */
+		"epoch=1 jobs=18446744073709551617:0123456789abcdef01234567",   /* wraps to 1 in 64 bits */
+		"epoch=9223372036854775808 jobs=",
+		"epoch=1 jobs=07:0123456789abcdef01234567", /* fence_write writes no leading zero */
 	};
 	struct fence f;
 
@@ -70,6 +99,7 @@ Suite *fence_suite(void)
 	TCase *tc = tcase_create("text");
 
 	tcase_add_test(tc, round_trip);
+	tcase_add_test(tc, largest_ids_round_trip);
 	tcase_add_test(tc, anything_else_is_refused);
 	suite_add_tcase(s, tc);
 	return s;

@@ -251,6 +251,55 @@ START_TEST(readyz_flips_when_redis_stops_and_back)
 }
 END_TEST
 
+/* True once the Redis list holds n entries, within WAIT_MS. */
+static bool wait_len(redisContext *r, const char *key, long long n)
+{
+	long long t0 = h_now_ms();
+
+	while (h_cmd_int(r, "LLEN %s", key) < n && h_now_ms() - t0 < WAIT_MS)
+		h_sleep_ms(50);
+	return h_cmd_int(r, "LLEN %s", key) == n;
+}
+
+/* A committed row below the leader's cursor that no gap covers is never read
+ * again (here an id chosen by hand, which only a superuser may still do): the
+ * oldest staged job's age must show it while later jobs flow past it. */
+START_TEST(stuck_row_below_the_cursor_shows_its_age)
+{
+	PGconn *c = h_pg();
+	redisContext *r = h_redis();
+	struct relay_proc p;
+	long long t0, stuck_id, staged = 100;
+	double age = NAN, limit;
+	int port = start_http_relay(&p, "stuck-row", NULL);
+
+	h_stage(c, "default", 1, 100);
+	ck_assert_msg(wait_len(r, "queue:default", 100), "the first jobs did not arrive; see %s", p.log);
+	stuck_id = h_sql(c, "SELECT last_value - 50 FROM staged_jobs_id_seq");
+	t0 = h_now_ms();
+	h_sql(c, "INSERT INTO staged_jobs (id, job_class, created_at) VALUES (%lld, 'Stuck', now() - interval '1 minute')",
+	      stuck_id);
+	/* One job after another above it, each relayed within moments. */
+	while (!(age >= 59.5)) {
+		ck_assert_msg(h_now_ms() - t0 < WAIT_MS,
+			      "oldest staged job age is %g after %d ms, not the stuck row's 60 s; see %s", age, WAIT_MS,
+			      p.log);
+		h_stage(c, "default", (int)++staged, 1);
+		h_sleep_ms(100);
+		age = scrape_one(port, "stagedrain_oldest_staged_job_age_seconds");
+	}
+	limit = 60 + (double)(h_now_ms() - t0) / 1000 + 2;
+	ck_assert_msg(age <= limit, "oldest staged job age %g, more than %g", age, limit);
+	ck_assert_msg(wait_len(r, "queue:default", staged), "the later jobs did not all arrive; see %s", p.log);
+	/* Still there, still shown: the jobs above it being drained changes nothing. */
+	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs WHERE id = %lld", stuck_id), 1);
+	ck_assert(scrape_one(port, "stagedrain_oldest_staged_job_age_seconds") >= 59.5);
+	stop_relay(&p);
+	redisFree(r);
+	PQfinish(c);
+}
+END_TEST
+
 static int count_lines(const char *path, const char *a, const char *b)
 {
 	char *log = slurp(path), *save = NULL;
@@ -261,6 +310,36 @@ static int count_lines(const char *path, const char *a, const char *b)
 	free(log);
 	return n;
 }
+
+/* The oldest job's reading is the one that walks staged_jobs; when it outlasts
+ * the watcher's statement timeout (here: waiting on a lock), only its sample
+ * goes, with a warning, and Postgres still counts as reachable. */
+START_TEST(slow_oldest_reading_leaves_only_its_sample_out)
+{
+	PGconn *locker = h_pg();
+	struct relay_proc p;
+	char *page;
+	int port = start_http_relay(&p, "slow-oldest", NULL);
+
+	wait_ready(port, 200, "ready leader\n");
+	wait_sample(port, "stagedrain_oldest_staged_job_age_seconds", 0, 0);
+	h_sql(locker, "BEGIN");
+	h_sql(locker, "LOCK staged_jobs IN ACCESS EXCLUSIVE MODE");
+	ck_assert_msg(h_log_wait(&p, "outlasted the watcher's statement timeout", WAIT_MS), "no warning in %s",
+		      p.log);
+	page = scrape(port);
+	ck_assert_msg(isnan(sample(page, "stagedrain_oldest_staged_job_age_seconds")), "%s", page);
+	ck_assert_msg(sample(page, "stagedrain_backlog_jobs") >= 0, "%s", page);
+	ck_assert_msg(sample(page, "stagedrain_ready") == 1, "%s", page);
+	free(page);
+	h_sql(locker, "COMMIT");
+	wait_sample(port, "stagedrain_oldest_staged_job_age_seconds", 0, 0);
+	ck_assert(h_log_wait(&p, "the oldest staged job's age is read again", WAIT_MS));
+	ck_assert_int_eq(count_lines(p.log, "outlasted the watcher's statement timeout", ""), 1);
+	stop_relay(&p);
+	PQfinish(locker);
+}
+END_TEST
 
 START_TEST(long_transaction_is_named_and_measured)
 {
@@ -539,6 +618,8 @@ Suite *http_suite(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, metrics_after_a_known_drain);
 	tcase_add_test(tc, readyz_flips_when_redis_stops_and_back);
+	tcase_add_test(tc, stuck_row_below_the_cursor_shows_its_age);
+	tcase_add_test(tc, slow_oldest_reading_leaves_only_its_sample_out);
 	tcase_add_test(tc, long_transaction_is_named_and_measured);
 	tcase_add_test(tc, address_in_use_fails_at_start);
 	tcase_add_checked_fixture(compose, h_reset, NULL);

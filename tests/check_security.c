@@ -83,7 +83,7 @@ static void login_role(PGconn *c, const char *name, const char *group, const cha
 
 /* Every privilege the two groups hold on any relation or column, sorted. */
 #define GRANTS_SQL                                                                                           \
-	"SELECT coalesce(string_agg(g, ' ' ORDER BY g), '') FROM ("                                          \
+	"SELECT coalesce(string_agg(g, ' ' ORDER BY g COLLATE \"C\"), '') FROM ("                            \
 	" SELECT c.relname || ':' || r.rolname || ':' || a.privilege_type AS g"                              \
 	" FROM pg_class c, aclexplode(c.relacl) a, pg_roles r"                                               \
 	" WHERE r.oid = a.grantee AND r.rolname LIKE 'stagedrain\\_%%'"                                      \
@@ -92,10 +92,21 @@ static void login_role(PGconn *c, const char *name, const char *group, const cha
 	" FROM pg_attribute t JOIN pg_class c ON c.oid = t.attrelid, aclexplode(t.attacl) a,"                \
 	" pg_roles r WHERE r.oid = a.grantee AND r.rolname LIKE 'stagedrain\\_%%') x"
 
-#define EXPECTED_GRANTS                                                                                      \
-	"staged_jobs:stagedrain_app:INSERT staged_jobs:stagedrain_relay:DELETE"                              \
-	" staged_jobs:stagedrain_relay:SELECT staged_jobs_dead:stagedrain_relay:INSERT"                      \
-	" staged_jobs_id_seq:stagedrain_app:USAGE"
+/* In byte order (COLLATE "C" in GRANTS_SQL): "." sorts before ":". The app may
+ * insert every column but id; with app_returning_id it may also read id, which
+ * sorts between created_at and jid. */
+#define APP_INSERTS_BEFORE_ID                                                                                \
+	"staged_jobs.args:stagedrain_app:INSERT staged_jobs.created_at:stagedrain_app:INSERT "
+#define APP_INSERTS_AFTER_ID                                                                                 \
+	"staged_jobs.jid:stagedrain_app:INSERT staged_jobs.job_class:stagedrain_app:INSERT"                  \
+	" staged_jobs.options:stagedrain_app:INSERT staged_jobs.queue:stagedrain_app:INSERT"                 \
+	" staged_jobs.run_at:stagedrain_app:INSERT"
+#define OTHER_GRANTS                                                                                         \
+	" staged_jobs:stagedrain_relay:DELETE staged_jobs:stagedrain_relay:SELECT"                           \
+	" staged_jobs_dead:stagedrain_relay:INSERT staged_jobs_id_seq:stagedrain_app:USAGE"
+#define EXPECTED_GRANTS APP_INSERTS_BEFORE_ID APP_INSERTS_AFTER_ID OTHER_GRANTS
+#define EXPECTED_GRANTS_RETURNING                                                                            \
+	APP_INSERTS_BEFORE_ID "staged_jobs.id:stagedrain_app:SELECT " APP_INSERTS_AFTER_ID OTHER_GRANTS
 
 START_TEST(roles_grant_exactly_what_each_needs)
 {
@@ -105,19 +116,30 @@ START_TEST(roles_grant_exactly_what_each_needs)
 	/* Idempotent, and a rerun takes back a grant made in between. */
 	apply_roles("");
 	apply_roles("-v app_returning_id=on");
-	sql_text(c, GRANTS_SQL, grants, sizeof(grants));
-	ck_assert_str_eq(grants, "staged_jobs.id:stagedrain_app:SELECT " EXPECTED_GRANTS);
-	h_sql(c, "GRANT UPDATE ON staged_jobs TO stagedrain_app");
-	apply_roles("");
-	sql_text(c, GRANTS_SQL, grants, sizeof(grants));
-	ck_assert_str_eq(grants, EXPECTED_GRANTS);
-
 	h_sql(c, "CREATE TABLE IF NOT EXISTS unrelated (x int)");
 	login_role(c, "sd_app", "stagedrain_app", NULL);
 	login_role(c, "sd_relay", "stagedrain_relay", NULL);
-
 	app = pg_as("sd_app");
+	/* An ORM's create!: the id comes back; choosing one is still refused. */
+	ck_assert_int_gt(h_sql(app, "INSERT INTO staged_jobs (queue, job_class, args, run_at, options,"
+				    " created_at, jid) VALUES ('default', 'R', '[]', NULL, '{}', now(),"
+				    " '0123456789abcdef01234567') RETURNING id"),
+			 0);
+	denied(app, "INSERT INTO staged_jobs (id, job_class) VALUES (1, 'A') RETURNING id");
+	h_sql(c, "DELETE FROM staged_jobs");
+	sql_text(c, GRANTS_SQL, grants, sizeof(grants));
+	ck_assert_str_eq(grants, EXPECTED_GRANTS_RETURNING);
+
+	/* Table-wide INSERT (what this script granted before) and UPDATE are taken back. */
+	h_sql(c, "GRANT UPDATE, INSERT ON staged_jobs TO stagedrain_app");
+	apply_roles("");
 	h_sql(app, "INSERT INTO staged_jobs (job_class, args) VALUES ('A', '[1]')");
+	/* An explicit id can fall below the relay's cursor, and that job would never
+	 * be delivered: Postgres refuses it, whatever the value. */
+	denied(app, "INSERT INTO staged_jobs (id, job_class) VALUES (1000000, 'A')");
+	denied(app, "INSERT INTO staged_jobs VALUES (1000001, 'default', 'A')");
+	sql_text(c, GRANTS_SQL, grants, sizeof(grants));
+	ck_assert_str_eq(grants, EXPECTED_GRANTS);
 	denied(app, "SELECT count(*) FROM staged_jobs");
 	denied(app, "UPDATE staged_jobs SET queue = 'x'");
 	denied(app, "DELETE FROM staged_jobs");
