@@ -68,6 +68,9 @@ void metrics_free(struct metrics *m);
 void metrics_batch_pushed(struct metrics *m, const struct batch *b);
 /* The batch committed: its jobs, its dead rows, how long it took. */
 void metrics_batch_done(struct metrics *m, size_t ndead, double seconds, long long cursor);
+/* n rows of queue that a fence deleted: their push landed, their delete did
+ * not, so they count as relayed now. */
+void metrics_fenced(struct metrics *m, const char *queue, size_t len, unsigned long long n);
 /* Became leader (with the cursor it starts from) or lost the lock. */
 void metrics_leader(struct metrics *m, bool leader, long long cursor);
 void metrics_epoch(struct metrics *m, long long epoch);

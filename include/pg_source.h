@@ -35,6 +35,7 @@ struct pg_source {
 	struct pg_read read;
 	bool bound_statements; /* nobody chose a statement_timeout: batches set their own */
 	struct buf sql; /* the commit statement, reused */
+	PGresult *fenced; /* queue, count of the rows the last fence delete took */
 	char sqlstate[6];
 	char errstr[256];
 };
@@ -77,6 +78,9 @@ int pg_source_commit(struct pg_source *pg, const struct batch *b) SD_MUSTCHECK;
 /* Deletes, in its own transaction, the rows a fence names that are still
  * staged: their push landed but their delete did not. */
 int pg_source_delete_fenced(struct pg_source *pg, const struct fence *f, long long *deleted) SD_MUSTCHECK;
+/* After pg_source_delete_fenced: the i-th queue it deleted rows of, and how
+ * many (i < the number of queues; NULL past the last). */
+const char *pg_source_fenced_queue(const struct pg_source *pg, int i, size_t *len, long long *n);
 /* Ends the open transaction, if any, without keeping anything. */
 void pg_source_rollback(struct pg_source *pg);
 /* Host, port and database for logs: never the password. */

@@ -379,6 +379,18 @@ static int drain_batch(struct drain *d)
 	return nrows;
 }
 
+/* Rows a fence deleted were pushed: they count as relayed. */
+static void count_fenced(struct drain *d, long long deleted)
+{
+	const char *queue;
+	size_t len;
+	long long n;
+
+	d->relayed += deleted;
+	for (int i = 0; (queue = pg_source_fenced_queue(&d->pg, i, &len, &n)) != NULL; i++)
+		metrics_fenced(d->metrics, queue, len, (unsigned long long)n);
+}
+
 /*
  * Before pushing again after anything that may have left a pushed batch
  * undeleted (a takeover, a failed push or delete), delete what the last
@@ -408,6 +420,7 @@ static int reconcile(struct drain *d)
 		return 0;
 	}
 	d->uncertain = false;
+	count_fenced(d, deleted);
 	if (deleted > 0)
 		log_info("deleted rows the last batch pushed but did not delete; not pushing them again",
 			 LOGF(F_INT("rows", deleted), F_INT("fence_epoch", d->fence.epoch)));

@@ -89,6 +89,19 @@ void metrics_batch_pushed(struct metrics *m, const struct batch *b)
 	pthread_mutex_unlock(&m->lock);
 }
 
+void metrics_fenced(struct metrics *m, const char *queue, size_t len, unsigned long long n)
+{
+	struct metrics_queue *q;
+	size_t hint = 0;
+
+	if (!m)
+		return;
+	pthread_mutex_lock(&m->lock);
+	if ((q = queue_slot(m, queue, len, &hint)) != NULL)
+		q->relayed += n;
+	pthread_mutex_unlock(&m->lock);
+}
+
 void metrics_batch_done(struct metrics *m, size_t ndead, double seconds, long long cursor)
 {
 	size_t k = 0;

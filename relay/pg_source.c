@@ -624,26 +624,40 @@ int pg_source_commit(struct pg_source *pg, const struct batch *b)
 
 int pg_source_delete_fenced(struct pg_source *pg, const struct fence *f, long long *deleted)
 {
-	PGresult *res;
 	int rc = 0;
 
 	*deleted = 0;
+	PQclear(pg->fenced);
+	pg->fenced = NULL;
 	if (f->n == 0)
 		return 0;
 	/* fence_parse let only digits, hex and commas into these literals. */
 	buf_reset(&pg->sql);
 	if (buf_printf(&pg->sql,
-		       "DELETE FROM staged_jobs s USING unnest('%s'::int8[], '%s'::text[]) AS f(id, jid)"
-		       " WHERE s.id = f.id AND s.jid = f.jid",
+		       "WITH d AS (DELETE FROM staged_jobs s USING unnest('%s'::int8[], '%s'::text[]) AS f(id, jid)"
+		       " WHERE s.id = f.id AND s.jid = f.jid RETURNING s.queue)"
+		       " SELECT queue, count(*) FROM d GROUP BY queue",
 		       f->ids.data, f->jids.data) < 0)
 		return -ENOMEM;
-	res = PQexec(pg->conn, pg->sql.data);
-	if (PQresultStatus(res) != PGRES_COMMAND_OK)
-		rc = pg_fail(pg, res, "could not delete the rows the fence names");
-	else
-		*deleted = strtoll(PQcmdTuples(res), NULL, 10);
-	PQclear(res);
-	return rc;
+	pg->fenced = PQexec(pg->conn, pg->sql.data);
+	if (PQresultStatus(pg->fenced) != PGRES_TUPLES_OK) {
+		rc = pg_fail(pg, pg->fenced, "could not delete the rows the fence names");
+		PQclear(pg->fenced);
+		pg->fenced = NULL;
+		return rc;
+	}
+	for (int i = 0; i < PQntuples(pg->fenced); i++)
+		*deleted += strtoll(PQgetvalue(pg->fenced, i, 1), NULL, 10);
+	return 0;
+}
+
+const char *pg_source_fenced_queue(const struct pg_source *pg, int i, size_t *len, long long *n)
+{
+	if (!pg->fenced || i >= PQntuples(pg->fenced))
+		return NULL;
+	*len = (size_t)PQgetlength(pg->fenced, i, 0);
+	*n = strtoll(PQgetvalue(pg->fenced, i, 1), NULL, 10);
+	return PQgetvalue(pg->fenced, i, 0);
 }
 
 void pg_source_rollback(struct pg_source *pg)
@@ -680,6 +694,8 @@ void pg_source_free(struct pg_source *pg)
 	if (!pg)
 		return;
 	pg_source_close(pg);
+	PQclear(pg->fenced);
+	pg->fenced = NULL;
 	buf_free(&pg->sql);
 	free(pg->read.ids);
 	pg->read.ids = NULL;

@@ -7,7 +7,8 @@
 --
 -- It creates two NOLOGIN group roles and grants them exactly:
 --
---   stagedrain_relay  SELECT, DELETE on staged_jobs; INSERT on staged_jobs_dead
+--   stagedrain_relay  SELECT, DELETE on staged_jobs; INSERT on staged_jobs_dead;
+--                     SELECT on the id sequence (its last value, never nextval)
 --   stagedrain_app    INSERT on staged_jobs' columns other than id (queue,
 --                     job_class, args, run_at, options, created_at, jid);
 --                     USAGE on its id sequence
@@ -72,6 +73,9 @@ BEGIN
     -- cannot be jobs into staged_jobs_dead.
     EXECUTE format('GRANT SELECT, DELETE ON TABLE %s TO stagedrain_relay', jobs);
     EXECUTE format('GRANT INSERT ON TABLE %s TO stagedrain_relay', dead);
+    -- A new leader whose first read finds nothing moves its cursor to the
+    -- sequence's last value instead of walking drained rows on every read.
+    EXECUTE format('GRANT SELECT ON SEQUENCE %s TO stagedrain_relay', seq);
     -- Applications only add rows, and never choose their id: an explicit id
     -- below the relay's cursor would never be delivered. Column privileges
     -- make Postgres refuse it; the id's default needs only the sequence.

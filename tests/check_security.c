@@ -103,7 +103,8 @@ static void login_role(PGconn *c, const char *name, const char *group, const cha
 	" staged_jobs.run_at:stagedrain_app:INSERT"
 #define OTHER_GRANTS                                                                                         \
 	" staged_jobs:stagedrain_relay:DELETE staged_jobs:stagedrain_relay:SELECT"                           \
-	" staged_jobs_dead:stagedrain_relay:INSERT staged_jobs_id_seq:stagedrain_app:USAGE"
+	" staged_jobs_dead:stagedrain_relay:INSERT staged_jobs_id_seq:stagedrain_app:USAGE"               \
+	" staged_jobs_id_seq:stagedrain_relay:SELECT"
 #define EXPECTED_GRANTS APP_INSERTS_BEFORE_ID APP_INSERTS_AFTER_ID OTHER_GRANTS
 #define EXPECTED_GRANTS_RETURNING                                                                            \
 	APP_INSERTS_BEFORE_ID "staged_jobs.id:stagedrain_app:SELECT " APP_INSERTS_AFTER_ID OTHER_GRANTS
