@@ -34,8 +34,11 @@ INTEG_SRC = tests/integration_main.c tests/harness.c tests/check_relay.c \
             tests/check_guarantees.c
 
 BENCH_SRC = tests/bench/bench.c tests/bench/util.c tests/bench/proc.c tests/bench/load.c \
-            tests/bench/naive.c tests/bench/table.c
+            tests/bench/naive.c tests/bench/table.c tests/bench/xid.c
 # A quick look: make bench BENCH_ARGS="--jobs 100000 --minutes 1 --big-jobs 0"
+# The xid-holding long transaction alone (about 5 minutes; sizes: --xid-seconds,
+# --xid-backlog, --xid-rate, --xid-rollback, --xid-holders idle,prepared):
+#   make bench BENCH_ARGS="--only xid-holder --runs 1"
 BENCH_ARGS ?=
 
 BIN = $(OUT)/stagedrain

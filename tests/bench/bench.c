@@ -41,7 +41,7 @@ static void cleanup(void)
 	table_free();
 }
 
-static void check_stop(void)
+void check_stop(void)
 {
 	if (bench_stop) {
 		note("interrupted; stopping the relay and the servers");
@@ -60,12 +60,42 @@ static void usage(FILE *out)
 	        "  --steady-seconds N  length of each steady-load measurement (default 30)\n"
 	        "  --trigger-seconds N length of each trigger on/off measurement (default 10)\n"
 	        "  --batch-size N      relay and naive loop batch size (default 1000)\n"
-	        "  --only LIST         comma-separated: backlog,steady,trigger,long,memory\n"
+	        "  --xid-seconds N     xid-holder: seconds an xid-holding transaction stays open before\n"
+	        "                      the relay restarts under it, and again after (default 60)\n"
+	        "  --xid-backlog N     xid-holder: rows drained just after the holder begins, which the\n"
+	        "                      restarted relay finds dead below it (default 200000)\n"
+	        "  --xid-rate N        xid-holder: staging transactions/s, single-row (default 2000)\n"
+	        "  --xid-rollback PCT  xid-holder: share of them rolled back (default 15)\n"
+	        "  --xid-holders LIST  xid-holder: idle (idle in transaction after a write) and/or\n"
+	        "                      prepared (PREPARE TRANSACTION), one after the other (default both)\n"
+	        "  --only LIST         comma-separated: backlog,steady,trigger,long,memory,xid-holder\n"
+	        "                      (the xid-holding long transaction alone, about 5 minutes:\n"
+	        "                      --only xid-holder --runs 1)\n"
 	        "  --bin PATH          relay binary (default bin/stagedrain)\n"
 	        "  --relay-args ARGS   extra relay flags, split on spaces\n"
 	        "  --redis-fsync MODE  redis appendfsync: always, everysec (default) or no\n"
 	        "  --services PATH     tests/services.sh\n"
 	        "  --out PATH          where the table is also written (default build/bench.txt)\n");
+}
+
+/* A non-empty list of a and b only. */
+static bool list_ok(const char *list, const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b);
+
+	if (!*list)
+		return false;
+	for (const char *p = list; *p;) {
+		if (strncmp(p, a, la) == 0 && (p[la] == ',' || !p[la]))
+			p += la;
+		else if (strncmp(p, b, lb) == 0 && (p[lb] == ',' || !p[lb]))
+			p += lb;
+		else
+			return false;
+		if (*p == ',' && *++p == '\0')
+			return false;
+	}
+	return true;
 }
 
 static long long parse_num(const char *s, const char *flag, long long min, long long max)
@@ -98,6 +128,11 @@ static void parse_opts(struct bench_opts *o, int argc, char **argv)
 	    {"redis-fsync", required_argument, NULL, 'f'},
 	    {"services", required_argument, NULL, 'S'},
 	    {"out", required_argument, NULL, 'O'},
+	    {"xid-seconds", required_argument, NULL, 1000},
+	    {"xid-backlog", required_argument, NULL, 1001},
+	    {"xid-rate", required_argument, NULL, 1002},
+	    {"xid-rollback", required_argument, NULL, 1003},
+	    {"xid-holders", required_argument, NULL, 1004},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
@@ -114,7 +149,12 @@ static void parse_opts(struct bench_opts *o, int argc, char **argv)
 	                         .bin = "bin/stagedrain",
 	                         .out = "build/bench.txt",
 	                         .redis_fsync = "everysec",
-	                         .relay_args = ""};
+	                         .relay_args = "",
+	                         .xid_seconds = 60,
+	                         .xid_backlog = 200000,
+	                         .xid_rate = 2000,
+	                         .xid_rollback = 15,
+	                         .xid_holders = "idle,prepared"};
 	snprintf(env.services, sizeof(env.services), "tests/services.sh");
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		switch (c) {
@@ -157,6 +197,21 @@ static void parse_opts(struct bench_opts *o, int argc, char **argv)
 		case 'O':
 			o->out = optarg;
 			break;
+		case 1000:
+			o->xid_seconds = (int)parse_num(optarg, "--xid-seconds", 10, 3600);
+			break;
+		case 1001:
+			o->xid_backlog = parse_num(optarg, "--xid-backlog", 0, 100000000);
+			break;
+		case 1002:
+			o->xid_rate = (int)parse_num(optarg, "--xid-rate", 100, 50000);
+			break;
+		case 1003:
+			o->xid_rollback = (int)parse_num(optarg, "--xid-rollback", 0, 90);
+			break;
+		case 1004:
+			o->xid_holders = optarg;
+			break;
 		case 'h':
 			usage(stdout);
 			exit(0);
@@ -174,23 +229,31 @@ static void parse_opts(struct bench_opts *o, int argc, char **argv)
 		fprintf(stderr, "bench: --redis-fsync must be always, everysec or no\n");
 		exit(2);
 	}
+	if (!list_ok(o->xid_holders, "idle", "prepared")) {
+		fprintf(stderr, "bench: --xid-holders must be idle, prepared or idle,prepared\n");
+		exit(2);
+	}
 }
 
-static bool want(const char *scenario)
+/* Whether a comma-separated list names item (an empty list names everything). */
+bool list_has(const char *list, const char *item)
 {
-	const char *o = env.opts->only;
-	size_t n = strlen(scenario);
+	size_t n = strlen(item);
 
-	if (!*o)
+	if (!*list)
 		return true;
-	for (const char *p = o; (p = strstr(p, scenario)) != NULL; p += n)
-		if ((p == o || p[-1] == ',') && (p[n] == '\0' || p[n] == ','))
+	for (const char *p = list; (p = strstr(p, item)) != NULL; p += n)
+		if ((p == list || p[-1] == ',') && (p[n] == '\0' || p[n] == ','))
 			return true;
 	return false;
 }
 
-/* 1000000 as "1M", 50000 as "50k": figures name their sizes. */
-static const char *human(long long n, char *out, size_t len)
+static bool want(const char *scenario)
+{
+	return list_has(env.opts->only, scenario);
+}
+
+const char *human(long long n, char *out, size_t len)
 {
 	if (n >= 1000000 && n % 1000000 == 0)
 		snprintf(out, len, "%lldM", n / 1000000);
@@ -256,11 +319,10 @@ static void start_servers(void)
 	redisFree(r);
 }
 
-/* Waits until the relay has pushed a probe job: it is connected and leading. */
-static void wait_relay_ready(const struct relay *rel)
+void wait_relay_ready(const struct bench_env *e, const struct relay *rel)
 {
-	PGconn *c = pg_connect(&env);
-	redisContext *r = redis_connect(&env);
+	PGconn *c = pg_connect(e);
+	redisContext *r = redis_connect(e);
 	long long end = mono_us() + 60000000;
 
 	redis_ok(r, "DEL queue:probe");
@@ -278,8 +340,7 @@ static void wait_relay_ready(const struct relay *rel)
 	PQfinish(c);
 }
 
-/* Polls LLEN until it reaches n; dies after 60 s without progress. */
-static void wait_llen(redisContext *r, const char *key, long long n, const struct relay *rel)
+void wait_llen(redisContext *r, const char *key, long long n, const struct relay *rel)
 {
 	long long last = -1, progress = mono_us(), len;
 
@@ -363,13 +424,7 @@ static void scenario_backlog(int run)
 
 /* ---- steady load: commit -> visible latency ---- */
 
-struct lat {
-	double p50, p99, max; /* ms */
-	long long lost, dup;
-};
-
-/* Latencies of jobs committed in [from_us, to_us) (monotonic), and losses. */
-static struct lat latencies(const struct load *l, long long from_us, long long to_us)
+struct lat latencies(const struct load *l, long long from_us, long long to_us)
 {
 	struct lat out = {NAN, NAN, NAN, 0, 0};
 	long long *v = malloc(sizeof(*v) * (size_t)(l->nseq ? l->nseq : 1));
@@ -417,7 +472,7 @@ static void scenario_steady(int run, int rate, int rows)
 	     rows == 1 ? "single-row" : "multi-row", l.seconds);
 	bench_reset(&env);
 	relay_start(&rel, &env, "steady", "debug");
-	wait_relay_ready(&rel);
+	wait_relay_ready(&env, &rel);
 	load_start(&l);
 	load_finish(&l, 60);
 	if (l.failed)
@@ -510,9 +565,11 @@ static void add_costs(const char *what, int rows, double on, double off, bool ju
 static void scenario_trigger(int run)
 {
 	static const int shapes[] = {1, 100};
-	static const char id_on[] = "ALTER TABLE staged_jobs ALTER COLUMN id SET DEFAULT CASE WHEN pg_current_xact_id()"
-	                            " IS NOT NULL THEN nextval('staged_jobs_id_seq'::regclass) END";
-	static const char id_off[] = "ALTER TABLE staged_jobs ALTER COLUMN id SET DEFAULT nextval('staged_jobs_id_seq')";
+	static const char id_on[] =
+	    "ALTER TABLE staged_jobs ALTER COLUMN id SET DEFAULT CASE WHEN pg_current_xact_id()"
+	    " IS NOT NULL THEN nextval('staged_jobs_id_seq'::regclass) END";
+	static const char id_off[] =
+	    "ALTER TABLE staged_jobs ALTER COLUMN id SET DEFAULT nextval('staged_jobs_id_seq')";
 	static const char notify_off[] = "DROP TRIGGER IF EXISTS staged_jobs_notify ON staged_jobs";
 	PGconn *c = pg_connect(&env);
 	char notify_on[2048];
@@ -532,8 +589,8 @@ static void scenario_trigger(int run)
 		add_costs("xid-first id default", rows, on, off, true);
 		on = off = NAN;
 		if (n) {
-			note("schema run %d: unthrottled %s producers, optional notify trigger on and off", run + 1,
-			     rows == 1 ? "single-row" : "100-row");
+			note("schema run %d: unthrottled %s producers, optional notify trigger on and off",
+			     run + 1, rows == 1 ? "single-row" : "100-row");
 			compare(c, run, rows, notify_on, notify_off, &on, &off);
 			sql(c, "%s", notify_off);
 		}
@@ -586,7 +643,7 @@ static void long_part(int run, bool naive)
 	bench_reset(&env);
 	if (!naive) {
 		relay_start(&rel, &env, "long", "debug");
-		wait_relay_ready(&rel);
+		wait_relay_ready(&env, &rel);
 	}
 	sql(holder, "BEGIN ISOLATION LEVEL REPEATABLE READ");
 	sql(holder, "SELECT count(*) FROM staged_jobs"); /* takes the snapshot that pins xmin */
@@ -716,7 +773,7 @@ static void scenario_memory(int run)
 	note("memory run %d: one relay drains %lld jobs in backlogs of %lld", run + 1, big, chunk);
 	bench_reset(&env);
 	relay_start(&rel, &env, "memory", "info");
-	wait_relay_ready(&rel);
+	wait_relay_ready(&env, &rel);
 	while (done < big) {
 		long long n = big - done < chunk ? big - done : chunk;
 		stage_backlog(&env, "default", done, n);
@@ -773,6 +830,12 @@ static void header(FILE *out, const char *pgver, const char *redisver, const cha
 	        "--trigger-seconds %d --batch-size %d%s%s\n",
 	        o->runs, human(o->jobs, h, sizeof(h)), o->minutes, o->big_jobs, o->steady_seconds,
 	        o->trigger_seconds, o->batch_size, *o->relay_args ? " --relay-args " : "", o->relay_args);
+	if (want("xid-holder"))
+		fprintf(out,
+		        "xid-holder: --xid-seconds %d --xid-backlog %s --xid-rate %d --xid-rollback %d "
+		        "--xid-holders %s\n",
+		        o->xid_seconds, human(o->xid_backlog, h, sizeof(h)), o->xid_rate, o->xid_rollback,
+		        o->xid_holders);
 	fprintf(out, "each figure: median, min and max over the runs; result judges the median; "
 	             "latency is COMMIT returned -> BRPOP got the job\n\n");
 }
@@ -831,9 +894,15 @@ int main(int argc, char **argv)
 	      ((want("backlog") ? opts.jobs * 3 / 20000 : 0) +
 	       (want("steady") ? 2 * (opts.steady_seconds + 5) : 0) +
 	       (want("trigger") ? 8 * opts.trigger_seconds : 0) + (want("long") ? 2 * 60 * opts.minutes : 0) +
-	       (want("memory") ? opts.big_jobs / 20000 : 0));
+	       (want("memory") ? opts.big_jobs / 20000 : 0) +
+	       (want("xid-holder")
+	            ? (list_has(opts.xid_holders, "idle") + list_has(opts.xid_holders, "prepared")) *
+	                  (2 * opts.xid_seconds + 20 + opts.xid_backlog / 50000)
+	            : 0));
 	note("this takes roughly %lld minutes", est / 60 + 1);
 	start_servers();
+	if (want("xid-holder") && list_has(opts.xid_holders, "prepared"))
+		xid_setup_servers(&env);
 	server_versions(pgver, sizeof(pgver), rver, sizeof(rver));
 	relay_version(relayver, sizeof(relayver));
 
@@ -852,11 +921,14 @@ int main(int argc, char **argv)
 		}
 		if (want("memory") && opts.big_jobs > 0)
 			scenario_memory(run);
+		if (want("xid-holder"))
+			scenario_xid_holder(&env, run);
 		check_stop();
 	}
 
 	header(stdout, pgver, rver, relayver);
 	table_print(stdout);
+	fflush(stdout); /* before the note on stderr, which may share the terminal */
 	if ((out = fopen(opts.out, "w")) != NULL) {
 		header(out, pgver, rver, relayver);
 		table_print(out);

@@ -30,6 +30,12 @@ struct bench_opts {
 	const char *out;
 	const char *redis_fsync;
 	const char *relay_args; /* extra flags for the relay, split on spaces */
+	/* xid-holder scenario (xid.c) */
+	int xid_seconds;         /* holder open this long before the relay restart, and again after */
+	long long xid_backlog;   /* rows drained right after the holder begins */
+	int xid_rate;            /* staging transactions/s, committed or rolled back */
+	int xid_rollback;        /* % of staging transactions rolled back */
+	const char *xid_holders; /* idle,prepared */
 };
 
 /* Where the throwaway servers are and how to reach them. */
@@ -44,6 +50,26 @@ struct bench_env {
 
 /* Set by SIGINT/SIGTERM; every wait in the bench looks at it. */
 extern volatile sig_atomic_t bench_stop;
+
+/* ---- bench.c: shared by the scenarios ---- */
+/* Exits (after the clean-up) once Ctrl-C was pressed. */
+void check_stop(void);
+/* 1000000 as "1M", 50000 as "50k": figures name their sizes. */
+const char *human(long long n, char *out, size_t len);
+/* Whether a comma-separated list names item (an empty list names everything). */
+bool list_has(const char *list, const char *item);
+struct relay;
+/* Waits until the relay has pushed a probe job: it is connected and leading. */
+void wait_relay_ready(const struct bench_env *env, const struct relay *rel);
+/* Polls LLEN until it reaches n; dies after 60 s without progress. */
+void wait_llen(redisContext *r, const char *key, long long n, const struct relay *rel);
+struct load;
+struct lat {
+	double p50, p99, max; /* ms */
+	long long lost, dup;
+};
+/* Latencies of jobs committed in [from_us, to_us) (monotonic), and losses. */
+struct lat latencies(const struct load *l, long long from_us, long long to_us);
 
 /* ---- util.c ---- */
 long long mono_us(void);
@@ -78,6 +104,8 @@ struct relay {
 void relay_start(struct relay *r, const struct bench_env *env, const char *name, const char *level);
 /* SIGTERM, wait (then SIGKILL after 30 s); returns the exit status or -1. */
 int relay_stop(struct relay *r);
+/* SIGKILL, as a crash would, and reap it. */
+void relay_kill(struct relay *r);
 /* VmHWM of a running process in KiB, or -1. */
 long long proc_hwm_kib(pid_t pid);
 /* Starts argv with stdin from a pipe (its write end in *wfd), output to log. */
@@ -96,6 +124,16 @@ struct batch_minute {
 };
 /* Buckets "batch relayed" lines by minute since t0 (wall clock, µs). */
 int relay_log_batches(const char *log, long long t0_wall_us, struct batch_minute *out, int minutes);
+/* The same lines in buckets of any length, added to out (which the caller
+ * zeroes), with the relay's gap count; sums over a span by batch_span. */
+struct batch_bucket {
+	long long batches, jobs, timed; /* timed: batches with all three times */
+	double fetch_us, push_us, commit_us;
+	long long gaps_max; /* the most gap ranges a batch's log line showed, -1: none */
+};
+int relay_log_buckets(const char *log, long long t0_wall_us, long long bucket_us, struct batch_bucket *out,
+                      int n);
+struct batch_bucket batch_span(const struct batch_bucket *b, int from, int to);
 
 /* ---- load.c: producers, consumer ---- */
 struct load {
@@ -106,13 +144,15 @@ struct load {
 	int rows_per_tx; /* 1: single-row transactions */
 	int producers;
 	int seconds;
-	bool consume; /* run a BRPOP consumer recording visibility times */
+	bool consume;     /* run a BRPOP consumer recording visibility times */
+	int rollback_pct; /* this share of transactions (scattered) stage and ROLL BACK */
 	/* results */
 	long long nseq;        /* jobs the arrays have room for */
 	long long *commit_us;  /* per seq, monotonic, after COMMIT returned; 0: not committed */
 	long long *visible_us; /* per seq, when the consumer got it */
 	unsigned char *seen;   /* per seq, how many times */
 	long long committed;   /* jobs */
+	long long rolled_back; /* transactions */
 	long long consumed;
 	long long start_us, end_us; /* producers' window (monotonic) */
 	int failed;
@@ -166,7 +206,14 @@ enum cmp { CMP_NONE, CMP_LE, CMP_GE };
 void table_add(const char *scenario, const char *figure, int decimals, double value);
 /* Sets a row's target: median <= or >= target gives PASS. */
 void table_target(const char *scenario, const char *figure, enum cmp cmp, double target, const char *text);
+/* The words a judged row's result shows instead of PASS and MISS. */
+void table_words(const char *scenario, const char *figure, const char *pass, const char *miss);
 void table_print(FILE *out);
 void table_free(void);
+
+/* ---- xid.c: the long transaction that holds an xid ---- */
+/* Lets Postgres prepare transactions (a restart); before any scenario runs. */
+void xid_setup_servers(const struct bench_env *env);
+void scenario_xid_holder(const struct bench_env *env, int run);
 
 #endif

@@ -16,7 +16,7 @@ struct load_priv {
 	pthread_t cons;
 	int index[MAX_PRODUCERS];
 	struct load *l;
-	atomic_llong committed, consumed;
+	atomic_llong committed, consumed, rolled_back;
 	atomic_int stop_consumer;
 	atomic_int failed;
 	pthread_mutex_t err_lock;
@@ -39,6 +39,32 @@ static void fail(struct load_priv *p, const char *what, const char *why)
 	atomic_store(&p->failed, 1);
 }
 
+/* Whether transaction i rolls back: Fibonacci hashing scatters them, so
+ * rolled-back ids are seldom neighbours and each leaves its own gap. */
+static bool rolls_back(long long i, int pct)
+{
+	return pct > 0 && ((unsigned long long)(i + 1) * 11400714819323198485ull >> 40) % 100 < (unsigned)pct;
+}
+
+/* Stages transaction i's rows and rolls them back, in one round trip. */
+static PGresult *stage_and_roll_back(PGconn *c, const struct load *l, long long seq)
+{
+	char q[512];
+
+	if (l->rows_per_tx == 1)
+		snprintf(q, sizeof(q),
+		         "BEGIN; INSERT INTO %s (queue, job_class, args)"
+		         " VALUES ('%s', 'BenchJob', jsonb_build_array(%lld::int8)); ROLLBACK",
+		         l->table, l->queue, seq);
+	else
+		snprintf(q, sizeof(q),
+		         "BEGIN; INSERT INTO %s (queue, job_class, args) SELECT '%s', 'BenchJob', "
+		         "jsonb_build_array(g)"
+		         " FROM generate_series(%lld::int8, %lld::int8) g; ROLLBACK",
+		         l->table, l->queue, seq, seq + l->rows_per_tx - 1);
+	return PQexec(c, q);
+}
+
 /*
  * Producer k commits transactions k, k+P, k+2P, ... each at its scheduled
  * time (start + i / tx rate); one that falls behind does not sleep, so the
@@ -57,6 +83,7 @@ static void *producer(void *arg)
 	double tx_us = l->rate > 0 ? 1e6 * l->rows_per_tx / l->rate : 0;
 	long long end_us = l->start_us + (long long)l->seconds * 1000000;
 	PGresult *res;
+	bool rollback;
 
 	if (PQstatus(c) != CONNECTION_OK) {
 		fail(p, "producer could not connect", PQerrorMessage(c));
@@ -93,7 +120,11 @@ static void *producer(void *arg)
 		}
 		snprintf(seqa, sizeof(seqa), "%lld", seq);
 		snprintf(seqb, sizeof(seqb), "%lld", seq + l->rows_per_tx - 1);
-		res = PQexecPrepared(c, "ins", l->rows_per_tx == 1 ? 2 : 3, params, NULL, NULL, 0);
+		rollback = rolls_back(i, l->rollback_pct);
+		if (rollback)
+			res = stage_and_roll_back(c, l, seq);
+		else
+			res = PQexecPrepared(c, "ins", l->rows_per_tx == 1 ? 2 : 3, params, NULL, NULL, 0);
 		now = mono_us();
 		if (PQresultStatus(res) != PGRES_COMMAND_OK) {
 			fail(p, "producer insert failed", PQresultErrorMessage(res));
@@ -101,6 +132,10 @@ static void *producer(void *arg)
 			break;
 		}
 		PQclear(res);
+		if (rollback) {
+			atomic_fetch_add(&p->rolled_back, 1);
+			continue;
+		}
 		if (l->commit_us)
 			for (int j = 0; j < l->rows_per_tx && seq + j < l->nseq; j++)
 				l->commit_us[seq + j] = now;
@@ -235,6 +270,7 @@ void load_finish(struct load *l, int drain_timeout_s)
 		pthread_join(p->prod[k], NULL);
 	l->end_us = mono_us();
 	l->committed = atomic_load(&p->committed);
+	l->rolled_back = atomic_load(&p->rolled_back);
 	if (l->consume && l->nseq > 0) {
 		/* Lossless means every committed job arrives; wait while it still trickles in. */
 		while (!bench_stop && !atomic_load(&p->failed) && atomic_load(&p->consumed) < l->committed) {

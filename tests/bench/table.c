@@ -15,6 +15,7 @@ struct row {
 	enum cmp cmp;
 	double target;
 	char target_text[48];
+	char pass[24], miss[24]; /* empty: PASS and MISS */
 };
 
 static struct row *rows;
@@ -57,6 +58,14 @@ void table_target(const char *scenario, const char *figure, enum cmp cmp, double
 	snprintf(r->target_text, sizeof(r->target_text), "%s", text);
 }
 
+void table_words(const char *scenario, const char *figure, const char *pass, const char *miss)
+{
+	struct row *r = find(scenario, figure, 2);
+
+	snprintf(r->pass, sizeof(r->pass), "%s", pass);
+	snprintf(r->miss, sizeof(r->miss), "%s", miss);
+}
+
 static void fmt(char *out, size_t len, double v, int decimals)
 {
 	if (isnan(v))
@@ -93,7 +102,9 @@ static void print_row(FILE *out, const struct row *r)
 	const char *res = "";
 
 	if (r->cmp != CMP_NONE)
-		res = n == 0 ? "n/a" : (r->cmp == CMP_LE ? m <= r->target : m >= r->target) ? "PASS" : "MISS";
+		res = n == 0                                                 ? "n/a"
+		      : (r->cmp == CMP_LE ? m <= r->target : m >= r->target) ? (*r->pass ? r->pass : "PASS")
+		                                                             : (*r->miss ? r->miss : "MISS");
 	fmt(med, sizeof(med), m, r->decimals);
 	fmt(lo, sizeof(lo), a, r->decimals);
 	fmt(hi, sizeof(hi), b, r->decimals);
