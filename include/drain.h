@@ -28,6 +28,7 @@ struct drain {
 	bool need_epoch; /* just became leader: take an epoch before pushing */
 	bool uncertain;  /* a push may have landed without its delete: read the fence */
 	long long old_read_ms;      /* when a read last covered every gap */
+	long long old_read_cost_ms; /* how long that read took */
 	long long wrongtype_log_ms; /* when keys of the wrong type were last logged */
 	bool wrongtype_logged;
 	struct fence fence;

@@ -19,8 +19,12 @@
 #define GAP_YOUNG_MS 200
 /* Old gaps (and held rows) are read this often: a late commit arrives within
  * about this long, and however many old gaps a long transaction keeps open,
- * a batch does not read them. */
+ * a batch does not read them. When reading them all takes long (thousands of
+ * gaps a transaction holding an xid keeps from retiring), they are read less
+ * often, so that they take at most 1/GAP_OLD_SHARE of the relay's time and
+ * each batch costs the same however many there are. */
 #define GAP_OLD_READ_MS 500
+#define GAP_OLD_SHARE 10
 
 void drain_init(struct drain *d, const struct config *cfg, volatile sig_atomic_t *stop)
 {
@@ -36,6 +40,7 @@ void drain_init(struct drain *d, const struct config *cfg, volatile sig_atomic_t
 	d->need_epoch = false;
 	d->uncertain = true; /* the previous leader may have died mid-batch */
 	d->old_read_ms = 0;
+	d->old_read_cost_ms = 0;
 	d->wrongtype_log_ms = 0;
 	d->wrongtype_logged = false;
 	fence_init(&d->fence);
@@ -263,9 +268,11 @@ static int advance_gaps(struct drain *d, bool committed)
 /* Every batch reads the young gaps; the old ones and held rows on a timer. */
 static long long gaps_to_read(struct drain *d)
 {
-	long long now = mono_ms();
+	long long now = mono_ms(), every = d->old_read_cost_ms * GAP_OLD_SHARE;
 
-	return now - d->old_read_ms >= GAP_OLD_READ_MS ? GAP_OLD : now - GAP_YOUNG_MS;
+	if (every < GAP_OLD_READ_MS)
+		every = GAP_OLD_READ_MS;
+	return now - d->old_read_ms >= every ? GAP_OLD : now - GAP_YOUNG_MS;
 }
 
 /* Jobs of a batch whose Redis keys have the wrong type. */
@@ -334,6 +341,8 @@ static int drain_batch(struct drain *d)
 		pg_trouble(d, "could not read a batch; will retry");
 		return -EIO;
 	}
+	if (d->pg.read.young_since == GAP_OLD)
+		d->old_read_cost_ms = (mono_us() - t0) / 1000;
 	if (nrows == 0) {
 		pg_source_rollback(&d->pg);
 		return d->gaps.n || d->pg.read.skip_to ? advance_gaps(d, false) : 0;
