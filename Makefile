@@ -101,11 +101,11 @@ CHAOS_TIMEOUT ?= 900
 CHAOS_SEED ?=
 CHAOS_ARGS ?=
 
-$(OUT)/tests/chaos/chaos.o: tests/chaos/chaos.c include/fmacros.h | $(OUT)
+$(OUT)/tests/chaos/%.o: tests/chaos/%.c tests/chaos/common.h include/fmacros.h | $(OUT)
 	@mkdir -p $(@D)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
+	$(CC) $(CPPFLAGS) -Itests/chaos $(CFLAGS) -c -o $@ $<
 
-$(OUT)/chaos: $(OUT)/tests/chaos/chaos.o
+$(OUT)/chaos: $(OUT)/tests/chaos/chaos.o $(OUT)/tests/chaos/common.o
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 chaos: deps
@@ -114,6 +114,7 @@ chaos: deps
 		--kills $(CHAOS_KILLS) --backend-kills $(CHAOS_BACKEND_KILLS) \
 		--redis-restarts $(CHAOS_REDIS_RESTARTS) --producers $(CHAOS_PRODUCERS) \
 		--timeout $(CHAOS_TIMEOUT) $(if $(CHAOS_SEED),--seed $(CHAOS_SEED)) $(CHAOS_ARGS)
+
 $(OUT)/bench/%.o: tests/bench/%.c tests/bench/bench.h include/*.h | $(OUT)
 	@mkdir -p $(OUT)/bench
 	$(CC) $(CPPFLAGS) -Itests/bench -pthread $(CFLAGS) -c -o $@ $<
@@ -185,7 +186,7 @@ bench: deps all
 	$(MAKE) $(OUT)/bench/bench
 	$(OUT)/bench/bench --bin $(BIN) --out $(OUT)/bench.txt $(BENCH_ARGS)
 
-FORMAT_SRC = relay/*.c include/*.h tests/*.c tests/*.h tests/chaos/*.c tests/bench/*.c tests/bench/*.h
+FORMAT_SRC = relay/*.c include/*.h tests/*.c tests/*.h tests/chaos/*.c tests/chaos/*.h tests/bench/*.c tests/bench/*.h
 
 format:
 	clang-format -i $(FORMAT_SRC)
