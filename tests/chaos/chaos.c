@@ -4,10 +4,6 @@
 #include "fmacros.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <hiredis/hiredis.h>
-#include <jansson.h>
-#include <libpq-fe.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -18,35 +14,20 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
-/* The relays' default --lock-key 0x73746764726e, in decimal as their Redis keys spell it. */
-#define LOCK_KEY "126943985087086"
-#define FENCE_KEY "stagedrain:" LOCK_KEY ":fence"
-#define EPOCH_KEY "stagedrain:" LOCK_KEY ":epoch"
+#include "common.h"
 
 #define NRELAYS 2
 #define MAX_PRODUCERS 32
 #define MAX_TX_ROWS 50
-#define NQUEUES 4
 #define FAILOVER_TIMEOUT_MS 30000
 #define CONNECT_TIMEOUT_MS 15000
 
-static const char *const queues[NQUEUES] = { "chaos_a", "chaos_b", "chaos_c", "chaos_d" };
-
-/* Producer-only tables: chaos_committed gets each job in the job's own transaction,
- * so it holds exactly the committed jobs; rolled-back jids are recorded after the
- * ROLLBACK. The rest is filled by the orchestrator and the checker. */
-static const char setup_sql[] =
-	"CREATE TABLE chaos_committed (jid text PRIMARY KEY, id bigint NOT NULL, queue text NOT NULL,"
-	" args jsonb NOT NULL, scheduled bool NOT NULL);"
-	"CREATE TABLE chaos_rolledback (jid text PRIMARY KEY);"
-	"CREATE TABLE chaos_events (t_us bigint NOT NULL, kind text NOT NULL);"
-	"CREATE TABLE chaos_seen (src text NOT NULL, list text, pos int NOT NULL, jid text,"
-	" queue text, class text, args text, enq text, enq_us bigint);";
+/* The fault log the checker joins duplicates to (the checker's own tables: common.c). */
+static const char events_sql[] = "CREATE TABLE chaos_events (t_us bigint NOT NULL, kind text NOT NULL);";
 
 /* Counters a producer shares with the orchestrator (one writer each). */
 struct producer_stats {
@@ -79,11 +60,7 @@ enum event_kind { EV_LEADER_KILL, EV_BACKEND_KILL, EV_REDIS_RESTART };
 
 struct chaos {
 	struct opts o;
-	char dir[512];
-	char pg_url[1024];
-	int redis_port;
-	PGconn *pg;
-	redisContext *redis;
+	struct env env;
 	struct relay relays[NRELAYS];
 	int incarnations;
 	pid_t producers[MAX_PRODUCERS];
@@ -91,7 +68,6 @@ struct chaos {
 	struct shared *sh;
 	unsigned long long rng;
 	long long start_ms, deadline_ms, next_progress_ms;
-	bool services_up;
 	/* what happened */
 	int leader_kills, backend_kills, redis_restarts, skipped_kills;
 	int unexpected_exits, failover_timeouts, bad_stops;
@@ -99,68 +75,6 @@ struct chaos {
 	int nfailover;
 	FILE *events;
 };
-
-static volatile sig_atomic_t interrupted;
-
-static void on_signal(int sig)
-{
-	(void)sig;
-	interrupted = 1;
-}
-
-/* ---- time, randomness, small helpers ---- */
-
-static long long mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* The relay stamps enqueued_at with CLOCK_REALTIME; events use the same clock. */
-static long long real_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
-static void sleep_ms(long long ms)
-{
-	struct timespec ts = { (time_t)(ms / 1000), (long)(ms % 1000) * 1000000L };
-
-	if (ms > 0)
-		nanosleep(&ts, NULL);
-}
-
-/* splitmix64: seeded, so a failing run can be repeated with --seed. */
-static unsigned long long rnd(unsigned long long *s)
-{
-	unsigned long long z = (*s += 0x9e3779b97f4a7c15ULL);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-	return z ^ (z >> 31);
-}
-
-static long long rnd_range(unsigned long long *s, long long lo, long long hi)
-{
-	return lo + (long long)(rnd(s) % (unsigned long long)(hi - lo + 1));
-}
-
-static void say(const char *fmt, ...) SD_PRINTF(1, 2);
-static void say(const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	fputs("chaos: ", stderr);
-	vfprintf(stderr, fmt, ap);
-	fputc('\n', stderr);
-	va_end(ap);
-}
 
 /* One line per fault into DIR/events.log, and the fault into chaos_events so
  * the checker can say which fault preceded a duplicate. */
@@ -179,7 +93,7 @@ static void note_event(struct chaos *c, const char *kind, const char *fmt, ...)
 	fputc('\n', c->events);
 	fflush(c->events);
 	snprintf(sql, sizeof(sql), "INSERT INTO chaos_events VALUES (%lld, '%s')", t, kind);
-	PQclear(PQexec(c->pg, sql));
+	PQclear(PQexec(c->env.pg, sql));
 }
 
 static bool should_stop(const struct chaos *c)
@@ -187,122 +101,10 @@ static bool should_stop(const struct chaos *c)
 	return interrupted || mono_ms() > c->deadline_ms;
 }
 
-/* ---- the throwaway servers ---- */
-
-/* Runs `bash services.sh CMD DIR` and returns its exit status. */
-static int services(struct chaos *c, const char *cmd)
-{
-	pid_t pid = fork();
-	int st;
-
-	if (pid < 0)
-		return -1;
-	if (pid == 0) {
-		execlp("bash", "bash", c->o.services, cmd, c->dir, (char *)NULL);
-		_exit(127);
-	}
-	while (waitpid(pid, &st, 0) < 0)
-		if (errno != EINTR)
-			return -1;
-	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
-/* Reads TEST_PG_URL and TEST_REDIS_PORT from the env file services.sh wrote. */
-static int read_env(struct chaos *c)
-{
-	char path[PATH_MAX + 8], line[1024];
-	FILE *f;
-
-	snprintf(path, sizeof(path), "%s/env", c->dir);
-	if (!(f = fopen(path, "r")))
-		return -errno;
-	while (fgets(line, sizeof(line), f)) {
-		line[strcspn(line, "\n")] = '\0';
-		if (strncmp(line, "export TEST_PG_URL=", 19) == 0)
-			snprintf(c->pg_url, sizeof(c->pg_url), "%s", line + 19);
-		else if (strncmp(line, "export TEST_REDIS_PORT=", 23) == 0)
-			c->redis_port = atoi(line + 23);
-	}
-	fclose(f);
-	return *c->pg_url && c->redis_port > 0 ? 0 : -EINVAL;
-}
-
-/* Our sockets must not leak into the relays we exec. */
-static void cloexec(int fd)
-{
-	if (fd >= 0)
-		(void)fcntl(fd, F_SETFD, FD_CLOEXEC);
-}
-
-/* A connection to the test Postgres, named so the killer never picks it. */
-static PGconn *pg_connect(const struct chaos *c, const char *name)
-{
-	char url[1200];
-	PGconn *conn;
-
-	snprintf(url, sizeof(url), "%s?application_name=%s&connect_timeout=10", c->pg_url, name);
-	conn = PQconnectdb(url);
-	if (PQstatus(conn) != CONNECTION_OK) {
-		say("could not connect to postgres: %s", PQerrorMessage(conn));
-		PQfinish(conn);
-		return NULL;
-	}
-	cloexec(PQsocket(conn));
-	PQclear(PQexec(conn, "SET client_min_messages = warning; SET statement_timeout = '120s'"));
-	return conn;
-}
-
-/* Runs SQL on the orchestrator's session; the first value as a number, or -1. */
-static long long sql_val(struct chaos *c, const char *sql)
-{
-	PGresult *res = PQexec(c->pg, sql);
-	ExecStatusType st = PQresultStatus(res);
-	long long v = 0;
-
-	if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
-		say("query failed: %s: %s", sql, PQerrorMessage(c->pg));
-		v = -1;
-	} else if (st == PGRES_TUPLES_OK && PQntuples(res) > 0 && !PQgetisnull(res, 0, 0)) {
-		v = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
-	}
-	PQclear(res);
-	return v;
-}
-
-/* A Redis command on the orchestrator's connection, reconnecting once if Redis
- * was restarted under it. NULL (and no reconnect storm) while Redis is down. */
-static redisReply *rcmd(struct chaos *c, const char *fmt, ...)
-{
-	struct timeval tv = { 2, 0 };
-	redisReply *r = NULL;
-	va_list ap;
-
-	for (int attempt = 0; attempt < 2 && !r; attempt++) {
-		if (!c->redis || c->redis->err) {
-			if (c->redis)
-				redisFree(c->redis);
-			c->redis = redisConnectWithTimeout("127.0.0.1", c->redis_port, tv);
-			if (!c->redis || c->redis->err)
-				continue;
-			redisSetTimeout(c->redis, tv);
-			cloexec(c->redis->fd);
-		}
-		va_start(ap, fmt);
-		r = redisvCommand(c->redis, fmt, ap);
-		va_end(ap);
-	}
-	if (r && r->type == REDIS_REPLY_ERROR) {
-		say("redis %s: %s", fmt, r->str);
-		freeReplyObject(r);
-		r = NULL;
-	}
-	return r;
-}
-
 /* The epoch in the fence key (0: none yet), or -1 if Redis did not answer. */
 static long long fence_epoch(struct chaos *c)
 {
-	redisReply *r = rcmd(c, "GET %s", FENCE_KEY);
+	redisReply *r = rcmd(&c->env, "GET %s", FENCE_KEY);
 	long long e = -1;
 
 	if (r) {
@@ -316,7 +118,7 @@ static long long fence_epoch(struct chaos *c)
 
 static long long epoch_counter(struct chaos *c)
 {
-	redisReply *r = rcmd(c, "GET %s", EPOCH_KEY);
+	redisReply *r = rcmd(&c->env, "GET %s", EPOCH_KEY);
 	long long e = -1;
 
 	if (r) {
@@ -328,38 +130,8 @@ static long long epoch_counter(struct chaos *c)
 
 /* ---- relays: real processes of the built binary ---- */
 
-static bool file_contains(const char *path, const char *text)
-{
-	char line[4096];
-	bool found = false;
-	FILE *f = fopen(path, "r");
-
-	if (!f)
-		return false;
-	while (!found && fgets(line, sizeof(line), f))
-		found = strstr(line, text) != NULL;
-	fclose(f);
-	return found;
-}
-
-/* The child names its Postgres session after its own pid, so the killer can
- * map the backend holding the advisory lock to the process to SIGKILL. */
-static void exec_relay(const struct chaos *c, const char *log)
-{
-	char url[1200], redis_url[64];
-	int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-
-	if (fd >= 0) {
-		dup2(fd, STDERR_FILENO);
-		dup2(fd, STDOUT_FILENO);
-		close(fd);
-	}
-	snprintf(url, sizeof(url), "%s?application_name=stagedrain-%ld", c->pg_url, (long)getpid());
-	snprintf(redis_url, sizeof(redis_url), "redis://127.0.0.1:%d/0", c->redis_port);
-	execl(c->o.bin, c->o.bin, "--pg-url", url, "--redis-url", redis_url, "--batch-size", "500",
-	      "--poll-interval", "10ms", "--lock-key", LOCK_KEY, (char *)NULL);
-	_exit(127);
-}
+static const char *const relay_args[] = { "--batch-size", "500", "--poll-interval", "10ms", "--lock-key", LOCK_KEY,
+					   NULL };
 
 /* Starts a relay in slot i and waits until it is connected to both servers, so
  * no fault lands while it is still starting (start-up errors are fatal by design). */
@@ -369,11 +141,11 @@ static int relay_start(struct chaos *c, int i)
 	long long until = mono_ms() + CONNECT_TIMEOUT_MS;
 	pid_t pid;
 
-	snprintf(r->log, sizeof(r->log), "%s/relay-%03d.log", c->dir, ++c->incarnations);
+	snprintf(r->log, sizeof(r->log), "%s/relay-%03d.log", c->env.dir, ++c->incarnations);
 	if ((pid = fork()) < 0)
 		return -errno;
 	if (pid == 0)
-		exec_relay(c, r->log);
+		exec_relay(&c->env, r->log, relay_args);
 	r->pid = pid;
 	while (!file_contains(r->log, "msg=connected")) {
 		int st;
@@ -422,7 +194,7 @@ static int relay_slot(const struct chaos *c, pid_t pid)
 /* The relay whose backend holds the advisory lock: its pid and its backend's. */
 static int find_leader(struct chaos *c, pid_t *relay_pid, long long *backend_pid)
 {
-	PGresult *res = PQexec(c->pg, "SELECT a.application_name, a.pid FROM pg_locks l"
+	PGresult *res = PQexec(c->env.pg, "SELECT a.application_name, a.pid FROM pg_locks l"
 				      " JOIN pg_stat_activity a ON a.pid = l.pid"
 				      " WHERE l.locktype = 'advisory' AND l.granted"
 				      " AND a.application_name LIKE 'stagedrain-%'");
@@ -532,7 +304,7 @@ static void producer_main(struct chaos *c, int idx, long long quota, int seconds
 	p->quota = quota;
 	p->st = &c->sh->p[idx];
 	snprintf(p->sql, sizeof(p->sql), "chaos-producer-%d", idx);
-	if (!(p->conn = pg_connect(c, p->sql)))
+	if (!(p->conn = env_pg_connect(&c->env, p->sql)))
 		_exit(3);
 	for (;;) {
 		long long staged = atomic_load(&p->st->staged);
@@ -564,8 +336,8 @@ static int start_producers(struct chaos *c)
 			return -errno;
 		if (pid == 0) {
 			/* The parent's connections belong to the parent: leave them alone. */
-			c->pg = NULL;
-			c->redis = NULL;
+			c->env.pg = NULL;
+			c->env.redis = NULL;
 			producer_main(c, i, quota, c->o.seconds);
 		}
 		c->producers[i] = pid;
@@ -696,7 +468,7 @@ static int kill_paused_leader_backend(struct chaos *c)
 	kill(pid, SIGSTOP);
 	epoch = epoch_counter(c);
 	snprintf(sql, sizeof(sql), "SELECT count(pg_terminate_backend(%lld))", backend);
-	n = sql_val(c, sql);
+	n = sql_val(&c->env, sql);
 	c->backend_kills++;
 	note_event(c, "backend kill (paused leader)", "relay pid %d paused, backend %lld terminated (%lld)",
 		   (int)pid, backend, n);
@@ -717,7 +489,7 @@ static int kill_backends(struct chaos *c)
 
 	if (mode == 2)
 		return kill_paused_leader_backend(c);
-	n = sql_val(c, mode == 0 ? "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+	n = sql_val(&c->env, mode == 0 ? "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
 				   " WHERE application_name LIKE 'stagedrain-%'"
 				 : "SELECT count(pg_terminate_backend(a.pid)) FROM pg_locks l"
 				   " JOIN pg_stat_activity a ON a.pid = l.pid"
@@ -736,10 +508,10 @@ static int kill_backends(struct chaos *c)
 static int restart_redis(struct chaos *c)
 {
 	note_event(c, "redis restart", "stopping");
-	if (services(c, "redis-stop") != 0)
+	if (env_services(&c->env, "redis-stop") != 0)
 		return -1;
 	sleep_ms(rnd_range(&c->rng, 0, 1000));
-	if (services(c, "redis-start") != 0)
+	if (env_services(&c->env, "redis-start") != 0)
 		return -1;
 	c->redis_restarts++;
 	note_event(c, "redis restart", "started again");
@@ -815,7 +587,7 @@ static int wait_drained(struct chaos *c)
 	long long until = mono_ms() + 180000;
 
 	while (mono_ms() < until && !should_stop(c)) {
-		long long n = sql_val(c, "SELECT count(*) FROM staged_jobs");
+		long long n = sql_val(&c->env, "SELECT count(*) FROM staged_jobs");
 		if (n == 0)
 			return 0;
 		if (tend_relays(c) < 0)
@@ -853,334 +625,10 @@ static void stop_relays(struct chaos *c, bool graceful)
 	}
 }
 
-/* A growing line for COPY. */
-struct buf_line {
-	char *data;
-	size_t len, cap;
-};
-
-static void line_put(struct buf_line *l, const char *s, size_t n)
-{
-	if (l->len + n + 1 > l->cap) {
-		size_t cap = l->cap ? l->cap : 256;
-		char *d;
-		while (cap < l->len + n + 1)
-			cap *= 2;
-		if (!(d = realloc(l->data, cap)))
-			abort();
-		l->data = d;
-		l->cap = cap;
-	}
-	memcpy(l->data + l->len, s, n);
-	l->len += n;
-	l->data[l->len] = '\0';
-}
-
-/* COPY text format: backslash, tab, newline and carriage return are escaped. */
-static void copy_field(struct buf_line *l, const char *s)
-{
-	if (l->len)
-		line_put(l, "\t", 1);
-	if (!s) {
-		line_put(l, "\\N", 2);
-		return;
-	}
-	for (; *s; s++) {
-		const char *esc = *s == '\\' ? "\\\\" : *s == '\t' ? "\\t" : *s == '\n' ? "\\n" : *s == '\r' ? "\\r" : NULL;
-		line_put(l, esc ? esc : s, esc ? 2 : 1);
-	}
-}
-
-/* enqueued_at exactly as written: a JSON number parsed to double would lose
- * microseconds, and microseconds are what tell batches apart. */
-static bool raw_enqueued_at(const char *payload, size_t len, char *out, size_t outlen, long long *us)
-{
-	const char *p = strstr(payload, "\"enqueued_at\":"), *end = payload + len;
-	size_t n = 0;
-	long long sec = 0, frac = 0;
-	int digits = 0;
-
-	if (!p)
-		return false;
-	p += strlen("\"enqueued_at\":");
-	while (p + n < end && n + 1 < outlen && strchr("0123456789.", p[n]))
-		n++;
-	memcpy(out, p, n);
-	out[n] = '\0';
-	p = out;
-	while (*p >= '0' && *p <= '9')
-		sec = sec * 10 + (*p++ - '0');
-	if (*p == '.')
-		for (p++; *p >= '0' && *p <= '9' && digits < 6; p++, digits++)
-			frac = frac * 10 + (*p - '0');
-	for (; digits < 6; digits++)
-		frac *= 10;
-	*us = sec * 1000000 + frac;
-	return n > 0;
-}
-
-/* One Redis entry as a chaos_seen row: where it was, and what it says. */
-static void seen_row(struct buf_line *l, const char *src, const char *list, long long pos, const char *payload,
-		     size_t len)
-{
-	json_t *job = json_loadb(payload, len, 0, NULL);
-	char posbuf[32], enq[64], enq_us[32], *args = NULL;
-	long long us = 0;
-	bool has_enq = raw_enqueued_at(payload, len, enq, sizeof(enq), &us);
-
-	snprintf(posbuf, sizeof(posbuf), "%lld", pos);
-	snprintf(enq_us, sizeof(enq_us), "%lld", us);
-	if (job && json_object_get(job, "args"))
-		args = json_dumps(json_object_get(job, "args"), JSON_COMPACT | JSON_ENCODE_ANY);
-	l->len = 0;
-	copy_field(l, src);
-	copy_field(l, list);
-	copy_field(l, posbuf);
-	copy_field(l, json_string_value(json_object_get(job, "jid")));
-	copy_field(l, json_string_value(json_object_get(job, "queue")));
-	copy_field(l, json_string_value(json_object_get(job, "class")));
-	copy_field(l, args);
-	copy_field(l, has_enq ? enq : NULL);
-	copy_field(l, has_enq ? enq_us : NULL);
-	line_put(l, "\n", 1);
-	free(args);
-	json_decref(job);
-}
-
-static int copy_reply(struct chaos *c, struct buf_line *l, const char *src, const char *list, long long base,
-		      long long llen, const redisReply *r)
-{
-	for (size_t i = 0; i < r->elements; i++) {
-		const redisReply *e = r->element[i];
-		/* LPUSH puts the newest at index 0: position in push order counts from the tail. */
-		long long pos = list ? llen - 1 - (base + (long long)i) : base + (long long)i;
-		if (e->type != REDIS_REPLY_STRING)
-			continue;
-		seen_row(l, src, list, pos, e->str, e->len);
-		if (PQputCopyData(c->pg, l->data, (int)l->len) != 1)
-			return -1;
-	}
-	return 0;
-}
-
-/* Loads every job in Redis (queue:* lists and the schedule zset) into chaos_seen. */
-static int load_seen(struct chaos *c, long long *entries)
-{
-	struct buf_line l = { 0 };
-	char cursor[32] = "0";
-	PGresult *res;
-	int rc = 0;
-
-	res = PQexec(c->pg, "COPY chaos_seen (src, list, pos, jid, queue, class, args, enq, enq_us) FROM STDIN");
-	if (PQresultStatus(res) != PGRES_COPY_IN) {
-		say("copy failed: %s", PQerrorMessage(c->pg));
-		PQclear(res);
-		return -1;
-	}
-	PQclear(res);
-	*entries = 0;
-	do {
-		redisReply *scan = rcmd(c, "SCAN %s MATCH queue:* COUNT 1000", cursor);
-		if (!scan || scan->type != REDIS_REPLY_ARRAY || scan->elements != 2) {
-			rc = -1;
-			freeReplyObject(scan);
-			break;
-		}
-		snprintf(cursor, sizeof(cursor), "%s", scan->element[0]->str);
-		for (size_t k = 0; rc == 0 && k < scan->element[1]->elements; k++) {
-			const char *key = scan->element[1]->element[k]->str;
-			redisReply *len = rcmd(c, "LLEN %s", key);
-			long long llen = len && len->type == REDIS_REPLY_INTEGER ? len->integer : 0;
-			freeReplyObject(len);
-			for (long long from = 0; rc == 0 && from < llen; from += 10000) {
-				redisReply *r = rcmd(c, "LRANGE %s %lld %lld", key, from, from + 9999);
-				rc = r && r->type == REDIS_REPLY_ARRAY ? copy_reply(c, &l, "queue", key + 6, from, llen, r)
-								       : -1;
-				*entries += r ? (long long)r->elements : 0;
-				freeReplyObject(r);
-			}
-		}
-		freeReplyObject(scan);
-	} while (rc == 0 && strcmp(cursor, "0") != 0);
-	if (rc == 0) {
-		redisReply *z = rcmd(c, "ZRANGE schedule 0 -1");
-		rc = z && z->type == REDIS_REPLY_ARRAY ? copy_reply(c, &l, "schedule", NULL, 0, 0, z) : -1;
-		*entries += z ? (long long)z->elements : 0;
-		freeReplyObject(z);
-	}
-	free(l.data);
-	if (PQputCopyEnd(c->pg, rc == 0 ? NULL : "reading redis failed") != 1)
-		rc = -1;
-	while ((res = PQgetResult(c->pg)) != NULL) {
-		if (PQresultStatus(res) != PGRES_COMMAND_OK) {
-			say("copy failed: %s", PQerrorMessage(c->pg));
-			rc = -1;
-		}
-		PQclear(res);
-	}
-	return rc;
-}
-
-struct results {
-	long long entries, present, missing, duplicates, rolled_back, phantoms, mismatched, order_violations;
-	long long batches, dead, left_staged, unregistered, committed_rows;
-	char causes[512]; /* duplicates by the fault that preceded them */
-};
-
-/* Each check is one query; the comments say what each proves. */
-static int check(struct chaos *c, struct results *res)
-{
-	const struct {
-		long long *out;
-		const char *sql;
-	} q[] = {
-		/* Committed jobs found in Redis. */
-		{ &res->present, "SELECT count(DISTINCT jid) FROM chaos_seen JOIN chaos_committed USING (jid)" },
-		/* Committed jobs not in Redis. */
-		{ &res->missing, "SELECT count(*) FROM chaos_committed c"
-				 " WHERE NOT EXISTS (SELECT 1 FROM chaos_seen s WHERE s.jid = c.jid)" },
-		/* Extra copies of a jid, anywhere in Redis. */
-		{ &res->duplicates, "SELECT coalesce(sum(n - 1), 0) FROM"
-				    " (SELECT count(*) AS n FROM chaos_seen GROUP BY jid HAVING count(*) > 1) d" },
-		/* Jobs whose transaction rolled back. */
-		{ &res->rolled_back, "SELECT count(*) FROM chaos_seen JOIN chaos_rolledback USING (jid)" },
-		/* Entries that are no job we staged (unparseable, no jid, unknown jid). */
-		{ &res->phantoms, "SELECT count(*) FROM chaos_seen s WHERE s.jid IS NULL"
-				  " OR (NOT EXISTS (SELECT 1 FROM chaos_committed c WHERE c.jid = s.jid)"
-				  " AND NOT EXISTS (SELECT 1 FROM chaos_rolledback r WHERE r.jid = s.jid))" },
-		/* A committed job in the wrong place or with other content than staged:
-		 * another list, the zset although not scheduled (or the reverse), a queue,
-		 * class or args different from the row, or a queued job without enqueued_at. */
-		{ &res->mismatched, "SELECT count(*) FROM chaos_seen s JOIN chaos_committed c USING (jid)"
-				    " WHERE s.queue IS DISTINCT FROM c.queue OR s.class IS DISTINCT FROM 'ChaosJob'"
-				    " OR s.args IS NULL OR s.args::jsonb <> c.args"
-				    " OR (s.src = 'queue') = c.scheduled"
-				    " OR (s.src = 'queue' AND (s.list IS DISTINCT FROM c.queue OR s.enq IS NULL))"
-				    " OR (s.src = 'schedule' AND s.enq IS NOT NULL)" },
-		/*
-		 * Order: the jobs of one batch share enqueued_at (one clock reading per
-		 * batch) and sit together in their queue's list, one LPUSH per queue.
-		 * Within each such run, push order must be id order. Runs are split by
-		 * position too (gaps and islands), so even two batches that formatted
-		 * the same microsecond count as one only if they are adjacent in the list.
-		 */
-		{ &res->order_violations,
-		  "WITH j AS (SELECT s.list, s.enq, s.pos, c.id,"
-		  "   s.pos - row_number() OVER (PARTITION BY s.list, s.enq ORDER BY s.pos) AS island"
-		  "   FROM chaos_seen s LEFT JOIN chaos_committed c USING (jid) WHERE s.src = 'queue'),"
-		  " o AS (SELECT id, lag(id) OVER (PARTITION BY list, enq, island ORDER BY pos) AS prev"
-		  "   FROM j WHERE id IS NOT NULL)"
-		  " SELECT count(*) FROM o WHERE prev >= id" },
-		{ &res->committed_rows, "SELECT count(*) FROM chaos_committed" },
-		{ &res->batches, "SELECT count(DISTINCT enq) FROM chaos_seen WHERE src = 'queue'" },
-		{ &res->dead, "SELECT count(*) FROM staged_jobs_dead" },
-		{ &res->left_staged, "SELECT count(*) FROM staged_jobs" },
-	};
-
-	for (size_t i = 0; i < sizeof(q) / sizeof(q[0]); i++)
-		if ((*q[i].out = sql_val(c, q[i].sql)) < 0)
-			return -1;
-	/* Sidekiq's web UI and API find queues through the `queues` set. */
-	res->unregistered = 0;
-	for (int i = 0; i < NQUEUES; i++) {
-		redisReply *r = rcmd(c, "SISMEMBER queues %s", queues[i]);
-		if (!r || r->type != REDIS_REPLY_INTEGER || r->integer != 1)
-			res->unregistered++;
-		freeReplyObject(r);
-	}
-	return 0;
-}
-
-/* The first value of a query's first row as text, or "" if none. */
-static void sql_text(struct chaos *c, const char *sql, char *out, size_t outlen)
-{
-	PGresult *res = PQexec(c->pg, sql);
-
-	*out = '\0';
-	if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) > 0)
-		snprintf(out, outlen, "%s", PQgetvalue(res, 0, 0));
-	PQclear(res);
-}
-
-/* LSETs the entries at two indexes of a list to each other's value. */
-static int swap_entries(struct chaos *c, const char *key, long long i, long long j)
-{
-	redisReply *a = rcmd(c, "LINDEX %s %lld", key, i), *b = rcmd(c, "LINDEX %s %lld", key, j), *r1 = NULL,
-		   *r2 = NULL;
-	int rc = -1;
-
-	if (a && b && a->type == REDIS_REPLY_STRING && b->type == REDIS_REPLY_STRING) {
-		r1 = rcmd(c, "LSET %s %lld %b", key, i, b->str, b->len);
-		r2 = rcmd(c, "LSET %s %lld %b", key, j, a->str, a->len);
-		rc = r1 && r2 ? 0 : -1;
-	}
-	freeReplyObject(a);
-	freeReplyObject(b);
-	freeReplyObject(r1);
-	freeReplyObject(r2);
-	return rc;
-}
-
-/*
- * Proves the checker is not vacuous: after the real check, breaks Redis in five
- * known ways (drop the oldest job of a queue, copy a job, push a rolled-back job
- * and a non-job, swap two jobs of one batch), checks again, and requires each
- * count to have grown; the order count must change (a swap inside an already
- * reversed batch mends one violation). Costs a second load of Redis, a second or so.
- */
-static int self_test(struct chaos *c, const struct results *before, struct results *after)
-{
-	char list[128], pos[32], jid[64], key[160], other[160], payload[400];
-	redisReply *r[5] = { 0 };
-	long long llen;
-	int rc = 0;
-
-	sql_text(c, "SELECT a.list FROM chaos_seen a JOIN chaos_seen b ON b.src = 'queue' AND b.list = a.list"
-		    " AND b.pos = a.pos + 1 AND b.enq = a.enq WHERE a.src = 'queue' ORDER BY a.pos LIMIT 1",
-		 list, sizeof(list));
-	sql_text(c, "SELECT a.pos FROM chaos_seen a JOIN chaos_seen b ON b.src = 'queue' AND b.list = a.list"
-		    " AND b.pos = a.pos + 1 AND b.enq = a.enq WHERE a.src = 'queue' ORDER BY a.pos LIMIT 1",
-		 pos, sizeof(pos));
-	sql_text(c, "SELECT jid FROM chaos_rolledback LIMIT 1", jid, sizeof(jid));
-	if (!*list || !*jid) {
-		say("self-test: no batch with two jobs in one queue, or no rolled-back job");
-		return -1;
-	}
-	snprintf(key, sizeof(key), "queue:%s", list);
-	snprintf(other, sizeof(other), "queue:%s", strcmp(list, queues[0]) ? queues[0] : queues[1]);
-	r[0] = rcmd(c, "LLEN %s", key);
-	llen = r[0] && r[0]->type == REDIS_REPLY_INTEGER ? r[0]->integer : 0;
-	/* Position p is index llen-1-p (LPUSH): p and p+1 are indexes i and i-1. */
-	if (swap_entries(c, key, llen - 1 - atoll(pos), llen - 2 - atoll(pos)) < 0)
-		rc = -1;
-	r[1] = rcmd(c, "RPOP %s", other);
-	r[2] = rcmd(c, "LINDEX %s 0", other);
-	if (r[2] && r[2]->type == REDIS_REPLY_STRING)
-		freeReplyObject(rcmd(c, "RPUSH %s %b", other, r[2]->str, r[2]->len));
-	snprintf(payload, sizeof(payload),
-		 "{\"class\":\"ChaosJob\",\"args\":[0,0],\"queue\":\"%s\",\"jid\":\"%s\",\"enqueued_at\":1.5}",
-		 other + 6, jid);
-	r[3] = rcmd(c, "LPUSH %s %s", other, payload);
-	r[4] = rcmd(c, "LPUSH %s not-a-job", other);
-	for (int i = 0; i < 5; i++) {
-		if (!r[i])
-			rc = -1;
-		freeReplyObject(r[i]);
-	}
-	if (rc < 0 || sql_val(c, "TRUNCATE chaos_seen") < 0 || load_seen(c, &after->entries) < 0 ||
-	    check(c, after) < 0)
-		return -1;
-	return after->missing > before->missing && after->duplicates > before->duplicates &&
-			       after->rolled_back > before->rolled_back && after->phantoms > before->phantoms &&
-			       after->order_violations != before->order_violations
-		       ? 0
-		       : 1;
-}
-
 /* Which fault came last before each extra copy was pushed, as report lines. */
 static void duplicate_causes(struct chaos *c, struct results *r)
 {
-	PGresult *res = PQexec(c->pg, "SELECT coalesce(e.kind, 'none'), count(*) FROM"
+	PGresult *res = PQexec(c->env.pg, "SELECT coalesce(e.kind, 'none'), count(*) FROM"
 				      " (SELECT enq_us, row_number() OVER (PARTITION BY jid ORDER BY enq_us) AS rn"
 				      "  FROM chaos_seen WHERE jid IS NOT NULL) d"
 				      " LEFT JOIN LATERAL (SELECT kind FROM chaos_events"
@@ -1204,7 +652,7 @@ static long long fence_deletes(const struct chaos *c)
 
 	for (int i = 1; i <= c->incarnations; i++) {
 		FILE *f;
-		snprintf(path, sizeof(path), "%s/relay-%03d.log", c->dir, i);
+		snprintf(path, sizeof(path), "%s/relay-%03d.log", c->env.dir, i);
 		if (!(f = fopen(path, "r")))
 			continue;
 		while (fgets(line, sizeof(line), f)) {
@@ -1215,13 +663,6 @@ static long long fence_deletes(const struct chaos *c)
 		fclose(f);
 	}
 	return rows;
-}
-
-static int cmp_ll(const void *a, const void *b)
-{
-	long long x = *(const long long *)a, y = *(const long long *)b;
-
-	return (x > y) - (x < y);
 }
 
 static bool report(struct chaos *c, const struct results *r, const struct results *t, int self_rc)
@@ -1340,52 +781,18 @@ static int parse_args(struct opts *o, int argc, char **argv)
 	return 0;
 }
 
-static int run_migrate(struct chaos *c)
-{
-	char log[PATH_MAX + 16];
-	pid_t pid = fork();
-	int st;
-
-	snprintf(log, sizeof(log), "%s/migrate.log", c->dir);
-	if (pid < 0)
-		return -1;
-	if (pid == 0) {
-		int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-		if (fd >= 0) {
-			dup2(fd, STDERR_FILENO);
-			close(fd);
-		}
-		execl(c->o.bin, c->o.bin, "migrate", "--pg-url", c->pg_url, (char *)NULL);
-		_exit(127);
-	}
-	waitpid(pid, &st, 0);
-	return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
-}
-
 static int setup(struct chaos *c)
 {
 	char path[PATH_MAX + 16];
 
-	snprintf(c->dir, sizeof(c->dir), "%s/stagedrain-chaos.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-	if (!mkdtemp(c->dir)) {
-		say("mkdtemp: %s", strerror(errno));
+	c->env.bin = c->o.bin;
+	c->env.services = c->o.services;
+	if (env_setup(&c->env, events_sql) < 0)
 		return -1;
-	}
-	snprintf(path, sizeof(path), "%s/events.log", c->dir);
+	snprintf(path, sizeof(path), "%s/events.log", c->env.dir);
 	if (!(c->events = fopen(path, "we")))
 		return -1;
-	say("servers, relay logs and events.log in %s", c->dir);
-	c->services_up = true;
-	if (services(c, "start") != 0 || read_env(c) < 0) {
-		say("could not start the throwaway servers");
-		return -1;
-	}
-	if (run_migrate(c) < 0) {
-		say("stagedrain migrate failed; see %s/migrate.log", c->dir);
-		return -1;
-	}
-	if (!(c->pg = pg_connect(c, "chaos")) || sql_val(c, setup_sql) < 0)
-		return -1;
+	say("servers, relay logs and events.log in %s", c->env.dir);
 	return 0;
 }
 
@@ -1398,25 +805,9 @@ static void teardown(struct chaos *c, bool passed)
 			waitpid(c->producers[i], NULL, 0);
 		}
 	stop_relays(c, false);
-	if (c->pg)
-		PQfinish(c->pg);
-	if (c->redis)
-		redisFree(c->redis);
 	if (c->events)
 		fclose(c->events);
-	if (c->services_up && services(c, "stop") != 0)
-		say("could not stop the servers in %s", c->dir);
-	if (passed && !c->o.keep && *c->dir) {
-		pid_t pid = fork();
-		if (pid == 0) {
-			execlp("rm", "rm", "-rf", c->dir, (char *)NULL);
-			_exit(127);
-		}
-		if (pid > 0)
-			waitpid(pid, NULL, 0);
-	} else if (*c->dir) {
-		say("kept %s (relay logs, events.log, servers' logs)", c->dir);
-	}
+	env_teardown(&c->env, passed && !c->o.keep);
 	if (c->sh)
 		munmap(c->sh, sizeof(*c->sh));
 }
@@ -1445,10 +836,10 @@ static int run(struct chaos *c, struct results *res, struct results *tampered, i
 		return -1;
 	stop_relays(c, true);
 	say("drained; checking redis");
-	if (load_seen(c, &res->entries) < 0 || check(c, res) < 0)
+	if (seen_load(&c->env, &res->entries) < 0 || check_redis(&c->env, res) < 0)
 		return -1;
 	duplicate_causes(c, res);
-	*self_rc = self_test(c, res, tampered);
+	*self_rc = check_self_test(&c->env, res, tampered);
 	return 0;
 }
 
@@ -1456,19 +847,13 @@ int main(int argc, char **argv)
 {
 	struct chaos c;
 	struct results res = { 0 }, tampered = { 0 };
-	struct sigaction sa;
 	int self_rc = -1;
 	bool passed = false;
 
 	memset(&c, 0, sizeof(c));
 	if (parse_args(&c.o, argc, argv) != 0)
 		return 2;
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = on_signal;
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	signal(SIGPIPE, SIG_IGN);
+	catch_signals();
 	c.sh = mmap(NULL, sizeof(*c.sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (c.sh == MAP_FAILED) {
 		perror("chaos: mmap");

@@ -1,0 +1,680 @@
+/* What the chaos programs share: see common.h. */
+#include "fmacros.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common.h"
+
+const char *const queues[NQUEUES] = { "chaos_a", "chaos_b", "chaos_c", "chaos_d" };
+
+/* The checker's tables (see struct results in common.h). */
+static const char checker_sql[] =
+	"CREATE TABLE chaos_committed (jid text PRIMARY KEY, id bigint NOT NULL, queue text NOT NULL,"
+	" args jsonb NOT NULL, scheduled bool NOT NULL, tx bigint);"
+	"CREATE TABLE chaos_rolledback (jid text PRIMARY KEY);"
+	"CREATE TABLE chaos_seen (src text NOT NULL, list text, pos int NOT NULL, jid text,"
+	" queue text, class text, args text, enq text, enq_us bigint);";
+
+volatile sig_atomic_t interrupted;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	interrupted = 1;
+}
+
+/* No SA_RESTART: a sleep returns early, so an interrupted run stops promptly. */
+void catch_signals(void)
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+}
+
+/* ---- time, randomness, small helpers ---- */
+
+long long mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+long long real_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+void sleep_ms(long long ms)
+{
+	struct timespec ts = { (time_t)(ms / 1000), (long)(ms % 1000) * 1000000L };
+
+	if (ms > 0)
+		nanosleep(&ts, NULL);
+}
+
+unsigned long long rnd(unsigned long long *s)
+{
+	unsigned long long z = (*s += 0x9e3779b97f4a7c15ULL);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	return z ^ (z >> 31);
+}
+
+long long rnd_range(unsigned long long *s, long long lo, long long hi)
+{
+	return lo + (long long)(rnd(s) % (unsigned long long)(hi - lo + 1));
+}
+
+void say(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	fputs("chaos: ", stderr);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	va_end(ap);
+}
+
+/* ---- the throwaway servers ---- */
+
+int env_services(struct env *e, const char *cmd)
+{
+	pid_t pid = fork();
+	int st;
+
+	if (pid < 0)
+		return -1;
+	if (pid == 0) {
+		execlp("bash", "bash", e->services, cmd, e->dir, (char *)NULL);
+		_exit(127);
+	}
+	while (waitpid(pid, &st, 0) < 0)
+		if (errno != EINTR)
+			return -1;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* Reads TEST_PG_URL and TEST_REDIS_PORT from the env file services.sh wrote. */
+static int read_env(struct env *e)
+{
+	char path[PATH_MAX + 8], line[1024];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/env", e->dir);
+	if (!(f = fopen(path, "r")))
+		return -errno;
+	while (fgets(line, sizeof(line), f)) {
+		line[strcspn(line, "\n")] = '\0';
+		if (strncmp(line, "export TEST_PG_URL=", 19) == 0)
+			snprintf(e->pg_url, sizeof(e->pg_url), "%s", line + 19);
+		else if (strncmp(line, "export TEST_REDIS_PORT=", 23) == 0)
+			e->redis_port = atoi(line + 23);
+	}
+	fclose(f);
+	return *e->pg_url && e->redis_port > 0 ? 0 : -EINVAL;
+}
+
+void cloexec(int fd)
+{
+	if (fd >= 0)
+		(void)fcntl(fd, F_SETFD, FD_CLOEXEC);
+}
+
+PGconn *env_pg_connect(const struct env *e, const char *name)
+{
+	char url[1200];
+	PGconn *conn;
+
+	snprintf(url, sizeof(url), "%s?application_name=%s&connect_timeout=10", e->pg_url, name);
+	conn = PQconnectdb(url);
+	if (PQstatus(conn) != CONNECTION_OK) {
+		say("could not connect to postgres: %s", PQerrorMessage(conn));
+		PQfinish(conn);
+		return NULL;
+	}
+	cloexec(PQsocket(conn));
+	PQclear(PQexec(conn, "SET client_min_messages = warning; SET statement_timeout = '120s'"));
+	return conn;
+}
+
+long long sql_val(struct env *e, const char *sql)
+{
+	PGresult *res = PQexec(e->pg, sql);
+	ExecStatusType st = PQresultStatus(res);
+	long long v = 0;
+
+	if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
+		say("query failed: %s: %s", sql, PQerrorMessage(e->pg));
+		v = -1;
+	} else if (st == PGRES_TUPLES_OK && PQntuples(res) > 0 && !PQgetisnull(res, 0, 0)) {
+		v = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+	}
+	PQclear(res);
+	return v;
+}
+
+/* A Redis command on the orchestrator's connection, reconnecting once if Redis
+ * was restarted under it. NULL (and no reconnect storm) while Redis is down. */
+redisReply *rcmd(struct env *e, const char *fmt, ...)
+{
+	struct timeval tv = { 2, 0 };
+	redisReply *r = NULL;
+	va_list ap;
+
+	for (int attempt = 0; attempt < 2 && !r; attempt++) {
+		if (!e->redis || e->redis->err) {
+			if (e->redis)
+				redisFree(e->redis);
+			e->redis = redisConnectWithTimeout("127.0.0.1", e->redis_port, tv);
+			if (!e->redis || e->redis->err)
+				continue;
+			redisSetTimeout(e->redis, tv);
+			cloexec(e->redis->fd);
+		}
+		va_start(ap, fmt);
+		r = redisvCommand(e->redis, fmt, ap);
+		va_end(ap);
+	}
+	if (r && r->type == REDIS_REPLY_ERROR) {
+		say("redis %s: %s", fmt, r->str);
+		freeReplyObject(r);
+		r = NULL;
+	}
+	return r;
+}
+
+bool file_contains(const char *path, const char *text)
+{
+	char line[4096];
+	bool found = false;
+	FILE *f = fopen(path, "r");
+
+	if (!f)
+		return false;
+	while (!found && fgets(line, sizeof(line), f))
+		found = strstr(line, text) != NULL;
+	fclose(f);
+	return found;
+}
+
+int file_count(const char *path, const char *text)
+{
+	char line[4096];
+	int n = 0;
+	FILE *f = fopen(path, "r");
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		n += strstr(line, text) != NULL;
+	fclose(f);
+	return n;
+}
+
+/* The child names its Postgres session after its own pid, so the killer can
+ * map the backend holding the advisory lock to the process to SIGKILL. */
+void exec_relay(const struct env *e, const char *log, const char *const *args)
+{
+	char url[1200], redis_url[64];
+	const char *argv[32] = { e->bin, "--pg-url", url, "--redis-url", redis_url };
+	size_t n = 5;
+	int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+
+	if (fd >= 0) {
+		dup2(fd, STDERR_FILENO);
+		dup2(fd, STDOUT_FILENO);
+		close(fd);
+	}
+	snprintf(url, sizeof(url), "%s?application_name=stagedrain-%ld", e->pg_url, (long)getpid());
+	snprintf(redis_url, sizeof(redis_url), "redis://127.0.0.1:%d/0", e->redis_port);
+	for (; args && *args && n + 1 < sizeof(argv) / sizeof(argv[0]); args++)
+		argv[n++] = *args;
+	argv[n] = NULL;
+	execv(e->bin, (char *const *)argv);
+	_exit(127);
+}
+
+/* Grows b to hold n more bytes and a terminator. */
+static void strbuf_reserve(struct strbuf *b, size_t n)
+{
+	size_t cap = b->cap ? b->cap : 256;
+	char *d;
+
+	if (b->len + n + 1 <= b->cap)
+		return;
+	while (cap < b->len + n + 1)
+		cap *= 2;
+	if (!(d = realloc(b->data, cap)))
+		abort();
+	b->data = d;
+	b->cap = cap;
+}
+
+void strbuf_put(struct strbuf *b, const char *s, size_t n)
+{
+	strbuf_reserve(b, n);
+	memcpy(b->data + b->len, s, n);
+	b->len += n;
+	b->data[b->len] = '\0';
+}
+
+void strbuf_printf(struct strbuf *b, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(NULL, 0, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		abort();
+	strbuf_reserve(b, (size_t)n);
+	va_start(ap, fmt);
+	vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
+	va_end(ap);
+	b->len += (size_t)n;
+}
+
+void strbuf_reset(struct strbuf *b)
+{
+	b->len = 0;
+	if (b->data)
+		*b->data = '\0';
+}
+
+void strbuf_free(struct strbuf *b)
+{
+	free(b->data);
+	*b = (struct strbuf){ 0 };
+}
+
+/* COPY text format: backslash, tab, newline and carriage return are escaped. */
+static void copy_field(struct strbuf *l, const char *s)
+{
+	if (l->len)
+		strbuf_put(l, "\t", 1);
+	if (!s) {
+		strbuf_put(l, "\\N", 2);
+		return;
+	}
+	for (; *s; s++) {
+		const char *esc = *s == '\\' ? "\\\\" : *s == '\t' ? "\\t" : *s == '\n' ? "\\n" : *s == '\r' ? "\\r" : NULL;
+		strbuf_put(l, esc ? esc : s, esc ? 2 : 1);
+	}
+}
+
+/* enqueued_at exactly as written: a JSON number parsed to double would lose
+ * microseconds, and microseconds are what tell batches apart. */
+static bool raw_enqueued_at(const char *payload, size_t len, char *out, size_t outlen, long long *us)
+{
+	const char *p = strstr(payload, "\"enqueued_at\":"), *end = payload + len;
+	size_t n = 0;
+	long long sec = 0, frac = 0;
+	int digits = 0;
+
+	if (!p)
+		return false;
+	p += strlen("\"enqueued_at\":");
+	while (p + n < end && n + 1 < outlen && strchr("0123456789.", p[n]))
+		n++;
+	memcpy(out, p, n);
+	out[n] = '\0';
+	p = out;
+	while (*p >= '0' && *p <= '9')
+		sec = sec * 10 + (*p++ - '0');
+	if (*p == '.')
+		for (p++; *p >= '0' && *p <= '9' && digits < 6; p++, digits++)
+			frac = frac * 10 + (*p - '0');
+	for (; digits < 6; digits++)
+		frac *= 10;
+	*us = sec * 1000000 + frac;
+	return n > 0;
+}
+
+/* One Redis entry as a chaos_seen row: where it was, and what it says. */
+static void seen_row(struct strbuf *l, const char *src, const char *list, long long pos, const char *payload,
+		     size_t len)
+{
+	json_t *job = json_loadb(payload, len, 0, NULL);
+	char posbuf[32], enq[64], enq_us[32], *args = NULL;
+	long long us = 0;
+	bool has_enq = raw_enqueued_at(payload, len, enq, sizeof(enq), &us);
+
+	snprintf(posbuf, sizeof(posbuf), "%lld", pos);
+	snprintf(enq_us, sizeof(enq_us), "%lld", us);
+	if (job && json_object_get(job, "args"))
+		args = json_dumps(json_object_get(job, "args"), JSON_COMPACT | JSON_ENCODE_ANY);
+	l->len = 0;
+	copy_field(l, src);
+	copy_field(l, list);
+	copy_field(l, posbuf);
+	copy_field(l, json_string_value(json_object_get(job, "jid")));
+	copy_field(l, json_string_value(json_object_get(job, "queue")));
+	copy_field(l, json_string_value(json_object_get(job, "class")));
+	copy_field(l, args);
+	copy_field(l, has_enq ? enq : NULL);
+	copy_field(l, has_enq ? enq_us : NULL);
+	strbuf_put(l, "\n", 1);
+	free(args);
+	json_decref(job);
+}
+
+static int copy_reply(struct env *e, struct strbuf *l, const char *src, const char *list, long long base,
+		      long long llen, const redisReply *r)
+{
+	for (size_t i = 0; i < r->elements; i++) {
+		const redisReply *el = r->element[i];
+		/* LPUSH puts the newest at index 0: position in push order counts from the tail. */
+		long long pos = list ? llen - 1 - (base + (long long)i) : base + (long long)i;
+		if (el->type != REDIS_REPLY_STRING)
+			continue;
+		seen_row(l, src, list, pos, el->str, el->len);
+		if (PQputCopyData(e->pg, l->data, (int)l->len) != 1)
+			return -1;
+	}
+	return 0;
+}
+
+/* Loads every job in Redis (queue:* lists and the schedule zset) into chaos_seen. */
+int seen_load(struct env *e, long long *entries)
+{
+	struct strbuf l = { 0 };
+	char cursor[32] = "0";
+	PGresult *res;
+	int rc = 0;
+
+	res = PQexec(e->pg, "COPY chaos_seen (src, list, pos, jid, queue, class, args, enq, enq_us) FROM STDIN");
+	if (PQresultStatus(res) != PGRES_COPY_IN) {
+		say("copy failed: %s", PQerrorMessage(e->pg));
+		PQclear(res);
+		return -1;
+	}
+	PQclear(res);
+	*entries = 0;
+	do {
+		redisReply *scan = rcmd(e, "SCAN %s MATCH queue:* COUNT 1000", cursor);
+		if (!scan || scan->type != REDIS_REPLY_ARRAY || scan->elements != 2) {
+			rc = -1;
+			freeReplyObject(scan);
+			break;
+		}
+		snprintf(cursor, sizeof(cursor), "%s", scan->element[0]->str);
+		for (size_t k = 0; rc == 0 && k < scan->element[1]->elements; k++) {
+			const char *key = scan->element[1]->element[k]->str;
+			redisReply *len = rcmd(e, "LLEN %s", key);
+			long long llen = len && len->type == REDIS_REPLY_INTEGER ? len->integer : 0;
+			freeReplyObject(len);
+			for (long long from = 0; rc == 0 && from < llen; from += 10000) {
+				redisReply *r = rcmd(e, "LRANGE %s %lld %lld", key, from, from + 9999);
+				rc = r && r->type == REDIS_REPLY_ARRAY ? copy_reply(e, &l, "queue", key + 6, from, llen, r)
+								       : -1;
+				*entries += r ? (long long)r->elements : 0;
+				freeReplyObject(r);
+			}
+		}
+		freeReplyObject(scan);
+	} while (rc == 0 && strcmp(cursor, "0") != 0);
+	if (rc == 0) {
+		redisReply *z = rcmd(e, "ZRANGE schedule 0 -1");
+		rc = z && z->type == REDIS_REPLY_ARRAY ? copy_reply(e, &l, "schedule", NULL, 0, 0, z) : -1;
+		*entries += z ? (long long)z->elements : 0;
+		freeReplyObject(z);
+	}
+	free(l.data);
+	if (PQputCopyEnd(e->pg, rc == 0 ? NULL : "reading redis failed") != 1)
+		rc = -1;
+	while ((res = PQgetResult(e->pg)) != NULL) {
+		if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+			say("copy failed: %s", PQerrorMessage(e->pg));
+			rc = -1;
+		}
+		PQclear(res);
+	}
+	return rc;
+}
+
+/* Each check is one query; the comments say what each proves. */
+int check_redis(struct env *e, struct results *res)
+{
+	const struct {
+		long long *out;
+		const char *sql;
+	} q[] = {
+		/* Committed jobs found in Redis. */
+		{ &res->present, "SELECT count(DISTINCT jid) FROM chaos_seen JOIN chaos_committed USING (jid)" },
+		/* Committed jobs not in Redis. */
+		{ &res->missing, "SELECT count(*) FROM chaos_committed c"
+				 " WHERE NOT EXISTS (SELECT 1 FROM chaos_seen s WHERE s.jid = c.jid)" },
+		/* Extra copies of a jid, anywhere in Redis. */
+		{ &res->duplicates, "SELECT coalesce(sum(n - 1), 0) FROM"
+				    " (SELECT count(*) AS n FROM chaos_seen GROUP BY jid HAVING count(*) > 1) d" },
+		/* Jobs whose transaction rolled back. */
+		{ &res->rolled_back, "SELECT count(*) FROM chaos_seen JOIN chaos_rolledback USING (jid)" },
+		/* Entries that are no job we staged (unparseable, no jid, unknown jid). */
+		{ &res->phantoms, "SELECT count(*) FROM chaos_seen s WHERE s.jid IS NULL"
+				  " OR (NOT EXISTS (SELECT 1 FROM chaos_committed c WHERE c.jid = s.jid)"
+				  " AND NOT EXISTS (SELECT 1 FROM chaos_rolledback r WHERE r.jid = s.jid))" },
+		/* A committed job in the wrong place or with other content than staged:
+		 * another list, the zset although not scheduled (or the reverse), a queue,
+		 * class or args different from the row, or a queued job without enqueued_at. */
+		{ &res->mismatched, "SELECT count(*) FROM chaos_seen s JOIN chaos_committed c USING (jid)"
+				    " WHERE s.queue IS DISTINCT FROM c.queue OR s.class IS DISTINCT FROM 'ChaosJob'"
+				    " OR s.args IS NULL OR s.args::jsonb <> c.args"
+				    " OR (s.src = 'queue') = c.scheduled"
+				    " OR (s.src = 'queue' AND (s.list IS DISTINCT FROM c.queue OR s.enq IS NULL))"
+				    " OR (s.src = 'schedule' AND s.enq IS NOT NULL)" },
+		/*
+		 * Order: the jobs of one batch share enqueued_at (one clock reading per
+		 * batch) and sit together in their queue's list, one LPUSH per queue.
+		 * Within each such run, push order must be id order. Runs are split by
+		 * position too (gaps and islands), so even two batches that formatted
+		 * the same microsecond count as one only if they are adjacent in the list.
+		 */
+		{ &res->order_violations,
+		  "WITH j AS (SELECT s.list, s.enq, s.pos, c.id,"
+		  "   s.pos - row_number() OVER (PARTITION BY s.list, s.enq ORDER BY s.pos) AS island"
+		  "   FROM chaos_seen s LEFT JOIN chaos_committed c USING (jid) WHERE s.src = 'queue'),"
+		  " o AS (SELECT id, lag(id) OVER (PARTITION BY list, enq, island ORDER BY pos) AS prev"
+		  "   FROM j WHERE id IS NOT NULL)"
+		  " SELECT count(*) FROM o WHERE prev >= id" },
+		{ &res->committed_rows, "SELECT count(*) FROM chaos_committed" },
+		{ &res->batches, "SELECT count(DISTINCT enq) FROM chaos_seen WHERE src = 'queue'" },
+		{ &res->dead, "SELECT count(*) FROM staged_jobs_dead" },
+		{ &res->left_staged, "SELECT count(*) FROM staged_jobs" },
+	};
+
+	for (size_t i = 0; i < sizeof(q) / sizeof(q[0]); i++)
+		if ((*q[i].out = sql_val(e, q[i].sql)) < 0)
+			return -1;
+	/* Sidekiq's web UI and API find queues through the `queues` set. */
+	res->unregistered = 0;
+	for (int i = 0; i < NQUEUES; i++) {
+		redisReply *r = rcmd(e, "SISMEMBER queues %s", queues[i]);
+		if (!r || r->type != REDIS_REPLY_INTEGER || r->integer != 1)
+			res->unregistered++;
+		freeReplyObject(r);
+	}
+	return 0;
+}
+
+void sql_text(struct env *e, const char *sql, char *out, size_t outlen)
+{
+	PGresult *res = PQexec(e->pg, sql);
+
+	*out = '\0';
+	if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) > 0)
+		snprintf(out, outlen, "%s", PQgetvalue(res, 0, 0));
+	PQclear(res);
+}
+
+/* LSETs the entries at two indexes of a list to each other's value. */
+static int swap_entries(struct env *e, const char *key, long long i, long long j)
+{
+	redisReply *a = rcmd(e, "LINDEX %s %lld", key, i), *b = rcmd(e, "LINDEX %s %lld", key, j), *r1 = NULL,
+		   *r2 = NULL;
+	int rc = -1;
+
+	if (a && b && a->type == REDIS_REPLY_STRING && b->type == REDIS_REPLY_STRING) {
+		r1 = rcmd(e, "LSET %s %lld %b", key, i, b->str, b->len);
+		r2 = rcmd(e, "LSET %s %lld %b", key, j, a->str, a->len);
+		rc = r1 && r2 ? 0 : -1;
+	}
+	freeReplyObject(a);
+	freeReplyObject(b);
+	freeReplyObject(r1);
+	freeReplyObject(r2);
+	return rc;
+}
+
+/*
+ * Proves the checker is not vacuous: after the real check, breaks Redis in five
+ * known ways (drop the oldest job of a queue, copy a job, push a rolled-back job
+ * and a non-job, swap two jobs of one batch), checks again, and requires each
+ * count to have grown; the order count must change (a swap inside an already
+ * reversed batch mends one violation). Costs a second load of Redis, a second or so.
+ */
+int check_self_test(struct env *e, const struct results *before, struct results *after)
+{
+	char list[128], pos[32], jid[64], key[160], other[160], payload[400];
+	redisReply *r[5] = { 0 };
+	long long llen;
+	int rc = 0;
+
+	sql_text(e, "SELECT a.list FROM chaos_seen a JOIN chaos_seen b ON b.src = 'queue' AND b.list = a.list"
+		    " AND b.pos = a.pos + 1 AND b.enq = a.enq WHERE a.src = 'queue' ORDER BY a.pos LIMIT 1",
+		 list, sizeof(list));
+	sql_text(e, "SELECT a.pos FROM chaos_seen a JOIN chaos_seen b ON b.src = 'queue' AND b.list = a.list"
+		    " AND b.pos = a.pos + 1 AND b.enq = a.enq WHERE a.src = 'queue' ORDER BY a.pos LIMIT 1",
+		 pos, sizeof(pos));
+	sql_text(e, "SELECT jid FROM chaos_rolledback LIMIT 1", jid, sizeof(jid));
+	if (!*list || !*jid) {
+		say("self-test: no batch with two jobs in one queue, or no rolled-back job");
+		return -1;
+	}
+	snprintf(key, sizeof(key), "queue:%s", list);
+	snprintf(other, sizeof(other), "queue:%s", strcmp(list, queues[0]) ? queues[0] : queues[1]);
+	r[0] = rcmd(e, "LLEN %s", key);
+	llen = r[0] && r[0]->type == REDIS_REPLY_INTEGER ? r[0]->integer : 0;
+	/* Position p is index llen-1-p (LPUSH): p and p+1 are indexes i and i-1. */
+	if (swap_entries(e, key, llen - 1 - atoll(pos), llen - 2 - atoll(pos)) < 0)
+		rc = -1;
+	r[1] = rcmd(e, "RPOP %s", other);
+	r[2] = rcmd(e, "LINDEX %s 0", other);
+	if (r[2] && r[2]->type == REDIS_REPLY_STRING)
+		freeReplyObject(rcmd(e, "RPUSH %s %b", other, r[2]->str, r[2]->len));
+	snprintf(payload, sizeof(payload),
+		 "{\"class\":\"ChaosJob\",\"args\":[0,0],\"queue\":\"%s\",\"jid\":\"%s\",\"enqueued_at\":1.5}",
+		 other + 6, jid);
+	r[3] = rcmd(e, "LPUSH %s %s", other, payload);
+	r[4] = rcmd(e, "LPUSH %s not-a-job", other);
+	for (int i = 0; i < 5; i++) {
+		if (!r[i])
+			rc = -1;
+		freeReplyObject(r[i]);
+	}
+	if (rc < 0 || sql_val(e, "TRUNCATE chaos_seen") < 0 || seen_load(e, &after->entries) < 0 ||
+	    check_redis(e, after) < 0)
+		return -1;
+	return after->missing > before->missing && after->duplicates > before->duplicates &&
+			       after->rolled_back > before->rolled_back && after->phantoms > before->phantoms &&
+			       after->order_violations != before->order_violations
+		       ? 0
+		       : 1;
+}
+
+int cmp_ll(const void *a, const void *b)
+{
+	long long x = *(const long long *)a, y = *(const long long *)b;
+
+	return (x > y) - (x < y);
+}
+
+static int run_migrate(struct env *e)
+{
+	char log[PATH_MAX + 16];
+	pid_t pid = fork();
+	int st;
+
+	snprintf(log, sizeof(log), "%s/migrate.log", e->dir);
+	if (pid < 0)
+		return -1;
+	if (pid == 0) {
+		int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		if (fd >= 0) {
+			dup2(fd, STDERR_FILENO);
+			close(fd);
+		}
+		execl(e->bin, e->bin, "migrate", "--pg-url", e->pg_url, (char *)NULL);
+		_exit(127);
+	}
+	waitpid(pid, &st, 0);
+	return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
+}
+
+int env_setup(struct env *e, const char *extra_sql)
+{
+	snprintf(e->dir, sizeof(e->dir), "%s/stagedrain-chaos.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+	if (!mkdtemp(e->dir)) {
+		say("mkdtemp: %s", strerror(errno));
+		*e->dir = '\0';
+		return -1;
+	}
+	e->services_up = true;
+	if (env_services(e, "start") != 0 || read_env(e) < 0) {
+		say("could not start the throwaway servers");
+		return -1;
+	}
+	if (run_migrate(e) < 0) {
+		say("stagedrain migrate failed; see %s/migrate.log", e->dir);
+		return -1;
+	}
+	if (!(e->pg = env_pg_connect(e, "chaos")) || sql_val(e, checker_sql) < 0)
+		return -1;
+	return extra_sql && sql_val(e, extra_sql) < 0 ? -1 : 0;
+}
+
+void env_teardown(struct env *e, bool remove_dir)
+{
+	if (e->pg)
+		PQfinish(e->pg);
+	e->pg = NULL;
+	if (e->redis)
+		redisFree(e->redis);
+	e->redis = NULL;
+	if (e->services_up && env_services(e, "stop") != 0)
+		say("could not stop the servers in %s", e->dir);
+	e->services_up = false;
+	if (remove_dir && *e->dir) {
+		pid_t pid = fork();
+		if (pid == 0) {
+			execlp("rm", "rm", "-rf", e->dir, (char *)NULL);
+			_exit(127);
+		}
+		if (pid > 0)
+			waitpid(pid, NULL, 0);
+	} else if (*e->dir) {
+		say("kept %s (relay logs, servers' logs)", e->dir);
+	}
+}
