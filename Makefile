@@ -30,7 +30,7 @@ UNIT_SRC = tests/unit_main.c tests/check_config.c tests/check_job.c tests/check_
            tests/check_backoff.c tests/check_fence.c tests/check_gaps.c tests/check_metrics.c
 INTEG_SRC = tests/integration_main.c tests/harness.c tests/check_relay.c \
             tests/check_faults.c tests/check_leader.c tests/check_e2e.c tests/check_sink.c \
-            tests/check_cursor.c tests/check_security.c tests/check_trouble.c tests/check_http.c
+            tests/check_cursor.c tests/check_security.c tests/check_trouble.c tests/check_http.c tests/check_reconcile.c
 
 BENCH_SRC = tests/bench/bench.c tests/bench/util.c tests/bench/proc.c tests/bench/load.c \
             tests/bench/naive.c tests/bench/table.c

@@ -21,5 +21,6 @@ Suite *cursor_suite(void);
 Suite *security_suite(void);
 Suite *trouble_suite(void);
 Suite *http_suite(void);
+Suite *reconcile_suite(void);
 
 #endif
