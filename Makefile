@@ -31,7 +31,7 @@ UNIT_SRC = tests/unit_main.c tests/check_config.c tests/check_job.c tests/check_
 INTEG_SRC = tests/integration_main.c tests/harness.c tests/check_relay.c \
             tests/check_faults.c tests/check_leader.c tests/check_e2e.c tests/check_sink.c \
             tests/check_cursor.c tests/check_security.c tests/check_trouble.c tests/check_http.c \
-            tests/check_guarantees.c
+            tests/check_reconcile.c tests/check_guarantees.c
 
 BENCH_SRC = tests/bench/bench.c tests/bench/util.c tests/bench/proc.c tests/bench/load.c \
             tests/bench/naive.c tests/bench/table.c tests/bench/xid.c

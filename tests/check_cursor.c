@@ -10,6 +10,7 @@
 #include "harness.h"
 #include "suites.h"
 
+static const char *const queues[] = { "queue:default", NULL };
 
 static void wait_llen(redisContext *r, long long n, int timeout_ms)
 {
@@ -24,10 +25,10 @@ static void wait_llen(redisContext *r, long long n, int timeout_ms)
 /* The push lands before the delete commits: wait for the table, not Redis. */
 static void wait_staged_empty(PGconn *c)
 {
-	long long t0 = h_now_ms();
+	long long t0 = h_now_ms(), left;
 
-	while (h_sql(c, "SELECT count(*) FROM staged_jobs") > 0) {
-		ck_assert_msg(h_now_ms() - t0 < 10000, "staged_jobs not empty within 10 s");
+	while ((left = h_sql(c, "SELECT count(*) FROM staged_jobs")) > 0) {
+		ck_assert_msg(h_now_ms() - t0 < 10000, "%lld rows still staged after 10 s", left);
 		h_sleep_ms(10);
 	}
 }
@@ -124,6 +125,47 @@ START_TEST(a_batch_of_late_new_and_dead_rows_deletes_exactly_what_it_read)
 }
 END_TEST
 
+/*
+ * A gap holding more rows than one batch: a transaction takes ids 1..100 and
+ * stays open while later rows commit and drain, so the 100 ids become one gap
+ * below the cursor. Once it commits, every read of the gap is cut short by
+ * --batch-size 10: the rest of the gap must stay tracked until all 100 rows
+ * are read. Each arrives exactly once. The generous wait allows for old gaps
+ * being re-read on a timer rather than on every batch.
+ */
+START_TEST(a_gap_larger_than_a_batch_is_read_to_its_end)
+{
+	static const char *const args[] = { "--batch-size", "10", "--poll-interval", "20ms", NULL };
+	PGconn *c = h_pg(), *late = h_pg();
+	redisContext *r = h_redis();
+	struct relay_proc p;
+
+	h_snapshot_expected(c);
+	h_sql(late, "BEGIN");
+	h_stage(late, "default", 1, 100);
+	/* Recorded by the late transaction itself: the rows become expected as they commit. */
+	h_sql(late, "INSERT INTO expected SELECT id, jid, queue, job_class, args FROM staged_jobs");
+	h_relay_start(&p, "relay", args);
+	h_stage_expected(c, "default", 101, 30);
+	wait_llen(r, 30, 10000);
+	wait_staged_empty(c);
+	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM expected"), 30);
+
+	h_sql(late, "COMMIT");
+	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM expected"), 130);
+	wait_staged_empty(c);
+	h_load_seen(c, r, queues);
+	ck_assert_int_eq(h_missing(c), 0);
+	ck_assert_int_eq(h_duplicates(c), 0);
+	ck_assert_int_eq(h_cmd_int(r, "LLEN queue:default"), 130);
+	h_relay_kill(&p, SIGTERM);
+	ck_assert_int_eq(h_relay_wait(&p, 5000), 0);
+	PQfinish(late);
+	PQfinish(c);
+	redisFree(r);
+}
+END_TEST
+
 /* Index entries the relay's reads returned: a read that starts at the head of
  * the table walks every drained row a long transaction keeps from cleanup. */
 static long long pkey_entries_read(PGconn *c)
@@ -142,6 +184,7 @@ START_TEST(drained_rows_are_not_walked_again_under_a_long_transaction)
 	struct relay_proc p;
 	long long before, walked;
 
+	h_snapshot_expected(c); /* empty: each round records its jids as it stages them */
 	/* A snapshot that pins the xmin horizon: no dead row can be cleaned up. */
 	h_sql(old, "BEGIN ISOLATION LEVEL REPEATABLE READ");
 	h_sql(old, "SELECT count(*) FROM staged_jobs");
@@ -149,7 +192,7 @@ START_TEST(drained_rows_are_not_walked_again_under_a_long_transaction)
 	ck_assert(h_log_wait(&p, "leading", 10000));
 	before = pkey_entries_read(c);
 	for (int i = 0; i < ROUNDS; i++) {
-		h_stage(c, "default", i * PER_ROUND, PER_ROUND);
+		h_stage_expected(c, "default", i * PER_ROUND, PER_ROUND);
 		wait_llen(r, (long long)(i + 1) * PER_ROUND, 10000);
 	}
 	walked = pkey_entries_read(c) - before;
@@ -160,8 +203,13 @@ START_TEST(drained_rows_are_not_walked_again_under_a_long_transaction)
 	h_sql(old, "COMMIT");
 	h_relay_kill(&p, SIGTERM);
 	ck_assert_int_eq(h_relay_wait(&p, 5000), 0);
-	h_snapshot_expected(c); /* nothing left staged: every job is accounted for below */
 	ck_assert_int_eq(h_cmd_int(r, "LLEN queue:default"), ROUNDS * PER_ROUND);
+	/* The count alone would pass with one job lost and another pushed twice. */
+	wait_staged_empty(c);
+	h_load_seen(c, r, queues);
+	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM expected"), ROUNDS * PER_ROUND);
+	ck_assert_int_eq(h_missing(c), 0);
+	ck_assert_int_eq(h_duplicates(c), 0);
 	PQfinish(old);
 	PQfinish(c);
 	redisFree(r);
@@ -254,6 +302,7 @@ Suite *cursor_suite(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, a_late_commit_below_the_cursor_arrives_promptly);
 	tcase_add_test(tc, a_batch_of_late_new_and_dead_rows_deletes_exactly_what_it_read);
+	tcase_add_test(tc, a_gap_larger_than_a_batch_is_read_to_its_end);
 	tcase_add_test(tc, drained_rows_are_not_walked_again_under_a_long_transaction);
 	tcase_add_test(tc, a_busy_relay_reads_again_at_once);
 	tcase_add_test(tc, the_optional_notify_trigger_wakes_an_idle_relay);

@@ -73,6 +73,22 @@ START_TEST(redis_restart_mid_run_loses_nothing)
 }
 END_TEST
 
+/*
+ * Ends the relay's session while it leads: the one holding the leader lock,
+ * and only if it holds it. Returns how many sessions were ended.
+ */
+static long long kill_leader_session(PGconn *c)
+{
+	return h_sql(c, "SELECT count(pg_terminate_backend(a.pid)) FROM pg_stat_activity a"
+			" JOIN pg_locks l ON l.pid = a.pid AND l.locktype = 'advisory' AND l.granted"
+			" WHERE a.application_name = 'stagedrain'");
+}
+
+/*
+ * Three kills, each landing on a leader: before each, the relay has taken the
+ * lock again and settled its epoch (its n-th "leading" line), so no kill hits
+ * a relay that is still reconnecting from the one before.
+ */
 START_TEST(postgres_session_killed_mid_run_loses_nothing)
 {
 	PGconn *c = h_pg();
@@ -80,17 +96,20 @@ START_TEST(postgres_session_killed_mid_run_loses_nothing)
 	struct relay_proc p;
 
 	stage_backlog(c);
-	h_relay_start(&p, "relay", relay_args);
+	h_relay_start(&p, "pg-kills", relay_args);
+	wait_first_push(r);
 	for (int kill = 0; kill < 3; kill++) {
-		wait_first_push(r);
-		ck_assert(h_log_wait(&p, "became leader", 10000));
-		h_sql(c, "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
-			 " WHERE application_name = 'stagedrain'");
-		h_sleep_ms(300);
+		ck_assert_msg(h_log_wait_count(&p, "msg=leading", kill + 1, 20000),
+			      "the relay did not lead again before kill %d; see %s", kill + 1, p.log);
+		ck_assert_msg(kill_leader_session(c) == 1, "kill %d landed on no leader; see %s", kill + 1,
+			      p.log);
 	}
+	ck_assert_msg(h_log_wait_count(&p, "msg=leading", 4, 20000), "no leader after the last kill; see %s",
+		      p.log);
 	wait_drained(c, 60000);
 	assert_nothing_lost(c, r);
-	ck_assert(h_log_contains(p.log, "reconnected to postgres"));
+	ck_assert_int_ge(h_log_count(p.log, "reconnected to postgres"), 3);
+	ck_assert_int_ge(h_log_count(p.log, "became leader"), 4);
 	h_relay_kill(&p, SIGTERM);
 	ck_assert_int_eq(h_relay_wait(&p, 5000), 0);
 	PQfinish(c);

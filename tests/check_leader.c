@@ -3,6 +3,7 @@
 
 #include <check.h>
 #include <signal.h>
+#include <stdbool.h>
 
 #include "harness.h"
 #include "suites.h"
@@ -128,16 +129,80 @@ START_TEST(a_waiting_standby_holds_no_snapshot)
 }
 END_TEST
 
+#define GRANT_LOCK "GRANT EXECUTE ON FUNCTION pg_try_advisory_lock(bigint) TO PUBLIC"
+
+/*
+ * The lock query itself fails: the relay's role may not execute
+ * pg_try_advisory_lock (an admin revoked it from PUBLIC). The relay warns,
+ * backs off, and pushes nothing while it holds no lock; once the grant is
+ * back it leads and drains.
+ */
+START_TEST(a_failing_lock_query_is_retried_and_nothing_is_pushed_without_the_lock)
+{
+	static const char *const queues[] = { "queue:default", NULL };
+	PGconn *c = h_pg();
+	redisContext *r = h_redis();
+	struct relay_proc p;
+	char url[256];
+	bool retried;
+
+	h_relay_role(c, "sd_lockless", url, sizeof(url));
+	h_sql(c, "REVOKE EXECUTE ON FUNCTION pg_try_advisory_lock(bigint) FROM PUBLIC");
+	h_snapshot_expected(c);
+	h_stage_expected(c, "default", 1, 50);
+	h_relay_start(&p, "lockless",
+		      (const char *const[]){ "--poll-interval", "20ms", "--pg-url", url, NULL });
+	retried = h_log_wait_count(&p, "could not take the leader lock", 3, 20000);
+	ck_assert_msg(h_cmd_int(r, "LLEN queue:default") == 0, "pushed without the lock; see %s", p.log);
+	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs"), 50);
+	ck_assert_msg(retried, "no retried lock failure; see %s", p.log);
+	ck_assert(h_log_contains(p.log, "sqlstate=42501"));
+	ck_assert(!h_log_contains(p.log, "became leader"));
+	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"), 0);
+
+	h_sql(c, GRANT_LOCK);
+	ck_assert_msg(h_log_wait(&p, "became leader", 20000), "no lead after the grant; see %s", p.log);
+	for (long long t0 = h_now_ms(); h_sql(c, "SELECT count(*) FROM staged_jobs") > 0;) {
+		ck_assert_msg(h_now_ms() - t0 < 20000, "jobs not drained within 20 s; see %s", p.log);
+		h_sleep_ms(20);
+	}
+	h_load_seen(c, r, queues);
+	ck_assert_int_eq(h_missing(c), 0);
+	ck_assert_int_eq(h_duplicates(c), 0);
+	h_relay_kill(&p, SIGTERM);
+	ck_assert_int_eq(h_relay_wait(&p, 5000), 0);
+	PQfinish(c);
+	redisFree(r);
+}
+END_TEST
+
+/* Whatever a failed test left revoked, the next one starts with the default grant. */
+static void grant_lock(void)
+{
+	PGconn *c = h_pg();
+
+	h_sql(c, GRANT_LOCK);
+	PQfinish(c);
+}
+
+static void setup(void)
+{
+	grant_lock();
+	h_reset();
+}
+
 Suite *leader_suite(void)
 {
 	Suite *s = suite_create("leader");
 	TCase *tc = tcase_create("election");
 
-	tcase_add_checked_fixture(tc, h_reset, NULL);
+	tcase_add_checked_fixture(tc, setup, NULL);
+	tcase_add_unchecked_fixture(tc, NULL, grant_lock);
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, one_leader_and_standby_takes_over);
 	tcase_add_test(tc, a_leader_that_lost_its_session_mid_batch_stands_by);
 	tcase_add_test(tc, a_waiting_standby_holds_no_snapshot);
+	tcase_add_test(tc, a_failing_lock_query_is_retried_and_nothing_is_pushed_without_the_lock);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -96,14 +96,15 @@ START_TEST(rolled_back_and_uncommitted_jobs_never_arrive)
 }
 END_TEST
 
-/* Workers BRPOP: popping each queue from the right must give ids in order. */
-static void assert_fifo(redisContext *r, const char *key, int expect)
+/* Popping each queue from the end its workers pop (Sidekiq BRPOPs, Resque
+ * LPOPs) must give ids in order. */
+static void assert_fifo(redisContext *r, const char *pop, const char *key, int expect)
 {
 	long long prev = -1;
 	int n = 0;
 	redisReply *rep;
 
-	while ((rep = h_cmd(r, "RPOP %s", key))->type == REDIS_REPLY_STRING) {
+	while ((rep = h_cmd(r, "%s %s", pop, key))->type == REDIS_REPLY_STRING) {
 		json_t *j = json_loads(rep->str, 0, NULL);
 		long long v = json_integer_value(json_array_get(json_object_get(j, "args"), 0));
 		ck_assert_int_gt(v, prev);
@@ -128,8 +129,27 @@ START_TEST(fifo_per_queue_across_batches)
 		      t * 500, t * 500 + 499);
 	}
 	ck_assert_int_eq(h_relay_run("relay", ONCE("--batch-size", "333")), 0);
-	assert_fifo(r, "queue:a", 834);
-	assert_fifo(r, "queue:b", 1666);
+	assert_fifo(r, "RPOP", "queue:a", 834);
+	assert_fifo(r, "RPOP", "queue:b", 1666);
+	PQfinish(c);
+	redisFree(r);
+}
+END_TEST
+
+/* Resque's client RPUSHes and its workers LPOP: several jobs of one batch,
+ * and batches after it, must come out of each queue oldest first. */
+START_TEST(resque_fifo_per_queue_across_batches)
+{
+	PGconn *c = h_pg();
+	redisContext *r = h_redis();
+
+	h_sql(c, "INSERT INTO staged_jobs (queue, job_class, args)"
+		 " SELECT CASE WHEN i %% 4 = 0 THEN 'a' ELSE 'b' END, 'W', jsonb_build_array(i)"
+		 " FROM generate_series(1, 100) i ORDER BY i");
+	ck_assert_int_eq(h_relay_run("relay", ONCE("--format", "resque", "--batch-size", "30")), 0);
+	assert_fifo(r, "LPOP", "resque:queue:a", 25);
+	assert_fifo(r, "LPOP", "resque:queue:b", 75);
+	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs"), 0);
 	PQfinish(c);
 	redisFree(r);
 }
@@ -350,6 +370,7 @@ Suite *relay_suite(void)
 	tcase_add_test(tc, committed_jobs_arrive_as_sidekiq_writes_them);
 	tcase_add_test(tc, rolled_back_and_uncommitted_jobs_never_arrive);
 	tcase_add_test(tc, fifo_per_queue_across_batches);
+	tcase_add_test(tc, resque_fifo_per_queue_across_batches);
 	tcase_add_test(tc, future_jobs_go_to_the_schedule);
 	tcase_add_test(tc, rows_that_cannot_be_jobs_go_to_the_dead_table);
 	tcase_add_test(tc, resque_format_and_namespace);

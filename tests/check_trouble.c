@@ -16,16 +16,10 @@
 static const char *const queues[] = { "queue:default", NULL };
 static const char *const relay_args[] = { "--batch-size", "200", "--poll-interval", "20ms", NULL };
 
-/* Stages jobs first..first+n-1 and, in the same statement, records their jids
- * as expected: jobs can be staged while the relay runs and still be checked. */
+/* Stages jobs first..first+n-1 on queue default, recorded as expected. */
 static void stage_expected(PGconn *c, int first, int n)
 {
-	h_sql(c, "WITH s AS (INSERT INTO staged_jobs (queue, job_class, args)"
-		 " SELECT 'default', 'HardWorker', jsonb_build_array(i)"
-		 " FROM generate_series(%d, %d) i ORDER BY i"
-		 " RETURNING id, jid, queue, job_class, args)"
-		 " INSERT INTO expected SELECT * FROM s",
-	      first, first + n - 1);
+	h_stage_expected(c, "default", first, n);
 }
 
 static long long staged(PGconn *c)
@@ -82,8 +76,8 @@ static int retry_delays(const char *log, const char *word, int *out, int max)
 /*
  * The fault's warn lines show a relay backing off, not spinning: between
  * min_lines and max_lines of them (a fixed 100 ms retry would log ten a
- * second), each waiting at least as long as the one before, and, given three,
- * the wait grew. Holds while no batch succeeds in between (that resets it).
+ * second), each with a wait, at least as long as the one before, and, given
+ * three, the wait grew. Holds while no batch succeeds in between (that resets it).
  */
 static void assert_backs_off(const char *log, const char *word, int min_lines, int max_lines)
 {
@@ -94,6 +88,8 @@ static void assert_backs_off(const char *log, const char *word, int min_lines, i
 		      min_lines, log);
 	ck_assert_msg(n <= max_lines, "%d warn lines with %s: the relay does not back off; see %s", n,
 		      word, log);
+	for (int i = 0; i < n; i++)
+		ck_assert_msg(d[i] > 0, "retry_in_ms=%d: the relay retries at once (%s)", d[i], word);
 	for (int i = 1; i < n; i++)
 		ck_assert_msg(d[i] >= d[i - 1], "retry_in_ms shrank from %d to %d (%s)", d[i - 1], d[i],
 			      word);
@@ -326,8 +322,83 @@ START_TEST(postgres_restart_backs_off_and_resumes)
 	wait_drained(c, 60000);
 	assert_nothing_lost(c, r);
 	ck_assert(h_log_contains(p.log, "reconnected to postgres"));
-	ck_assert(h_log_contains(p.log, "level=warn"));
-	assert_backs_off(p.log, "postgres", 0, 12);
+	/* Every Postgres fault's line carries sqlstate= (empty while the server is
+	 * down): however quickly the server came back, the fault that cut the
+	 * session off was logged, with a wait, before the reconnect. */
+	assert_backs_off(p.log, "sqlstate=", 1, 12);
+	stop_relay(&p);
+	PQfinish(c);
+	redisFree(r);
+}
+END_TEST
+
+/* The relay's sessions in a state (a LIKE pattern), and how many of them hold the leader lock. */
+static long long relay_sessions(PGconn *c, const char *state)
+{
+	return h_sql(c, "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'stagedrain'"
+			" AND coalesce(state, '') LIKE '%s'", state);
+}
+
+static long long relay_lock_holders(PGconn *c)
+{
+	return h_sql(c, "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a USING (pid)"
+			" WHERE l.locktype = 'advisory' AND l.granted AND a.application_name = 'stagedrain'");
+}
+
+/*
+ * Stops the relay while its session is idle: between reads, so frozen it
+ * cannot start one. A relay caught inside a read is let go and tried again.
+ */
+static void freeze_between_reads(PGconn *c, struct relay_proc *p)
+{
+	for (int i = 0; i < 50; i++) {
+		h_relay_kill(p, SIGSTOP);
+		h_sleep_ms(50); /* the stop lands, and the activity view catches up */
+		if (relay_sessions(c, "idle") == 1 && relay_lock_holders(c) == 1)
+			return;
+		h_relay_kill(p, SIGCONT);
+		h_sleep_ms(37);
+	}
+	ck_abort_msg("the relay's session was never idle between reads; see %s", p->log);
+}
+
+/*
+ * The relay's session ends while it waits with nothing to do. The wait
+ * notices, says so, backs off, reconnects, takes the lock again, and jobs
+ * staged afterwards arrive. A wait in its last poll slice may hand the loss
+ * to the next read instead ("could not read a batch"): then the session is
+ * ended again, up to five times, until the wait is the one to notice.
+ */
+START_TEST(postgres_lost_while_idle_reconnects_and_leads_again)
+{
+	static const char *const args[] = { "--batch-size", "200", "--poll-interval", "1s", NULL };
+	PGconn *c = h_pg();
+	redisContext *r = h_redis();
+	struct relay_proc p;
+
+	start_draining(c, &p, "pg-idle", args);
+	ck_assert(h_log_wait(&p, "became leader", 10000));
+	/* Idle long enough that each wait lasts the full second, in 50 ms slices:
+	 * it can notice the loss itself, not leave it to the next read. */
+	h_sleep_ms(2500);
+	for (int kill = 0; !h_log_contains(p.log, "lost postgres while idle"); kill++) {
+		ck_assert_msg(kill < 5, "5 sessions lost while idle, none reported by the idle wait; see %s",
+			      p.log);
+		freeze_between_reads(c, &p);
+		ck_assert_int_eq(h_sql(c, "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+					  " WHERE application_name = 'stagedrain'"), 1);
+		while (relay_sessions(c, "%") > 0)
+			h_sleep_ms(10);
+		h_relay_kill(&p, SIGCONT);
+		ck_assert_msg(h_log_wait_count(&p, "became leader", kill + 2, 20000),
+			      "the relay did not take the lock again; see %s", p.log);
+	}
+	ck_assert(h_log_contains(p.log, "reconnected to postgres"));
+	ck_assert_int_eq(relay_lock_holders(c), 1);
+	assert_backs_off(p.log, "sqlstate=", 1, 12);
+	stage_expected(c, 501, 500);
+	wait_drained(c, 10000);
+	assert_nothing_lost(c, r);
 	stop_relay(&p);
 	PQfinish(c);
 	redisFree(r);
@@ -567,6 +638,7 @@ Suite *trouble_suite(void)
 	tcase_add_test(tc, redis_loading_after_restart_backs_off_and_resumes);
 	tcase_add_test(tc, redis_timeout_rolls_back_and_retries);
 	tcase_add_test(tc, postgres_restart_backs_off_and_resumes);
+	tcase_add_test(tc, postgres_lost_while_idle_reconnects_and_leads_again);
 	tcase_add_test(tc, postgres_failover_to_promoted_standby);
 	tcase_add_test(tc, statement_timeout_backs_off_and_spares_the_standby);
 	tcase_add_test(tc, relay_bounds_its_own_statements_by_default);

@@ -120,6 +120,16 @@ void h_stage(PGconn *c, const char *queue, int first, int n)
 	      queue, first, first + n - 1);
 }
 
+void h_stage_expected(PGconn *c, const char *queue, int first, int n)
+{
+	h_sql(c, "WITH s AS (INSERT INTO staged_jobs (queue, job_class, args)"
+		 " SELECT '%s', 'HardWorker', jsonb_build_array(i)"
+		 " FROM generate_series(%d, %d) i ORDER BY i"
+		 " RETURNING id, jid, queue, job_class, args)"
+		 " INSERT INTO expected SELECT * FROM s",
+	      queue, first, first + n - 1);
+}
+
 /* In the child: argv is the binary, a leading subcommand, the test servers'
  * URLs (unless urls is false: then the environment must name them), args. */
 static void exec_relay(const char *log, bool urls, const char *const *args)
@@ -224,9 +234,28 @@ bool h_log_contains(const char *path, const char *text)
 
 bool h_log_wait(const struct relay_proc *p, const char *text, int timeout_ms)
 {
+	return h_log_wait_count(p, text, 1, timeout_ms);
+}
+
+int h_log_count(const char *path, const char *text)
+{
+	char line[4096];
+	int n = 0;
+	FILE *f = fopen(path, "r");
+
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		n += strstr(line, text) != NULL;
+	fclose(f);
+	return n;
+}
+
+bool h_log_wait_count(const struct relay_proc *p, const char *text, int n, int timeout_ms)
+{
 	long long deadline = h_now_ms() + timeout_ms;
 
-	while (!h_log_contains(p->log, text)) {
+	while (h_log_count(p->log, text) < n) {
 		if (h_now_ms() > deadline)
 			return false;
 		h_sleep_ms(20);
@@ -316,4 +345,25 @@ long long h_missing(PGconn *c)
 {
 	return h_sql(c, "SELECT count(*) FROM expected e WHERE NOT EXISTS"
 			" (SELECT 1 FROM seen s WHERE s.jid = e.jid)");
+}
+
+long long h_duplicates(PGconn *c)
+{
+	return h_sql(c, "SELECT coalesce(sum(n - 1), 0) FROM (SELECT count(*) AS n FROM seen GROUP BY jid) x");
+}
+
+void h_relay_role(PGconn *c, const char *name, char *conninfo, size_t len)
+{
+	char services[512], cmd[1600], *slash;
+
+	snprintf(services, sizeof(services), "%s", h_env("TEST_SERVICES"));
+	slash = strrchr(services, '/');
+	ck_assert_ptr_nonnull(slash);
+	*slash = '\0';
+	snprintf(cmd, sizeof(cmd), "psql -X -q -v ON_ERROR_STOP=1 -d '%s' -f '%s/../sql/roles.sql'",
+		 h_env("TEST_PG_URL"), services);
+	ck_assert_msg(system(cmd) == 0, "%s failed", cmd);
+	h_sql(c, "DROP ROLE IF EXISTS %s", name);
+	h_sql(c, "CREATE ROLE %s LOGIN NOSUPERUSER IN ROLE stagedrain_relay", name);
+	snprintf(conninfo, len, "host=127.0.0.1 port=%s dbname=postgres user=%s", PQport(c), name);
 }

@@ -29,6 +29,9 @@ long long h_cmd_int(redisContext *r, const char *fmt, ...);
 void h_reset(void);
 /* Inserts n jobs in one transaction: class C, args [first+i], on queue q. */
 void h_stage(PGconn *c, const char *queue, int first, int n);
+/* The same, and in the same statement records their jids in table `expected`
+ * (made by h_snapshot_expected): jobs staged while a relay runs are checked too. */
+void h_stage_expected(PGconn *c, const char *queue, int first, int n);
 
 /* Starts the relay with the test servers' URLs plus args (NULL-terminated). */
 void h_relay_start(struct relay_proc *p, const char *name, const char *const *args);
@@ -42,6 +45,10 @@ int h_relay_run(const char *name, const char *const *args);
 /* True once the relay's log contains text, within timeout_ms. */
 bool h_log_wait(const struct relay_proc *p, const char *text, int timeout_ms);
 bool h_log_contains(const char *path, const char *text);
+/* How many lines of the log contain text. */
+int h_log_count(const char *path, const char *text);
+/* True once at least n lines of the relay's log contain text, within timeout_ms. */
+bool h_log_wait_count(const struct relay_proc *p, const char *text, int n, int timeout_ms);
 
 /* Runs tests/services.sh with a sub-command against this run's servers. */
 void h_services(const char *subcmd);
@@ -56,5 +63,11 @@ void h_snapshot_expected(PGconn *c);
 void h_load_seen(PGconn *c, redisContext *r, const char *const *keys);
 /* How many expected jids are not in `seen`. */
 long long h_missing(PGconn *c);
+/* How many entries of `seen` repeat a jid seen before (0: each job once). */
+long long h_duplicates(PGconn *c);
+
+/* Runs sql/roles.sql as an admin would and makes name a login role (not a
+ * superuser) in stagedrain_relay; conninfo gets a --pg-url that logs in as it. */
+void h_relay_role(PGconn *c, const char *name, char *conninfo, size_t len);
 
 #endif

@@ -15,6 +15,7 @@ int main(void)
 	srunner_add_suite(sr, sink_suite());
 	srunner_add_suite(sr, cursor_suite());
 	srunner_add_suite(sr, faults_suite());
+	srunner_add_suite(sr, reconcile_suite());
 	srunner_add_suite(sr, trouble_suite());
 	srunner_add_suite(sr, e2e_suite());
 	srunner_add_suite(sr, security_suite());

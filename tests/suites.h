@@ -21,6 +21,7 @@ Suite *cursor_suite(void);
 Suite *security_suite(void);
 Suite *trouble_suite(void);
 Suite *http_suite(void);
+Suite *reconcile_suite(void);
 Suite *guarantees_suite(void);
 
 #endif
