@@ -2,6 +2,7 @@
 #include "fmacros.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -258,7 +259,8 @@ static int advance_gaps(struct drain *d, bool committed)
 		.now_ms = mono_ms(),
 	};
 
-	if (r->young_since == GAP_OLD)
+	/* A read of every gap cut short by its limit goes on at the next batch. */
+	if (r->young_since == GAP_OLD && r->retire_below == LLONG_MAX)
 		d->old_read_ms = gr.now_ms;
 	if (committed)
 		batch_sort_kept(&d->batch);
@@ -418,6 +420,8 @@ static int reconcile(struct drain *d)
 	}
 	if (!d->uncertain)
 		return 1;
+	/* A failed GET also closes the connection, so no push can follow until
+	 * a reconnect and this read succeed. */
 	if (redis_sink_get_fence(&d->redis, &d->fence_text) < 0)
 		goto redis_failed;
 	if (d->fence_text.len && fence_parse(&d->fence, d->fence_text.data, d->fence_text.len) < 0) {

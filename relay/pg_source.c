@@ -390,7 +390,9 @@ int pg_source_wait_jobs(struct pg_source *pg, int ms, volatile sig_atomic_t *sto
 		PGnotify *note;
 		bool woken = false;
 
-		if (!PQconsumeInput(pg->conn))
+		/* A session ended while idle may come back as a FATAL message the
+		 * input consumed: the status tells, not the return value. */
+		if (!PQconsumeInput(pg->conn) || PQstatus(pg->conn) != CONNECTION_OK)
 			return pg_fail(pg, NULL, "lost the connection while waiting for jobs");
 		while ((note = PQnotifies(pg->conn)) != NULL) {
 			woken = true;

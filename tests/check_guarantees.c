@@ -21,16 +21,6 @@
 #include "harness.h"
 #include "suites.h"
 
-/* A failed check must not leave the relay running after the test. */
-#define RELAY_CHECK(p, cond, ...)                                                                            \
-	do {                                                                                                 \
-		if (!(cond)) {                                                                               \
-			h_relay_kill((p), SIGKILL);                                                          \
-			(void)h_relay_wait((p), 5000);                                                       \
-			ck_abort_msg(__VA_ARGS__);                                                           \
-		}                                                                                            \
-	} while (0)
-
 /* True once LLEN key reaches n, within timeout_ms. */
 static bool wait_len(redisContext *r, const char *key, long long n, int timeout_ms)
 {
@@ -421,6 +411,61 @@ START_TEST(a_dead_row_that_cannot_be_moved_does_not_slow_the_good_ones)
 }
 END_TEST
 
+/* ---- memory: a batch's byte bound ---- */
+
+/* Jobs in batches of the relay's debug log, at most. */
+static int largest_batch(const char *log)
+{
+	FILE *f = fopen(log, "r");
+	char line[2048];
+	int most = 0, n;
+
+	ck_assert_ptr_nonnull(f);
+	while (fgets(line, sizeof(line), f)) {
+		const char *p = strstr(line, "batch relayed");
+		if (p && (p = strstr(p, " jobs=")) && sscanf(p, " jobs=%d", &n) == 1 && n > most)
+			most = n;
+	}
+	fclose(f);
+	return most;
+}
+
+START_TEST(a_batch_stops_at_its_byte_bound_and_loses_nothing)
+{
+	static const char *const args[] = { "--batch-max-bytes", "8k", "--max-job-bytes", "4k", FAST_RELAY, NULL };
+	PGconn *c = h_pg(), *late = h_pg();
+	redisContext *r = h_redis();
+	struct relay_proc p;
+
+	/* Six late rows of 3,000 bytes in one gap, twenty new ones after them. */
+	h_sql(late, "BEGIN");
+	h_sql(late, "INSERT INTO staged_jobs (job_class, args) SELECT 'Late', jsonb_build_array(i, repeat('x', 3000))"
+		    " FROM generate_series(1, 6) i");
+	h_sql(c, "INSERT INTO staged_jobs (job_class, args) VALUES ('First', '[0]')");
+	h_relay_start(&p, "relay", args);
+	RELAY_CHECK(&p, wait_len(r, "queue:default", 1, 10000), "the first job did not arrive");
+	h_sql(late, "COMMIT");
+	h_sql(c, "INSERT INTO staged_jobs (job_class, args) SELECT 'New', jsonb_build_array(i, repeat('y', 3000))"
+		 " FROM generate_series(1, 20) i");
+	/* Over --max-job-bytes: only its length is read, and it is dead-lettered. */
+	h_sql(c, "INSERT INTO staged_jobs (job_class, args) VALUES ('Huge', jsonb_build_array(repeat('z', 100000)))");
+	RELAY_CHECK(&p, wait_len(r, "queue:default", 27, 10000), "jobs did not arrive");
+	RELAY_CHECK(&p, wait_staged_empty(c, 10000), "rows left behind");
+	stop_relay(&p);
+	ck_assert_int_eq(h_cmd_int(r, "LLEN queue:default"), 27);
+	ck_assert_int_eq(count_class(r, "queue:default", "Late"), 6);
+	ck_assert_int_eq(count_class(r, "queue:default", "New"), 20);
+	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs_dead WHERE job_class = 'Huge'"
+				  " AND reason LIKE 'args are larger than --max-job-bytes%%'"), 1);
+	/* Rows of about 3 kB under an 8 kB bound: three at most (the third starts under it). */
+	ck_assert_int_le(largest_batch(p.log), 3);
+	ck_assert_int_ge(largest_batch(p.log), 2);
+	PQfinish(late);
+	PQfinish(c);
+	redisFree(r);
+}
+END_TEST
+
 /* ---- defect 6: writers that hold an xid ---- */
 
 /* Index scans and entries the relay's reads of staged_jobs made so far. */
@@ -556,6 +601,7 @@ Suite *guarantees_suite(void)
 	tcase_add_test(tc, a_key_of_the_wrong_type_holds_its_jobs_and_pushes_nothing_twice);
 	tcase_add_test(tc, a_dead_row_whose_id_is_dead_already_is_still_moved);
 	tcase_add_test(tc, a_dead_row_that_cannot_be_moved_does_not_slow_the_good_ones);
+	tcase_add_test(tc, a_batch_stops_at_its_byte_bound_and_loses_nothing);
 	tcase_add_test(tc, a_writer_holding_an_xid_does_not_make_every_read_walk_old_gaps);
 	tcase_add_test(tc, a_hot_standby_is_never_led);
 	suite_add_tcase(s, tc);

@@ -195,16 +195,6 @@ START_TEST(relay_runs_as_the_relay_role)
 }
 END_TEST
 
-/* A failed check must not leave the relay running after the test. */
-#define RELAY_CHECK(p, cond, ...)                                                                            \
-	do {                                                                                                 \
-		if (!(cond)) {                                                                               \
-			h_relay_kill((p), SIGKILL);                                                          \
-			(void)h_relay_wait((p), 5000);                                                       \
-			ck_abort_msg(__VA_ARGS__);                                                           \
-		}                                                                                            \
-	} while (0)
-
 /* True once the Redis list holds n entries, within 30 s. */
 static bool wait_len(redisContext *r, const char *key, long long n)
 {
