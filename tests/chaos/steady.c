@@ -96,7 +96,7 @@ struct steady {
 /* The latency of every committed job, and where the late ones came from. */
 struct latency {
 	long long jobs, max_us, p99_us, p50_us, over, never, negative, untimed;
-	char over_by_kind[512];
+	char over_by_kind[1024]; /* one line per kind of transaction */
 };
 
 /* ---- a worker: one or three sessions staging jobs ---- */
@@ -714,6 +714,7 @@ static void print_us(const char *label, long long us, bool never)
 
 static bool report(struct steady *c, const struct results *r, const struct latency *l, int self_rc)
 {
+	char label[32];
 	long long committed = TOTAL(c, committed);
 	bool relay_ok = !c->relay_exited && !c->relay_bad_stop && c->lock_ours && c->leader_lines == 1;
 	bool ok = r->missing == 0 && r->duplicates == 0 && r->rolled_back == 0 && r->phantoms == 0 &&
@@ -750,8 +751,9 @@ static bool report(struct steady *c, const struct results *r, const struct laten
 	       (double)l->p50_us / 1000.0);
 	print_us(", p99", l->p99_us, l->p99_us == LLONG_MAX);
 	print_us("                               max", l->max_us, l->never > 0);
-	printf("  over %d ms                  %lld (never arrived %lld, pushed before COMMIT %lld, untimed %lld)\n",
-	       c->o.bound_ms, l->over, l->never, l->negative, l->untimed);
+	snprintf(label, sizeof(label), "over %d ms", c->o.bound_ms);
+	printf("  %-28s %lld (never arrived %lld, pushed before COMMIT %lld, untimed %lld)\n", label, l->over,
+	       l->never, l->negative, l->untimed);
 	fputs(l->over_by_kind, stdout);
 	printf("  relay                        pid %s, \"became leader\" %d time(s), holds the lock at the end: %s,"
 	       " SIGTERM exit: %s\n",
