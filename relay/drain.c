@@ -325,7 +325,11 @@ static int push_batch(struct drain *d)
 	}
 	if (rc == 0 && d->wrongtype_logged && d->batch.nkept == 0)
 		d->wrongtype_logged = false;
-	return rc == REDIS_SINK_WRONGTYPE ? -EIO : rc;
+	if (rc == REDIS_SINK_WRONGTYPE) {
+		snprintf(d->redis.errstr, sizeof(d->redis.errstr), "keys of the wrong type kept changing");
+		return -EIO;
+	}
+	return rc;
 }
 
 /*
@@ -522,7 +526,9 @@ int drain_run(struct drain *d)
 		rc = 0;
 	}
 	pg_source_rollback(&d->pg);
+	/* Held rows stay staged: say so, since --once ends with them there. */
 	log_info(*d->stop ? "stopped on signal" : "stopped",
-		 LOGF(F_INT("jobs_relayed", d->relayed), F_INT("jobs_dead", d->dead)));
+		 LOGF(F_INT("jobs_relayed", d->relayed), F_INT("jobs_dead", d->dead),
+		      F_INT("rows_held", gaps_held(&d->gaps))));
 	return rc;
 }
