@@ -193,6 +193,26 @@ START_TEST(uncommitted_batches_do_not_count)
 }
 END_TEST
 
+/* A batch pushed but not deleted, then deleted by the next leader's fence:
+ * its rows count as relayed once, when the fence deletes them. */
+START_TEST(rows_a_fence_deleted_count_as_relayed)
+{
+	static struct fake f;
+	const char *three[] = { "q", "q", "mail", NULL };
+	char *text;
+
+	fake_batch(&f, three, 0);
+	metrics_batch_pushed(&m, &f.b);
+	metrics_fenced(&m, "q", 1, 2);
+	metrics_fenced(&m, "mail", 4, 1);
+	text = page();
+	has_line(text, "stagedrain_jobs_relayed_total{queue=\"q\"} 2");
+	has_line(text, "stagedrain_jobs_relayed_total{queue=\"mail\"} 1");
+	has_line(text, "stagedrain_batches_total 0");
+	free(text);
+}
+END_TEST
+
 START_TEST(a_bound_equals_its_bucket)
 {
 	static struct fake f;
@@ -370,6 +390,7 @@ Suite *metrics_suite(void)
 	tcase_add_test(tc, empty_page);
 	tcase_add_test(tc, batches_count_by_queue_with_a_histogram);
 	tcase_add_test(tc, uncommitted_batches_do_not_count);
+	tcase_add_test(tc, rows_a_fence_deleted_count_as_relayed);
 	tcase_add_test(tc, a_bound_equals_its_bucket);
 	tcase_add_test(tc, queue_names_are_escaped);
 	tcase_add_test(tc, queue_count_is_bounded);
