@@ -904,7 +904,7 @@ int main(int argc, char **argv)
 	       (want("memory") ? opts.big_jobs / 20000 : 0) +
 	       (want("xid-holder")
 	            ? (list_has(opts.xid_holders, "idle") + list_has(opts.xid_holders, "prepared")) *
-	                  (2 * opts.xid_seconds + 20 + opts.xid_backlog / 50000)
+	                  (2 * opts.xid_seconds + 35 + opts.xid_backlog / 50000)
 	            : 0));
 	note("this takes roughly %lld minutes", est / 60 + 1);
 	start_servers();

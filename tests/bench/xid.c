@@ -10,6 +10,8 @@
 #include <string.h>
 
 #define HOLDER_GID "stagedrain_bench_holder"
+/* The reference: the same load with no holder yet, this long. */
+#define BEFORE_SECONDS 10
 
 enum holder { HOLDER_IDLE, HOLDER_PREPARED };
 
@@ -25,6 +27,8 @@ struct xid_result {
 	const char *name;
 	struct batch_rec *b; /* both relays' batches, times since the load began */
 	size_t nb, capb;
+	struct batch_rec *pre; /* the first relay's, since the reference load began */
+	size_t npre, cappre;
 	int seconds, restart_at; /* restart_at: the new relay's first second leading */
 	double lead_wait_s;      /* from the new relay's start to its leading */
 	long long drained_at_restart, dead_at_restart, backlog_max[2];
@@ -114,13 +118,13 @@ static struct span last_window(struct span s)
 	return s.to - s.from >= 300 ? (struct span){s.to - 60, s.to} : fifth(s, 4);
 }
 
-static struct window in_span(const struct xid_result *x, struct span s)
+static struct window batches_in(const struct batch_rec *v, size_t n, struct span s)
 {
 	struct window w = {0, 0, 0, -1, 0, 0};
 	long long from = (long long)s.from * 1000000, to = (long long)s.to * 1000000;
 
-	for (size_t i = 0; i < x->nb; i++) {
-		const struct batch_rec *b = &x->b[i];
+	for (size_t i = 0; i < n; i++) {
+		const struct batch_rec *b = &v[i];
 		double total = b->timed ? b->fetch_us + b->push_us + b->commit_us : 0;
 		if (b->end_us < from || (double)b->end_us - total >= (double)to)
 			continue;
@@ -135,6 +139,11 @@ static struct window in_span(const struct xid_result *x, struct span s)
 		}
 	}
 	return w;
+}
+
+static struct window in_span(const struct xid_result *x, struct span s)
+{
+	return batches_in(x->b, x->nb, s);
 }
 
 /*
@@ -196,12 +205,17 @@ static void report(const struct xid_result *x, int held_seconds)
 {
 	struct span held = {0, held_seconds}, restarted = {x->restart_at, x->seconds};
 	struct window first = in_span(x, first_window(held)), last_held = in_span(x, last_window(held)),
-	              last_re = in_span(x, last_window(restarted));
+	              last_re = in_span(x, last_window(restarted)),
+	              before = batches_in(x->pre, x->npre, (struct span){0, BEFORE_SECONDS});
 	const char *w = window_word(held), *wr = window_word(restarted);
 	char what[80];
 
 	report_fifths(x, held, "held");
 	report_fifths(x, restarted, "restarted");
+	/* Not judged: what a batch costs with no holder, for scale (the first
+	 * window may already be slow). */
+	add(x, "fetch per batch, no holder yet (ms)", 2, fetch_ms(&before));
+	add(x, "batch time, no holder yet (ms)", 2, batch_ms(&before));
 	snprintf(what, sizeof(what), "fetch per batch, first %s (ms)", w);
 	add(x, what, 2, fetch_ms(&first));
 	snprintf(what, sizeof(what), "fetch per batch, last %s held (ms)", w);
@@ -270,6 +284,30 @@ static long long pushed_uncommitted(const struct load *l)
 	return n;
 }
 
+/* The same load for a few seconds before the holder begins, on its own queue;
+ * returns when it began (wall clock), and counts what it lost. */
+static long long before_holder(const struct load *main_load, struct xid_result *x)
+{
+	struct load l = *main_load;
+	long long t0_wall;
+	struct lat lat;
+
+	l.queue = "before";
+	l.seconds = BEFORE_SECONDS;
+	load_start(&l);
+	t0_wall = wall_us() - (mono_us() - l.start_us);
+	load_finish(&l, 60);
+	check_stop();
+	if (l.failed)
+		die("xid-holder load: %s", l.err);
+	lat = latencies(&l, 0, mono_us() + 1);
+	x->lost += lat.lost;
+	x->dup += lat.dup;
+	x->pushed_rolled_back += pushed_uncommitted(&l);
+	load_free(&l);
+	return t0_wall;
+}
+
 /*
  * Drives the load for both phases: samples the backlog, and at held seconds
  * kills the relay (as a crash would) and starts a new one under the same
@@ -329,7 +367,7 @@ static void xid_part(const struct bench_env *env, int run, enum holder kind)
 	PGconn *holder = pg_connect(env), *stats = pg_connect(env);
 	redisContext *r = redis_connect(env);
 	char name[64], logs[2][512], h[24];
-	long long xid, t0_wall;
+	long long xid, t0_wall, pre_wall;
 	struct lat lat;
 
 	note("xid-holder run %d: %s holder, %d staging tx/s (%d%% rolled back) for %d s, relay killed and "
@@ -341,6 +379,7 @@ static void xid_part(const struct bench_env *env, int run, enum holder kind)
 	relay_start(&rel, env, name, "debug");
 	snprintf(logs[0], sizeof(logs[0]), "%s", rel.log);
 	wait_relay_ready(env, &rel);
+	pre_wall = before_holder(&l, &x);
 	xid = holder_begin(holder, kind);
 	if (o->xid_backlog > 0) {
 		note("xid-holder %s: holder xid %lld; draining a backlog of %s under it", x.name, xid,
@@ -365,18 +404,20 @@ static void xid_part(const struct bench_env *env, int run, enum holder kind)
 	if (l.failed)
 		die("xid-holder load: %s", l.err);
 	lat = latencies(&l, 0, mono_us() + 1);
-	x.lost = lat.lost;
-	x.dup += lat.dup + redis_int(r, "LLEN queue:backlog");
-	x.pushed_rolled_back = pushed_uncommitted(&l) + redis_int(r, "LLEN queue:holder");
+	x.lost += lat.lost;
+	x.dup += lat.dup + redis_int(r, "LLEN queue:backlog") + redis_int(r, "LLEN queue:before");
+	x.pushed_rolled_back += pushed_uncommitted(&l) + redis_int(r, "LLEN queue:holder");
 	x.rolled_back_pct = 100.0 * (double)l.rolled_back / (double)(l.rolled_back + l.committed);
 	x.left = wait_table_empty(stats);
 	if (relay_stop(&rel) != 0)
 		note("the relay did not exit cleanly; see %s", rel.log);
 
+	relay_log_list(logs[0], pre_wall, &x.pre, &x.npre, &x.cappre);
 	relay_log_list(logs[0], t0_wall, &x.b, &x.nb, &x.capb);
 	relay_log_list(logs[1], t0_wall, &x.b, &x.nb, &x.capb);
 	report(&x, held);
 	free(x.b);
+	free(x.pre);
 	load_free(&l);
 	redisFree(r);
 	PQfinish(holder);
