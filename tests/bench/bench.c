@@ -35,6 +35,8 @@ static void cleanup(void)
 		servers_up = false;
 		if (run_cmd(stop, NULL) != 0)
 			note("could not stop the servers in %s; stop them by PID from there", env.dir);
+		else if (env.opts && env.opts->keep)
+			note("kept %s (relay logs)", env.dir);
 		else
 			run_cmd(rm, NULL);
 	}
@@ -75,7 +77,8 @@ static void usage(FILE *out)
 	        "  --relay-args ARGS   extra relay flags, split on spaces\n"
 	        "  --redis-fsync MODE  redis appendfsync: always, everysec (default) or no\n"
 	        "  --services PATH     tests/services.sh\n"
-	        "  --out PATH          where the table is also written (default build/bench.txt)\n");
+	        "  --out PATH          where the table is also written (default build/bench.txt)\n"
+	        "  --keep              keep the servers' directory, with the relay logs, after the run\n");
 }
 
 /* A non-empty list of a and b only. */
@@ -133,6 +136,7 @@ static void parse_opts(struct bench_opts *o, int argc, char **argv)
 	    {"xid-rate", required_argument, NULL, 1002},
 	    {"xid-rollback", required_argument, NULL, 1003},
 	    {"xid-holders", required_argument, NULL, 1004},
+	    {"keep", no_argument, NULL, 'k'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
@@ -211,6 +215,9 @@ static void parse_opts(struct bench_opts *o, int argc, char **argv)
 			break;
 		case 1004:
 			o->xid_holders = optarg;
+			break;
+		case 'k':
+			o->keep = true;
 			break;
 		case 'h':
 			usage(stdout);
@@ -897,7 +904,7 @@ int main(int argc, char **argv)
 	       (want("memory") ? opts.big_jobs / 20000 : 0) +
 	       (want("xid-holder")
 	            ? (list_has(opts.xid_holders, "idle") + list_has(opts.xid_holders, "prepared")) *
-	                  (2 * opts.xid_seconds + 20 + opts.xid_backlog / 50000)
+	                  (2 * opts.xid_seconds + 35 + opts.xid_backlog / 50000)
 	            : 0));
 	note("this takes roughly %lld minutes", est / 60 + 1);
 	start_servers();

@@ -30,6 +30,7 @@ struct bench_opts {
 	const char *out;
 	const char *redis_fsync;
 	const char *relay_args; /* extra flags for the relay, split on spaces */
+	bool keep;              /* keep the servers' directory (relay logs) after the run */
 	/* xid-holder scenario (xid.c) */
 	int xid_seconds;         /* holder open this long before the relay restart, and again after */
 	long long xid_backlog;   /* rows drained right after the holder begins */
@@ -106,6 +107,8 @@ void relay_start(struct relay *r, const struct bench_env *env, const char *name,
 int relay_stop(struct relay *r);
 /* SIGKILL, as a crash would, and reap it. */
 void relay_kill(struct relay *r);
+/* Waits until the relay's log holds text; -1 if it exited or timeout_ms passed. */
+int relay_wait_log(const struct relay *r, const char *text, int timeout_ms);
 /* VmHWM of a running process in KiB, or -1. */
 long long proc_hwm_kib(pid_t pid);
 /* Starts argv with stdin from a pipe (its write end in *wfd), output to log. */
@@ -124,16 +127,16 @@ struct batch_minute {
 };
 /* Buckets "batch relayed" lines by minute since t0 (wall clock, µs). */
 int relay_log_batches(const char *log, long long t0_wall_us, struct batch_minute *out, int minutes);
-/* The same lines in buckets of any length, added to out (which the caller
- * zeroes), with the relay's gap count; sums over a span by batch_span. */
-struct batch_bucket {
-	long long batches, jobs, timed; /* timed: batches with all three times */
+/* One "batch relayed" line: when it ended (µs since a t0) and what it took. */
+struct batch_rec {
+	long long end_us;
 	double fetch_us, push_us, commit_us;
-	long long gaps_max; /* the most gap ranges a batch's log line showed, -1: none */
+	long long jobs;
+	long long gaps; /* gap ranges the relay tracked after it, -1: not logged */
+	bool timed;     /* all three times logged */
 };
-int relay_log_buckets(const char *log, long long t0_wall_us, long long bucket_us, struct batch_bucket *out,
-                      int n);
-struct batch_bucket batch_span(const struct batch_bucket *b, int from, int to);
+/* Appends every such line of a log to *v (grown as needed; the caller frees it). */
+int relay_log_list(const char *log, long long t0_wall_us, struct batch_rec **v, size_t *n, size_t *cap);
 
 /* ---- load.c: producers, consumer ---- */
 struct load {
@@ -166,6 +169,8 @@ void load_start(struct load *l);
 /* Jobs committed and consumed so far (racy snapshots, for backlog sampling). */
 long long load_committed(const struct load *l);
 long long load_consumed(const struct load *l);
+/* Waits for the producers to finish their seconds (once; load_finish calls it too). */
+void load_join_producers(struct load *l);
 /* Waits for the producers to finish their seconds, then for the consumer to
  * see every committed job (or drain_timeout_s without progress). */
 void load_finish(struct load *l, int drain_timeout_s);

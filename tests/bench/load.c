@@ -19,6 +19,7 @@ struct load_priv {
 	atomic_llong committed, consumed, rolled_back;
 	atomic_int stop_consumer;
 	atomic_int failed;
+	bool joined;
 	pthread_mutex_t err_lock;
 };
 
@@ -261,16 +262,27 @@ long long load_consumed(const struct load *l)
 	return atomic_load(&((struct load_priv *)l->priv)->consumed);
 }
 
-void load_finish(struct load *l, int drain_timeout_s)
+void load_join_producers(struct load *l)
 {
 	struct load_priv *p = l->priv;
-	long long last = -1, progress_us = mono_us();
 
+	if (p->joined)
+		return;
 	for (int k = 0; k < l->producers; k++)
 		pthread_join(p->prod[k], NULL);
+	p->joined = true;
 	l->end_us = mono_us();
 	l->committed = atomic_load(&p->committed);
 	l->rolled_back = atomic_load(&p->rolled_back);
+}
+
+void load_finish(struct load *l, int drain_timeout_s)
+{
+	struct load_priv *p = l->priv;
+	long long last = -1, progress_us;
+
+	load_join_producers(l);
+	progress_us = mono_us();
 	if (l->consume && l->nseq > 0) {
 		/* Lossless means every committed job arrives; wait while it still trickles in. */
 		while (!bench_stop && !atomic_load(&p->failed) && atomic_load(&p->consumed) < l->committed) {

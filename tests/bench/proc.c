@@ -197,6 +197,25 @@ void relay_kill(struct relay *r)
 	r->pid = 0;
 }
 
+int relay_wait_log(const struct relay *r, const char *text, int timeout_ms)
+{
+	long long end = mono_us() + (long long)timeout_ms * 1000;
+	char line[8192];
+
+	while (mono_us() < end && !bench_stop && proc_hwm_kib(r->pid) >= 0) {
+		FILE *f = fopen(r->log, "r");
+		bool found = false;
+		while (f && !found && fgets(line, sizeof(line), f))
+			found = strstr(line, text) != NULL;
+		if (f)
+			fclose(f);
+		if (found)
+			return 0;
+		sleep_ms(20);
+	}
+	return -1;
+}
+
 long long proc_hwm_kib(pid_t pid)
 {
 	char path[64], line[256];
@@ -238,39 +257,57 @@ static bool add_field(json_t *o, const char *key, double *sum)
 	return true;
 }
 
-/* One "batch relayed" line into its bucket. */
-static void add_line(json_t *o, struct batch_bucket *b)
+int relay_log_batches(const char *log, long long t0_wall_us, struct batch_minute *out, int minutes)
 {
-	double f = 0, p = 0, c = 0;
-	json_t *gaps = json_object_get(o, "gaps");
+	char line[8192];
+	FILE *f = fopen(log, "r");
 
-	b->batches++;
-	b->jobs += (long long)json_integer_value(json_object_get(o, "jobs"));
-	/* All three or none: a partial set would be a different figure. */
-	if (add_field(o, "fetch_us", &f) && add_field(o, "push_us", &p) && add_field(o, "commit_us", &c)) {
-		b->timed++;
-		b->fetch_us += f;
-		b->push_us += p;
-		b->commit_us += c;
+	memset(out, 0, sizeof(*out) * (size_t)minutes);
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f)) {
+		json_t *o, *ts;
+		long long t;
+		int m;
+		struct batch_minute *b;
+
+		if (!strstr(line, "\"batch relayed\""))
+			continue;
+		if (!(o = json_loads(line, 0, NULL)))
+			continue;
+		ts = json_object_get(o, "ts");
+		t = json_is_string(ts) ? parse_ts(json_string_value(ts)) : -1;
+		m = t < t0_wall_us ? -1 : (int)((t - t0_wall_us) / 60000000);
+		if (m >= 0 && m < minutes) {
+			b = &out[m];
+			b->batches++;
+			b->jobs += (long long)json_integer_value(json_object_get(o, "jobs"));
+			/* All three or none: a partial set would be a different figure. */
+			if (add_field(o, "fetch_us", &b->fetch_us) && add_field(o, "push_us", &b->push_us) &&
+			    add_field(o, "commit_us", &b->commit_us))
+				b->timed = true;
+		}
+		json_decref(o);
 	}
-	if (json_is_integer(gaps) && json_integer_value(gaps) > b->gaps_max)
-		b->gaps_max = (long long)json_integer_value(gaps);
+	fclose(f);
+	for (int m = 0; m < minutes; m++)
+		if (!out[m].timed)
+			out[m].fetch_us = out[m].push_us = out[m].commit_us = NAN;
+	return 0;
 }
 
-int relay_log_buckets(const char *log, long long t0_wall_us, long long bucket_us, struct batch_bucket *out,
-                      int n)
+/* Every "batch relayed" line, appended to *v: when it ended, relative to t0. */
+int relay_log_list(const char *log, long long t0_wall_us, struct batch_rec **v, size_t *n, size_t *cap)
 {
 	char line[8192];
 	FILE *f = fopen(log, "r");
 
 	if (!f)
 		return -1;
-	for (int i = 0; i < n; i++)
-		if (out[i].batches == 0)
-			out[i].gaps_max = -1;
 	while (fgets(line, sizeof(line), f)) {
+		struct batch_rec b = {0, 0, 0, 0, 0, 0, false};
 		json_t *o, *ts;
-		long long t, k;
+		double fe = 0, pu = 0, co = 0;
 
 		if (!strstr(line, "\"batch relayed\""))
 			continue;
@@ -278,50 +315,29 @@ int relay_log_buckets(const char *log, long long t0_wall_us, long long bucket_us
 		if (!(o = json_loads(line, 0, NULL)))
 			continue;
 		ts = json_object_get(o, "ts");
-		t = json_is_string(ts) ? parse_ts(json_string_value(ts)) : -1;
-		k = t < t0_wall_us ? -1 : (t - t0_wall_us) / bucket_us;
-		if (k >= 0 && k < n)
-			add_line(o, &out[k]);
+		b.end_us = json_is_string(ts) ? parse_ts(json_string_value(ts)) - t0_wall_us : -1;
+		b.jobs = (long long)json_integer_value(json_object_get(o, "jobs"));
+		b.gaps = json_is_integer(json_object_get(o, "gaps"))
+		             ? (long long)json_integer_value(json_object_get(o, "gaps"))
+		             : -1;
+		if (add_field(o, "fetch_us", &fe) && add_field(o, "push_us", &pu) &&
+		    add_field(o, "commit_us", &co)) {
+			b.timed = true;
+			b.fetch_us = fe;
+			b.push_us = pu;
+			b.commit_us = co;
+		}
 		json_decref(o);
+		if (*n == *cap) {
+			size_t c = *cap ? *cap * 2 : 4096;
+			struct batch_rec *nv = realloc(*v, c * sizeof(**v));
+			if (!nv)
+				die("out of memory");
+			*v = nv;
+			*cap = c;
+		}
+		(*v)[(*n)++] = b;
 	}
 	fclose(f);
 	return 0;
-}
-
-struct batch_bucket batch_span(const struct batch_bucket *b, int from, int to)
-{
-	struct batch_bucket s = {0, 0, 0, 0, 0, 0, -1};
-
-	for (int i = from; i < to; i++) {
-		s.batches += b[i].batches;
-		s.jobs += b[i].jobs;
-		s.timed += b[i].timed;
-		s.fetch_us += b[i].fetch_us;
-		s.push_us += b[i].push_us;
-		s.commit_us += b[i].commit_us;
-		if (b[i].gaps_max > s.gaps_max)
-			s.gaps_max = b[i].gaps_max;
-	}
-	return s;
-}
-
-int relay_log_batches(const char *log, long long t0_wall_us, struct batch_minute *out, int minutes)
-{
-	struct batch_bucket *b = calloc((size_t)minutes, sizeof(*b));
-	int rc;
-
-	if (!b)
-		die("out of memory");
-	rc = relay_log_buckets(log, t0_wall_us, 60000000, b, minutes);
-	for (int m = 0; m < minutes; m++) {
-		bool timed = b[m].timed > 0;
-		out[m] = (struct batch_minute){.batches = b[m].batches,
-		                               .jobs = b[m].jobs,
-		                               .fetch_us = timed ? b[m].fetch_us : NAN,
-		                               .push_us = timed ? b[m].push_us : NAN,
-		                               .commit_us = timed ? b[m].commit_us : NAN,
-		                               .timed = timed};
-	}
-	free(b);
-	return rc;
 }

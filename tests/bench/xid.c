@@ -10,6 +10,8 @@
 #include <string.h>
 
 #define HOLDER_GID "stagedrain_bench_holder"
+/* The reference: the same load with no holder yet, this long. */
+#define BEFORE_SECONDS 10
 
 enum holder { HOLDER_IDLE, HOLDER_PREPARED };
 
@@ -23,11 +25,22 @@ struct span {
 /* One run's measurements, turned into table rows by report(). */
 struct xid_result {
 	const char *name;
-	struct batch_bucket *sec; /* one bucket per second since the load began */
-	int seconds, restart_at;  /* restart_at: the new relay's first second ready */
+	struct batch_rec *b; /* both relays' batches, times since the load began */
+	size_t nb, capb;
+	struct batch_rec *pre; /* the first relay's, since the reference load began */
+	size_t npre, cappre;
+	int seconds, restart_at; /* restart_at: the new relay's first second leading */
+	double lead_wait_s;      /* from the new relay's start to its leading */
 	long long drained_at_restart, dead_at_restart, backlog_max[2];
 	double rolled_back_pct;
 	long long lost, dup, pushed_rolled_back, left;
+};
+
+/* The batches the relay ran during a window, whole: one that began before it
+ * or ended after it counts too, so a window inside one long batch is not empty. */
+struct window {
+	long long batches, timed, jobs, gaps_max;
+	double fetch_us, total_us;
 };
 
 /* Prepared transactions need max_prepared_transactions > 0, which only a
@@ -105,25 +118,52 @@ static struct span last_window(struct span s)
 	return s.to - s.from >= 300 ? (struct span){s.to - 60, s.to} : fifth(s, 4);
 }
 
-static struct batch_bucket in_span(const struct xid_result *x, struct span s)
+static struct window batches_in(const struct batch_rec *v, size_t n, struct span s)
 {
-	return batch_span(x->sec, s.from < 0 ? 0 : s.from, s.to > x->seconds ? x->seconds : s.to);
+	struct window w = {0, 0, 0, -1, 0, 0};
+	long long from = (long long)s.from * 1000000, to = (long long)s.to * 1000000;
+
+	for (size_t i = 0; i < n; i++) {
+		const struct batch_rec *b = &v[i];
+		double total = b->timed ? b->fetch_us + b->push_us + b->commit_us : 0;
+		if (b->end_us < from || (double)b->end_us - total >= (double)to)
+			continue;
+		w.batches++;
+		w.jobs += b->jobs;
+		if (b->gaps > w.gaps_max)
+			w.gaps_max = b->gaps;
+		if (b->timed) {
+			w.timed++;
+			w.fetch_us += b->fetch_us;
+			w.total_us += total;
+		}
+	}
+	return w;
 }
 
-/* Per batch, in ms: the fetch alone, or fetch+push+commit. */
-static double fetch_ms(const struct batch_bucket *b)
+static struct window in_span(const struct xid_result *x, struct span s)
 {
-	return b->timed ? b->fetch_us / (double)b->timed / 1000 : NAN;
+	return batches_in(x->b, x->nb, s);
 }
 
-static double batch_ms(const struct batch_bucket *b)
+/*
+ * Per batch, in ms: the fetch alone, or fetch+push+commit. Infinite when the
+ * relay ran no batch at all in the window: the producers commit all along, so
+ * it was stuck (failing reads, or waiting for the lock).
+ */
+static double fetch_ms(const struct window *w)
 {
-	return b->timed ? (b->fetch_us + b->push_us + b->commit_us) / (double)b->timed / 1000 : NAN;
+	return !w->batches ? INFINITY : w->timed ? w->fetch_us / (double)w->timed / 1000 : NAN;
 }
 
-static double jobs_per_batch(const struct batch_bucket *b)
+static double batch_ms(const struct window *w)
 {
-	return b->batches ? (double)b->jobs / (double)b->batches : NAN;
+	return !w->batches ? INFINITY : w->timed ? w->total_us / (double)w->timed / 1000 : NAN;
+}
+
+static double jobs_per_batch(const struct window *w)
+{
+	return w->batches ? (double)w->jobs / (double)w->batches : NAN;
 }
 
 static void add(const struct xid_result *x, const char *what, int decimals, double v)
@@ -153,7 +193,7 @@ static void report_fifths(const struct xid_result *x, struct span phase, const c
 	char what[80];
 
 	for (int k = 0; k < 5; k++) {
-		struct batch_bucket b = in_span(x, fifth(phase, k));
+		struct window b = in_span(x, fifth(phase, k));
 		snprintf(what, sizeof(what), "fetch per batch, %s %d/5 (ms)", label, k + 1);
 		add(x, what, 2, fetch_ms(&b));
 		snprintf(what, sizeof(what), "gaps, %s %d/5 (max)", label, k + 1);
@@ -164,13 +204,18 @@ static void report_fifths(const struct xid_result *x, struct span phase, const c
 static void report(const struct xid_result *x, int held_seconds)
 {
 	struct span held = {0, held_seconds}, restarted = {x->restart_at, x->seconds};
-	struct batch_bucket first = in_span(x, first_window(held)), last_held = in_span(x, last_window(held)),
-	                    last_re = in_span(x, last_window(restarted));
+	struct window first = in_span(x, first_window(held)), last_held = in_span(x, last_window(held)),
+	              last_re = in_span(x, last_window(restarted)),
+	              before = batches_in(x->pre, x->npre, (struct span){0, BEFORE_SECONDS});
 	const char *w = window_word(held), *wr = window_word(restarted);
 	char what[80];
 
 	report_fifths(x, held, "held");
 	report_fifths(x, restarted, "restarted");
+	/* Not judged: what a batch costs with no holder, for scale (the first
+	 * window may already be slow). */
+	add(x, "fetch per batch, no holder yet (ms)", 2, fetch_ms(&before));
+	add(x, "batch time, no holder yet (ms)", 2, batch_ms(&before));
 	snprintf(what, sizeof(what), "fetch per batch, first %s (ms)", w);
 	add(x, what, 2, fetch_ms(&first));
 	snprintf(what, sizeof(what), "fetch per batch, last %s held (ms)", w);
@@ -202,10 +247,11 @@ static void report(const struct xid_result *x, int held_seconds)
 
 	add(x, "rows drained under the holder, at restart", 0, (double)x->drained_at_restart);
 	add(x, "dead tuples at restart", 0, (double)x->dead_at_restart);
+	add(x, "restarted relay: wait for the lock (s)", 1, x->lead_wait_s);
 	add(x, "backlog max, held (jobs)", 0, (double)x->backlog_max[0]);
 	add(x, "backlog max, restarted (jobs)", 0, (double)x->backlog_max[1]);
 	add(x, "staging transactions rolled back (%)", 1, x->rolled_back_pct);
-	judged(x, "committed jobs lost", 0, (double)x->lost, 0, "0");
+	judged(x, "committed jobs not delivered", 0, (double)x->lost, 0, "0");
 	judged(x, "committed jobs duplicated", 0, (double)x->dup, 0, "0");
 	judged(x, "rolled-back jobs pushed", 0, (double)x->pushed_rolled_back, 0, "0");
 	judged(x, "rows left in staged_jobs", 0, (double)x->left, 0, "0");
@@ -216,7 +262,7 @@ static long long dead_tuples(PGconn *c)
 	return sql(c, "SELECT n_dead_tup FROM pg_stat_user_tables WHERE relname = 'staged_jobs'");
 }
 
-/* Once the holder has ended every row can go: waits up to 60 s for the table to empty. */
+/* Once the holder has ended every row can go: waits up to 60 s more for the table to empty. */
 static long long wait_table_empty(PGconn *c)
 {
 	long long end = mono_us() + 60000000, left;
@@ -238,6 +284,30 @@ static long long pushed_uncommitted(const struct load *l)
 	return n;
 }
 
+/* The same load for a few seconds before the holder begins, on its own queue;
+ * returns when it began (wall clock), and counts what it lost. */
+static long long before_holder(const struct load *main_load, struct xid_result *x)
+{
+	struct load l = *main_load;
+	long long t0_wall;
+	struct lat lat;
+
+	l.queue = "before";
+	l.seconds = BEFORE_SECONDS;
+	load_start(&l);
+	t0_wall = wall_us() - (mono_us() - l.start_us);
+	load_finish(&l, 60);
+	check_stop();
+	if (l.failed)
+		die("xid-holder load: %s", l.err);
+	lat = latencies(&l, 0, mono_us() + 1);
+	x->lost += lat.lost;
+	x->dup += lat.dup;
+	x->pushed_rolled_back += pushed_uncommitted(&l);
+	load_free(&l);
+	return t0_wall;
+}
+
 /*
  * Drives the load for both phases: samples the backlog, and at held seconds
  * kills the relay (as a crash would) and starts a new one under the same
@@ -247,6 +317,7 @@ static void run_phases(const struct bench_env *env, struct load *l, struct relay
                        int held, PGconn *stats)
 {
 	int phase = 0;
+	long long t;
 	char name[64];
 
 	while (!bench_stop && !l->failed) {
@@ -265,7 +336,12 @@ static void run_phases(const struct bench_env *env, struct load *l, struct relay
 			relay_kill(rel);
 			snprintf(name, sizeof(name), "xid-%s-restarted", x->name);
 			relay_start(rel, env, name, "debug");
-			wait_relay_ready(env, rel);
+			t = mono_us();
+			/* Not a probe job: under a slow relay it would wait behind the backlog.
+			 * The killed relay's backend keeps the lock until its statement ends. */
+			if (relay_wait_log(rel, "\"leading\"", 120000) < 0)
+				die("the restarted relay did not lead within 120 s; see %s", rel->log);
+			x->lead_wait_s = (double)(mono_us() - t) / 1e6;
 			x->restart_at = (int)((mono_us() - l->start_us + 999999) / 1000000);
 			phase = 1;
 		}
@@ -291,7 +367,7 @@ static void xid_part(const struct bench_env *env, int run, enum holder kind)
 	PGconn *holder = pg_connect(env), *stats = pg_connect(env);
 	redisContext *r = redis_connect(env);
 	char name[64], logs[2][512], h[24];
-	long long xid, t0_wall;
+	long long xid, t0_wall, pre_wall;
 	struct lat lat;
 
 	note("xid-holder run %d: %s holder, %d staging tx/s (%d%% rolled back) for %d s, relay killed and "
@@ -303,6 +379,7 @@ static void xid_part(const struct bench_env *env, int run, enum holder kind)
 	relay_start(&rel, env, name, "debug");
 	snprintf(logs[0], sizeof(logs[0]), "%s", rel.log);
 	wait_relay_ready(env, &rel);
+	pre_wall = before_holder(&l, &x);
 	xid = holder_begin(holder, kind);
 	if (o->xid_backlog > 0) {
 		note("xid-holder %s: holder xid %lld; draining a backlog of %s under it", x.name, xid,
@@ -316,28 +393,31 @@ static void xid_part(const struct bench_env *env, int run, enum holder kind)
 	t0_wall = wall_us() - (mono_us() - l.start_us);
 	run_phases(env, &l, &rel, &x, held, stats);
 	snprintf(logs[1], sizeof(logs[1]), "%s", rel.log);
-	load_finish(&l, 120);
+	load_join_producers(&l);
+	check_stop();
+	/* Losses once the holder has ended: while it is open, a slow relay may
+	 * only be late, and the check is of what it delivers, not how fast. */
+	holder_end(holder, kind);
+	note("xid-holder %s: holder ended; waiting for the relay to deliver the rest", x.name);
+	load_finish(&l, 180);
 	check_stop();
 	if (l.failed)
 		die("xid-holder load: %s", l.err);
 	lat = latencies(&l, 0, mono_us() + 1);
-	x.lost = lat.lost;
-	x.dup += lat.dup + redis_int(r, "LLEN queue:backlog");
-	x.pushed_rolled_back = pushed_uncommitted(&l);
+	x.lost += lat.lost;
+	x.dup += lat.dup + redis_int(r, "LLEN queue:backlog") + redis_int(r, "LLEN queue:before");
+	x.pushed_rolled_back += pushed_uncommitted(&l) + redis_int(r, "LLEN queue:holder");
 	x.rolled_back_pct = 100.0 * (double)l.rolled_back / (double)(l.rolled_back + l.committed);
-	holder_end(holder, kind);
 	x.left = wait_table_empty(stats);
-	x.pushed_rolled_back += redis_int(r, "LLEN queue:holder");
 	if (relay_stop(&rel) != 0)
 		note("the relay did not exit cleanly; see %s", rel.log);
 
-	x.sec = calloc((size_t)x.seconds, sizeof(*x.sec));
-	if (!x.sec)
-		die("out of memory");
-	relay_log_buckets(logs[0], t0_wall, 1000000, x.sec, x.seconds);
-	relay_log_buckets(logs[1], t0_wall, 1000000, x.sec, x.seconds);
+	relay_log_list(logs[0], pre_wall, &x.pre, &x.npre, &x.cappre);
+	relay_log_list(logs[0], t0_wall, &x.b, &x.nb, &x.capb);
+	relay_log_list(logs[1], t0_wall, &x.b, &x.nb, &x.capb);
 	report(&x, held);
-	free(x.sec);
+	free(x.b);
+	free(x.pre);
 	load_free(&l);
 	redisFree(r);
 	PQfinish(holder);
