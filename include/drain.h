@@ -29,8 +29,7 @@ struct drain {
 	bool uncertain;  /* a push may have landed without its delete: read the fence */
 	long long old_read_ms;      /* when a read last covered every gap */
 	long long old_read_cost_ms; /* how long that read took */
-	long long wrongtype_log_ms; /* when keys of the wrong type were last logged */
-	bool wrongtype_logged;
+	long long wrongtype_log_ms; /* when keys of the wrong type were last logged; 0: not since */
 	struct fence fence;
 	struct buf fence_text;
 	long long relayed;

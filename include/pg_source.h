@@ -15,16 +15,12 @@
 #include "gaps.h"
 #include "fmacros.h"
 
-/* What the last read saw, for the gaps (see gaps.h). */
+/* What the last read saw. */
 struct pg_read {
-	long long *ids;         /* every id read, ascending */
-	size_t n, cap;
-	uint64_t xmin;          /* of the read's snapshot */
-	uint64_t bound;         /* the read's own xid, taken after its snapshot */
-	long long above;        /* the cursor the read started above */
-	long long young_since;  /* the gaps it read: those opened since (GAP_OLD: all) */
-	long long retire_below; /* where a gap read cut short by its limit stopped */
-	long long skip_to;      /* the sequence's last id, read on a first read that found nothing */
+	long long *ids;        /* every id read, ascending; seen.ids points here */
+	size_t cap;
+	long long above;       /* the cursor the read started above */
+	struct gaps_read seen; /* for gaps_advance; held and now_ms are the caller's */
 };
 
 struct pg_source {
@@ -72,8 +68,9 @@ void pg_source_row(const struct pg_source *pg, int i, struct job_row *row);
  * 0 when they moved; 1 when the move failed (errstr says why), in which case
  * they are now kept (left staged) and the batch goes on without them. */
 int pg_source_move_dead(struct pg_source *pg, struct batch *b) SD_MUSTCHECK;
-/* Deletes the pushed rows, leaving the kept ones, checks that exactly the
- * pushed rows went, and only then commits; otherwise rolls back. */
+/* Deletes the pushed rows, leaving the kept ones, and commits only if
+ * exactly the pushed rows went; otherwise fails with the transaction still
+ * open, for pg_source_rollback. One round trip. */
 int pg_source_commit(struct pg_source *pg, const struct batch *b) SD_MUSTCHECK;
 /* Deletes, in its own transaction, the rows a fence names that are still
  * staged: their push landed but their delete did not. */

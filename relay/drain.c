@@ -43,7 +43,6 @@ void drain_init(struct drain *d, const struct config *cfg, volatile sig_atomic_t
 	d->old_read_ms = 0;
 	d->old_read_cost_ms = 0;
 	d->wrongtype_log_ms = 0;
-	d->wrongtype_logged = false;
 	fence_init(&d->fence);
 	buf_init(&d->fence_text);
 	d->relayed = d->dead = 0;
@@ -245,26 +244,18 @@ static long long mono_ms(void)
  * will find it. */
 static int advance_gaps(struct drain *d, bool committed)
 {
-	const struct pg_read *r = &d->pg.read;
-	struct gaps_read gr = {
-		.ids = r->ids,
-		.n = r->n,
-		.held = committed ? d->batch.kept : NULL,
-		.nheld = committed ? d->batch.nkept : 0,
-		.xmin = r->xmin,
-		.bound = r->bound,
-		.young_since = r->young_since,
-		.retire_below = r->retire_below,
-		.skip_to = r->skip_to,
-		.now_ms = mono_ms(),
-	};
+	struct gaps_read seen = d->pg.read.seen;
 
-	/* A read of every gap cut short by its limit goes on at the next batch. */
-	if (r->young_since == GAP_OLD && r->retire_below == LLONG_MAX)
-		d->old_read_ms = gr.now_ms;
-	if (committed)
+	seen.now_ms = mono_ms();
+	if (committed) {
 		batch_sort_kept(&d->batch);
-	return gaps_advance(&d->gaps, &gr);
+		seen.held = d->batch.kept;
+		seen.nheld = d->batch.nkept;
+	}
+	/* A read of every gap cut short by its limit goes on at the next batch. */
+	if (seen.young_since == GAP_OLD && seen.retire_below == LLONG_MAX)
+		d->old_read_ms = seen.now_ms;
+	return gaps_advance(&d->gaps, &seen);
 }
 
 /* Every batch reads the young gaps; the old ones and held rows on a timer. */
@@ -290,16 +281,16 @@ static bool job_blocked(const struct batch_job *j, void *arg)
 	return redis_sink_blocked(a->rs, a->b, j);
 }
 
-/* Names the keys of the wrong type, at most once a minute while they stay so. */
+/* Names the keys of the wrong type, at most once a minute while they stay so
+ * (wrongtype_log_ms: when last named; 0: not since a clean push). */
 static void log_wrong_types(struct drain *d, size_t held)
 {
 	long long now = mono_ms();
 	const char *type, *key = redis_sink_bad_key(&d->redis, 0, &type);
 
-	if (now - d->wrongtype_log_ms < 60000 && d->wrongtype_logged)
+	if (d->wrongtype_log_ms && now - d->wrongtype_log_ms < 60000)
 		return;
 	d->wrongtype_log_ms = now;
-	d->wrongtype_logged = true;
 	log_warn("a redis key the batch writes has the wrong type; its jobs stay staged until it is fixed",
 		 LOGF(F_STR("key", key), F_STR("type", type), F_INT("keys", d->redis.nbad),
 		      F_INT("jobs_held", held)));
@@ -323,8 +314,8 @@ static int push_batch(struct drain *d)
 		held = batch_hold(&d->batch, job_blocked, &arg);
 		log_wrong_types(d, held);
 	}
-	if (rc == 0 && d->wrongtype_logged && d->batch.nkept == 0)
-		d->wrongtype_logged = false;
+	if (rc == 0 && d->batch.nkept == 0)
+		d->wrongtype_log_ms = 0; /* the keys are fixed: say so again if they break */
 	if (rc == REDIS_SINK_WRONGTYPE) {
 		snprintf(d->redis.errstr, sizeof(d->redis.errstr), "keys of the wrong type kept changing");
 		return -EIO;
@@ -347,11 +338,11 @@ static int drain_batch(struct drain *d)
 		pg_trouble(d, "could not read a batch; will retry");
 		return -EIO;
 	}
-	if (d->pg.read.young_since == GAP_OLD)
+	if (d->pg.read.seen.young_since == GAP_OLD)
 		d->old_read_cost_ms = (mono_us() - t0) / 1000;
 	if (nrows == 0) {
 		pg_source_rollback(&d->pg);
-		return d->gaps.n || d->pg.read.skip_to ? advance_gaps(d, false) : 0;
+		return d->gaps.n || d->pg.read.seen.skip_to ? advance_gaps(d, false) : 0;
 	}
 	if ((rc = build_batch(d, nrows)) < 0) {
 		pg_source_rollback(&d->pg);

@@ -35,8 +35,7 @@
 	"s.id, s.queue, s.job_class, s.args::text AS args, s.options::text AS options, s.jid, "   \
 	TIME_US("created_at") " AS created_us, " TIME_US("run_at") " AS run_at_us"
 
-enum { COL_ID, COL_QUEUE, COL_CLASS, COL_ARGS, COL_OPTIONS, COL_JID, COL_CREATED, COL_RUN_AT,
-       COL_ARGS_LEN, COL_NALL };
+enum { COL_ID, COL_QUEUE, COL_CLASS, COL_ARGS, COL_OPTIONS, COL_JID, COL_CREATED, COL_RUN_AT, COL_NALL };
 
 void pg_source_init(struct pg_source *pg, const struct config *cfg)
 {
@@ -282,7 +281,7 @@ static int append_rows(struct pg_source *pg, const struct gaps *g, long long you
 	bool gaps = reads_any_gap(g, young_since);
 	int rc = buf_printf(sql,
 			    "SELECT id, queue, job_class, CASE WHEN args_len > %ld THEN NULL ELSE args END,"
-			    " options, jid, created_us, run_at_us, args_len, nall FROM ("
+			    " options, jid, created_us, run_at_us, nall FROM ("
 			    "SELECT r.*, sum(r.bytes) OVER (ORDER BY r.id ROWS UNBOUNDED PRECEDING) AS total,"
 			    " count(*) OVER () AS nall FROM ("
 			    "SELECT u.*, octet_length(u.args) AS args_len, least(octet_length(u.args), %ld)"
@@ -340,18 +339,18 @@ static int read_fetch_results(struct pg_source *pg, bool skip)
 		if (rc == 0 && st == PGRES_TUPLES_OK) {
 			int t = tables++;
 			if (t == 0)
-				pg->read.xmin = value_u64(res);
+				pg->read.seen.xmin = value_u64(res);
 			else if (t == 1) {
 				pg->rows = res;
 				continue;
 			} else if (t == 2 && skip)
-				pg->read.skip_to = PQgetisnull(res, 0, 0) ? 0 : (long long)value_u64(res);
+				pg->read.seen.skip_to = PQgetisnull(res, 0, 0) ? 0 : (long long)value_u64(res);
 			else
-				pg->read.bound = value_u64(res);
+				pg->read.seen.bound = value_u64(res);
 		}
 		PQclear(res);
 	}
-	if (rc == 0 && (!pg->rows || pg->read.bound == 0))
+	if (rc == 0 && (!pg->rows || pg->read.seen.bound == 0))
 		rc = pg_fail(pg, NULL, "could not read staged jobs");
 	return rc;
 }
@@ -375,10 +374,10 @@ static int note_ids(struct pg_source *pg, const struct gaps *g, int limit)
 		r->ids[i] = strtoll(PQgetvalue(pg->rows, (int)i, COL_ID), NULL, 10);
 		below += r->ids[i] <= g->cursor;
 	}
-	r->n = n;
-	r->retire_below = LLONG_MAX;
+	r->seen.ids = r->ids;
+	r->seen.n = n;
 	if (below > 0 && (below >= (size_t)limit || (cut && below == n)))
-		r->retire_below = r->ids[below - 1];
+		r->seen.retire_below = r->ids[below - 1];
 	return 0;
 }
 
@@ -411,11 +410,8 @@ int pg_source_fetch(struct pg_source *pg, const struct gaps *g, int limit, long 
 {
 	int rc;
 
-	pg->read.n = 0;
-	pg->read.xmin = pg->read.bound = 0;
-	pg->read.skip_to = 0;
 	pg->read.above = g->cursor;
-	pg->read.young_since = young_since;
+	pg->read.seen = (struct gaps_read){ .young_since = young_since, .retire_below = LLONG_MAX };
 	if ((rc = build_fetch(pg, g, limit, young_since)) < 0)
 		return rc;
 	pg->in_tx = true;
@@ -431,7 +427,7 @@ int pg_source_fetch(struct pg_source *pg, const struct gaps *g, int limit, long 
 }
 
 /* A time column's microseconds, or why the row cannot carry it. */
-static long long time_us(const PGresult *r, int i, int col, const char *name, const char **unfit)
+static long long time_us(const PGresult *r, int i, int col, const char **unfit)
 {
 	static const char *const why[2][3] = {
 		{ "created_at is infinity: no job time can hold it", "created_at is -infinity: no job time can hold it",
@@ -440,7 +436,7 @@ static long long time_us(const PGresult *r, int i, int col, const char *name, co
 		  "run_at is out of the range a job time can hold" },
 	};
 	const char *text = PQgetvalue(r, i, col);
-	int which = strcmp(name, "run_at") == 0;
+	int which = col == COL_RUN_AT;
 	char *end;
 	long long us;
 
@@ -471,9 +467,9 @@ void pg_source_row(const struct pg_source *pg, int i, struct job_row *row)
 	row->options_len = (size_t)PQgetlength(r, i, COL_OPTIONS);
 	row->jid = PQgetvalue(r, i, COL_JID);
 	row->jid_len = (size_t)PQgetlength(r, i, COL_JID);
-	row->created_at_us = time_us(r, i, COL_CREATED, "created_at", &row->unfit);
+	row->created_at_us = time_us(r, i, COL_CREATED, &row->unfit);
 	row->has_run_at = !PQgetisnull(r, i, COL_RUN_AT);
-	row->run_at_us = row->has_run_at ? time_us(r, i, COL_RUN_AT, "run_at", &row->unfit) : 0;
+	row->run_at_us = row->has_run_at ? time_us(r, i, COL_RUN_AT, &row->unfit) : 0;
 }
 
 /* Appends "{1,2,3}": a literal of our own integers. */
@@ -492,29 +488,43 @@ static int append_id_array(struct buf *sql, const long long *ids, size_t n)
  * rows have moved, the visible rows in (cursor, last id read] are exactly the
  * pushed ones and the kept ones: one range scan, less the kept ids, deletes
  * them, where an id list costs a probe per id. Rows from gaps go by id.
+ *
+ * Both deletes are data-modifying CTEs of one statement that compares the
+ * rows they took with the rows pushed. Any other count (a row changed under
+ * the batch, a range that took a row it should not) fails the statement with
+ * a cast of the message, so the COMMIT sent after it in the same round trip
+ * never runs: the batch rolls back and the fence deletes the pushed rows.
  */
 static int append_delete(struct pg_source *pg, const struct batch *b)
 {
 	const struct pg_read *r = &pg->read;
 	struct buf *sql = &pg->sql;
 	size_t below = 0;
-	int rc = 0;
+	int rc;
 
 	while (below < b->njobs && b->jobs[below].id <= r->above)
 		below++;
-	if (below < b->njobs && (rc = buf_puts(sql, "DELETE FROM staged_jobs WHERE id > ")) == 0 &&
-	    (rc = buf_put_int(sql, r->above)) == 0 && (rc = buf_puts(sql, " AND id <= ")) == 0 &&
-	    (rc = buf_put_int(sql, r->ids[r->n - 1])) == 0 && b->nkept &&
-	    (rc = buf_puts(sql, " AND id <> ALL(")) == 0 && (rc = append_id_array(sql, b->kept, b->nkept)) == 0)
+	rc = buf_puts(sql, "WITH r AS (DELETE FROM staged_jobs WHERE id > ");
+	if (rc == 0 && (rc = buf_put_int(sql, r->above)) == 0 && (rc = buf_puts(sql, " AND id <= ")) == 0)
+		rc = buf_put_int(sql, below < b->njobs ? r->ids[r->seen.n - 1] : r->above);
+	if (rc == 0 && b->nkept && (rc = buf_puts(sql, " AND id <> ALL(")) == 0 &&
+	    (rc = append_id_array(sql, b->kept, b->nkept)) == 0)
 		rc = buf_puts(sql, ")");
-	if (rc == 0 && below < b->njobs)
-		rc = buf_puts(sql, ";");
-	if (rc || below == 0)
-		return rc;
-	rc = buf_puts(sql, "DELETE FROM staged_jobs WHERE id = ANY(");
+	if (rc == 0)
+		rc = buf_puts(sql, " RETURNING 1), l AS (DELETE FROM staged_jobs WHERE id = ANY(");
 	for (size_t i = 0; rc == 0 && i < below; i++)
-		rc = buf_printf(sql, "%s%lld", i ? "," : "'{", b->jobs[i].id);
-	return rc ? rc : buf_puts(sql, "}'::int8[]);");
+		if ((rc = buf_puts(sql, i ? "," : "'{")) == 0)
+			rc = buf_put_int(sql, b->jobs[i].id);
+	if (rc == 0)
+		rc = buf_puts(sql, below ? "}'::int8[]" : "'{}'::int8[]");
+	if (rc == 0)
+		rc = buf_puts(sql, ") RETURNING 1) SELECT CASE WHEN n = ");
+	if (rc == 0 && (rc = buf_put_int(sql, (long long)b->njobs)) == 0)
+		rc = buf_puts(sql, " THEN n ELSE ('deleted ' || n || ' rows of ");
+	if (rc == 0 && (rc = buf_put_int(sql, (long long)b->njobs)) == 0)
+		rc = buf_puts(sql, " pushed: rows changed under the batch')::int8 END"
+				   " FROM (SELECT (SELECT count(*) FROM r) + (SELECT count(*) FROM l) AS n) c;");
+	return rc;
 }
 
 /* Moves rejected rows to staged_jobs_dead with their reasons. */
@@ -540,7 +550,7 @@ static int append_dead(struct pg_source *pg, const struct batch *b)
 }
 
 /* Sends sql and reads every result: 0 when all succeeded; the rows each
- * DELETE or INSERT touched are added to *count. */
+ * DELETE or INSERT touched are added to *count, if given. */
 static int run_counted(struct pg_source *pg, const char *sql, const char *what, unsigned long long *count)
 {
 	PGresult *res;
@@ -549,7 +559,8 @@ static int run_counted(struct pg_source *pg, const char *sql, const char *what, 
 	if (!PQsendQuery(pg->conn, sql))
 		return pg_fail(pg, NULL, what);
 	while ((res = PQgetResult(pg->conn)) != NULL) {
-		if (rc == 0 && PQresultStatus(res) != PGRES_COMMAND_OK)
+		ExecStatusType st = PQresultStatus(res);
+		if (rc == 0 && st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK)
 			rc = pg_fail(pg, res, what);
 		else if (rc == 0 && count && *PQcmdTuples(res))
 			*count += strtoull(PQcmdTuples(res), NULL, 10);
@@ -591,32 +602,17 @@ int pg_source_move_dead(struct pg_source *pg, struct batch *b)
 	return 1;
 }
 
-/*
- * Deletes, checks, commits: the count is read before the COMMIT is sent, so a
- * delete that took more or fewer rows than were pushed (a row changed under
- * the batch, a bug in the range) is rolled back instead of committed; the
- * pushed rows are then the fence's to delete, by id and jid.
- */
+/* Deletes, checks and commits in one round trip (see append_delete). */
 int pg_source_commit(struct pg_source *pg, const struct batch *b)
 {
-	unsigned long long deleted = 0;
 	int rc = 0;
 
 	buf_reset(&pg->sql);
 	if (b->njobs && (rc = append_delete(pg, b)) < 0)
 		return rc;
-	*pg->errstr = '\0';
-	if (b->njobs && run_counted(pg, pg->sql.data, "could not delete the pushed batch", &deleted) < 0)
-		return -EIO;
-	if (deleted != b->njobs) {
-		*pg->sqlstate = '\0';
-		snprintf(pg->errstr, sizeof(pg->errstr),
-			 "deleted %llu rows of %zu pushed: rows changed under the batch; rolled back", deleted,
-			 b->njobs);
-		pg_source_rollback(pg);
-		return -EIO;
-	}
-	if (run_counted(pg, "COMMIT", "could not commit the batch", NULL) < 0)
+	if ((rc = buf_puts(&pg->sql, "COMMIT")) < 0)
+		return rc;
+	if (run_counted(pg, pg->sql.data, "could not delete the pushed batch", NULL) < 0)
 		return -EIO;
 	pg->in_tx = false;
 	PQclear(pg->rows);
