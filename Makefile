@@ -22,11 +22,12 @@ CHECK_LIBS = $(shell $(PKG_CONFIG) --libs check 2>/dev/null)
 PYTHON ?= $(shell test -x /usr/bin/python3 && echo /usr/bin/python3 || echo python3)
 
 # Modules shared by the daemon and the tests; main.c only wires them.
-LIB_SRC = relay/buf.c relay/log.c relay/config.c relay/job.c relay/pg_source.c \
+LIB_SRC = relay/buf.c relay/log.c relay/values.c relay/settings.c relay/redis_url.c relay/config.c \
+          relay/usage.c relay/job.c relay/pg_source.c \
           relay/redis_sink.c relay/drain.c relay/migrate.c relay/backoff.c relay/batch.c relay/fence.c relay/gaps.c \
           relay/metrics.c relay/watch.c relay/http.c
 LIB_OBJ = $(LIB_SRC:relay/%.c=$(OUT)/%.o) $(OUT)/sql_embed.o
-UNIT_SRC = tests/unit_main.c tests/check_config.c tests/check_job.c tests/check_buf.c \
+UNIT_SRC = tests/unit_main.c tests/check_config.c tests/check_redis_url.c tests/check_job.c tests/check_buf.c \
            tests/check_backoff.c tests/check_fence.c tests/check_gaps.c tests/check_metrics.c
 INTEG_SRC = tests/integration_main.c tests/harness.c tests/check_relay.c \
             tests/check_faults.c tests/check_leader.c tests/check_e2e.c tests/check_sink.c \
@@ -81,9 +82,10 @@ $(OUT)/sql_embed.o: $(OUT)/sql_embed.c
 $(OUT) $(OUT)/tests:
 	mkdir -p $(OUT)/tests
 
-# The manual page is generated from the settings table, like --help.
-$(OUT)/gen_man: $(OUT)/gen_man.o $(OUT)/config.o $(OUT)/log.o
-	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+# The manual page is generated from the settings table, like --help: it links
+# the table and its writers only, no libraries.
+$(OUT)/gen_man: $(OUT)/gen_man.o $(OUT)/usage.o $(OUT)/settings.o $(OUT)/values.o
+	$(CC) $(LDFLAGS) -o $@ $^
 
 $(MAN): $(OUT)/gen_man
 	$(OUT)/gen_man '$(MAN_DATE)' > $@.tmp && mv $@.tmp $@

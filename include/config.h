@@ -1,27 +1,16 @@
-/* Settings: one table gives every flag, its environment variable, default and help. */
+/* The relay's settings, loaded from flags, environment and files (the table is in settings.h). */
 #ifndef STAGEDRAIN_CONFIG_H
 #define STAGEDRAIN_CONFIG_H
 
 #include <stdbool.h>
 #include <stddef.h>
-#include <stdio.h>
 
 #include "fmacros.h"
+#include "job.h"
 #include "log.h"
+#include "redis_url.h"
 
-enum job_format { FORMAT_SIDEKIQ = 0, FORMAT_RESQUE };
 enum config_command { CMD_RUN = 0, CMD_MIGRATE };
-
-/* Where Redis is, parsed from redis://, or unix:// URLs. */
-struct redis_target {
-	bool is_unix;
-	char *host;     /* tcp only */
-	int port;       /* tcp only */
-	char *path;     /* unix only */
-	int db;
-	char *user;     /* NULL: no ACL user name */
-	char *password; /* NULL: no AUTH */
-};
 
 struct config {
 	enum config_command command;
@@ -61,16 +50,6 @@ struct config {
  * then freed.
  */
 int config_load(struct config *cfg, int argc, char **argv, char *err, size_t errlen) SD_MUSTCHECK;
-/* Prints usage with every setting, its variable and default. */
-void config_usage(FILE *out);
-/* Prints the manual page (mdoc) from the same table, so it cannot drift from --help. */
-void config_man(FILE *out, const char *date, const char *version);
 void config_free(struct config *cfg);
-
-/* Parses a redis:// or unix:// URL; rediss:// is refused. Same error contract. */
-int redis_target_parse(struct redis_target *t, const char *url, char *err, size_t errlen) SD_MUSTCHECK;
-void redis_target_free(struct redis_target *t);
-/* Writes a printable address with no credentials, for logs. */
-void redis_target_describe(const struct redis_target *t, char *out, size_t outlen);
 
 #endif

@@ -6,8 +6,10 @@
 #include <stddef.h>
 
 #include "buf.h"
-#include "config.h"
 #include "fmacros.h"
+
+/* The layout a job takes in redis, as that worker library's own client writes it. */
+enum job_format { FORMAT_SIDEKIQ = 0, FORMAT_RESQUE };
 
 /* One staged row as read from Postgres; strings need not be NUL-terminated. */
 struct job_row {

@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "config.h"
+#include "usage.h"
 #include "version.h"
 
 int main(int argc, char **argv)

@@ -15,6 +15,7 @@
 #include "metrics.h"
 #include "migrate.h"
 #include "pg_source.h"
+#include "usage.h"
 #include "version.h"
 #include "watch.h"
 

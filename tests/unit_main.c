@@ -12,6 +12,7 @@ int main(void)
 	int failed;
 
 	srunner_add_suite(sr, config_suite());
+	srunner_add_suite(sr, redis_url_suite());
 	srunner_add_suite(sr, job_suite());
 	srunner_add_suite(sr, backoff_suite());
 	srunner_add_suite(sr, fence_suite());

@@ -1,0 +1,12 @@
+/* --help and the manual page, both generated from the settings table so they cannot drift. */
+#ifndef STAGEDRAIN_USAGE_H
+#define STAGEDRAIN_USAGE_H
+
+#include <stdio.h>
+
+/* Prints usage with every setting, its variable and default. */
+void config_usage(FILE *out);
+/* Prints the manual page (mdoc) from the same table, so it cannot drift from --help. */
+void config_man(FILE *out, const char *date, const char *version);
+
+#endif

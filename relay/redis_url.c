@@ -1,0 +1,254 @@
+/* Redis URLs, redis://[[user]:password@]host[:port][/db] and unix://[[user]:password@]/path[?query]. */
+#include "fmacros.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "redis_url.h"
+#include "values.h"
+
+static bool has_prefix(const char *s, const char *prefix)
+{
+	return strncasecmp(s, prefix, strlen(prefix)) == 0;
+}
+
+static int hex_value(char c)
+{
+	return isdigit((unsigned char)c) ? c - '0' : tolower((unsigned char)c) - 'a' + 10;
+}
+
+/* Decodes %XX in place; %00 is refused because it would cut the string short. */
+static int pct_decode(char *s)
+{
+	char *w = s;
+
+	for (; *s; s++) {
+		if (*s != '%') {
+			*w++ = *s;
+			continue;
+		}
+		if (!isxdigit((unsigned char)s[1]) || !isxdigit((unsigned char)s[2]))
+			return -EINVAL;
+		*w = (char)(hex_value(s[1]) * 16 + hex_value(s[2]));
+		if (*w++ == '\0')
+			return -EINVAL;
+		s += 2;
+	}
+	*w = '\0';
+	return 0;
+}
+
+/* None of these messages quote the URL or any piece of it: a mistyped URL can
+ * put the password anywhere. */
+static int parse_userinfo(struct redis_target *t, char *ui, char *err, size_t errlen)
+{
+	char *pass = strchr(ui, ':');
+
+	if (pass)
+		*pass++ = '\0';
+	if (pct_decode(ui) < 0 || (pass && pct_decode(pass) < 0))
+		return value_fail(err, errlen, -EINVAL, "bad percent-encoding in user name or password");
+	if (*ui && value_set_str(&t->user, ui) < 0)
+		return -ENOMEM;
+	if (pass && *pass && value_set_str(&t->password, pass) < 0)
+		return -ENOMEM;
+	return 0;
+}
+
+static int parse_db(const char *s, int *db, char *err, size_t errlen)
+{
+	long long v;
+
+	if (value_parse_scaled(s, value_count.units, &v) < 0 || v < 0 || v > INT_MAX)
+		return value_fail(err, errlen, -EINVAL, "db must be a whole number, 0 or more");
+	*db = (int)v;
+	return 0;
+}
+
+#define HOST_CHARS                  \
+	"abcdefghijklmnopqrstuvwxyz" \
+	"ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_"
+
+/* host, host:port, [v6] or [v6]:port; *port is NULL when absent. */
+static int split_host(char *s, char **host, char **port, char *err, size_t errlen)
+{
+	const char *allowed = HOST_CHARS;
+	char *end;
+
+	*host = s;
+	*port = NULL;
+	if (*s == '[') {
+		end = strchr(s, ']');
+		if (!end)
+			return value_fail(err, errlen, -EINVAL, "missing ] after IPv6 address");
+		if (end[1] && end[1] != ':')
+			return value_fail(err, errlen, -EINVAL, "unexpected text after IPv6 address");
+		*end = '\0';
+		*host = s + 1;
+		*port = end[1] ? end + 2 : NULL;
+		allowed = HOST_CHARS ":%";
+	} else if ((end = strchr(s, ':'))) {
+		*end = '\0';
+		*port = end + 1;
+	}
+	if (!**host)
+		return value_fail(err, errlen, -EINVAL, "missing host");
+	if ((*host)[strspn(*host, allowed)])
+		return value_fail(err, errlen, -EINVAL, "bad host name");
+	return 0;
+}
+
+/* host[:port][/db] after an optional userinfo; s is a scratch copy. The last @
+ * ends the userinfo, so a password with a raw @ or / still works. */
+static int parse_tcp(struct redis_target *t, char *s, char *err, size_t errlen)
+{
+	char *at = strrchr(s, '@'), *path, *host, *port;
+	long long v;
+	int rc;
+
+	if (at) {
+		*at = '\0';
+		if ((rc = parse_userinfo(t, s, err, errlen)) < 0)
+			return rc;
+		s = at + 1;
+	}
+	if ((path = strchr(s, '/')))
+		*path++ = '\0';
+	if ((rc = split_host(s, &host, &port, err, errlen)) < 0)
+		return rc;
+	t->port = 6379;
+	if (port) {
+		if (value_parse_scaled(port, value_count.units, &v) < 0 || v < 1 || v > 65535)
+			return value_fail(err, errlen, -EINVAL, "port must be a number from 1 to 65535");
+		t->port = (int)v;
+	}
+	if (path && *path && (rc = parse_db(path, &t->db, err, errlen)) < 0)
+		return rc;
+	return value_set_str(&t->host, host);
+}
+
+/* db=N&password=P after a unix socket path. */
+static int parse_query(struct redis_target *t, char *q, char *err, size_t errlen)
+{
+	char *save = NULL, *kv, *v;
+	int rc;
+
+	for (kv = strtok_r(q, "&", &save); kv; kv = strtok_r(NULL, "&", &save)) {
+		if (!(v = strchr(kv, '=')))
+			return value_fail(err, errlen, -EINVAL, "query parameters must be name=value");
+		*v++ = '\0';
+		if (strcmp(kv, "db") == 0)
+			rc = parse_db(v, &t->db, err, errlen);
+		else if (strcmp(kv, "password") != 0)
+			rc = value_fail(err, errlen, -EINVAL, "unknown query parameter (expected db or password)");
+		else if (pct_decode(v) < 0)
+			rc = value_fail(err, errlen, -EINVAL, "bad percent-encoding in password");
+		else
+			rc = value_set_str(&t->password, v);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
+/* [[user]:password@]/path[?query]; s is a scratch copy. */
+static int parse_unix(struct redis_target *t, char *s, char *err, size_t errlen)
+{
+	char *query = strchr(s, '?'), *path = s, *at;
+	int rc;
+
+	if (query)
+		*query++ = '\0';
+	if (*s != '/' && (at = strrchr(s, '@'))) {
+		*at = '\0';
+		if ((rc = parse_userinfo(t, s, err, errlen)) < 0)
+			return rc;
+		path = at + 1;
+	}
+	if (*path != '/')
+		return value_fail(err, errlen, -EINVAL,
+			    "socket path must be absolute, as in unix:///path/to/redis.sock");
+	if (pct_decode(path) < 0)
+		return value_fail(err, errlen, -EINVAL, "bad percent-encoding in socket path");
+	if (query && (rc = parse_query(t, query, err, errlen)) < 0)
+		return rc;
+	t->is_unix = true;
+	return value_set_str(&t->path, path);
+}
+
+static int parse_url(struct redis_target *t, const char *url, char *err, size_t errlen)
+{
+	char *copy;
+	int rc;
+
+	if (!url || !*url)
+		return value_fail(err, errlen, -EINVAL, "empty url");
+	if (has_prefix(url, "rediss://"))
+		return value_fail(err, errlen, -EINVAL,
+			    "rediss:// (TLS) is not supported yet; run a TLS tunnel such as stunnel "
+			    "or spiped on localhost and point a redis:// url at it");
+	if (!strstr(url, "://"))
+		return value_fail(err, errlen, -EINVAL,
+			    "not a url (expected redis://host:port/db or unix:///path/to/redis.sock)");
+	if (!has_prefix(url, "redis://") && !has_prefix(url, "unix://"))
+		return value_fail(err, errlen, -EINVAL, "unsupported scheme (expected redis:// or unix://)");
+	if (!(copy = strdup(url)))
+		return value_fail(err, errlen, -ENOMEM, "out of memory");
+	if (has_prefix(url, "unix://"))
+		rc = parse_unix(t, copy + strlen("unix://"), err, errlen);
+	else
+		rc = parse_tcp(t, copy + strlen("redis://"), err, errlen);
+	free(copy);
+	if (rc == -ENOMEM)
+		return value_fail(err, errlen, rc, "out of memory");
+	return rc;
+}
+
+int redis_target_parse_with_password(struct redis_target *t, const char *url, const char *password,
+				     char *err, size_t errlen)
+{
+	int rc;
+
+	memset(t, 0, sizeof(*t));
+	rc = parse_url(t, url, err, errlen);
+	if (rc == 0 && password && value_set_str(&t->password, password) < 0)
+		rc = value_fail(err, errlen, -ENOMEM, "out of memory");
+	if (rc == 0 && t->user && !t->password)
+		rc = value_fail(err, errlen, -EINVAL,
+				"user name without a password (write :password@ for a password alone)");
+	if (rc < 0)
+		redis_target_free(t);
+	return rc;
+}
+
+int redis_target_parse(struct redis_target *t, const char *url, char *err, size_t errlen)
+{
+	return redis_target_parse_with_password(t, url, NULL, err, errlen);
+}
+
+void redis_target_free(struct redis_target *t)
+{
+	if (!t)
+		return;
+	free(t->host);
+	free(t->path);
+	free(t->user);
+	free(t->password);
+	memset(t, 0, sizeof(*t));
+}
+
+void redis_target_describe(const struct redis_target *t, char *out, size_t outlen)
+{
+	if (t->is_unix)
+		snprintf(out, outlen, "unix:%s?db=%d", t->path ? t->path : "", t->db);
+	else if (t->host && strchr(t->host, ':'))
+		snprintf(out, outlen, "[%s]:%d/%d", t->host, t->port, t->db);
+	else
+		snprintf(out, outlen, "%s:%d/%d", t->host ? t->host : "", t->port, t->db);
+}
+

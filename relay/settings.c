@@ -1,0 +1,178 @@
+/* The one table of settings, read by loading (config.c) and by --help and the man page (usage.c). */
+#include "fmacros.h"
+
+#include <stddef.h>
+#include <string.h>
+
+#include "config.h"
+#include "settings.h"
+
+const struct choice settings_commands[] = {
+	{ "run", CMD_RUN, "relay staged jobs to redis until stopped (default)" },
+	{ "migrate", CMD_MIGRATE, "create or upgrade the staged_jobs table, then exit" },
+	{ NULL, 0, NULL },
+};
+static const struct choice formats[] = {
+	{ "sidekiq", FORMAT_SIDEKIQ, NULL },
+	{ "resque", FORMAT_RESQUE, NULL },
+	{ NULL, 0, NULL },
+};
+static const struct choice sidekiq_versions[] = {
+	{ "6", 6, NULL }, { "7", 7, NULL }, { "8", 8, NULL }, { NULL, 0, NULL },
+};
+static const struct choice log_formats[] = {
+	{ "kv", LOG_FORMAT_KV, NULL },
+	{ "json", LOG_FORMAT_JSON, NULL },
+	{ NULL, 0, NULL },
+};
+static const struct choice log_levels[] = {
+	{ "debug", LOG_DEBUG, NULL }, { "info", LOG_INFO, NULL },  { "warn", LOG_WARN, NULL },
+	{ "error", LOG_ERROR, NULL }, { NULL, 0, NULL },
+};
+static const struct choice bool_words[] = {
+	{ "true", 1, NULL }, { "false", 0, NULL }, { "1", 1, NULL },  { "0", 0, NULL },
+	{ "yes", 1, NULL },  { "no", 0, NULL },    { "on", 1, NULL }, { "off", 0, NULL },
+	{ NULL, 0, NULL },
+};
+
+/* K before k and M before m: --help and range errors print the first spelling. */
+static const struct numkind size = {
+	"not a size (e.g. 65536, 512k or 1M)",
+	{ { "", 1 }, { "K", 1024 }, { "k", 1024 }, { "M", 1048576 }, { "m", 1048576 } },
+};
+static const struct numkind duration = {
+	"not a duration (e.g. 250ms or 2s; a bare number is milliseconds)",
+	{ { "ms", 1 }, { "s", 1000 }, { "", 1 } },
+};
+
+/* Longer spans than the duration above: watching intervals and transaction ages. */
+static const struct numkind period = {
+	"not a duration (e.g. 30s, 5min or 1h; a bare number is milliseconds)",
+	{ { "ms", 1 }, { "s", 1000 }, { "min", 60000 }, { "h", 3600000 }, { "", 1 } },
+};
+
+#define OFF(field) offsetof(struct config, field)
+
+/*
+ * Applied in this order, except that V_SECRET files go first (the redis url
+ * needs to know whether its password is replaced): --format comes before
+ * --namespace, whose default needs it.
+ */
+static const struct setting table[] = {
+	{ .flag = "pg-url", .env = "STAGEDRAIN_PG_URL", .env_fallback = "DATABASE_URL",
+	  .type = V_PG, .metavar = "URL", .def = "", .off = OFF(pg_url), .secret = true,
+	  .def_doc = "empty, so libpq uses PGHOST, PGDATABASE and its other PG* variables",
+	  .help = "postgres holding the staged_jobs table: a libpq conninfo string or "
+		  "postgresql:// URI, passed to libpq unchanged; TLS with "
+		  "sslmode=verify-full and sslrootcert=PATH" },
+	{ .flag = "pg-url-file", .env = "STAGEDRAIN_PG_URL_FILE", .type = V_FILE,
+	  .metavar = "PATH", .def_doc = "none", .file_for = "pg-url",
+	  .help = "read --pg-url from this file, e.g. a mounted secret; one trailing "
+		  "newline is ignored" },
+	{ .flag = "pg-password-file", .env = "STAGEDRAIN_PG_PASSWORD_FILE", .type = V_SECRET,
+	  .metavar = "PATH", .def_doc = "none", .off = OFF(pg_password),
+	  .help = "read the postgres password from this file; it replaces any password "
+		  "in --pg-url" },
+	{ .flag = "redis-url", .env = "STAGEDRAIN_REDIS_URL", .env_fallback = "REDIS_URL",
+	  .type = V_REDIS, .metavar = "URL", .def = "redis://127.0.0.1:6379/0",
+	  .off = OFF(redis_url), .secret = true,
+	  .help = "redis to push jobs to: redis://[[user]:password@]host[:port][/db] or "
+		  "unix://[[user]:password@]/path/to/redis.sock[?db=N]; rediss:// (TLS) is "
+		  "not supported, use a TLS tunnel such as stunnel on localhost" },
+	{ .flag = "redis-url-file", .env = "STAGEDRAIN_REDIS_URL_FILE", .type = V_FILE,
+	  .metavar = "PATH", .def_doc = "none", .file_for = "redis-url",
+	  .help = "read --redis-url from this file, e.g. a mounted secret; one trailing "
+		  "newline is ignored" },
+	{ .flag = "redis-password-file", .env = "STAGEDRAIN_REDIS_PASSWORD_FILE",
+	  .type = V_SECRET, .metavar = "PATH", .def_doc = "none", .off = OFF(redis_password),
+	  .help = "read the redis password (AUTH) from this file; it replaces any "
+		  "password in --redis-url" },
+	{ .flag = "format", .env = "STAGEDRAIN_FORMAT", .type = V_CHOICE, .def = "sidekiq",
+	  .choices = formats, .off = OFF(format),
+	  .help = "job layout in redis, as the worker library writes it" },
+	{ .flag = "sidekiq-version", .env = "STAGEDRAIN_SIDEKIQ_VERSION", .type = V_CHOICE,
+	  .def = "7", .choices = sidekiq_versions, .off = OFF(sidekiq_version),
+	  .help = "sidekiq major version: 6 and 7 store timestamps as float seconds, "
+		  "8 as integer milliseconds" },
+	{ .flag = "namespace", .env = "STAGEDRAIN_NAMESPACE", .type = V_NS, .metavar = "NAME",
+	  .off = OFF(key_prefix), .def_doc = "none for sidekiq, \"resque\" for resque",
+	  .help = "key prefix as redis-namespace writes it: NAME:queue:default; the colon "
+		  "is added, and an empty NAME means no prefix" },
+	{ .flag = "batch-size", .env = "STAGEDRAIN_BATCH_SIZE", .type = V_INT, .metavar = "N",
+	  .def = "1000", .num = &value_count, .min = 1, .max = 100000, .off = OFF(batch_size),
+	  .help = "rows moved per transaction" },
+	{ .flag = "max-job-bytes", .env = "STAGEDRAIN_MAX_JOB_BYTES", .type = V_LONG,
+	  .metavar = "SIZE", .def = "1M", .num = &size, .min = 64, .max = 536870912,
+	  .off = OFF(max_job_bytes),
+	  .help = "largest job payload pushed to redis; k and M multiply by 1024 and 1048576" },
+	{ .flag = "batch-max-bytes", .env = "STAGEDRAIN_BATCH_MAX_BYTES", .type = V_LONG,
+	  .metavar = "SIZE", .def = "64M", .num = &size, .min = 4096, .max = 1073741824,
+	  .off = OFF(batch_max_bytes),
+	  .help = "a batch stops taking rows once their text reaches SIZE (it always takes "
+		  "one); a row's args over --max-job-bytes are not read at all, so one batch "
+		  "holds at most about 2 x (SIZE + --max-job-bytes)" },
+	{ .flag = "poll-interval", .env = "STAGEDRAIN_POLL_INTERVAL", .type = V_INT,
+	  .metavar = "DURATION", .def = "100ms", .num = &duration, .min = 1, .max = 60000,
+	  .off = OFF(poll_interval_ms),
+	  .help = "longest an idle relay waits before looking again (it waits 1ms after a "
+		  "batch, doubling while reads find nothing); 250ms, 2s, or a bare number of "
+		  "milliseconds" },
+	{ .flag = "redis-timeout", .env = "STAGEDRAIN_REDIS_TIMEOUT", .type = V_INT,
+	  .metavar = "DURATION", .def = "5s", .num = &duration, .min = 10, .max = 300000,
+	  .off = OFF(redis_timeout_ms), .help = "connect and command timeout for redis" },
+	{ .flag = "lock-key", .env = "STAGEDRAIN_LOCK_KEY", .type = V_I64, .metavar = "KEY",
+	  .def = "0x73746764726e", .off = OFF(lock_key),
+	  .help = "pg_advisory_lock key that elects the one relay that drains; a signed "
+		  "64-bit integer, decimal or 0x hex" },
+	{ .flag = "log-format", .env = "STAGEDRAIN_LOG_FORMAT", .type = V_CHOICE, .def = "kv",
+	  .choices = log_formats, .off = OFF(log_format),
+	  .help = "layout of log lines on stderr" },
+	{ .flag = "log-level", .env = "STAGEDRAIN_LOG_LEVEL", .type = V_CHOICE, .def = "info",
+	  .choices = log_levels, .off = OFF(log_level), .help = "least severe level logged" },
+	{ .flag = "http-addr", .env = "STAGEDRAIN_HTTP_ADDR", .type = V_ADDR,
+	  .metavar = "HOST:PORT", .def = "", .def_doc = "off", .off = OFF(http_addr),
+	  .help = "serve /metrics (Prometheus), /healthz and /readyz over HTTP here, e.g. "
+		  "127.0.0.1:9187, or :9187 for every interface; port 0 picks a free port, "
+		  "which is logged" },
+	{ .flag = "warn-xact-age", .env = "STAGEDRAIN_WARN_XACT_AGE", .type = V_INT,
+	  .metavar = "DURATION", .def = "5min", .num = &period, .min = 0, .max = 86400000,
+	  .off = OFF(warn_xact_age_ms),
+	  .help = "log a warning naming any transaction in the database open longer than "
+		  "this, since vacuum cannot clean up after it; 0 turns the warning off" },
+	{ .flag = "watch-interval", .env = "STAGEDRAIN_WATCH_INTERVAL", .type = V_INT,
+	  .metavar = "DURATION", .def = "5s", .num = &period, .min = 100, .max = 3600000,
+	  .off = OFF(watch_interval_ms),
+	  .help = "how often a separate connection reads the backlog, the oldest "
+		  "transaction and dead rows from postgres, and pings redis, for metrics, "
+		  "/readyz and the warning" },
+	{ .flag = "once", .env = "STAGEDRAIN_ONCE", .type = V_BOOL, .def = "off",
+	  .choices = bool_words, .off = OFF(once),
+	  .help = "drain until the table is empty, then exit 0" },
+	{ .flag = "help", .short_name = 'h', .type = V_ACTION, .def = "off",
+	  .choices = bool_words, .off = OFF(help), .help = "print this help and exit" },
+	{ .flag = "version", .short_name = 'V', .type = V_ACTION, .def = "off",
+	  .choices = bool_words, .off = OFF(version), .help = "print the version and exit" },
+};
+
+
+_Static_assert(sizeof(table) / sizeof(table[0]) == SETTINGS_COUNT, "SETTINGS_COUNT is not the table's length");
+
+const struct setting *const settings = table;
+
+const struct setting *settings_find_flag(const char *arg, size_t n)
+{
+	for (const struct setting *s = settings; s < settings + SETTINGS_COUNT; s++) {
+		if (arg[1] != '-' ? n == 2 && arg[1] == s->short_name
+				  : n - 2 == strlen(s->flag) && strncmp(arg + 2, s->flag, n - 2) == 0)
+			return s;
+	}
+	return NULL;
+}
+
+const struct setting *settings_find(const char *flag)
+{
+	for (const struct setting *s = settings; s < settings + SETTINGS_COUNT; s++)
+		if (strcmp(s->flag, flag) == 0)
+			return s;
+	return NULL;
+}

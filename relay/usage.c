@@ -1,0 +1,210 @@
+/* --help and the manual page: one walk over the settings table, two writers of what it yields. */
+#include "fmacros.h"
+
+#include <ctype.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "settings.h"
+#include "usage.h"
+#include "values.h"
+
+/* What --help and the man page both say about a setting, besides its flag and help. */
+struct doc {
+	char meta[64];  /* after the flag: its choices joined by the separator, or its metavar */
+	char words[64]; /* V_BOOL: the words its variable takes, joined by the separator; else "" */
+	bool ranged;    /* a number: lo and hi are its bounds */
+	char lo[32], hi[32];
+	const char *def; /* its default as shown */
+};
+
+static void describe(const struct setting *s, const char *sep, struct doc *d)
+{
+	if (s->choices && s->type == V_CHOICE)
+		value_join_choices(s->choices, sep, d->meta, sizeof(d->meta));
+	else
+		snprintf(d->meta, sizeof(d->meta), "%s", s->metavar ? s->metavar : "");
+	d->words[0] = '\0';
+	if (s->type == V_BOOL)
+		value_join_choices(s->choices, sep, d->words, sizeof(d->words));
+	d->ranged = s->num != NULL;
+	if (d->ranged) {
+		value_format_amount(s->num, s->min, d->lo, sizeof(d->lo));
+		value_format_amount(s->num, s->max, d->hi, sizeof(d->hi));
+	}
+	d->def = s->def_doc ? s->def_doc : s->def;
+}
+
+typedef void emit_fn(FILE *out, const struct setting *s, const struct doc *d);
+
+/* The one walk over the table: --help and the man page differ only in emit and sep. */
+static void each_setting(FILE *out, const char *sep, emit_fn *emit)
+{
+	struct doc d;
+
+	for (size_t i = 0; i < SETTINGS_COUNT; i++) {
+		describe(&settings[i], sep, &d);
+		emit(out, &settings[i], &d);
+	}
+}
+
+/* ---- --help ---- */
+
+/* Prints text word-wrapped to 78 columns, every line indented. */
+static void wrap(FILE *out, const char *text, int indent)
+{
+	const int width = 78 - indent;
+
+	while (*text) {
+		int cut = (int)strlen(text);
+
+		if (cut > width) {
+			for (cut = width; cut > 0 && text[cut] != ' '; cut--)
+				;
+			if (cut == 0)
+				cut = (int)strcspn(text, " ");
+		}
+		fprintf(out, "%*s%.*s\n", indent, "", cut, text);
+		for (text += cut; *text == ' '; text++)
+			;
+	}
+}
+
+static void usage_setting(FILE *out, const struct setting *s, const struct doc *d)
+{
+	char text[512];
+
+	if (s->short_name)
+		fprintf(out, "  -%c, --%s\n", s->short_name, s->flag);
+	else
+		fprintf(out, "  --%s%s%s\n", s->flag, *d->meta ? " " : "", d->meta);
+	if (d->ranged) {
+		snprintf(text, sizeof(text), "%s (%s to %s)", s->help, d->lo, d->hi);
+		wrap(out, text, 6);
+	} else {
+		wrap(out, s->help, 6);
+	}
+	if (!s->env)
+		return;
+	snprintf(text, sizeof(text), "env %s%s%s%s%s%s; default %s", s->env,
+		 s->env_fallback ? ", then " : "", s->env_fallback ? s->env_fallback : "",
+		 *d->words ? " (" : "", d->words, *d->words ? ")" : "", d->def);
+	wrap(out, text, 6);
+}
+
+void config_usage(FILE *out)
+{
+	char names[64];
+
+	value_join_choices(settings_commands, "|", names, sizeof(names));
+	fprintf(out, "usage: stagedrain [%s] [options]\n\ncommands:\n", names);
+	for (const struct choice *c = settings_commands; c->name; c++)
+		fprintf(out, "  %-9s %s\n", c->name, c->help);
+	fputs("\noptions (a flag overrides its variable, which overrides the default):\n", out);
+	each_setting(out, "|", usage_setting);
+}
+
+/* ---- the manual page ---- */
+
+/* Writes s as mdoc text: a backslash is \e, no line starts with a control
+ * character, and each sentence starts a new line, as mdoc asks ("e.g." ends
+ * none: \& after it keeps the single space). */
+static void man_text(FILE *out, const char *s)
+{
+	bool line_start = true;
+	int col = 0;
+
+	for (const char *p = s; *p; p++, col++) {
+		bool abbrev = p - s >= 4 && strncmp(p - 4, "e.g.", 4) == 0;
+
+		if (line_start && (*p == '.' || *p == '\''))
+			fputs("\\&", out);
+		line_start = false;
+		if (*p == '\\') {
+			fputs("\\e", out);
+		} else if (*p == ' ' && ((p > s && p[-1] == '.' && !abbrev) || (col > 64 && !abbrev))) {
+			/* A new sentence, or a long line: roff joins them again. */
+			fputc('\n', out);
+			line_start = true;
+			col = -1;
+		} else {
+			fputs(*p == ' ' && abbrev ? "\\& " : (char[]){ *p, '\0' }, out);
+		}
+	}
+	fputc('\n', out);
+}
+
+static void man_setting(FILE *out, const struct setting *s, const struct doc *d)
+{
+	char text[512];
+
+	if (s->short_name)
+		fprintf(out, ".It Fl %c , Fl -%s\n", s->short_name, s->flag);
+	else
+		fprintf(out, ".It Fl -%s%s%s\n", s->flag, *d->meta ? " Ar " : "", d->meta);
+	/* Capitalized like a sentence, unless it starts with a name such as pg_advisory_lock. */
+	snprintf(text, sizeof(text), "%c%s.",
+		 s->help[strcspn(s->help, " _")] == '_' ? s->help[0] : toupper((unsigned char)s->help[0]),
+		 s->help + 1);
+	man_text(out, text);
+	if (d->ranged)
+		fprintf(out, "From %s to %s.\n", d->lo, d->hi);
+	if (!s->env)
+		return;
+	fprintf(out, "Environment:\n.Ev %s", s->env);
+	if (s->env_fallback)
+		fprintf(out, " ,\nthen\n.Ev %s", s->env_fallback);
+	fprintf(out, " .\nDefault:\n");
+	snprintf(text, sizeof(text), "%s.", d->def);
+	man_text(out, text);
+}
+
+void config_man(FILE *out, const char *date, const char *version)
+{
+	fprintf(out, ".\\\" Generated from the settings table in relay/config.c; do not edit.\n"
+		     ".Dd %s\n.Dt STAGEDRAIN 1\n.Os stagedrain %s\n", date, version);
+	fputs(".Sh NAME\n.Nm stagedrain\n"
+	      ".Nd relay jobs staged in PostgreSQL to Sidekiq or Resque queues in Redis\n"
+	      ".Sh SYNOPSIS\n.Nm\n.Op Cm run | migrate\n.Op Ar options\n"
+	      ".Sh DESCRIPTION\n"
+	      "Applications insert jobs into the\n.Sy staged_jobs\n"
+	      "table inside their own transactions.\n"
+	      ".Nm\nmoves the committed ones to Redis, in batches, exactly as Sidekiq's or\n"
+	      "Resque's own client would write them, and deletes each batch only after Redis\n"
+	      "acknowledged it.\n"
+	      "Several relays may run: they elect one leader with\n.Fn pg_advisory_lock ;\n"
+	      "the others wait as standbys.\n"
+	      ".Ss Commands\n.Bl -tag -width migrate\n",
+	      out);
+	for (const struct choice *c = settings_commands; c->name; c++)
+		fprintf(out, ".It Cm %s\n%c%s.\n", c->name, toupper((unsigned char)c->help[0]), c->help + 1);
+	fputs(".El\n.Ss HTTP endpoint\nWith\n.Fl -http-addr ,\n"
+	      ".Nm\nserves\n.Pa /metrics\nin the Prometheus text format,\n"
+	      ".Pa /healthz\n(200 while the process runs) and\n.Pa /readyz\n"
+	      "(200 while it reaches both servers, 503 otherwise; the body says whether it\n"
+	      "is the leader or a standby).\n"
+	      ".Sh OPTIONS\nA flag overrides its environment variable, which overrides the default.\n"
+	      ".Bl -tag -width Ds\n",
+	      out);
+	each_setting(out, " | ", man_setting);
+	fputs(".El\n.Sh ENVIRONMENT\nEach option above names its variable.\nAlso read:\n"
+	      ".Bl -tag -width Ds\n"
+	      ".It Ev DATABASE_URL\nUsed for\n.Fl -pg-url\nwhen\n.Ev STAGEDRAIN_PG_URL\nis not set.\n"
+	      ".It Ev REDIS_URL\nUsed for\n.Fl -redis-url\nwhen\n.Ev STAGEDRAIN_REDIS_URL\nis not set.\n"
+	      ".It Ev PGHOST , Ev PGDATABASE , Ev PGUSER , No ...\n"
+	      "Read by libpq when\n.Fl -pg-url\nleaves them out.\n"
+	      ".El\n"
+	      ".Sh EXIT STATUS\n.Bl -tag -width Ds\n"
+	      ".It 0\nAfter\n.Fl -once\ndrained the table, or after SIGTERM or SIGINT.\n"
+	      ".It 1\nA server could not be reached, or the schema is missing, at start-up.\n"
+	      ".It 2\nA bad flag or value.\n.El\n"
+	      ".Sh EXAMPLES\nCreate the tables, then relay to a local Redis and serve metrics:\n"
+	      ".Bd -literal -offset indent\n"
+	      "stagedrain migrate --pg-url postgresql://app@db/app\n"
+	      "stagedrain --pg-url postgresql://relay@db/app \\e\n"
+	      "    --redis-url redis://redis:6379/0 --http-addr 127.0.0.1:9187\n"
+	      ".Ed\n"
+	      ".Sh SEE ALSO\n.Xr psql 1 ,\n.Xr redis-cli 1\n",
+	      out);
+}
