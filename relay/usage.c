@@ -162,7 +162,7 @@ static void man_setting(FILE *out, const struct setting *s, const struct doc *d)
 
 void config_man(FILE *out, const char *date, const char *version)
 {
-	fprintf(out, ".\\\" Generated from the settings table in relay/config.c; do not edit.\n"
+	fprintf(out, ".\\\" Generated from the settings table in relay/settings.c; do not edit.\n"
 		     ".Dd %s\n.Dt STAGEDRAIN 1\n.Os stagedrain %s\n", date, version);
 	fputs(".Sh NAME\n.Nm stagedrain\n"
 	      ".Nd relay jobs staged in PostgreSQL to Sidekiq or Resque queues in Redis\n"
