@@ -199,7 +199,7 @@ END_TEST
 static bool wait_len(redisContext *r, const char *key, long long n)
 {
 	for (int i = 0; i < 600 && h_cmd_int(r, "LLEN %s", key) < n; i++)
-		h_sleep_ms(50);
+		sleep_ms(50);
 	return h_cmd_int(r, "LLEN %s", key) == n;
 }
 
@@ -250,7 +250,7 @@ static void require_password(PGconn *c)
 			break;
 		PQfinish(probe);
 		probe = NULL;
-		h_sleep_ms(50);
+		sleep_ms(50);
 	}
 	ck_assert_msg(probe != NULL, "pg_hba.conf change did not take effect");
 	PQfinish(probe);
@@ -393,7 +393,7 @@ START_TEST(jobs_drain_over_verified_tls)
 			break;
 		PQfinish(probe);
 		probe = NULL;
-		h_sleep_ms(50);
+		sleep_ms(50);
 	}
 	ck_assert_msg(probe != NULL, "the server did not turn ssl on");
 	PQfinish(probe);
