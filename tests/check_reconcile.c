@@ -37,8 +37,8 @@ static void wait_drained(PGconn *c)
 	}
 }
 
-/* Copies the first value of the first row (a text) into out. */
-static void sql_text(PGconn *c, const char *sql, char *out, size_t len)
+/* Copies the value of the one row the query must return (a text) into out. */
+static void one_row_text(PGconn *c, const char *sql, char *out, size_t len)
 {
 	PGresult *res = PQexec(c, sql);
 
@@ -206,13 +206,13 @@ START_TEST(a_fence_that_is_not_ours_is_ignored)
 	drain_past_fence(r, "garbage", "epoch=abc");
 
 	h_stage_expected(c, "default", 11, 10);
-	sql_text(c, "SELECT id || ':' || jid FROM staged_jobs ORDER BY id OFFSET 2 LIMIT 1", named,
+	one_row_text(c, "SELECT id || ':' || jid FROM staged_jobs ORDER BY id OFFSET 2 LIMIT 1", named,
 		 sizeof(named));
 	snprintf(text, sizeof(text), "epoch=abc jobs=%s", named);
 	drain_past_fence(r, "bad-epoch", text);
 
 	h_stage_expected(c, "default", 21, 10);
-	sql_text(c, "SELECT string_agg(id || ':' || jid, ',' ORDER BY id) FROM"
+	one_row_text(c, "SELECT string_agg(id || ':' || jid, ',' ORDER BY id) FROM"
 		    " (SELECT id, jid FROM staged_jobs ORDER BY id LIMIT 2) x", named, sizeof(named));
 	snprintf(text, sizeof(text), "epoch=1 jobs=%s,junk", named);
 	drain_past_fence(r, "bad-tail", text);

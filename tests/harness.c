@@ -3,17 +3,14 @@
 #include "fmacros.h"
 
 #include <check.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "harness.h"
-#include "support/redis.h"
 #include "support/relay_keys.h"
 #include "support/services.h"
-#include "support/sql.h"
 
 const char *h_env(const char *name)
 {
@@ -51,48 +48,17 @@ redisContext *h_redis(void)
 	return r;
 }
 
-long long h_sql(PGconn *c, const char *fmt, ...)
+void h_fail(const char *msg)
+{
+	ck_abort_msg("%s", msg);
+}
+
+void h_sql_text(PGconn *c, const char *sql, char *out, size_t len)
 {
 	char err[SQL_ERRLEN];
-	va_list ap;
-	long long v;
-	int rc;
 
-	va_start(ap, fmt);
-	rc = sql_vrun(c, &v, err, fmt, ap);
-	va_end(ap);
-	ck_assert_msg(rc == 0, "%s", err);
-	return v;
-}
-
-redisReply *h_cmd(redisContext *r, const char *fmt, ...)
-{
-	char err[REDIS_ERRLEN];
-	va_list ap;
-	redisReply *rep;
-
-	va_start(ap, fmt);
-	rep = redis_vcmd(r, err, fmt, ap);
-	va_end(ap);
-	ck_assert_msg(rep != NULL, "%s", err);
-	return rep;
-}
-
-long long h_cmd_int(redisContext *r, const char *fmt, ...)
-{
-	char err[REDIS_ERRLEN];
-	va_list ap;
-	redisReply *rep;
-	long long v;
-
-	va_start(ap, fmt);
-	rep = redis_vcmd(r, err, fmt, ap);
-	va_end(ap);
-	ck_assert_msg(rep != NULL, "%s", err);
-	ck_assert_int_eq(rep->type, REDIS_REPLY_INTEGER);
-	v = rep->integer;
-	freeReplyObject(rep);
-	return v;
+	if (sql_text(c, out, len, err, sql) < 0)
+		h_fail(err);
 }
 
 /* Runs `stagedrain migrate` before every test (it is idempotent: a no-op once

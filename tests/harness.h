@@ -14,6 +14,8 @@
 
 #include "support/logs.h"
 #include "support/proc.h"
+#include "support/redis.h"
+#include "support/sql.h"
 #include "support/timing.h"
 
 /* A relay (or another program a test runs) and where its log goes. */
@@ -25,11 +27,16 @@ struct relay_proc {
 const char *h_env(const char *name);
 PGconn *h_pg(void);
 redisContext *h_redis(void);
+/* Fails the test with msg: what a failed statement or command does here. */
+void h_fail(const char *msg);
 /* Runs SQL that must succeed; returns the first value of the first row as a number (or 0). */
-long long h_sql(PGconn *c, const char *fmt, ...) SD_PRINTF(2, 3);
+#define h_sql(c, ...) sql_or((c), h_fail, __VA_ARGS__)
+/* Runs SQL that must succeed; copies the first value of the first row into out ("" if none). */
+void h_sql_text(PGconn *c, const char *sql, char *out, size_t len);
 /* Runs a Redis command that must not fail; returns the reply (caller frees). */
-redisReply *h_cmd(redisContext *r, const char *fmt, ...);
-long long h_cmd_int(redisContext *r, const char *fmt, ...);
+#define h_cmd(r, ...) redis_or((r), h_fail, __VA_ARGS__)
+/* A Redis command that must answer an integer. */
+#define h_cmd_int(r, ...) redis_int_or((r), h_fail, __VA_ARGS__)
 /* Empties both tables and Redis: called before each test. */
 void h_reset(void);
 /* Inserts n jobs in one transaction: class C, args [first+i], on queue q. */

@@ -116,6 +116,11 @@ bool report_end(bool ok, const char *self_test, long long start_ms)
 
 /* ---- the throwaway servers, sessions, relays ---- */
 
+static void query_failed(const char *msg)
+{
+	say("query failed: %s", msg);
+}
+
 PGconn *env_pg_connect(const struct env *e, const char *name)
 {
 	char url[1200], err[SQL_ERRLEN];
@@ -126,8 +131,7 @@ PGconn *env_pg_connect(const struct env *e, const char *name)
 		say("%s", err);
 		return NULL;
 	}
-	if (sql_run(conn, NULL, err, "SET statement_timeout = '120s'") < 0) {
-		say("%s", err);
+	if (sql_or(conn, query_failed, "SET statement_timeout = '120s'") < 0) {
 		PQfinish(conn);
 		return NULL;
 	}
@@ -136,14 +140,7 @@ PGconn *env_pg_connect(const struct env *e, const char *name)
 
 long long env_val(struct env *e, const char *sql)
 {
-	char err[SQL_ERRLEN];
-	long long v;
-
-	if (sql_run(e->pg, &v, err, "%s", sql) < 0) {
-		say("query failed: %s", err);
-		return -1;
-	}
-	return v;
+	return sql_or(e->pg, query_failed, "%s", sql);
 }
 
 void env_text(struct env *e, const char *sql, char *out, size_t outlen)

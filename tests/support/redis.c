@@ -39,32 +39,36 @@ redisReply *redis_vcmd(redisContext *r, char err[REDIS_ERRLEN], const char *fmt,
 	return rep;
 }
 
-redisReply *redis_cmd(redisContext *r, char err[REDIS_ERRLEN], const char *fmt, ...)
+redisReply *redis_or(redisContext *r, redis_fail_fn *fail, const char *fmt, ...)
 {
+	char err[REDIS_ERRLEN];
 	va_list ap;
 	redisReply *rep;
 
 	va_start(ap, fmt);
 	rep = redis_vcmd(r, err, fmt, ap);
 	va_end(ap);
+	if (!rep)
+		fail(err);
 	return rep;
 }
 
-int redis_cmd_int(redisContext *r, long long *out, char err[REDIS_ERRLEN], const char *fmt, ...)
+long long redis_int_or(redisContext *r, redis_fail_fn *fail, const char *fmt, ...)
 {
+	char err[REDIS_ERRLEN];
 	va_list ap;
 	redisReply *rep;
-	int rc = -1;
+	long long v = -1;
 
 	va_start(ap, fmt);
 	rep = redis_vcmd(r, err, fmt, ap);
 	va_end(ap);
-	if (rep && rep->type == REDIS_REPLY_INTEGER) {
-		*out = rep->integer;
-		rc = 0;
-	} else if (rep) {
-		snprintf(err, REDIS_ERRLEN, "redis %s: not an integer reply", fmt);
-	}
+	if (rep && rep->type == REDIS_REPLY_INTEGER)
+		v = rep->integer;
+	else if (rep)
+		snprintf(err, sizeof(err), "redis %s: not an integer reply", fmt);
+	if (!rep || rep->type != REDIS_REPLY_INTEGER)
+		fail(err);
 	freeReplyObject(rep);
-	return rc;
+	return v;
 }

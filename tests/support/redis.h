@@ -16,8 +16,12 @@ redisContext *redis_open(int port, int timeout_ms, char err[REDIS_ERRLEN]) SD_MU
 /* A command (hiredis format); the reply (caller frees), or NULL with "redis
  * FMT: cause" in err if the connection failed or the reply is an error. */
 redisReply *redis_vcmd(redisContext *r, char err[REDIS_ERRLEN], const char *fmt, va_list ap);
-redisReply *redis_cmd(redisContext *r, char err[REDIS_ERRLEN], const char *fmt, ...);
-/* The same for a command that answers an integer; 0 or -1. */
-int redis_cmd_int(redisContext *r, long long *out, char err[REDIS_ERRLEN], const char *fmt, ...);
+/* What a caller does with a failure message (see sql_fail_fn). */
+typedef void redis_fail_fn(const char *msg);
+/* redis_vcmd, calling fail(message) on failure (NULL if fail returns). */
+redisReply *redis_or(redisContext *r, redis_fail_fn *fail, const char *fmt, ...);
+/* A command that answers an integer: the integer, or -1 after fail(message)
+ * (an error, or another kind of reply) if fail returns. */
+long long redis_int_or(redisContext *r, redis_fail_fn *fail, const char *fmt, ...);
 
 #endif

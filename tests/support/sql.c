@@ -64,15 +64,21 @@ int sql_vrun(PGconn *c, long long *out, char err[SQL_ERRLEN], const char *fmt, v
 	return rc;
 }
 
-int sql_run(PGconn *c, long long *out, char err[SQL_ERRLEN], const char *fmt, ...)
+long long sql_or(PGconn *c, sql_fail_fn *fail, const char *fmt, ...)
 {
+	char err[SQL_ERRLEN];
 	va_list ap;
+	long long v;
 	int rc;
 
 	va_start(ap, fmt);
-	rc = sql_vrun(c, out, err, fmt, ap);
+	rc = sql_vrun(c, &v, err, fmt, ap);
 	va_end(ap);
-	return rc;
+	if (rc < 0) {
+		fail(err);
+		return -1;
+	}
+	return v;
 }
 
 int sql_text(PGconn *c, char *out, size_t outlen, char err[SQL_ERRLEN], const char *sql)
