@@ -34,6 +34,12 @@ INTEG_SRC = tests/integration_main.c tests/harness.c tests/check_relay.c \
             tests/check_cursor.c tests/check_security.c tests/check_trouble.c tests/check_http.c \
             tests/check_reconcile.c tests/check_guarantees.c
 
+# The test support library: processes, the throwaway servers, SQL, Redis, logs.
+# The Check suites, the chaos programs and the bench all link it; no Check in it.
+SUPPORT_SRC = tests/support/timing.c tests/support/proc.c tests/support/services.c tests/support/sql.c \
+              tests/support/redis.c tests/support/logs.c tests/support/relay_keys.c
+SUPPORT_LIB = $(OUT)/tests/libsupport.a
+
 BENCH_SRC = tests/bench/bench.c tests/bench/util.c tests/bench/proc.c tests/bench/load.c \
             tests/bench/naive.c tests/bench/table.c tests/bench/xid.c
 # A quick look: make bench BENCH_ARGS="--jobs 100000 --minutes 1 --big-jobs 0"
@@ -68,8 +74,16 @@ $(BIN): $(OUT)/main.o $(LIB_OBJ)
 $(OUT)/%.o: relay/%.c include/*.h | $(OUT)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
 
-$(OUT)/tests/%.o: tests/%.c include/*.h tests/*.h | $(OUT)/tests
+$(OUT)/tests/%.o: tests/%.c include/*.h tests/*.h tests/support/*.h | $(OUT)/tests
 	$(CC) $(CPPFLAGS) -Itests $(CFLAGS) -c -o $@ $<
+
+$(OUT)/tests/support/%.o: tests/support/%.c tests/support/*.h include/*.h | $(OUT)/tests
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) -Itests $(CFLAGS) -c -o $@ $<
+
+$(SUPPORT_LIB): $(SUPPORT_SRC:tests/%.c=$(OUT)/tests/%.o)
+	rm -f $@
+	$(AR) rcs $@ $^
 
 # The migrations are compiled into the binary so the container needs no files.
 $(OUT)/sql_embed.c: sql/*.sql sql/embed.sh | $(OUT)
@@ -93,7 +107,7 @@ $(MAN): $(OUT)/gen_man
 $(OUT)/check_unit: $(UNIT_SRC:tests/%.c=$(OUT)/tests/%.o) $(LIB_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ $(CHECK_LIBS) $(LDLIBS)
 
-$(OUT)/check_integration: $(INTEG_SRC:tests/%.c=$(OUT)/tests/%.o) $(LIB_OBJ)
+$(OUT)/check_integration: $(INTEG_SRC:tests/%.c=$(OUT)/tests/%.o) $(LIB_OBJ) $(SUPPORT_LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(CHECK_LIBS) $(LDLIBS)
 
 # The chaos test: not a Check suite but one program that starts its own servers,
@@ -107,11 +121,11 @@ CHAOS_TIMEOUT ?= 900
 CHAOS_SEED ?=
 CHAOS_ARGS ?=
 
-$(OUT)/tests/chaos/%.o: tests/chaos/%.c tests/chaos/common.h include/fmacros.h | $(OUT)
+$(OUT)/tests/chaos/%.o: tests/chaos/%.c tests/chaos/common.h tests/support/*.h include/*.h | $(OUT)
 	@mkdir -p $(@D)
-	$(CC) $(CPPFLAGS) -Itests/chaos $(CFLAGS) -c -o $@ $<
+	$(CC) $(CPPFLAGS) -Itests -Itests/chaos $(CFLAGS) -c -o $@ $<
 
-$(OUT)/chaos: $(OUT)/tests/chaos/chaos.o $(OUT)/tests/chaos/common.o
+$(OUT)/chaos: $(OUT)/tests/chaos/chaos.o $(OUT)/tests/chaos/common.o $(SUPPORT_LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 chaos: deps
@@ -129,7 +143,7 @@ CHAOS_STEADY_SECONDS ?= 120
 CHAOS_STEADY_RATE ?= 1500
 CHAOS_STEADY_ARGS ?=
 
-$(OUT)/chaos-steady: $(OUT)/tests/chaos/steady.o $(OUT)/tests/chaos/common.o
+$(OUT)/chaos-steady: $(OUT)/tests/chaos/steady.o $(OUT)/tests/chaos/common.o $(SUPPORT_LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 chaos-steady: deps
@@ -137,11 +151,11 @@ chaos-steady: deps
 	$(OUT)/chaos-steady --bin $(BIN) --services tests/services.sh --seconds $(CHAOS_STEADY_SECONDS) \
 		--rate $(CHAOS_STEADY_RATE) $(if $(CHAOS_SEED),--seed $(CHAOS_SEED)) $(CHAOS_STEADY_ARGS)
 
-$(OUT)/bench/%.o: tests/bench/%.c tests/bench/bench.h include/*.h | $(OUT)
+$(OUT)/bench/%.o: tests/bench/%.c tests/bench/bench.h tests/support/*.h include/*.h | $(OUT)
 	@mkdir -p $(OUT)/bench
-	$(CC) $(CPPFLAGS) -Itests/bench -pthread $(CFLAGS) -c -o $@ $<
+	$(CC) $(CPPFLAGS) -Itests -Itests/bench -pthread $(CFLAGS) -c -o $@ $<
 
-$(OUT)/bench/bench: $(BENCH_SRC:tests/bench/%.c=$(OUT)/bench/%.o) $(OUT)/buf.o
+$(OUT)/bench/bench: $(BENCH_SRC:tests/bench/%.c=$(OUT)/bench/%.o) $(OUT)/buf.o $(SUPPORT_LIB)
 	$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LDLIBS)
 
 deps:
@@ -208,7 +222,8 @@ bench: deps all
 	$(MAKE) $(OUT)/bench/bench
 	$(OUT)/bench/bench --bin $(BIN) --out $(OUT)/bench.txt $(BENCH_ARGS)
 
-FORMAT_SRC = relay/*.c include/*.h tests/*.c tests/*.h tests/chaos/*.c tests/chaos/*.h tests/bench/*.c tests/bench/*.h
+FORMAT_SRC = relay/*.c include/*.h tests/*.c tests/*.h tests/chaos/*.c tests/chaos/*.h tests/bench/*.c tests/bench/*.h \
+             tests/support/*.c tests/support/*.h
 
 format:
 	clang-format -i $(FORMAT_SRC)

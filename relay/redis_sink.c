@@ -9,6 +9,7 @@
 #include <sys/time.h>
 
 #include "fence.h"
+#include "keys.h"
 #include "redis_sink.h"
 
 void redis_sink_init(struct redis_sink *rs, const struct config *cfg)
@@ -307,7 +308,7 @@ static int add_resque_delayed(struct redis_sink *rs, const struct batch *b)
  * groups sharing a Redis do not overwrite each other's fence. */
 static int arg_own_key(struct redis_sink *rs, const char *name)
 {
-	return arg_fmt(rs, "%sstagedrain:%lld:%s", rs->cfg->key_prefix, rs->cfg->lock_key, name);
+	return arg_fmt(rs, KEYS_OWN_FMT, rs->cfg->key_prefix, rs->cfg->lock_key, name);
 }
 
 /* SET fence: last in the push script, so it exists only if the pushes do. */
@@ -316,7 +317,7 @@ static int add_fence(struct redis_sink *rs, const struct batch *b)
 	size_t off;
 	int rc;
 
-	if ((rc = cmd_begin(rs)) < 0 || (rc = LIT(rs, "SET")) < 0 || (rc = arg_own_key(rs, "fence")) < 0)
+	if ((rc = cmd_begin(rs)) < 0 || (rc = LIT(rs, "SET")) < 0 || (rc = arg_own_key(rs, KEYS_FENCE)) < 0)
 		return rc;
 	off = rs->scratch.len;
 	if ((rc = fence_write(&rs->scratch, rs->epoch, b)) < 0)
@@ -377,7 +378,7 @@ static int build_commands(struct redis_sink *rs, const struct batch *b)
 	rs->nargs = rs->ncmds = 0;
 	if ((rc = cmd_begin(rs)) < 0 || (rc = LIT(rs, "EVAL")) < 0 ||
 	    (rc = arg_ref(rs, push_script, sizeof(push_script) - 1)) < 0 || (rc = LIT(rs, "1")) < 0 ||
-	    (rc = arg_own_key(rs, "epoch")) < 0 || (rc = arg_fmt(rs, "%lld", rs->epoch)) < 0)
+	    (rc = arg_own_key(rs, KEYS_EPOCH)) < 0 || (rc = arg_fmt(rs, "%lld", rs->epoch)) < 0)
 		return rc;
 	rc = add_queue_pushes(rs, b, sidekiq ? "LPUSH" : "RPUSH");
 	if (rc == 0)
@@ -560,7 +561,7 @@ static redisReply *own_key_cmd(struct redis_sink *rs, const char *cmd, const cha
 
 int redis_sink_new_epoch(struct redis_sink *rs)
 {
-	redisReply *r = own_key_cmd(rs, "INCR", "epoch");
+	redisReply *r = own_key_cmd(rs, "INCR", KEYS_EPOCH);
 
 	if (!r)
 		return -EIO;
@@ -571,7 +572,7 @@ int redis_sink_new_epoch(struct redis_sink *rs)
 
 int redis_sink_get_fence(struct redis_sink *rs, struct buf *out)
 {
-	redisReply *r = own_key_cmd(rs, "GET", "fence");
+	redisReply *r = own_key_cmd(rs, "GET", KEYS_FENCE);
 	int rc = 0;
 
 	buf_reset(out);

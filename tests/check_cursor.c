@@ -14,22 +14,22 @@ static const char *const queues[] = { "queue:default", NULL };
 
 static void wait_llen(redisContext *r, long long n, int timeout_ms)
 {
-	long long t0 = h_now_ms();
+	long long t0 = mono_ms();
 
 	while (h_cmd_int(r, "LLEN queue:default") < n) {
-		ck_assert_msg(h_now_ms() - t0 < timeout_ms, "%lld jobs not in redis within %d ms", n, timeout_ms);
-		h_sleep_ms(5);
+		ck_assert_msg(mono_ms() - t0 < timeout_ms, "%lld jobs not in redis within %d ms", n, timeout_ms);
+		sleep_ms(5);
 	}
 }
 
 /* The push lands before the delete commits: wait for the table, not Redis. */
 static void wait_staged_empty(PGconn *c)
 {
-	long long t0 = h_now_ms(), left;
+	long long t0 = mono_ms(), left;
 
 	while ((left = h_sql(c, "SELECT count(*) FROM staged_jobs")) > 0) {
-		ck_assert_msg(h_now_ms() - t0 < 10000, "%lld rows still staged after 10 s", left);
-		h_sleep_ms(10);
+		ck_assert_msg(mono_ms() - t0 < 10000, "%lld rows still staged after 10 s", left);
+		sleep_ms(10);
 	}
 }
 
@@ -61,10 +61,10 @@ START_TEST(a_late_commit_below_the_cursor_arrives_promptly)
 	h_stage(c, "default", 201, 100);
 	wait_llen(r, 300, 10000);
 
-	t0 = h_now_ms();
+	t0 = mono_ms();
 	h_sql(late, "COMMIT");
 	wait_llen(r, 301, 1000);
-	ck_assert_int_lt(h_now_ms() - t0, 1000);
+	ck_assert_int_lt(mono_ms() - t0, 1000);
 	/* LPUSH: the head of the list is the job pushed last. */
 	jobs = h_list_jobs(r, "queue:default");
 	ck_assert_str_eq(json_string_value(json_object_get(json_array_get(jobs, 0), "class")), "Late");
@@ -170,7 +170,7 @@ END_TEST
  * the table walks every drained row a long transaction keeps from cleanup. */
 static long long pkey_entries_read(PGconn *c)
 {
-	h_sleep_ms(1200); /* backends report their counts at most once a second */
+	sleep_ms(1200); /* backends report their counts at most once a second */
 	h_sql(c, "SELECT pg_stat_clear_snapshot()");
 	return h_sql(c, "SELECT idx_tup_read FROM pg_stat_user_indexes WHERE indexrelname = 'staged_jobs_pkey'");
 }
@@ -231,11 +231,11 @@ START_TEST(a_busy_relay_reads_again_at_once)
 	wait_llen(r, 1, 5000);
 	for (int i = 1; i < 6; i++) {
 		long long t0;
-		h_sleep_ms(20);
-		t0 = h_now_ms();
+		sleep_ms(20);
+		t0 = mono_ms();
 		h_stage(c, "default", i, 1);
 		wait_llen(r, i + 1, 5000);
-		ck_assert_int_lt(h_now_ms() - t0, 1000);
+		ck_assert_int_lt(mono_ms() - t0, 1000);
 	}
 	h_relay_kill(&p, SIGTERM);
 	ck_assert_int_eq(h_relay_wait(&p, 5000), 0);
@@ -264,11 +264,11 @@ START_TEST(the_optional_notify_trigger_wakes_an_idle_relay)
 	h_sql(c, "%s", script);
 	h_relay_start(&p, "relay", args);
 	ck_assert(h_log_wait(&p, "leading", 10000));
-	h_sleep_ms(5000); /* empty reads: the relay now waits 4 s and more between them */
-	t0 = h_now_ms();
+	sleep_ms(5000); /* empty reads: the relay now waits 4 s and more between them */
+	t0 = mono_ms();
 	h_stage(c, "default", 0, 1);
 	wait_llen(r, 1, 10000);
-	ck_assert_int_lt(h_now_ms() - t0, 1000);
+	ck_assert_int_lt(mono_ms() - t0, 1000);
 	h_relay_kill(&p, SIGTERM);
 	ck_assert_int_eq(h_relay_wait(&p, 5000), 0);
 	h_sql(c, "DROP TRIGGER staged_jobs_notify ON staged_jobs");

@@ -16,37 +16,29 @@
 #define JOBS 500
 #define SCHEDULED 50
 
-/* Starts `sidekiq -r tests/e2e/worker.rb` in the test directory, logging there. */
-static pid_t start_sidekiq(void)
+static void sidekiq_env(void *redis_url)
 {
-	char worker[PATH_MAX], log[PATH_MAX];
-	pid_t pid;
-
-	ck_assert_ptr_nonnull(realpath("tests/e2e/worker.rb", worker));
-	snprintf(log, sizeof(log), "%s/sidekiq.log", h_env("TEST_DIR"));
-	pid = fork();
-	ck_assert_int_ge(pid, 0);
-	if (pid == 0) {
-		int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-		dup2(fd, STDOUT_FILENO);
-		dup2(fd, STDERR_FILENO);
-		/* Sidekiq reads ./config/sidekiq.yml if there is one: run it where there is not. */
-		if (chdir(h_env("TEST_DIR")) < 0)
-			_exit(126);
-		setenv("REDIS_URL", h_env("TEST_REDIS_URL"), 1);
-		execlp("sidekiq", "sidekiq", "-r", worker, "-q", "critical", "-q", "default", "-c", "5",
-		       "-t", "5", "-e", "test", (char *)NULL);
-		_exit(127);
-	}
-	return pid;
+	setenv("REDIS_URL", redis_url, 1);
 }
 
-static void stop_sidekiq(pid_t pid)
+/* Starts `sidekiq -r tests/e2e/worker.rb` in the test directory, logging there. */
+static void start_sidekiq(struct relay_proc *p)
 {
-	struct relay_proc p = { .pid = pid };
+	char worker[PATH_MAX];
+	const char *argv[] = { "sidekiq", "-r", worker, "-q", "critical", "-q", "default",
+			       "-c",	  "5",	"-t",	"5",	  "-e",	      "test", NULL };
+	/* Sidekiq reads ./config/sidekiq.yml if there is one: run it where there is not. */
+	struct proc_opts o = { .argv = argv, .cwd = h_env("TEST_DIR"), .child_setup = sidekiq_env,
+			       .child_arg = (void *)h_env("TEST_REDIS_URL") };
 
-	kill(pid, SIGTERM);
-	ck_assert_int_eq(h_relay_wait(&p, 15000), 0);
+	ck_assert_ptr_nonnull(realpath("tests/e2e/worker.rb", worker));
+	h_proc_start(p, "sidekiq", &o);
+}
+
+static void stop_sidekiq(struct relay_proc *p)
+{
+	h_relay_kill(p, SIGTERM);
+	ck_assert_int_eq(h_relay_wait(p, 15000), 0);
 }
 
 /* Loads each recorded execution (jid, queue, args) into table `ran`. */
@@ -70,8 +62,8 @@ START_TEST(sidekiq_runs_every_relayed_job_exactly_once)
 {
 	PGconn *c = h_pg();
 	redisContext *r = h_redis();
+	struct relay_proc sk;
 	long long t0;
-	pid_t sk;
 
 	h_sql(c, "INSERT INTO staged_jobs (queue, job_class, args, run_at)"
 		 " SELECT CASE WHEN i %% 2 = 1 THEN 'critical' ELSE 'default' END, 'StagedrainE2eJob',"
@@ -83,13 +75,13 @@ START_TEST(sidekiq_runs_every_relayed_job_exactly_once)
 	ck_assert_int_eq(h_relay_run("relay", (const char *const[]){ "--once", NULL }), 0);
 	ck_assert_int_eq(h_cmd_int(r, "ZCARD schedule"), SCHEDULED);
 
-	sk = start_sidekiq();
+	start_sidekiq(&sk);
 	/* Sidekiq 6.4's scheduler starts polling after up to 5 s; give it room. */
-	t0 = h_now_ms();
-	while (h_cmd_int(r, "HLEN e2e:runs") < JOBS && h_now_ms() - t0 < 30000)
-		h_sleep_ms(100);
-	h_sleep_ms(1500); /* time for a duplicate run to show up, if there were one */
-	stop_sidekiq(sk);
+	t0 = mono_ms();
+	while (h_cmd_int(r, "HLEN e2e:runs") < JOBS && mono_ms() - t0 < 30000)
+		sleep_ms(100);
+	sleep_ms(1500); /* time for a duplicate run to show up, if there were one */
+	stop_sidekiq(&sk);
 
 	load_ran(c, r);
 	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM ran"), JOBS);

@@ -24,21 +24,21 @@ static void stage_backlog(PGconn *c)
 
 static void wait_first_push(redisContext *r)
 {
-	long long t0 = h_now_ms();
+	long long t0 = mono_ms();
 
 	while (h_cmd_int(r, "LLEN queue:default") == 0) {
-		ck_assert_msg(h_now_ms() - t0 < 10000, "relay pushed nothing within 10 s");
-		h_sleep_ms(5);
+		ck_assert_msg(mono_ms() - t0 < 10000, "relay pushed nothing within 10 s");
+		sleep_ms(5);
 	}
 }
 
 static void wait_drained(PGconn *c, int timeout_ms)
 {
-	long long t0 = h_now_ms();
+	long long t0 = mono_ms();
 
 	while (h_sql(c, "SELECT count(*) FROM staged_jobs") > 0) {
-		ck_assert_msg(h_now_ms() - t0 < timeout_ms, "backlog not drained in time");
-		h_sleep_ms(50);
+		ck_assert_msg(mono_ms() - t0 < timeout_ms, "backlog not drained in time");
+		sleep_ms(50);
 	}
 }
 
@@ -60,7 +60,7 @@ START_TEST(redis_restart_mid_run_loses_nothing)
 	wait_first_push(r);
 	redisFree(r);
 	h_services("redis-stop");
-	h_sleep_ms(500);
+	sleep_ms(500);
 	h_services("redis-start");
 	r = h_redis();
 	wait_drained(c, 60000);
@@ -155,11 +155,11 @@ static PGconn *lock_row(const char *how)
 
 static void wait_llen(redisContext *r, long long n)
 {
-	long long t0 = h_now_ms();
+	long long t0 = mono_ms();
 
 	while (h_cmd_int(r, "LLEN queue:default") < n) {
-		ck_assert_msg(h_now_ms() - t0 < 10000, "jobs not pushed within 10 s");
-		h_sleep_ms(5);
+		ck_assert_msg(mono_ms() - t0 < 10000, "jobs not pushed within 10 s");
+		sleep_ms(5);
 	}
 }
 
@@ -174,14 +174,14 @@ START_TEST(crash_between_push_and_delete_is_not_pushed_again)
 	locker = lock_row("SELECT 1 FROM staged_jobs WHERE id = 5 FOR UPDATE");
 	h_relay_start(&p, "relay", relay_args);
 	wait_llen(r, 10);
-	h_sleep_ms(200); /* the relay is now blocked in its delete */
+	sleep_ms(200); /* the relay is now blocked in its delete */
 	h_relay_kill(&p, SIGKILL);
 	ck_assert_int_eq(h_relay_wait(&p, 5000), 128 + SIGKILL);
 	/* Its server session would still commit the delete it was sent once the
 	 * lock frees; a host that died takes the session with it. */
 	h_sql(c, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'stagedrain'");
 	while (h_sql(c, "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'stagedrain'") > 0)
-		h_sleep_ms(10);
+		sleep_ms(10);
 	h_sql(locker, "ROLLBACK");
 	PQfinish(locker);
 	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs"), 10);
@@ -210,7 +210,7 @@ START_TEST(row_changed_under_a_pushed_batch_is_not_pushed_again)
 	app = lock_row("UPDATE staged_jobs SET options = '{\"tags\": [\"x\"]}' WHERE id = 5");
 	h_relay_start(&p, "relay", relay_args);
 	wait_llen(r, 10);
-	h_sleep_ms(200);
+	sleep_ms(200);
 	h_sql(app, "COMMIT");
 	PQfinish(app);
 	wait_drained(c, 10000);

@@ -24,12 +24,12 @@
 /* True once LLEN key reaches n, within timeout_ms. */
 static bool wait_len(redisContext *r, const char *key, long long n, int timeout_ms)
 {
-	long long t0 = h_now_ms();
+	long long t0 = mono_ms();
 
 	while (h_cmd_int(r, "LLEN %s", key) < n) {
-		if (h_now_ms() - t0 > timeout_ms)
+		if (mono_ms() - t0 > timeout_ms)
 			return false;
-		h_sleep_ms(10);
+		sleep_ms(10);
 	}
 	return true;
 }
@@ -37,12 +37,12 @@ static bool wait_len(redisContext *r, const char *key, long long n, int timeout_
 /* True once staged_jobs holds no row, within timeout_ms. */
 static bool wait_staged_empty(PGconn *c, int timeout_ms)
 {
-	long long t0 = h_now_ms();
+	long long t0 = mono_ms();
 
 	while (h_sql(c, "SELECT count(*) FROM staged_jobs") > 0) {
-		if (h_now_ms() - t0 > timeout_ms)
+		if (mono_ms() - t0 > timeout_ms)
 			return false;
-		h_sleep_ms(10);
+		sleep_ms(10);
 	}
 	return true;
 }
@@ -103,7 +103,7 @@ static void late_filler(bool other)
 	/* More batches, so any premature retirement has happened. */
 	h_stage(c, "default", 3, 1);
 	RELAY_CHECK(&p, wait_len(r, "queue:default", 2, 10000), "a later job did not arrive");
-	h_sleep_ms(300);
+	sleep_ms(300);
 	h_sql(m, "COMMIT");
 	RELAY_CHECK(&p, wait_len(r, "queue:default", 3, 3000), "M's late commit was never pushed");
 	ck_assert_int_eq(count_class(r, "queue:default", "M"), 1);
@@ -190,7 +190,7 @@ static void *proxy_conn(void *arg)
 					 { .fd = pp->server, .events = POLLIN } };
 		ssize_t n;
 
-		if (!client_open && h_now_ms() > linger_until)
+		if (!client_open && mono_ms() > linger_until)
 			break;
 		if (poll(fds, 2, 50) < 0 && errno != EINTR)
 			break;
@@ -198,12 +198,12 @@ static void *proxy_conn(void *arg)
 			n = read(pp->client, buf, sizeof(buf));
 			if (n <= 0) {
 				client_open = false;
-				linger_until = h_now_ms() + 3000;
+				linger_until = mono_ms() + 3000;
 			} else {
 				int hold = atomic_exchange(&pp->px->hold_ms, 0);
 				if (hold > 0) {
 					atomic_fetch_add(&pp->px->held, 1);
-					h_sleep_ms(hold);
+					sleep_ms(hold);
 				}
 				if (write(pp->server, buf, (size_t)n) != n)
 					break;
@@ -214,7 +214,7 @@ static void *proxy_conn(void *arg)
 			if (n <= 0)
 				break;
 			if (client_open && write(pp->client, buf, (size_t)n) != n)
-				client_open = false, linger_until = h_now_ms() + 3000;
+				client_open = false, linger_until = mono_ms() + 3000;
 		}
 	}
 	close(pp->client);
@@ -288,7 +288,7 @@ START_TEST(a_push_whose_reply_came_late_is_not_pushed_twice)
 	h_stage(c, "default", 1, 3);
 	RELAY_CHECK(&p, wait_len(r, "queue:default", 3, 10000), "the batch never arrived");
 	RELAY_CHECK(&p, wait_staged_empty(c, 10000), "the batch was never deleted");
-	h_sleep_ms(2500); /* the held push has reached Redis by now */
+	sleep_ms(2500); /* the held push has reached Redis by now */
 	ck_assert_int_eq(atomic_load(&px.held), 1);
 	ck_assert(h_log_contains(p.log, "timeout"));
 	ck_assert_int_eq(h_cmd_int(r, "LLEN queue:default"), 3);
@@ -316,13 +316,13 @@ START_TEST(a_key_of_the_wrong_type_holds_its_jobs_and_pushes_nothing_twice)
 	/* Other queues keep flowing while b's jobs wait. */
 	h_sql(c, "INSERT INTO staged_jobs (queue, job_class, args) VALUES ('a', 'A', '[3]'), ('b', 'B', '[3]')");
 	RELAY_CHECK(&p, wait_len(r, "queue:a", 3, 10000), "queue a stalled behind queue b");
-	h_sleep_ms(2000);
+	sleep_ms(2000);
 	ck_assert_int_eq(h_cmd_int(r, "LLEN queue:a"), 3);
 	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs WHERE queue = 'b'"), 3);
 	freeReplyObject(h_cmd(r, "DEL queue:b"));
 	RELAY_CHECK(&p, wait_len(r, "queue:b", 3, 10000), "queue b's jobs did not arrive once the key was fixed");
 	RELAY_CHECK(&p, wait_staged_empty(c, 5000), "rows left behind");
-	h_sleep_ms(1000);
+	sleep_ms(1000);
 	ck_assert_int_eq(h_cmd_int(r, "LLEN queue:a"), 3);
 	ck_assert_int_eq(h_cmd_int(r, "LLEN queue:b"), 3);
 	/* b's jobs in id order: LPUSH, so the oldest is at the tail. */
@@ -390,12 +390,12 @@ START_TEST(a_dead_row_that_cannot_be_moved_does_not_slow_the_good_ones)
 	RELAY_CHECK(&p, h_log_wait(&p, "permission denied", 5000), "the log does not say why");
 	/* Good rows staged after the failure go through at once, not after a back-off. */
 	for (int i = 0; i < 5; i++) {
-		long long t0 = h_now_ms();
+		long long t0 = mono_ms();
 		h_stage(c, "default", 10 + i, 1);
 		RELAY_CHECK(&p, wait_len(r, "queue:default", 5 + i, 10000), "a good row did not arrive");
-		ck_assert_int_lt(h_now_ms() - t0, 3000);
+		ck_assert_int_lt(mono_ms() - t0, 3000);
 	}
-	h_sleep_ms(1500);
+	sleep_ms(1500);
 	ck_assert_int_eq(h_cmd_int(r, "LLEN queue:default"), 9);
 	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs WHERE job_class = 'Bad'"), 1);
 	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs"), 1);
@@ -471,7 +471,7 @@ END_TEST
 /* Index scans and entries the relay's reads of staged_jobs made so far. */
 static void index_reads(PGconn *c, long long *scans, long long *entries)
 {
-	h_sleep_ms(1200); /* backends report their counts at most once a second */
+	sleep_ms(1200); /* backends report their counts at most once a second */
 	h_sql(c, "SELECT pg_stat_clear_snapshot()");
 	*scans = h_sql(c, "SELECT idx_scan FROM pg_stat_user_indexes WHERE indexrelname = 'staged_jobs_pkey'");
 	*entries = h_sql(c, "SELECT idx_tup_read FROM pg_stat_user_indexes WHERE indexrelname = 'staged_jobs_pkey'");
@@ -488,7 +488,7 @@ static void stage_rounds(PGconn *c, redisContext *r, struct relay_proc *p, int r
 		h_stage(c, "default", 0, 10);
 		*pushed += 10;
 		RELAY_CHECK(p, wait_len(r, "queue:default", *pushed, 10000), "jobs did not arrive");
-		h_sleep_ms(20);
+		sleep_ms(20);
 	}
 }
 
@@ -518,7 +518,7 @@ START_TEST(a_writer_holding_an_xid_does_not_make_every_read_walk_old_gaps)
 	(void)h_relay_wait(&p, 5000);
 	h_relay_start(&p, "relay2", args);
 	RELAY_CHECK(&p, h_log_wait(&p, "leading", 10000), "relay did not lead");
-	h_sleep_ms(1000); /* idle reads, with nothing to find */
+	sleep_ms(1000); /* idle reads, with nothing to find */
 	stage_rounds(c, r, &p, AFTER, &pushed);
 	index_reads(c, &scans2, &entries2);
 	/* Each read from the head would walk all ROUNDS x 10 drained rows: about
@@ -570,13 +570,13 @@ START_TEST(a_hot_standby_is_never_led)
 	h_stage(c1, "default", 1, 5);
 	c2 = PQconnectdb(url2);
 	ck_assert_int_eq(PQstatus(c2), CONNECTION_OK);
-	for (long long t0 = h_now_ms(); h_sql(c2, "SELECT count(*) FROM staged_jobs") < 5;) {
-		ck_assert_msg(h_now_ms() - t0 < 20000, "standby did not replay the rows");
-		h_sleep_ms(20);
+	for (long long t0 = mono_ms(); h_sql(c2, "SELECT count(*) FROM staged_jobs") < 5;) {
+		ck_assert_msg(mono_ms() - t0 < 20000, "standby did not replay the rows");
+		sleep_ms(20);
 	}
 	h_relay_start(&p, "standby", args);
 	RELAY_CHECK(&p, h_log_wait(&p, "hot standby", 10000), "the log does not say the server is a standby");
-	h_sleep_ms(1000);
+	sleep_ms(1000);
 	ck_assert_int_eq(h_cmd_int(r, "LLEN queue:default"), 0);
 	ck_assert(!h_log_contains(p.log, "leading"));
 	stop_relay(&p);

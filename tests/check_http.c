@@ -15,9 +15,9 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "keys.h"
 #include "suites.h"
 
-#define LOCK_KEY 0x73746764726eLL /* the default --lock-key */
 #define WAIT_MS 30000
 
 /* Reads a whole file (caller frees); "" if it is missing. */
@@ -116,29 +116,29 @@ static double scrape_one(int port, const char *series)
 /* Scrapes until series equals want (within tol), or fails after WAIT_MS. */
 static void wait_sample(int port, const char *series, double want, double tol)
 {
-	long long t0 = h_now_ms();
+	long long t0 = mono_ms();
 	double v;
 
 	while (!((v = scrape_one(port, series)) >= want - tol && v <= want + tol)) {
-		if (h_now_ms() - t0 > WAIT_MS) {
+		if (mono_ms() - t0 > WAIT_MS) {
 			char *page = scrape(port);
 			ck_abort_msg("%s is %g, not %g, after %d ms:\n%s", series, v, want, WAIT_MS, page);
 		}
-		h_sleep_ms(100);
+		sleep_ms(100);
 	}
 }
 
 static void wait_ready(int port, int want_status, const char *want_body)
 {
-	long long t0 = h_now_ms();
+	long long t0 = mono_ms();
 	char *body = NULL;
 	int st;
 
 	while ((st = curl(port, "GET", "/readyz", &body)) != want_status || !strstr(body, want_body)) {
-		ck_assert_msg(h_now_ms() - t0 < WAIT_MS, "/readyz is %d \"%s\", not %d \"%s\"", st, body,
+		ck_assert_msg(mono_ms() - t0 < WAIT_MS, "/readyz is %d \"%s\", not %d \"%s\"", st, body,
 			      want_status, want_body);
 		free(body);
-		h_sleep_ms(100);
+		sleep_ms(100);
 	}
 	free(body);
 }
@@ -159,7 +159,7 @@ START_TEST(metrics_after_a_known_drain)
 	int port;
 
 	/* Hold the leader lock so the relay waits as a standby, with a backlog. */
-	h_sql(lock, "SELECT pg_advisory_lock(%lld)", LOCK_KEY);
+	h_sql(lock, "SELECT pg_advisory_lock(%lld)", KEYS_LOCK_DEFAULT); /* the default --lock-key */
 	port = start_http_relay(&p, "known-drain", (const char *const[]){ "--batch-size", "100", NULL });
 	ck_assert(h_log_wait(&p, "waiting as standby", WAIT_MS));
 	h_stage(app, "a", 1, 250);
@@ -185,7 +185,7 @@ START_TEST(metrics_after_a_known_drain)
 	ck_assert_int_eq(curl(port, "POST", "/metrics", NULL), 405);
 
 	/* Release the lock: the standby takes over and drains 352 rows, 100 a batch. */
-	h_sql(lock, "SELECT pg_advisory_unlock(%lld)", LOCK_KEY);
+	h_sql(lock, "SELECT pg_advisory_unlock(%lld)", KEYS_LOCK_DEFAULT);
 	wait_sample(port, "stagedrain_batches_total", 4, 0);
 	page = scrape(port);
 	ck_assert(sample(page, "stagedrain_jobs_relayed_total{queue=\"a\"}") == 250);
@@ -233,10 +233,10 @@ START_TEST(readyz_flips_when_redis_stops_and_back)
 	/* A job staged an hour ago waits while Redis is down: its age shows. */
 	h_sql(c, "INSERT INTO staged_jobs (job_class, created_at) VALUES ('Late', now() - interval '1 hour')");
 	{
-		long long t0 = h_now_ms();
+		long long t0 = mono_ms();
 		while (!(scrape_one(port, "stagedrain_oldest_staged_job_age_seconds") >= 3600)) {
-			ck_assert_msg(h_now_ms() - t0 < WAIT_MS, "oldest staged job age did not reach an hour");
-			h_sleep_ms(100);
+			ck_assert_msg(mono_ms() - t0 < WAIT_MS, "oldest staged job age did not reach an hour");
+			sleep_ms(100);
 		}
 	}
 	h_services("redis-start");
@@ -254,10 +254,10 @@ END_TEST
 /* True once the Redis list holds n entries, within WAIT_MS. */
 static bool wait_len(redisContext *r, const char *key, long long n)
 {
-	long long t0 = h_now_ms();
+	long long t0 = mono_ms();
 
-	while (h_cmd_int(r, "LLEN %s", key) < n && h_now_ms() - t0 < WAIT_MS)
-		h_sleep_ms(50);
+	while (h_cmd_int(r, "LLEN %s", key) < n && mono_ms() - t0 < WAIT_MS)
+		sleep_ms(50);
 	return h_cmd_int(r, "LLEN %s", key) == n;
 }
 
@@ -276,19 +276,19 @@ START_TEST(stuck_row_below_the_cursor_shows_its_age)
 	h_stage(c, "default", 1, 100);
 	ck_assert_msg(wait_len(r, "queue:default", 100), "the first jobs did not arrive; see %s", p.log);
 	stuck_id = h_sql(c, "SELECT last_value - 50 FROM staged_jobs_id_seq");
-	t0 = h_now_ms();
+	t0 = mono_ms();
 	h_sql(c, "INSERT INTO staged_jobs (id, job_class, created_at) VALUES (%lld, 'Stuck', now() - interval '1 minute')",
 	      stuck_id);
 	/* One job after another above it, each relayed within moments. */
 	while (!(age >= 59.5)) {
-		ck_assert_msg(h_now_ms() - t0 < WAIT_MS,
+		ck_assert_msg(mono_ms() - t0 < WAIT_MS,
 			      "oldest staged job age is %g after %d ms, not the stuck row's 60 s; see %s", age, WAIT_MS,
 			      p.log);
 		h_stage(c, "default", (int)++staged, 1);
-		h_sleep_ms(100);
+		sleep_ms(100);
 		age = scrape_one(port, "stagedrain_oldest_staged_job_age_seconds");
 	}
-	limit = 60 + (double)(h_now_ms() - t0) / 1000 + 2;
+	limit = 60 + (double)(mono_ms() - t0) / 1000 + 2;
 	ck_assert_msg(age <= limit, "oldest staged job age %g, more than %g", age, limit);
 	ck_assert_msg(wait_len(r, "queue:default", staged), "the later jobs did not all arrive; see %s", p.log);
 	/* Still there, still shown: the jobs above it being drained changes nothing. */
@@ -364,13 +364,13 @@ START_TEST(long_transaction_is_named_and_measured)
 	ck_assert_int_eq(count_lines(p.log, pid_field, "user=postgres application=report-job"), 1);
 	ck_assert(scrape_one(port, "stagedrain_oldest_transaction_age_seconds") >= 1);
 	/* The drained rows stay behind as dead tuples while it is open. */
-	t0 = h_now_ms();
+	t0 = mono_ms();
 	while (!(scrape_one(port, "stagedrain_staged_dead_tuples") >= 300)) {
-		ck_assert_msg(h_now_ms() - t0 < WAIT_MS, "dead tuples not reported");
-		h_sleep_ms(100);
+		ck_assert_msg(mono_ms() - t0 < WAIT_MS, "dead tuples not reported");
+		sleep_ms(100);
 	}
 	/* Warned again as its age doubles, not at every reading (5 a second here). */
-	h_sleep_ms(3000);
+	sleep_ms(3000);
 	ck_assert_int_le(count_lines(p.log, pid_field, "open longer than"), 4);
 
 	h_sql(x, "COMMIT");
@@ -463,14 +463,14 @@ static char *local(const char *value)
 
 /* Runs argv with exactly the service's environment (host names made local),
  * PATH, and extra NAME=VALUE pairs; output to TEST_DIR/<name>.log. */
-static pid_t run_service(const char *name, const char *const *argv, json_t *svc, const char *const *extra)
+static void run_service(struct relay_proc *p, const char *name, const char *const *argv, json_t *svc,
+			const char *const *extra)
 {
 	static char *envp[64];
 	json_t *env = json_object_get(svc, "environment"), *v;
+	struct proc_opts o = { .argv = argv, .envp = envp };
 	const char *k;
-	char log[PATH_MAX];
 	int n = 0;
-	pid_t pid;
 
 	for (int i = 0; envp[i]; i++) {
 		free(envp[i]);
@@ -486,20 +486,8 @@ static pid_t run_service(const char *name, const char *const *argv, json_t *svc,
 	for (; extra && *extra; extra++)
 		envp[n++] = strdup(*extra);
 	envp[n] = NULL;
-	snprintf(log, sizeof(log), "%s/%s.log", h_env("TEST_DIR"), name);
-	unlink(log); /* no line of an earlier run may be read for this one's */
-	pid = fork();
-	ck_assert_int_ge(pid, 0);
-	if (pid == 0) {
-		int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-		dup2(fd, STDOUT_FILENO);
-		dup2(fd, STDERR_FILENO);
-		if (chdir(h_env("TEST_DIR")) < 0) /* Sidekiq would read ./config/sidekiq.yml */
-			_exit(126);
-		execve(argv[0], (char *const *)argv, envp);
-		_exit(127);
-	}
-	return pid;
+	o.cwd = h_env("TEST_DIR"); /* Sidekiq would read ./config/sidekiq.yml */
+	h_proc_start(p, name, &o);
 }
 
 /* argv: prefix, then the service's entrypoint, then its command. */
@@ -518,16 +506,9 @@ static const char **service_argv(const char *const *prefix, json_t *svc)
 	return argv;
 }
 
-static int wait_pid(pid_t pid, int timeout_ms)
+static int wait_pid(struct relay_proc *p, int timeout_ms)
 {
-	struct relay_proc p = { .pid = pid };
-	int st = h_relay_wait(&p, timeout_ms);
-
-	if (st < 0) {
-		kill(pid, SIGKILL);
-		(void)h_relay_wait(&p, 5000);
-	}
-	return st;
+	return proc_reap(&p->proc, timeout_ms);
 }
 
 /* The compose file's migrate, relay, app and worker services, with their
@@ -539,10 +520,9 @@ START_TEST(compose_services_run_against_local_servers)
 	json_t *migrate = compose_service("migrate"), *relay = compose_service("relay");
 	json_t *app = compose_service("app"), *worker = compose_service("worker");
 	char bin[PATH_MAX], pgport[32], worker_rb[PATH_MAX];
-	struct relay_proc rp, app_log, sk_log;
+	struct relay_proc mig, rp, app_log, sk_log;
 	PGconn *c = h_pg();
 	redisContext *r = h_redis();
-	pid_t sk;
 	long long t0;
 	int port;
 
@@ -552,17 +532,12 @@ START_TEST(compose_services_run_against_local_servers)
 	h_sql(c, "DROP ROLE IF EXISTS app");
 	h_sql(c, "CREATE ROLE app SUPERUSER LOGIN PASSWORD 'app'");
 	h_sql(c, "CREATE DATABASE app OWNER app");
-	snprintf(rp.log, sizeof(rp.log), "%s/compose-relay.log", h_env("TEST_DIR"));
-	snprintf(app_log.log, sizeof(app_log.log), "%s/app.log", h_env("TEST_DIR"));
-	snprintf(sk_log.log, sizeof(sk_log.log), "%s/worker.log", h_env("TEST_DIR"));
 
-	ck_assert_int_eq(wait_pid(run_service("migrate", service_argv((const char *[]){ bin, NULL }, migrate),
-					      migrate, NULL),
-				  WAIT_MS),
-			 0);
+	run_service(&mig, "migrate", service_argv((const char *[]){ bin, NULL }, migrate), migrate, NULL);
+	ck_assert_int_eq(wait_pid(&mig, WAIT_MS), 0);
 	json_object_set_new(json_object_get(relay, "environment"), "STAGEDRAIN_HTTP_ADDR",
 			    json_string("127.0.0.1:0"));
-	rp.pid = run_service("compose-relay", service_argv((const char *[]){ bin, NULL }, relay), relay, NULL);
+	run_service(&rp, "compose-relay", service_argv((const char *[]){ bin, NULL }, relay), relay, NULL);
 	ck_assert_msg(h_log_wait(&rp, "\"serving http\"", WAIT_MS), "relay did not serve http: %s", rp.log);
 	ck_assert(h_log_contains(rp.log, "{\"ts\":")); /* --log-format json, from the command */
 	port = logged_port(rp.log);
@@ -572,10 +547,9 @@ START_TEST(compose_services_run_against_local_servers)
 	json_object_set_new(json_object_get(app, "environment"), "PGHOST", json_string("127.0.0.1"));
 	json_object_set_new(json_object_get(app, "environment"), "STAGE_COUNT", json_string("5"));
 	json_object_set_new(json_object_get(app, "environment"), "STAGE_EVERY", json_string("0"));
-	ck_assert_int_eq(wait_pid(run_service("app", service_argv((const char *[]){ "/usr/bin/env", NULL }, app), app,
-					      (const char *[]){ pgport, NULL }),
-				  WAIT_MS),
-			 0);
+	run_service(&app_log, "app", service_argv((const char *[]){ "/usr/bin/env", NULL }, app), app,
+		    (const char *[]){ pgport, NULL });
+	ck_assert_int_eq(wait_pid(&app_log, WAIT_MS), 0);
 	ck_assert_msg(h_log_contains(app_log.log, "transaction 5: ROLLBACK"), "see %s", app_log.log);
 
 	wait_sample(port, "stagedrain_jobs_relayed_total{queue=\"default\"}", 4, 0);
@@ -584,17 +558,17 @@ START_TEST(compose_services_run_against_local_servers)
 
 	/* The worker: stock Sidekiq with the example's job classes and queues. */
 	ck_assert_ptr_nonnull(realpath("docker/worker/worker.rb", worker_rb));
-	sk = run_service("worker",
-			 service_argv((const char *[]){ "/usr/bin/sidekiq", "-r", worker_rb, NULL }, worker), worker,
-			 (const char *[]){ "HOME=/nonexistent", NULL });
-	t0 = h_now_ms();
+	run_service(&sk_log, "worker",
+		    service_argv((const char *[]){ "/usr/bin/sidekiq", "-r", worker_rb, NULL }, worker), worker,
+		    (const char *[]){ "HOME=/nonexistent", NULL });
+	t0 = mono_ms();
 	while (count_lines(sk_log.log, "welcome mail to user", "@example.com>") < 4 ||
 	       count_lines(sk_log.log, "charged user", "1999 cents") < 4) {
-		ck_assert_msg(h_now_ms() - t0 < 60000, "sidekiq did not run the 8 jobs; see %s", sk_log.log);
-		h_sleep_ms(200);
+		ck_assert_msg(mono_ms() - t0 < 60000, "sidekiq did not run the 8 jobs; see %s", sk_log.log);
+		sleep_ms(200);
 	}
-	kill(sk, SIGTERM);
-	ck_assert_int_eq(wait_pid(sk, 20000), 0);
+	h_relay_kill(&sk_log, SIGTERM);
+	ck_assert_int_eq(wait_pid(&sk_log, 20000), 0);
 	ck_assert_int_eq(count_lines(sk_log.log, "welcome mail to user", "@example.com>"), 4);
 	ck_assert_int_eq(h_cmd_int(r, "ZCARD retry"), 0);
 	stop_relay(&rp);

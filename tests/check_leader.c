@@ -13,14 +13,14 @@ static const char *const continuous[] = { "--poll-interval", "20ms", "--batch-si
 /* Stages n jobs and waits until the table is empty; returns how long it took. */
 static long long stage_and_wait_drained(PGconn *c, int first, int n)
 {
-	long long t0 = h_now_ms();
+	long long t0 = mono_ms();
 
 	h_stage(c, "default", first, n);
 	while (h_sql(c, "SELECT count(*) FROM staged_jobs") > 0) {
-		ck_assert_msg(h_now_ms() - t0 < 30000, "jobs not drained within 30 s");
-		h_sleep_ms(20);
+		ck_assert_msg(mono_ms() - t0 < 30000, "jobs not drained within 30 s");
+		sleep_ms(20);
 	}
-	return h_now_ms() - t0;
+	return mono_ms() - t0;
 }
 
 START_TEST(one_leader_and_standby_takes_over)
@@ -77,12 +77,12 @@ START_TEST(a_leader_that_lost_its_session_mid_batch_stands_by)
 	h_relay_start(&b, "relay-b", continuous);
 	ck_assert(h_log_wait(&b, "waiting as standby", 10000));
 	while (h_cmd_int(r, "LLEN queue:default") < 1000)
-		h_sleep_ms(5);
+		sleep_ms(5);
 
 	/* A's next push waits on the pause with its transaction open; its
 	 * session dies meanwhile, and the push then times out. */
 	freeReplyObject(h_cmd(r, "CLIENT PAUSE 3000 WRITE"));
-	h_sleep_ms(200);
+	sleep_ms(200);
 	h_sql(c, "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND granted"
 		 " AND pid IN (SELECT pid FROM pg_stat_activity WHERE state <> 'active')");
 	ck_assert(h_log_wait(&a, "could not push a batch", 5000));
@@ -90,7 +90,7 @@ START_TEST(a_leader_that_lost_its_session_mid_batch_stands_by)
 	ck_assert(h_log_wait(&b, "leading", 10000));
 
 	while (h_sql(c, "SELECT count(*) FROM staged_jobs") > 0)
-		h_sleep_ms(20);
+		sleep_ms(20);
 	h_load_seen(c, r, queues);
 	ck_assert_int_eq(h_missing(c), 0);
 	ck_assert_int_eq(h_cmd_int(r, "LLEN queue:default"), 20000);
@@ -118,7 +118,7 @@ START_TEST(a_waiting_standby_holds_no_snapshot)
 	for (int i = 0; i < 20; i++) {
 		pinned += h_sql(c, "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'stagedrain'"
 				   " AND backend_xmin IS NOT NULL AND pid <> pg_backend_pid()") > 0;
-		h_sleep_ms(50);
+		sleep_ms(50);
 	}
 	ck_assert_int_lt(pinned, 10);
 	h_relay_kill(&a, SIGTERM);
@@ -162,9 +162,9 @@ START_TEST(a_failing_lock_query_is_retried_and_nothing_is_pushed_without_the_loc
 
 	h_sql(c, GRANT_LOCK);
 	ck_assert_msg(h_log_wait(&p, "became leader", 20000), "no lead after the grant; see %s", p.log);
-	for (long long t0 = h_now_ms(); h_sql(c, "SELECT count(*) FROM staged_jobs") > 0;) {
-		ck_assert_msg(h_now_ms() - t0 < 20000, "jobs not drained within 20 s; see %s", p.log);
-		h_sleep_ms(20);
+	for (long long t0 = mono_ms(); h_sql(c, "SELECT count(*) FROM staged_jobs") > 0;) {
+		ck_assert_msg(mono_ms() - t0 < 20000, "jobs not drained within 20 s; see %s", p.log);
+		sleep_ms(20);
 	}
 	h_load_seen(c, r, queues);
 	ck_assert_int_eq(h_missing(c), 0);

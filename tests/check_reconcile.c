@@ -11,9 +11,6 @@
 #include "harness.h"
 #include "suites.h"
 
-#define FENCE_KEY "stagedrain:126943788036718:fence"
-#define EPOCH_KEY "stagedrain:126943788036718:epoch"
-
 /* The relay's sessions (the watcher's have another name). */
 #define RELAY_SESSIONS "FROM pg_stat_activity WHERE application_name = 'stagedrain'"
 
@@ -22,26 +19,26 @@ static const char *const relay_args[] = { "--batch-size", "200", "--poll-interva
 
 static void wait_llen(redisContext *r, long long n)
 {
-	long long t0 = h_now_ms();
+	long long t0 = mono_ms();
 
 	while (h_cmd_int(r, "LLEN queue:default") < n) {
-		ck_assert_msg(h_now_ms() - t0 < 10000, "%lld jobs not in redis within 10 s", n);
-		h_sleep_ms(5);
+		ck_assert_msg(mono_ms() - t0 < 10000, "%lld jobs not in redis within 10 s", n);
+		sleep_ms(5);
 	}
 }
 
 static void wait_drained(PGconn *c)
 {
-	long long t0 = h_now_ms();
+	long long t0 = mono_ms();
 
 	while (h_sql(c, "SELECT count(*) FROM staged_jobs") > 0) {
-		ck_assert_msg(h_now_ms() - t0 < 20000, "staged jobs not drained within 20 s");
-		h_sleep_ms(20);
+		ck_assert_msg(mono_ms() - t0 < 20000, "staged jobs not drained within 20 s");
+		sleep_ms(20);
 	}
 }
 
-/* Copies the first value of the first row (a text) into out. */
-static void sql_text(PGconn *c, const char *sql, char *out, size_t len)
+/* Copies the value of the one row the query must return (a text) into out. */
+static void one_row_text(PGconn *c, const char *sql, char *out, size_t len)
 {
 	PGresult *res = PQexec(c, sql);
 
@@ -92,16 +89,16 @@ static void crash_after_push(PGconn *c, redisContext *r, int n)
 	h_sql(locker, "SELECT 1 FROM staged_jobs WHERE id = 1 FOR UPDATE");
 	h_relay_start(&p, "crashed", relay_args);
 	wait_llen(r, n);
-	t0 = h_now_ms();
+	t0 = mono_ms();
 	while (h_sql(c, "SELECT count(*) " RELAY_SESSIONS " AND wait_event_type = 'Lock'") == 0) {
-		ck_assert_msg(h_now_ms() - t0 < 10000, "the relay's delete never waited on the row lock");
-		h_sleep_ms(10);
+		ck_assert_msg(mono_ms() - t0 < 10000, "the relay's delete never waited on the row lock");
+		sleep_ms(10);
 	}
 	h_relay_kill(&p, SIGKILL);
 	ck_assert_int_eq(h_relay_wait(&p, 5000), 128 + SIGKILL);
 	h_sql(c, "SELECT count(pg_terminate_backend(pid)) " RELAY_SESSIONS);
 	while (h_sql(c, "SELECT count(*) " RELAY_SESSIONS) > 0)
-		h_sleep_ms(10);
+		sleep_ms(10);
 	h_sql(locker, "ROLLBACK");
 	PQfinish(locker);
 	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs"), n);
@@ -134,16 +131,16 @@ START_TEST(redis_failing_during_the_reconcile_is_retried_before_any_push)
 
 	crash_after_push(c, r, 10);
 	h_snapshot_expected(c);
-	redis_text(r, FENCE_KEY, fence, sizeof(fence));
-	redis_text(r, EPOCH_KEY, epoch, sizeof(epoch));
-	make_unreadable(r, EPOCH_KEY);
-	make_unreadable(r, FENCE_KEY);
+	redis_text(r, h_fence_key(), fence, sizeof(fence));
+	redis_text(r, h_epoch_key(), epoch, sizeof(epoch));
+	make_unreadable(r, h_epoch_key());
+	make_unreadable(r, h_fence_key());
 
 	h_relay_start(&p, "next", relay_args);
 	retried = h_log_wait_count(&p, "INCR failed", 2, 10000);
 	assert_untouched(c, r, 10, 10, p.log);
 	ck_assert_msg(retried, "no retried INCR failure; see %s", p.log);
-	put_back(r, EPOCH_KEY, epoch);
+	put_back(r, h_epoch_key(), epoch);
 
 	/* Its epoch taken, it must still wait for the fence, with new jobs staged. */
 	ck_assert(h_log_wait(&p, "msg=leading", 10000));
@@ -152,7 +149,7 @@ START_TEST(redis_failing_during_the_reconcile_is_retried_before_any_push)
 	assert_untouched(c, r, 10, 30, p.log);
 	ck_assert_msg(retried, "no retried GET failure; see %s", p.log);
 	ck_assert_int_ge(h_log_count(p.log, "could not read the fence from redis; will retry"), 4);
-	put_back(r, FENCE_KEY, fence);
+	put_back(r, h_fence_key(), fence);
 
 	ck_assert(h_log_wait(&p, "not pushing them again", 10000));
 	wait_drained(c);
@@ -176,7 +173,7 @@ static void drain_past_fence(redisContext *r, const char *name, const char *text
 	struct relay_proc p;
 	int st;
 
-	freeReplyObject(h_cmd(r, "SET " FENCE_KEY " %s", text));
+	freeReplyObject(h_cmd(r, "SET %s %s", h_fence_key(), text));
 	h_relay_start(&p, name, (const char *const[]){ "--once", "--batch-size", "200", NULL });
 	st = h_relay_wait(&p, 20000);
 	if (st < 0) {
@@ -209,13 +206,13 @@ START_TEST(a_fence_that_is_not_ours_is_ignored)
 	drain_past_fence(r, "garbage", "epoch=abc");
 
 	h_stage_expected(c, "default", 11, 10);
-	sql_text(c, "SELECT id || ':' || jid FROM staged_jobs ORDER BY id OFFSET 2 LIMIT 1", named,
+	one_row_text(c, "SELECT id || ':' || jid FROM staged_jobs ORDER BY id OFFSET 2 LIMIT 1", named,
 		 sizeof(named));
 	snprintf(text, sizeof(text), "epoch=abc jobs=%s", named);
 	drain_past_fence(r, "bad-epoch", text);
 
 	h_stage_expected(c, "default", 21, 10);
-	sql_text(c, "SELECT string_agg(id || ':' || jid, ',' ORDER BY id) FROM"
+	one_row_text(c, "SELECT string_agg(id || ':' || jid, ',' ORDER BY id) FROM"
 		    " (SELECT id, jid FROM staged_jobs ORDER BY id LIMIT 2) x", named, sizeof(named));
 	snprintf(text, sizeof(text), "epoch=1 jobs=%s,junk", named);
 	drain_past_fence(r, "bad-tail", text);

@@ -14,16 +14,6 @@
 #include "harness.h"
 #include "suites.h"
 
-/* Runs SQL that must succeed; copies the first value of the first row into out. */
-static void sql_text(PGconn *c, const char *sql, char *out, size_t len)
-{
-	PGresult *res = PQexec(c, sql);
-
-	ck_assert_msg(PQresultStatus(res) == PGRES_TUPLES_OK, "%s: %s", sql, PQerrorMessage(c));
-	snprintf(out, len, "%s", PQntuples(res) > 0 ? PQgetvalue(res, 0, 0) : "");
-	PQclear(res);
-}
-
 /* The statement must fail for lack of privilege (SQLSTATE 42501). */
 static void denied(PGconn *c, const char *sql)
 {
@@ -128,7 +118,7 @@ START_TEST(roles_grant_exactly_what_each_needs)
 			 0);
 	denied(app, "INSERT INTO staged_jobs (id, job_class) VALUES (1, 'A') RETURNING id");
 	h_sql(c, "DELETE FROM staged_jobs");
-	sql_text(c, GRANTS_SQL, grants, sizeof(grants));
+	h_sql_text(c, GRANTS_SQL, grants, sizeof(grants));
 	ck_assert_str_eq(grants, EXPECTED_GRANTS_RETURNING);
 
 	/* Table-wide INSERT (what this script granted before) and UPDATE are taken back. */
@@ -139,7 +129,7 @@ START_TEST(roles_grant_exactly_what_each_needs)
 	 * be delivered: Postgres refuses it, whatever the value. */
 	denied(app, "INSERT INTO staged_jobs (id, job_class) VALUES (1000000, 'A')");
 	denied(app, "INSERT INTO staged_jobs VALUES (1000001, 'default', 'A')");
-	sql_text(c, GRANTS_SQL, grants, sizeof(grants));
+	h_sql_text(c, GRANTS_SQL, grants, sizeof(grants));
 	ck_assert_str_eq(grants, EXPECTED_GRANTS);
 	denied(app, "SELECT count(*) FROM staged_jobs");
 	denied(app, "UPDATE staged_jobs SET queue = 'x'");
@@ -199,7 +189,7 @@ END_TEST
 static bool wait_len(redisContext *r, const char *key, long long n)
 {
 	for (int i = 0; i < 600 && h_cmd_int(r, "LLEN %s", key) < n; i++)
-		h_sleep_ms(50);
+		sleep_ms(50);
 	return h_cmd_int(r, "LLEN %s", key) == n;
 }
 
@@ -228,7 +218,7 @@ static void require_password(PGconn *c)
 	PGconn *probe = NULL;
 
 	login_role(c, "sd_pw", "stagedrain_relay", PG_FILE_PW);
-	sql_text(c, "SHOW hba_file", hba, sizeof(hba));
+	h_sql_text(c, "SHOW hba_file", hba, sizeof(hba));
 	f = fopen(hba, "r+");
 	ck_assert_ptr_nonnull(f);
 	fseek(f, 0, SEEK_END);
@@ -250,7 +240,7 @@ static void require_password(PGconn *c)
 			break;
 		PQfinish(probe);
 		probe = NULL;
-		h_sleep_ms(50);
+		sleep_ms(50);
 	}
 	ck_assert_msg(probe != NULL, "pg_hba.conf change did not take effect");
 	PQfinish(probe);
@@ -393,7 +383,7 @@ START_TEST(jobs_drain_over_verified_tls)
 			break;
 		PQfinish(probe);
 		probe = NULL;
-		h_sleep_ms(50);
+		sleep_ms(50);
 	}
 	ck_assert_msg(probe != NULL, "the server did not turn ssl on");
 	PQfinish(probe);

@@ -14,9 +14,6 @@
 #include "redis_sink.h"
 #include "suites.h"
 
-#define FENCE_KEY "stagedrain:126943788036718:fence"
-#define EPOCH_KEY "stagedrain:126943788036718:epoch"
-
 static struct config cfg;
 
 static void load_config(void)
@@ -42,7 +39,7 @@ static void teardown(void)
 static void make_batch(struct batch *b, char (*jids)[25], long long first, int n, int scheduled)
 {
 	struct job_opts opts = { .format = FORMAT_SIDEKIQ, .sidekiq_version = 7,
-				 .max_job_bytes = 1 << 20, .now_us = h_now_ms() * 1000 };
+				 .max_job_bytes = 1 << 20, .now_us = mono_ms() * 1000 };
 
 	ck_assert_int_eq(batch_reset(b, (size_t)n), 0);
 	for (int i = 0; i < n; i++) {
@@ -83,18 +80,18 @@ START_TEST(a_deposed_leader_cannot_push)
 	ck_assert_int_eq(redis_sink_push(&old, &b), -ESTALE);
 	ck_assert_msg(strstr(old.errstr, "STALE") != NULL, "%s", old.errstr);
 	ck_assert_int_eq(h_cmd_int(r, "LLEN queue:default"), 10);
-	fence = h_cmd(r, "GET " FENCE_KEY);
+	fence = h_cmd(r, "GET %s", h_fence_key());
 	ck_assert_msg(strncmp(fence->str, "epoch=1 jobs=1:", 15) == 0, "%s", fence->str);
 	freeReplyObject(fence);
 
 	ck_assert_int_eq(redis_sink_push(&cur, &b), 0);
 	ck_assert_int_eq(h_cmd_int(r, "LLEN queue:default"), 20);
-	fence = h_cmd(r, "GET " FENCE_KEY);
+	fence = h_cmd(r, "GET %s", h_fence_key());
 	ck_assert_msg(strncmp(fence->str, "epoch=2 jobs=11:", 16) == 0, "%s", fence->str);
 	freeReplyObject(fence);
 
 	/* An epoch key lost with Redis's data refuses the push too. */
-	freeReplyObject(h_cmd(r, "DEL " EPOCH_KEY));
+	freeReplyObject(h_cmd(r, "DEL %s", h_epoch_key()));
 	make_batch(&b, jids, 21, 10, 0);
 	ck_assert_int_eq(redis_sink_push(&cur, &b), -ESTALE);
 	ck_assert_int_eq(h_cmd_int(r, "LLEN queue:default"), 20);
@@ -151,13 +148,13 @@ START_TEST(a_relay_whose_epoch_moved_takes_a_new_one)
 
 	h_relay_start(&p, "relay", args);
 	ck_assert(h_log_wait(&p, "leading", 10000));
-	freeReplyObject(h_cmd(r, "INCR " EPOCH_KEY));
+	freeReplyObject(h_cmd(r, "INCR %s", h_epoch_key()));
 	h_stage(c, "default", 1, 500);
 	h_snapshot_expected(c);
 	ck_assert(h_log_wait(&p, "STALE", 10000));
 	ck_assert(h_log_wait(&p, "epoch=3", 10000));
 	while (h_sql(c, "SELECT count(*) FROM staged_jobs") > 0)
-		h_sleep_ms(20);
+		sleep_ms(20);
 	ck_assert_int_eq(h_cmd_int(r, "LLEN queue:default"), 500);
 	h_load_seen(c, r, queues);
 	ck_assert_int_eq(h_missing(c), 0);

@@ -29,21 +29,21 @@ static long long staged(PGconn *c)
 
 static void wait_drained(PGconn *c, int timeout_ms)
 {
-	long long t0 = h_now_ms();
+	long long t0 = mono_ms();
 
 	while (staged(c) > 0) {
-		ck_assert_msg(h_now_ms() - t0 < timeout_ms, "staged jobs not drained in time");
-		h_sleep_ms(20);
+		ck_assert_msg(mono_ms() - t0 < timeout_ms, "staged jobs not drained in time");
+		sleep_ms(20);
 	}
 }
 
 static void wait_first_push(redisContext *r)
 {
-	long long t0 = h_now_ms();
+	long long t0 = mono_ms();
 
 	while (h_cmd_int(r, "LLEN queue:default") == 0) {
-		ck_assert_msg(h_now_ms() - t0 < 10000, "relay pushed nothing within 10 s");
-		h_sleep_ms(5);
+		ck_assert_msg(mono_ms() - t0 < 10000, "relay pushed nothing within 10 s");
+		sleep_ms(5);
 	}
 }
 
@@ -146,11 +146,11 @@ static bool info_has(redisContext *r, const char *section, const char *text)
 
 static void wait_info(redisContext *r, const char *section, const char *text)
 {
-	long long t0 = h_now_ms();
+	long long t0 = mono_ms();
 
 	while (!info_has(r, section, text)) {
-		ck_assert_msg(h_now_ms() - t0 < 20000, "redis INFO %s never showed %s", section, text);
-		h_sleep_ms(20);
+		ck_assert_msg(mono_ms() - t0 < 20000, "redis INFO %s never showed %s", section, text);
+		sleep_ms(20);
 	}
 }
 
@@ -166,7 +166,7 @@ START_TEST(redis_oom_backs_off_and_resumes)
 	freeReplyObject(h_cmd(r, "CONFIG SET maxmemory 1"));
 	stage_expected(c, 501, 500);
 	ck_assert(h_log_wait(&p, "OOM", 10000));
-	h_sleep_ms(1500);
+	sleep_ms(1500);
 	ck_assert_int_eq(staged(c), 500); /* nothing deleted that Redis did not take */
 	freeReplyObject(h_cmd(r, "CONFIG SET maxmemory 0"));
 	wait_drained(c, 20000);
@@ -211,7 +211,7 @@ START_TEST(redis_readonly_replica_backs_off_until_promoted)
 
 	stage_expected(c, 501, 500);
 	ck_assert(h_log_wait(&p, "READONLY", 10000));
-	h_sleep_ms(1500);
+	sleep_ms(1500);
 	ck_assert_int_eq(staged(c), 500);
 	freeReplyObject(h_cmd(r, "REPLICAOF NO ONE"));
 	wait_drained(c, 20000);
@@ -241,7 +241,7 @@ START_TEST(redis_loading_after_restart_backs_off_and_resumes)
 
 	start_draining(c, &p, "loading", relay_args);
 	freeReplyObject(h_cmd(r, "BGREWRITEAOF"));
-	h_sleep_ms(50);
+	sleep_ms(50);
 	wait_info(r, "persistence", "aof_rewrite_in_progress:0");
 	wait_info(r, "persistence", "aof_rewrite_scheduled:0");
 	freeReplyObject(h_cmd(r, "EVAL %s 0 %d",
@@ -288,12 +288,12 @@ START_TEST(redis_timeout_rolls_back_and_retries)
 
 	start_draining(c, &p, "timeout", args);
 	freeReplyObject(h_cmd(r, "CLIENT PAUSE 3000 WRITE"));
-	t0 = h_now_ms();
+	t0 = mono_ms();
 	stage_expected(c, 501, 500);
-	while (h_now_ms() - t0 < 2900) {
+	while (mono_ms() - t0 < 2900) {
 		long long age = relay_xact_age_ms(c);
 		oldest = age > oldest ? age : oldest;
-		h_sleep_ms(20);
+		sleep_ms(20);
 	}
 	wait_drained(c, 20000);
 	assert_nothing_lost(c, r);
@@ -353,11 +353,11 @@ static void freeze_between_reads(PGconn *c, struct relay_proc *p)
 {
 	for (int i = 0; i < 50; i++) {
 		h_relay_kill(p, SIGSTOP);
-		h_sleep_ms(50); /* the stop lands, and the activity view catches up */
+		sleep_ms(50); /* the stop lands, and the activity view catches up */
 		if (relay_sessions(c, "idle") == 1 && relay_lock_holders(c) == 1)
 			return;
 		h_relay_kill(p, SIGCONT);
-		h_sleep_ms(37);
+		sleep_ms(37);
 	}
 	ck_abort_msg("the relay's session was never idle between reads; see %s", p->log);
 }
@@ -380,7 +380,7 @@ START_TEST(postgres_lost_while_idle_reconnects_and_leads_again)
 	ck_assert(h_log_wait(&p, "became leader", 10000));
 	/* Idle long enough that each wait lasts the full second, in 50 ms slices:
 	 * it can notice the loss itself, not leave it to the next read. */
-	h_sleep_ms(2500);
+	sleep_ms(2500);
 	for (int kill = 0; !h_log_contains(p.log, "lost postgres while idle"); kill++) {
 		ck_assert_msg(kill < 5, "5 sessions lost while idle, none reported by the idle wait; see %s",
 			      p.log);
@@ -388,7 +388,7 @@ START_TEST(postgres_lost_while_idle_reconnects_and_leads_again)
 		ck_assert_int_eq(h_sql(c, "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
 					  " WHERE application_name = 'stagedrain'"), 1);
 		while (relay_sessions(c, "%") > 0)
-			h_sleep_ms(10);
+			sleep_ms(10);
 		h_relay_kill(&p, SIGCONT);
 		ck_assert_msg(h_log_wait_count(&p, "became leader", kill + 2, 20000),
 			      "the relay did not take the lock again; see %s", p.log);
@@ -451,9 +451,9 @@ START_TEST(postgres_failover_to_promoted_standby)
 	snprintf(lsn, sizeof(lsn), "%s", PQgetvalue(res, 0, 0));
 	PQclear(res);
 	c2 = pg_at(url2);
-	for (long long t0 = h_now_ms(); !h_sql(c2, "SELECT (pg_last_wal_replay_lsn() >= '%s')::int", lsn);) {
-		ck_assert_msg(h_now_ms() - t0 < 20000, "standby did not replay %s", lsn);
-		h_sleep_ms(20);
+	for (long long t0 = mono_ms(); !h_sql(c2, "SELECT (pg_last_wal_replay_lsn() >= '%s')::int", lsn);) {
+		ck_assert_msg(mono_ms() - t0 < 20000, "standby did not replay %s", lsn);
+		sleep_ms(20);
 	}
 
 	h_relay_start(&p, "failover", args);
@@ -511,7 +511,7 @@ START_TEST(statement_timeout_backs_off_and_spares_the_standby)
 
 	locker = lock_table();
 	ck_assert(h_log_wait(&a, "57014", 10000));
-	h_sleep_ms(2000);
+	sleep_ms(2000);
 	unlock_table(locker);
 	stage_expected(c, 501, 500);
 	wait_drained(c, 20000);
@@ -576,11 +576,11 @@ START_TEST(row_deleted_under_a_pushed_batch_is_not_pushed_again)
 	h_sql(app, "DELETE FROM staged_jobs WHERE id = 5");
 	h_relay_start(&p, "row-deleted", relay_args);
 	ck_assert(h_log_wait(&p, "leading", 10000));
-	for (long long t0 = h_now_ms(); h_cmd_int(r, "LLEN queue:default") < 10;) {
-		ck_assert_msg(h_now_ms() - t0 < 10000, "jobs not pushed within 10 s");
-		h_sleep_ms(5);
+	for (long long t0 = mono_ms(); h_cmd_int(r, "LLEN queue:default") < 10;) {
+		ck_assert_msg(mono_ms() - t0 < 10000, "jobs not pushed within 10 s");
+		sleep_ms(5);
 	}
-	h_sleep_ms(200); /* the relay is now blocked in its delete, on row 5 */
+	sleep_ms(200); /* the relay is now blocked in its delete, on row 5 */
 	h_sql(app, "COMMIT");
 	PQfinish(app);
 	wait_drained(c, 10000);

@@ -3,18 +3,14 @@
 #include "fmacros.h"
 
 #include <check.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "harness.h"
+#include "support/relay_keys.h"
+#include "support/services.h"
 
 const char *h_env(const char *name)
 {
@@ -24,79 +20,50 @@ const char *h_env(const char *name)
 	return v;
 }
 
+/* This run's servers, as `services.sh run` named them in the environment. */
+static const struct services *servers(void)
+{
+	static struct services s;
+
+	if (!*s.dir)
+		ck_assert_msg(services_attach(&s) == 0, "TEST_* is not set: run the suite through `make test`");
+	return &s;
+}
+
 PGconn *h_pg(void)
 {
-	PGconn *c = PQconnectdb(h_env("TEST_PG_URL"));
+	char err[SQL_ERRLEN];
+	PGconn *c = sql_connect(h_env("TEST_PG_URL"), err);
 
-	ck_assert_msg(PQstatus(c) == CONNECTION_OK, "test postgres: %s", PQerrorMessage(c));
-	PQclear(PQexec(c, "SET client_min_messages = warning"));
+	ck_assert_msg(c != NULL, "test postgres: %s", err);
 	return c;
 }
 
 redisContext *h_redis(void)
 {
-	redisContext *r = redisConnect("127.0.0.1", atoi(h_env("TEST_REDIS_PORT")));
+	char err[REDIS_ERRLEN];
+	redisContext *r = redis_open(servers()->redis_port, 0, err);
 
-	ck_assert_msg(r && !r->err, "test redis: %s", r ? r->errstr : "out of memory");
+	ck_assert_msg(r != NULL, "test redis: %s", err);
 	return r;
 }
 
-long long h_sql(PGconn *c, const char *fmt, ...)
+void h_fail(const char *msg)
 {
-	char sql[8192];
-	va_list ap;
-	PGresult *res;
-	ExecStatusType st;
-	long long v = 0;
-
-	va_start(ap, fmt);
-	vsnprintf(sql, sizeof(sql), fmt, ap);
-	va_end(ap);
-	res = PQexec(c, sql);
-	st = PQresultStatus(res);
-	ck_assert_msg(st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK, "%s: %s", sql, PQerrorMessage(c));
-	if (st == PGRES_TUPLES_OK && PQntuples(res) > 0 && !PQgetisnull(res, 0, 0))
-		v = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
-	PQclear(res);
-	return v;
+	ck_abort_msg("%s", msg);
 }
 
-static redisReply *vcmd(redisContext *r, const char *fmt, va_list ap)
+void h_sql_text(PGconn *c, const char *sql, char *out, size_t len)
 {
-	redisReply *rep = redisvCommand(r, fmt, ap);
+	char err[SQL_ERRLEN];
 
-	ck_assert_msg(rep != NULL, "redis: %s", r->errstr);
-	ck_assert_msg(rep->type != REDIS_REPLY_ERROR, "redis %s: %s", fmt, rep->str);
-	return rep;
+	if (sql_text(c, out, len, err, sql) < 0)
+		h_fail(err);
 }
 
-redisReply *h_cmd(redisContext *r, const char *fmt, ...)
-{
-	va_list ap;
-	redisReply *rep;
-
-	va_start(ap, fmt);
-	rep = vcmd(r, fmt, ap);
-	va_end(ap);
-	return rep;
-}
-
-long long h_cmd_int(redisContext *r, const char *fmt, ...)
-{
-	va_list ap;
-	redisReply *rep;
-	long long v;
-
-	va_start(ap, fmt);
-	rep = vcmd(r, fmt, ap);
-	va_end(ap);
-	ck_assert_int_eq(rep->type, REDIS_REPLY_INTEGER);
-	v = rep->integer;
-	freeReplyObject(rep);
-	return v;
-}
-
-/* Migrates once per process (idempotent anyway), then empties everything. */
+/* Runs `stagedrain migrate` before every test (it is idempotent: a no-op once
+ * the schema is current, and it restores what a test dropped), then empties
+ * both tables and Redis. */
 void h_reset(void)
 {
 	static const char *const migrate[] = { "migrate", NULL };
@@ -130,12 +97,24 @@ void h_stage_expected(PGconn *c, const char *queue, int first, int n)
 	      queue, first, first + n - 1);
 }
 
-/* In the child: argv is the binary, a leading subcommand, the test servers'
- * URLs (unless urls is false: then the environment must name them), args. */
-static void exec_relay(const char *log, bool urls, const char *const *args)
+void h_proc_start(struct relay_proc *p, const char *name, struct proc_opts *o)
+{
+	int rc;
+
+	snprintf(p->log, sizeof(p->log), "%s/%s.log", h_env("TEST_DIR"), name);
+	unlink(p->log);
+	o->log = p->log;
+	rc = proc_start(&p->proc, o);
+	ck_assert_msg(rc == 0, "could not start %s: %s", o->argv[0], strerror(-rc));
+}
+
+/* argv is the binary, a leading subcommand, the test servers' URLs (unless
+ * urls is false: then the environment must name them), args. */
+static void spawn(struct relay_proc *p, const char *name, bool urls, const char *const *args)
 {
 	const char *argv[64];
-	int n = 0, fd;
+	struct proc_opts o = { .argv = argv };
+	int n = 0;
 
 	argv[n++] = h_env("STAGEDRAIN_BIN");
 	if (args && *args && **args != '-')
@@ -149,24 +128,7 @@ static void exec_relay(const char *log, bool urls, const char *const *args)
 	for (; args && *args && n < 63; args++)
 		argv[n++] = *args;
 	argv[n] = NULL;
-	fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
-	if (fd >= 0) {
-		dup2(fd, STDERR_FILENO);
-		dup2(fd, STDOUT_FILENO);
-		close(fd);
-	}
-	execv(argv[0], (char *const *)argv);
-	_exit(127);
-}
-
-static void spawn(struct relay_proc *p, const char *name, bool urls, const char *const *args)
-{
-	snprintf(p->log, sizeof(p->log), "%s/%s.log", h_env("TEST_DIR"), name);
-	unlink(p->log);
-	p->pid = fork();
-	ck_assert_int_ge(p->pid, 0);
-	if (p->pid == 0)
-		exec_relay(p->log, urls, args);
+	h_proc_start(p, name, &o);
 }
 
 void h_relay_start(struct relay_proc *p, const char *name, const char *const *args)
@@ -181,26 +143,12 @@ void h_relay_start_bare(struct relay_proc *p, const char *name, const char *cons
 
 int h_relay_wait(struct relay_proc *p, int timeout_ms)
 {
-	long long deadline = h_now_ms() + timeout_ms;
-	int status;
-
-	while (p->pid > 0) {
-		pid_t r = waitpid(p->pid, &status, WNOHANG);
-		if (r == p->pid) {
-			p->pid = 0;
-			return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-		}
-		if (h_now_ms() > deadline)
-			return -1;
-		h_sleep_ms(20);
-	}
-	return -1;
+	return proc_wait(&p->proc, timeout_ms);
 }
 
 void h_relay_kill(struct relay_proc *p, int sig)
 {
-	if (p->pid > 0)
-		kill(p->pid, sig);
+	(void)proc_signal(&p->proc, sig);
 }
 
 int h_relay_run(const char *name, const char *const *args)
@@ -209,10 +157,9 @@ int h_relay_run(const char *name, const char *const *args)
 	int st;
 
 	h_relay_start(&p, name, args);
-	st = h_relay_wait(&p, 60000);
+	st = proc_wait(&p.proc, 60000);
 	if (st < 0) {
-		h_relay_kill(&p, SIGKILL);
-		(void)h_relay_wait(&p, 5000);
+		(void)proc_reap(&p.proc, 0);
 		ck_abort_msg("relay %s did not exit within 60 s; see %s", name, p.log);
 	}
 	return st;
@@ -220,16 +167,7 @@ int h_relay_run(const char *name, const char *const *args)
 
 bool h_log_contains(const char *path, const char *text)
 {
-	char line[4096];
-	bool found = false;
-	FILE *f = fopen(path, "r");
-
-	if (!f)
-		return false;
-	while (!found && fgets(line, sizeof(line), f))
-		found = strstr(line, text) != NULL;
-	fclose(f);
-	return found;
+	return logs_contains(path, text);
 }
 
 bool h_log_wait(const struct relay_proc *p, const char *text, int timeout_ms)
@@ -239,52 +177,33 @@ bool h_log_wait(const struct relay_proc *p, const char *text, int timeout_ms)
 
 int h_log_count(const char *path, const char *text)
 {
-	char line[4096];
-	int n = 0;
-	FILE *f = fopen(path, "r");
+	int n = logs_count(path, text);
 
-	if (!f)
-		return 0;
-	while (fgets(line, sizeof(line), f))
-		n += strstr(line, text) != NULL;
-	fclose(f);
-	return n;
+	return n < 0 ? 0 : n; /* no log yet: no such line */
 }
 
 bool h_log_wait_count(const struct relay_proc *p, const char *text, int n, int timeout_ms)
 {
-	long long deadline = h_now_ms() + timeout_ms;
+	return logs_wait(p->log, text, n, timeout_ms, NULL);
+}
 
-	while (h_log_count(p->log, text) < n) {
-		if (h_now_ms() > deadline)
-			return false;
-		h_sleep_ms(20);
-	}
-	return true;
+const char *h_fence_key(void)
+{
+	static char key[96];
+
+	return relay_fence_key(key, sizeof(key), KEYS_LOCK_DEFAULT);
+}
+
+const char *h_epoch_key(void)
+{
+	static char key[96];
+
+	return relay_epoch_key(key, sizeof(key), KEYS_LOCK_DEFAULT);
 }
 
 void h_services(const char *subcmd)
 {
-	char cmd[1024];
-
-	snprintf(cmd, sizeof(cmd), "bash '%s' %s '%s'", h_env("TEST_SERVICES"), subcmd, h_env("TEST_DIR"));
-	ck_assert_msg(system(cmd) == 0, "%s failed", cmd);
-}
-
-void h_sleep_ms(int ms)
-{
-	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
-
-	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-		;
-}
-
-long long h_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	ck_assert_msg(services_run(servers(), subcmd, NULL) == 0, "services.sh %s failed", subcmd);
 }
 
 json_t *h_list_jobs(redisContext *r, const char *key)

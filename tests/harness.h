@@ -1,5 +1,6 @@
 /* Integration-test helpers: the throwaway servers started by tests/services.sh,
- * and the relay binary run as a real process. */
+ * and the relay binary run as a real process. Check assertions around the
+ * support library (tests/support), which the chaos programs and the bench share. */
 #ifndef STAGEDRAIN_HARNESS_H
 #define STAGEDRAIN_HARNESS_H
 
@@ -11,20 +12,31 @@
 
 #include "fmacros.h"
 
-/* A relay process and where its log goes. */
+#include "support/logs.h"
+#include "support/proc.h"
+#include "support/redis.h"
+#include "support/sql.h"
+#include "support/timing.h"
+
+/* A relay (or another program a test runs) and where its log goes. */
 struct relay_proc {
-	pid_t pid;
+	struct proc proc;
 	char log[512];
 };
 
 const char *h_env(const char *name);
 PGconn *h_pg(void);
 redisContext *h_redis(void);
+/* Fails the test with msg: what a failed statement or command does here. */
+void h_fail(const char *msg);
 /* Runs SQL that must succeed; returns the first value of the first row as a number (or 0). */
-long long h_sql(PGconn *c, const char *fmt, ...) SD_PRINTF(2, 3);
+#define h_sql(c, ...) sql_or((c), h_fail, __VA_ARGS__)
+/* Runs SQL that must succeed; copies the first value of the first row into out ("" if none). */
+void h_sql_text(PGconn *c, const char *sql, char *out, size_t len);
 /* Runs a Redis command that must not fail; returns the reply (caller frees). */
-redisReply *h_cmd(redisContext *r, const char *fmt, ...);
-long long h_cmd_int(redisContext *r, const char *fmt, ...);
+#define h_cmd(r, ...) redis_or((r), h_fail, __VA_ARGS__)
+/* A Redis command that must answer an integer. */
+#define h_cmd_int(r, ...) redis_int_or((r), h_fail, __VA_ARGS__)
 /* Empties both tables and Redis: called before each test. */
 void h_reset(void);
 /* Inserts n jobs in one transaction: class C, args [first+i], on queue q. */
@@ -33,11 +45,15 @@ void h_stage(PGconn *c, const char *queue, int first, int n);
  * (made by h_snapshot_expected): jobs staged while a relay runs are checked too. */
 void h_stage_expected(PGconn *c, const char *queue, int first, int n);
 
+/* Starts o->argv (o->log is set here) with its output to TEST_DIR/<name>.log,
+ * emptied first: no line of an earlier run may be read for this one's. */
+void h_proc_start(struct relay_proc *p, const char *name, struct proc_opts *o);
 /* Starts the relay with the test servers' URLs plus args (NULL-terminated). */
 void h_relay_start(struct relay_proc *p, const char *name, const char *const *args);
 /* The same, without URL flags: the test sets the environment instead. */
 void h_relay_start_bare(struct relay_proc *p, const char *name, const char *const *args);
-/* Waits for exit; returns the exit status, or -1 if it is still running after timeout_ms. */
+/* Waits for exit; returns the exit status, or -1 if it is still running after
+ * timeout_ms (or was reaped already). */
 int h_relay_wait(struct relay_proc *p, int timeout_ms);
 void h_relay_kill(struct relay_proc *p, int sig);
 /* A failed check must not leave the relay running after the test
@@ -61,10 +77,12 @@ int h_log_count(const char *path, const char *text);
 /* True once at least n lines of the relay's log contain text, within timeout_ms. */
 bool h_log_wait_count(const struct relay_proc *p, const char *text, int n, int timeout_ms);
 
+/* The relay's own fence and epoch keys at the default --lock-key (include/keys.h). */
+const char *h_fence_key(void);
+const char *h_epoch_key(void);
+
 /* Runs tests/services.sh with a sub-command against this run's servers. */
 void h_services(const char *subcmd);
-void h_sleep_ms(int ms);
-long long h_now_ms(void);
 
 /* Every job payload in a Redis list, parsed (caller json_decref's). */
 json_t *h_list_jobs(redisContext *r, const char *key);

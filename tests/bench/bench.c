@@ -12,40 +12,28 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
-volatile sig_atomic_t bench_stop;
-
 static struct bench_env env;
-static bool servers_up;
 
 #define MIB(kib) ((double)(kib) / 1024.0)
-
-static void on_signal(int sig)
-{
-	(void)sig;
-	bench_stop = 1;
-}
 
 /* Runs at exit, whatever the path: relay children first, then the servers. */
 static void cleanup(void)
 {
-	proc_stop_all();
-	if (servers_up) {
-		const char *stop[] = {"bash", env.services, "stop", env.dir, NULL};
-		const char *rm[] = {"rm", "-rf", env.dir, NULL};
-		servers_up = false;
-		if (run_cmd(stop, NULL) != 0)
-			note("could not stop the servers in %s; stop them by PID from there", env.dir);
+	children_stop_all();
+	if (env.srv.up) {
+		if (services_stop(&env.srv) != 0)
+			note("could not stop the servers in %s; stop them by PID from there", env.srv.dir);
 		else if (env.opts && env.opts->keep)
-			note("kept %s (relay logs)", env.dir);
+			note("kept %s (relay logs)", env.srv.dir);
 		else
-			run_cmd(rm, NULL);
+			(void)services_remove(&env.srv);
 	}
 	table_free();
 }
 
 void check_stop(void)
 {
-	if (bench_stop) {
+	if (interrupted) {
 		note("interrupted; stopping the relay and the servers");
 		exit(130);
 	}
@@ -154,12 +142,12 @@ static void parse_opts(struct bench_opts *o, int argc, char **argv)
 	                         .out = "build/bench.txt",
 	                         .redis_fsync = "everysec",
 	                         .relay_args = "",
+	                         .services = "tests/services.sh",
 	                         .xid_seconds = 60,
 	                         .xid_backlog = 200000,
 	                         .xid_rate = 2000,
 	                         .xid_rollback = 15,
 	                         .xid_holders = "idle,prepared"};
-	snprintf(env.services, sizeof(env.services), "tests/services.sh");
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'r':
@@ -196,7 +184,7 @@ static void parse_opts(struct bench_opts *o, int argc, char **argv)
 			o->redis_fsync = optarg;
 			break;
 		case 'S':
-			snprintf(env.services, sizeof(env.services), "%s", optarg);
+			o->services = optarg;
 			break;
 		case 'O':
 			o->out = optarg;
@@ -273,52 +261,17 @@ const char *human(long long n, char *out, size_t len)
 
 /* ---- servers ---- */
 
-static void read_env_file(void)
-{
-	char path[300], line[600];
-	FILE *f;
-
-	snprintf(path, sizeof(path), "%s/env", env.dir);
-	if (!(f = fopen(path, "r")))
-		die("services.sh wrote no %s", path);
-	while (fgets(line, sizeof(line), f)) {
-		char *v = strchr(line, '=');
-		if (!v)
-			continue;
-		*v++ = '\0';
-		v[strcspn(v, "\n")] = '\0';
-		if (strcmp(line, "export TEST_PG_URL") == 0)
-			snprintf(env.pg_url, sizeof(env.pg_url), "%s", v);
-		else if (strcmp(line, "export TEST_REDIS_URL") == 0)
-			snprintf(env.redis_url, sizeof(env.redis_url), "%s", v);
-		else if (strcmp(line, "export TEST_REDIS_PORT") == 0)
-			env.redis_port = atoi(v);
-	}
-	fclose(f);
-	if (!*env.pg_url || !*env.redis_url || !env.redis_port)
-		die("%s lacks the server addresses", path);
-}
-
 static void start_servers(void)
 {
-	const char *tmp = getenv("TMPDIR");
-	const char *start[] = {"bash", env.services, "start", env.dir, NULL};
-	const char *migrate[] = {env.opts->bin, "migrate", "--pg-url", env.pg_url, NULL};
-	char log[300];
 	redisContext *r;
 
-	snprintf(env.dir, sizeof(env.dir), "%s/stagedrain-bench.XXXXXX", tmp && *tmp ? tmp : "/tmp");
-	if (!mkdtemp(env.dir))
-		die("mkdtemp: %s", strerror(errno));
-	servers_up = true; /* from here on, clean-up stops whatever did start */
-	note("starting a throwaway postgres and redis in %s", env.dir);
-	if (run_cmd(start, NULL) != 0)
-		die("tests/services.sh start failed");
-	read_env_file();
+	note("starting a throwaway postgres and redis");
+	if (services_start(&env.srv, env.opts->services, "bench") < 0)
+		die("%s start failed", env.opts->services);
+	note("servers and relay logs in %s", env.srv.dir);
 	check_stop();
-	snprintf(log, sizeof(log), "%s/migrate.log", env.dir);
-	if (run_cmd(migrate, log) != 0)
-		die("%s migrate failed; see %s", env.opts->bin, log);
+	if (services_migrate(&env.srv, env.opts->bin) != 0)
+		die("%s migrate failed; see %s/migrate.log", env.opts->bin, env.srv.dir);
 	/* Redis persistence is set here, like Postgres's fsync=off, so that disk
 	 * flushes, which are neither the relay's nor the baselines' cost, stay out. */
 	r = redis_connect(&env);
@@ -338,7 +291,7 @@ void wait_relay_ready(const struct bench_env *e, const struct relay *rel)
 		check_stop();
 		if (mono_us() > end)
 			die("the relay pushed nothing within 60 s; see %s", rel->log);
-		if (proc_hwm_kib(rel->pid) < 0)
+		if (proc_hwm_kib(rel->proc.pid) < 0)
 			die("the relay exited; see %s", rel->log);
 		sleep_ms(5);
 	}
@@ -395,7 +348,7 @@ static void scenario_backlog(int run)
 	relay_start(&rel, &env, "backlog", "info");
 	wait_llen(r, "queue:default", n, &rel);
 	relay = (double)n * 1e6 / (double)(mono_us() - t0);
-	hwm = proc_hwm_kib(rel.pid);
+	hwm = proc_hwm_kib(rel.proc.pid);
 	if (relay_stop(&rel) != 0)
 		die("the relay did not exit cleanly; see %s", rel.log);
 	if (redis_int(r, "LLEN queue:default") != n)
@@ -637,7 +590,7 @@ static void long_part(int run, bool naive)
 	                   .poll_ms = 100,
 	                   .minutes = minutes,
 	                   .per_minute = nst};
-	struct relay rel = {0, ""};
+	struct relay rel = {{0, -1}, ""};
 	PGconn *holder = pg_connect(&env), *stats = pg_connect(&env);
 	const char *who = naive ? "naive" : "relay";
 	long long t0_wall;
@@ -660,7 +613,7 @@ static void long_part(int run, bool naive)
 		nv.t0_us = l.start_us;
 		naive_start(&nv);
 	}
-	while (!bench_stop) {
+	while (!interrupted) {
 		long long now = mono_us();
 		int m = now < l.start_us ? 0 : (int)((now - l.start_us) / 60000000);
 		long long backlog = load_committed(&l) - load_consumed(&l);
@@ -790,10 +743,10 @@ static void scenario_memory(int run)
 			die("memory: queue:default vanished");
 		done += n;
 		if (hwm_first < 0)
-			hwm_first = proc_hwm_kib(rel.pid);
+			hwm_first = proc_hwm_kib(rel.proc.pid);
 		check_stop();
 	}
-	hwm_end = proc_hwm_kib(rel.pid);
+	hwm_end = proc_hwm_kib(rel.proc.pid);
 	if (relay_stop(&rel) != 0)
 		die("the relay did not exit cleanly; see %s", rel.log);
 	if (sql(c, "SELECT count(*) FROM staged_jobs") != 0)
@@ -880,7 +833,6 @@ static void relay_version(char *out, size_t len)
 int main(int argc, char **argv)
 {
 	struct bench_opts opts;
-	struct sigaction sa;
 	char pgver[64], rver[64], relayver[128];
 	FILE *out;
 	long long est;
@@ -889,12 +841,7 @@ int main(int argc, char **argv)
 	env.opts = &opts;
 	if (access(opts.bin, X_OK) != 0)
 		die("%s is not an executable: run make first", opts.bin);
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = on_signal;
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	signal(SIGPIPE, SIG_IGN);
+	catch_signals();
 	atexit(cleanup);
 
 	est = opts.runs *

@@ -14,6 +14,12 @@
 #include <stdio.h>
 #include <sys/types.h>
 
+#include "support/proc.h"
+#include "support/redis.h"
+#include "support/services.h"
+#include "support/sql.h"
+#include "support/timing.h"
+
 #define BENCH_MAX_RUNS    15
 #define BENCH_MAX_MINUTES 120
 
@@ -30,6 +36,7 @@ struct bench_opts {
 	const char *out;
 	const char *redis_fsync;
 	const char *relay_args; /* extra flags for the relay, split on spaces */
+	const char *services;   /* tests/services.sh */
 	bool keep;              /* keep the servers' directory (relay logs) after the run */
 	/* xid-holder scenario (xid.c) */
 	int xid_seconds;         /* holder open this long before the relay restart, and again after */
@@ -41,16 +48,11 @@ struct bench_opts {
 
 /* Where the throwaway servers are and how to reach them. */
 struct bench_env {
-	char dir[256];
-	char pg_url[256];
-	char redis_url[256];
-	int redis_port;
-	char services[512];
+	struct services srv;
 	const struct bench_opts *opts;
 };
 
-/* Set by SIGINT/SIGTERM; every wait in the bench looks at it. */
-extern volatile sig_atomic_t bench_stop;
+/* SIGINT/SIGTERM set `interrupted` (support/timing.h); every wait in the bench looks at it. */
 
 /* ---- bench.c: shared by the scenarios ---- */
 /* Exits (after the clean-up) once Ctrl-C was pressed. */
@@ -73,19 +75,20 @@ struct lat {
 struct lat latencies(const struct load *l, long long from_us, long long to_us);
 
 /* ---- util.c ---- */
-long long mono_us(void);
-long long wall_us(void);
-void sleep_ms(int ms);
 void die(const char *fmt, ...) SD_PRINTF(1, 2) __attribute__((noreturn));
 void note(const char *fmt, ...) SD_PRINTF(1, 2);
+/* die and note for a message that is all there is to say (the support library's failures). */
+void die_msg(const char *msg) __attribute__((noreturn));
+void note_msg(const char *msg);
 PGconn *pg_connect(const struct bench_env *env);
 redisContext *redis_connect(const struct bench_env *env);
 /* Runs SQL that must succeed; returns the first value of the first row as a number (or 0). */
-long long sql(PGconn *c, const char *fmt, ...) SD_PRINTF(2, 3);
+#define sql(c, ...) sql_or((c), die_msg, __VA_ARGS__)
 /* The same, but failure returns -1 and is only reported. */
-long long sql_try(PGconn *c, const char *fmt, ...) SD_PRINTF(2, 3);
-long long redis_int(redisContext *r, const char *fmt, ...);
-void redis_ok(redisContext *r, const char *fmt, ...);
+#define sql_try(c, ...) sql_or((c), note_msg, __VA_ARGS__)
+/* A Redis command that must answer an integer; one that must succeed. */
+#define redis_int(r, ...) redis_int_or((r), die_msg, __VA_ARGS__)
+#define redis_ok(r, ...) freeReplyObject(redis_or((r), die_msg, __VA_ARGS__))
 /* Empties staged_jobs and Redis. */
 void bench_reset(const struct bench_env *env);
 /* COPYs n jobs (class BenchJob, args [seq], queue) into staged_jobs, then VACUUM ANALYZE. */
@@ -97,8 +100,8 @@ long long pct_ll(const long long *v, size_t n, double p);
 
 /* ---- proc.c: the relay binary as a real process ---- */
 struct relay {
-	pid_t pid;
-	char log[512];
+	struct proc proc;
+	char log[1024];
 };
 
 /* Starts bin/stagedrain against the bench servers with the given log level. */
@@ -111,14 +114,13 @@ void relay_kill(struct relay *r);
 int relay_wait_log(const struct relay *r, const char *text, int timeout_ms);
 /* VmHWM of a running process in KiB, or -1. */
 long long proc_hwm_kib(pid_t pid);
-/* Starts argv with stdin from a pipe (its write end in *wfd), output to log. */
-pid_t proc_spawn_piped(const char *const *argv, const char *log, int *wfd);
-/* Exit status, 128+signal, or -1 if still running after timeout_ms. */
-int proc_wait(pid_t pid, int timeout_ms);
+/* Starts a child (proc_start) that the exit clean-up stops if it is still
+ * running then; dies if it cannot start. */
+void child_start(struct proc *p, const struct proc_opts *o);
+/* proc_wait for such a child. */
+int child_wait(struct proc *p, int timeout_ms);
 /* Stops every child still running (exit clean-up). */
-void proc_stop_all(void);
-/* Runs a command to completion; returns its exit status (or -1). */
-int run_cmd(const char *const *argv, const char *log);
+void children_stop_all(void);
 /* Per-minute relay batch timings parsed from a JSON debug log. */
 struct batch_minute {
 	long long batches, jobs;

@@ -77,7 +77,7 @@ static void *producer(void *arg)
 	struct prod_arg *a = arg;
 	struct load_priv *p = a->p;
 	struct load *l = p->l;
-	PGconn *c = PQconnectdb(l->env->pg_url);
+	PGconn *c = PQconnectdb(l->env->srv.pg_url);
 	char q[512], seqa[32], seqb[32];
 	const char *params[3] = {l->queue, seqa, seqb};
 	long long ntx = l->rate > 0 ? (long long)l->rate * l->seconds / l->rows_per_tx : -1;
@@ -105,7 +105,7 @@ static void *producer(void *arg)
 	if (PQresultStatus(res) != PGRES_COMMAND_OK)
 		fail(p, "producer could not prepare", PQresultErrorMessage(res));
 	PQclear(res);
-	for (long long i = a->k; !atomic_load(&p->failed) && !bench_stop; i += l->producers) {
+	for (long long i = a->k; !atomic_load(&p->failed) && !interrupted; i += l->producers) {
 		long long seq = i * l->rows_per_tx, now;
 		if (ntx >= 0 && i >= ntx)
 			break;
@@ -113,7 +113,7 @@ static void *producer(void *arg)
 			break;
 		if (ntx >= 0) {
 			long long due = l->start_us + (long long)(tx_us * (double)i);
-			while ((now = mono_us()) < due && !bench_stop) {
+			while ((now = mono_us()) < due && !interrupted) {
 				long long wait = due - now;
 				struct timespec ts = {0, (long)(wait > 100000 ? 100000 : wait) * 1000L};
 				nanosleep(&ts, NULL);
@@ -181,7 +181,7 @@ static void *consumer(void *arg)
 {
 	struct load_priv *p = arg;
 	struct load *l = p->l;
-	redisContext *r = redisConnect("127.0.0.1", l->env->redis_port);
+	redisContext *r = redisConnect("127.0.0.1", l->env->srv.redis_port);
 	char key[128];
 
 	if (!r || r->err) {
@@ -190,7 +190,7 @@ static void *consumer(void *arg)
 		return NULL;
 	}
 	snprintf(key, sizeof(key), "queue:%s", l->queue);
-	while (!atomic_load(&p->stop_consumer) && !bench_stop) {
+	while (!atomic_load(&p->stop_consumer) && !interrupted) {
 		redisReply *rep = redisCommand(r, "BRPOP %s 1", key);
 		long long now = mono_us();
 		if (!rep) {
@@ -285,7 +285,7 @@ void load_finish(struct load *l, int drain_timeout_s)
 	progress_us = mono_us();
 	if (l->consume && l->nseq > 0) {
 		/* Lossless means every committed job arrives; wait while it still trickles in. */
-		while (!bench_stop && !atomic_load(&p->failed) && atomic_load(&p->consumed) < l->committed) {
+		while (!interrupted && !atomic_load(&p->failed) && atomic_load(&p->consumed) < l->committed) {
 			long long c = atomic_load(&p->consumed);
 			if (c != last) {
 				last = c;

@@ -121,8 +121,8 @@ static bool exec_ok(PGconn *c, const char *q, char *err, size_t errlen)
 
 long long naive_drain(struct naive *n)
 {
-	PGconn *c = PQconnectdb(n->env->pg_url);
-	redisContext *r = redisConnect("127.0.0.1", n->env->redis_port);
+	PGconn *c = PQconnectdb(n->env->srv.pg_url);
+	redisContext *r = redisConnect("127.0.0.1", n->env->srv.redis_port);
 	size_t *offs = calloc((size_t)n->batch_size + 1, sizeof(*offs));
 	const char **argv = calloc((size_t)n->batch_size + 2, sizeof(*argv));
 	size_t *argl = calloc((size_t)n->batch_size + 2, sizeof(*argl));
@@ -143,7 +143,7 @@ long long naive_drain(struct naive *n)
 		goto fail;
 	}
 	snprintf(q, sizeof(q), NAIVE_SQL, n->batch_size);
-	while (!bench_stop && !n->stop) {
+	while (!interrupted && !n->stop) {
 		long long t0 = mono_us(), t1, t2, t3, t4;
 		PGresult *rows = PQexec(c, q);
 		int nrows;
@@ -395,10 +395,11 @@ long long raw_drain(const struct bench_env *env)
 	PGresult *res;
 	char *line;
 	int len, wfd = -1, st;
-	pid_t pid;
+	struct proc cli;
+	struct proc_opts o = {.argv = argv, .log = outlog, .stdin_pipe = &wfd};
 
-	snprintf(port, sizeof(port), "%d", env->redis_port);
-	snprintf(outlog, sizeof(outlog), "%s/redis-pipe.out", env->dir);
+	snprintf(port, sizeof(port), "%d", env->srv.redis_port);
+	snprintf(outlog, sizeof(outlog), "%s/redis-pipe.out", env->srv.dir);
 	buf_init(&out);
 	buf_init(&g.jobs);
 	g.cap = 1000;
@@ -406,7 +407,7 @@ long long raw_drain(const struct bench_env *env)
 	if (!g.offs)
 		die("out of memory");
 	sql(c, "BEGIN ISOLATION LEVEL REPEATABLE READ");
-	pid = proc_spawn_piped(argv, outlog, &wfd);
+	child_start(&cli, &o);
 	res = PQexec(c, "COPY (SELECT queue, job_class, args::text, jid, extract(epoch FROM created_at)"
 	                " FROM staged_jobs ORDER BY id) TO STDOUT");
 	if (PQresultStatus(res) != PGRES_COPY_OUT)
@@ -440,7 +441,7 @@ long long raw_drain(const struct bench_env *env)
 	if (flush_group(&g, &out, &commands) < 0 || write_all(wfd, &out) < 0)
 		die("writing to redis-cli --pipe failed");
 	close(wfd);
-	st = proc_wait(pid, 600000);
+	st = child_wait(&cli, 600000);
 	if (st != 0 || pipe_summary(outlog, &errors, &replies) < 0 || errors != 0 || replies != commands)
 		die("redis-cli --pipe failed (exit %d, errors %lld, replies %lld of %lld); see %s", st,
 		    errors, replies, commands, outlog);

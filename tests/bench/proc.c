@@ -2,15 +2,15 @@
 #include "bench.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "support/logs.h"
 
 /* Children still running, so the exit clean-up can stop them (by PID). */
 #define MAX_CHILDREN 8
@@ -32,111 +32,34 @@ static void untrack(pid_t pid)
 			children[i] = 0;
 }
 
-/* Waits up to timeout_ms; returns the exit status, 128+signal, or -1 if still running. */
-static int wait_child(pid_t pid, int timeout_ms)
+void child_start(struct proc *p, const struct proc_opts *o)
 {
-	long long end = mono_us() + (long long)timeout_ms * 1000;
-	int st;
+	int rc = proc_start(p, o);
 
-	for (;;) {
-		pid_t w = waitpid(pid, &st, WNOHANG);
-		if (w == pid) {
-			untrack(pid);
-			return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-		}
-		if (w < 0 && errno != EINTR) {
-			untrack(pid);
-			return -1;
-		}
-		if (mono_us() > end)
-			return -1;
-		sleep_ms(10);
-	}
+	if (rc < 0)
+		die("could not start %s: %s", o->argv[0], strerror(-rc));
+	track(p->pid);
 }
 
-void proc_stop_all(void)
+int child_wait(struct proc *p, int timeout_ms)
+{
+	pid_t pid = p->pid;
+	int st = proc_wait(p, timeout_ms);
+
+	if (p->pid <= 0)
+		untrack(pid);
+	return st;
+}
+
+/* SIGTERM, then SIGKILL after 10 s. */
+void children_stop_all(void)
 {
 	for (int i = 0; i < MAX_CHILDREN; i++) {
-		pid_t pid = children[i];
-		if (pid <= 0)
-			continue;
-		kill(pid, SIGTERM);
-		if (wait_child(pid, 10000) < 0) {
-			kill(pid, SIGKILL);
-			wait_child(pid, 5000);
-		}
+		struct proc p = {children[i], -1};
+		if (p.pid > 0)
+			(void)proc_stop(&p, SIGTERM, 10000);
 		children[i] = 0;
 	}
-}
-
-/* fork+exec with stdout and stderr to log (or inherited when NULL), and
- * with stdin from a pipe whose write end goes to *wfd when wfd is given. */
-static pid_t spawn_io(const char *const *argv, const char *log, int *wfd)
-{
-	int pfd[2] = {-1, -1};
-	pid_t pid;
-
-	if (wfd && pipe(pfd) < 0)
-		die("pipe: %s", strerror(errno));
-	/* Only this child may hold the pipe, or its reader never sees end of file. */
-	if (wfd && (fcntl(pfd[0], F_SETFD, FD_CLOEXEC) < 0 || fcntl(pfd[1], F_SETFD, FD_CLOEXEC) < 0))
-		die("fcntl: %s", strerror(errno));
-	fflush(NULL);
-	pid = fork();
-	if (pid < 0)
-		die("fork: %s", strerror(errno));
-	if (pid == 0) {
-		if (wfd) {
-			dup2(pfd[0], 0);
-			close(pfd[0]);
-			close(pfd[1]);
-		}
-		if (log) {
-			int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-			if (fd < 0)
-				_exit(127);
-			dup2(fd, 1);
-			dup2(fd, 2);
-			close(fd);
-		}
-		signal(SIGINT, SIG_DFL);
-		signal(SIGTERM, SIG_DFL);
-		execv(argv[0], (char *const *)argv);
-		execvp(argv[0], (char *const *)argv);
-		_exit(127);
-	}
-	if (wfd) {
-		close(pfd[0]);
-		*wfd = pfd[1];
-	}
-	track(pid);
-	return pid;
-}
-
-static pid_t spawn(const char *const *argv, const char *log)
-{
-	return spawn_io(argv, log, NULL);
-}
-
-pid_t proc_spawn_piped(const char *const *argv, const char *log, int *wfd)
-{
-	return spawn_io(argv, log, wfd);
-}
-
-int proc_wait(pid_t pid, int timeout_ms)
-{
-	return wait_child(pid, timeout_ms);
-}
-
-int run_cmd(const char *const *argv, const char *log)
-{
-	pid_t pid = spawn(argv, log);
-	int st;
-
-	/* Start-up commands (migrate, services.sh) are bounded by their own timeouts. */
-	while ((st = wait_child(pid, 600000)) < 0 && !bench_stop)
-		;
-	return st;
 }
 
 void relay_start(struct relay *r, const struct bench_env *env, const char *name, const char *level)
@@ -145,13 +68,13 @@ void relay_start(struct relay *r, const struct bench_env *env, const char *name,
 	char batch[32], *extra = NULL, *save = NULL;
 	int n = 0;
 
-	snprintf(r->log, sizeof(r->log), "%s/%s.log", env->dir, name);
+	snprintf(r->log, sizeof(r->log), "%s/%s.log", env->srv.dir, name);
 	snprintf(batch, sizeof(batch), "%d", env->opts->batch_size);
 	argv[n++] = env->opts->bin;
 	argv[n++] = "--pg-url";
-	argv[n++] = env->pg_url;
+	argv[n++] = env->srv.pg_url;
 	argv[n++] = "--redis-url";
-	argv[n++] = env->redis_url;
+	argv[n++] = env->srv.redis_url;
 	argv[n++] = "--batch-size";
 	argv[n++] = batch;
 	argv[n++] = "--log-format";
@@ -166,54 +89,36 @@ void relay_start(struct relay *r, const struct bench_env *env, const char *name,
 			argv[n++] = t;
 	}
 	argv[n] = NULL;
-	r->pid = spawn(argv, r->log);
+	child_start(&r->proc, &(struct proc_opts){.argv = argv, .log = r->log});
 	free(extra); /* the child has its own copy */
 }
 
 int relay_stop(struct relay *r)
 {
+	pid_t pid = r->proc.pid;
 	int st;
 
-	if (r->pid <= 0)
+	if (pid <= 0)
 		return -1;
-	kill(r->pid, SIGTERM);
-	st = wait_child(r->pid, 30000);
-	if (st < 0) {
-		note("relay %d did not stop within 30 s of SIGTERM; killing it", (int)r->pid);
-		kill(r->pid, SIGKILL);
-		wait_child(r->pid, 5000);
-	}
-	r->pid = 0;
+	st = proc_stop(&r->proc, SIGTERM, 30000);
+	untrack(pid);
+	if (st < 0)
+		note("relay %d did not stop within 30 s of SIGTERM; killed it", (int)pid);
 	return st;
 }
 
 void relay_kill(struct relay *r)
 {
-	if (r->pid <= 0)
-		return;
-	kill(r->pid, SIGKILL);
-	if (wait_child(r->pid, 10000) < 0)
-		die("relay %d did not die of SIGKILL within 10 s", (int)r->pid);
-	r->pid = 0;
+	pid_t pid = r->proc.pid;
+
+	(void)proc_signal(&r->proc, SIGKILL);
+	if (pid > 0 && child_wait(&r->proc, 10000) < 0 && r->proc.pid > 0)
+		die("relay %d did not die of SIGKILL within 10 s", (int)pid);
 }
 
 int relay_wait_log(const struct relay *r, const char *text, int timeout_ms)
 {
-	long long end = mono_us() + (long long)timeout_ms * 1000;
-	char line[8192];
-
-	while (mono_us() < end && !bench_stop && proc_hwm_kib(r->pid) >= 0) {
-		FILE *f = fopen(r->log, "r");
-		bool found = false;
-		while (f && !found && fgets(line, sizeof(line), f))
-			found = strstr(line, text) != NULL;
-		if (f)
-			fclose(f);
-		if (found)
-			return 0;
-		sleep_ms(20);
-	}
-	return -1;
+	return logs_wait(r->log, text, 1, timeout_ms, &r->proc) ? 0 : -1;
 }
 
 long long proc_hwm_kib(pid_t pid)

@@ -1,4 +1,5 @@
-/* Bench helpers: clocks, connections that must work, staging a backlog. */
+/* Bench helpers: messages, connections and statements that must work (the
+ * support library's, dying on failure), staging a backlog. */
 #include "bench.h"
 
 #include <errno.h>
@@ -6,30 +7,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-long long mono_us(void)
+
+static void vnote(const char *fmt, va_list ap) SD_PRINTF(1, 0);
+static void vnote(const char *fmt, va_list ap)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
-long long wall_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
-void sleep_ms(int ms)
-{
-	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-
-	while (nanosleep(&ts, &ts) < 0 && errno == EINTR && !bench_stop)
-		;
+	fputs("bench: ", stderr);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
 }
 
 /* Only the main thread may die: exit runs the clean-up that stops the servers. */
@@ -37,11 +22,9 @@ void die(const char *fmt, ...)
 {
 	va_list ap;
 
-	fputs("bench: ", stderr);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	vnote(fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
 	exit(1);
 }
 
@@ -49,109 +32,39 @@ void note(const char *fmt, ...)
 {
 	va_list ap;
 
-	fputs("bench: ", stderr);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	vnote(fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
+}
+
+void die_msg(const char *msg)
+{
+	die("%s", msg);
+}
+
+void note_msg(const char *msg)
+{
+	note("%s", msg);
 }
 
 PGconn *pg_connect(const struct bench_env *env)
 {
-	PGconn *c = PQconnectdb(env->pg_url);
+	char err[SQL_ERRLEN];
+	PGconn *c = sql_connect(env->srv.pg_url, err);
 
-	if (PQstatus(c) != CONNECTION_OK)
-		die("could not connect to postgres: %s", PQerrorMessage(c));
-	PQclear(PQexec(c, "SET client_min_messages = warning"));
+	if (!c)
+		die("%s", err);
 	return c;
 }
 
 redisContext *redis_connect(const struct bench_env *env)
 {
-	redisContext *r = redisConnect("127.0.0.1", env->redis_port);
+	char err[REDIS_ERRLEN];
+	redisContext *r = redis_open(env->srv.redis_port, 0, err);
 
-	if (!r || r->err)
-		die("could not connect to redis on port %d: %s", env->redis_port,
-		    r ? r->errstr : "out of memory");
+	if (!r)
+		die("%s", err);
 	return r;
-}
-
-static long long vsql(PGconn *c, bool must, const char *fmt, va_list ap)
-{
-	char q[4096];
-	PGresult *res;
-	long long v = 0;
-	ExecStatusType st;
-
-	vsnprintf(q, sizeof(q), fmt, ap);
-	res = PQexec(c, q);
-	st = PQresultStatus(res);
-	if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
-		if (must)
-			die("%s: %s", q, PQresultErrorMessage(res));
-		note("%s: %s", q, PQresultErrorMessage(res));
-		PQclear(res);
-		return -1;
-	}
-	if (st == PGRES_TUPLES_OK && PQntuples(res) > 0 && PQnfields(res) > 0)
-		v = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
-	PQclear(res);
-	return v;
-}
-
-long long sql(PGconn *c, const char *fmt, ...)
-{
-	va_list ap;
-	long long v;
-
-	va_start(ap, fmt);
-	v = vsql(c, true, fmt, ap);
-	va_end(ap);
-	return v;
-}
-
-long long sql_try(PGconn *c, const char *fmt, ...)
-{
-	va_list ap;
-	long long v;
-
-	va_start(ap, fmt);
-	v = vsql(c, false, fmt, ap);
-	va_end(ap);
-	return v;
-}
-
-long long redis_int(redisContext *r, const char *fmt, ...)
-{
-	va_list ap;
-	redisReply *rep;
-	long long v;
-
-	va_start(ap, fmt);
-	rep = redisvCommand(r, fmt, ap);
-	va_end(ap);
-	if (!rep)
-		die("redis: %s", r->errstr);
-	if (rep->type != REDIS_REPLY_INTEGER)
-		die("redis %s: not an integer reply", fmt);
-	v = rep->integer;
-	freeReplyObject(rep);
-	return v;
-}
-
-void redis_ok(redisContext *r, const char *fmt, ...)
-{
-	va_list ap;
-	redisReply *rep;
-
-	va_start(ap, fmt);
-	rep = redisvCommand(r, fmt, ap);
-	va_end(ap);
-	if (!rep)
-		die("redis: %s", r->errstr);
-	if (rep->type == REDIS_REPLY_ERROR)
-		die("redis %s: %s", fmt, rep->str);
-	freeReplyObject(rep);
 }
 
 void bench_reset(const struct bench_env *env)

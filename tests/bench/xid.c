@@ -47,9 +47,8 @@ struct window {
  * server start reads: set it with ALTER SYSTEM and restart the bench's Postgres. */
 void xid_setup_servers(const struct bench_env *env)
 {
-	const char *restart[] = {"bash", env->services, "pg-restart", env->dir, NULL};
 	PGconn *c = pg_connect(env);
-	char log[300];
+	char log[600];
 
 	if (sql(c, "SELECT current_setting('max_prepared_transactions')::int") > 0) {
 		PQfinish(c);
@@ -58,8 +57,8 @@ void xid_setup_servers(const struct bench_env *env)
 	note("xid-holder: restarting postgres with max_prepared_transactions = 2");
 	sql(c, "ALTER SYSTEM SET max_prepared_transactions = 2");
 	PQfinish(c);
-	snprintf(log, sizeof(log), "%s/pg-restart.log", env->dir);
-	if (run_cmd(restart, log) != 0)
+	snprintf(log, sizeof(log), "%s/pg-restart.log", env->srv.dir);
+	if (services_run(&env->srv, "pg-restart", log) != 0)
 		die("could not restart postgres; see %s", log);
 	c = pg_connect(env);
 	if (sql(c, "SELECT current_setting('max_prepared_transactions')::int") < 1)
@@ -320,7 +319,7 @@ static void run_phases(const struct bench_env *env, struct load *l, struct relay
 	long long t;
 	char name[64];
 
-	while (!bench_stop && !l->failed) {
+	while (!interrupted && !l->failed) {
 		long long el = mono_us() - l->start_us, backlog = load_committed(l) - load_consumed(l);
 		if (el >= (long long)x->seconds * 1000000)
 			break;
@@ -363,10 +362,10 @@ static void xid_part(const struct bench_env *env, int run, enum holder kind)
 	                 .consume = true,
 	                 .rollback_pct = o->xid_rollback};
 	struct xid_result x = {.name = holder_names[kind], .seconds = 2 * held, .restart_at = 2 * held};
-	struct relay rel = {0, ""};
+	struct relay rel = {{0, -1}, ""};
 	PGconn *holder = pg_connect(env), *stats = pg_connect(env);
 	redisContext *r = redis_connect(env);
-	char name[64], logs[2][512], h[24];
+	char name[64], logs[2][1024], h[24];
 	long long xid, t0_wall, pre_wall;
 	struct lat lat;
 

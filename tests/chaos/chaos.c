@@ -14,11 +14,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "common.h"
+#include "keys.h"
 
 #define NRELAYS 2
 #define MAX_PRODUCERS 32
@@ -51,11 +51,6 @@ struct opts {
 	const char *bin, *services;
 };
 
-struct relay {
-	pid_t pid;
-	char log[PATH_MAX];
-};
-
 enum event_kind { EV_LEADER_KILL, EV_BACKEND_KILL, EV_REDIS_RESTART };
 
 struct chaos {
@@ -63,8 +58,7 @@ struct chaos {
 	struct env env;
 	struct relay relays[NRELAYS];
 	int incarnations;
-	pid_t producers[MAX_PRODUCERS];
-	int producer_failures;
+	struct kids producers;
 	struct shared *sh;
 	unsigned long long rng;
 	long long start_ms, deadline_ms, next_progress_ms;
@@ -82,7 +76,7 @@ static void note_event(struct chaos *c, const char *kind, const char *fmt, ...) 
 static void note_event(struct chaos *c, const char *kind, const char *fmt, ...)
 {
 	char sql[200];
-	long long t = real_us();
+	long long t = wall_us();
 	va_list ap;
 
 	fprintf(c->events, "%lld.%06lld t+%.3fs %s: ", t / 1000000, t % 1000000,
@@ -104,7 +98,7 @@ static bool should_stop(const struct chaos *c)
 /* The epoch in the fence key (0: none yet), or -1 if Redis did not answer. */
 static long long fence_epoch(struct chaos *c)
 {
-	redisReply *r = rcmd(&c->env, "GET %s", FENCE_KEY);
+	redisReply *r = env_cmd(&c->env, "GET %s", c->env.fence_key);
 	long long e = -1;
 
 	if (r) {
@@ -118,7 +112,7 @@ static long long fence_epoch(struct chaos *c)
 
 static long long epoch_counter(struct chaos *c)
 {
-	redisReply *r = rcmd(&c->env, "GET %s", EPOCH_KEY);
+	redisReply *r = env_cmd(&c->env, "GET %s", c->env.epoch_key);
 	long long e = -1;
 
 	if (r) {
@@ -130,38 +124,21 @@ static long long epoch_counter(struct chaos *c)
 
 /* ---- relays: real processes of the built binary ---- */
 
-static const char *const relay_args[] = { "--batch-size", "500", "--poll-interval", "10ms", "--lock-key", LOCK_KEY,
-					   NULL };
+static const char *const relay_args[] = { "--batch-size", "500", "--poll-interval", "10ms", "--lock-key",
+					   KEYS_LOCK_DEFAULT_TEXT, NULL };
 
 /* Starts a relay in slot i and waits until it is connected to both servers, so
  * no fault lands while it is still starting (start-up errors are fatal by design). */
 static int relay_start(struct chaos *c, int i)
 {
 	struct relay *r = &c->relays[i];
-	long long until = mono_ms() + CONNECT_TIMEOUT_MS;
-	pid_t pid;
+	int rc;
 
-	snprintf(r->log, sizeof(r->log), "%s/relay-%03d.log", c->env.dir, ++c->incarnations);
-	if ((pid = fork()) < 0)
-		return -errno;
-	if (pid == 0)
-		exec_relay(&c->env, r->log, relay_args);
-	r->pid = pid;
-	while (!file_contains(r->log, "msg=connected")) {
-		int st;
-		if (waitpid(pid, &st, WNOHANG) == pid) {
-			say("a relay exited while starting; see %s", r->log);
-			r->pid = 0;
-			c->unexpected_exits++;
-			return -ECHILD;
-		}
-		if (mono_ms() > until || interrupted) {
-			say("relay did not connect within %d ms; see %s", CONNECT_TIMEOUT_MS, r->log);
-			return -ETIMEDOUT;
-		}
-		sleep_ms(5);
-	}
-	return 0;
+	snprintf(r->log, sizeof(r->log), "%s/relay-%03d.log", c->env.srv.dir, ++c->incarnations);
+	rc = env_relay_start(&c->env, r, relay_args, "msg=connected", CONNECT_TIMEOUT_MS);
+	if (rc == -ECHILD)
+		c->unexpected_exits++;
+	return rc;
 }
 
 /* Reaps relays that exited without being killed by us (a bug: only start-up
@@ -170,14 +147,12 @@ static int tend_relays(struct chaos *c)
 {
 	for (int i = 0; i < NRELAYS; i++) {
 		struct relay *r = &c->relays[i];
-		int st;
-		if (r->pid > 0 && waitpid(r->pid, &st, WNOHANG) == r->pid) {
-			say("relay %d exited on its own (status %d); see %s", (int)r->pid,
-			    WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st), r->log);
+		if (proc_exited(&r->proc)) {
+			pid_t pid = r->proc.pid;
+			say("relay %d exited on its own (status %d); see %s", (int)pid, proc_wait(&r->proc, 0), r->log);
 			c->unexpected_exits++;
-			r->pid = 0;
 		}
-		if (r->pid <= 0 && relay_start(c, i) < 0)
+		if (r->proc.pid <= 0 && relay_start(c, i) < 0)
 			return -1;
 	}
 	return 0;
@@ -186,7 +161,7 @@ static int tend_relays(struct chaos *c)
 static int relay_slot(const struct chaos *c, pid_t pid)
 {
 	for (int i = 0; i < NRELAYS; i++)
-		if (c->relays[i].pid == pid && pid > 0)
+		if (c->relays[i].proc.pid == pid && pid > 0)
 			return i;
 	return -1;
 }
@@ -290,22 +265,24 @@ static int producer_tx(struct producer *p)
 
 /* A producer process: paced so its quota spreads over the planned duration,
  * going on past it while the killer still needs a backlog (at most 3x). */
-static void producer_main(struct chaos *c, int idx, long long quota, int seconds)
+static int producer_main(void *arg, int idx)
 {
+	struct chaos *c = arg;
 	struct producer *p = calloc(1, sizeof(*p));
-	double rate = (double)quota / (seconds > 0 ? seconds : 1); /* jobs per second */
+	long long quota = (c->o.jobs + c->o.producers - 1) / c->o.producers;
+	double rate = (double)quota / (c->o.seconds > 0 ? c->o.seconds : 1); /* jobs per second */
 	long long start = mono_ms();
 	int status = 0;
 
 	if (!p)
-		_exit(3);
+		return 3;
 	p->idx = idx;
 	p->rng = c->o.seed * 1000003ULL + (unsigned)idx;
 	p->quota = quota;
 	p->st = &c->sh->p[idx];
 	snprintf(p->sql, sizeof(p->sql), "chaos-producer-%d", idx);
 	if (!(p->conn = env_pg_connect(&c->env, p->sql)))
-		_exit(3);
+		return 3;
 	for (;;) {
 		long long staged = atomic_load(&p->st->staged);
 		double due = rate * (double)(mono_ms() - start) / 1000.0;
@@ -323,60 +300,11 @@ static void producer_main(struct chaos *c, int idx, long long quota, int seconds
 	}
 	PQfinish(p->conn);
 	free(p);
-	_exit(status);
+	return status;
 }
 
-static int start_producers(struct chaos *c)
-{
-	long long quota = (c->o.jobs + c->o.producers - 1) / c->o.producers;
-
-	for (int i = 0; i < c->o.producers; i++) {
-		pid_t pid = fork();
-		if (pid < 0)
-			return -errno;
-		if (pid == 0) {
-			/* The parent's connections belong to the parent: leave them alone. */
-			c->env.pg = NULL;
-			c->env.redis = NULL;
-			producer_main(c, i, quota, c->o.seconds);
-		}
-		c->producers[i] = pid;
-	}
-	return 0;
-}
-
-/* Reaps producers that finished; returns how many are still running. */
-static int reap_producers(struct chaos *c)
-{
-	int running = 0;
-
-	for (int i = 0; i < c->o.producers; i++) {
-		int st;
-		if (c->producers[i] <= 0)
-			continue;
-		if (waitpid(c->producers[i], &st, WNOHANG) == c->producers[i]) {
-			if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-				say("producer %d failed (status %d)", i, WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
-				c->producer_failures++;
-			}
-			c->producers[i] = 0;
-		} else {
-			running++;
-		}
-	}
-	return running;
-}
-
-static long long total(const struct chaos *c, size_t field)
-{
-	long long sum = 0;
-
-	for (int i = 0; i < c->o.producers; i++)
-		sum += atomic_load((_Atomic long long *)((char *)&c->sh->p[i] + field));
-	return sum;
-}
-
-#define TOTAL(c, f) total((c), offsetof(struct producer_stats, f))
+#define TOTAL(c, f)                                                                                            \
+	sum_field((c)->sh->p, sizeof(struct producer_stats), (c)->o.producers, offsetof(struct producer_stats, f))
 
 /* ---- the killer ---- */
 
@@ -387,7 +315,7 @@ static int kill_leader(struct chaos *c)
 	long long until = mono_ms() + 20000, epoch = -1, backend = 0, t0, fo;
 	bool busy = rnd(&c->rng) % 2 == 0;
 	pid_t pid = 0;
-	int slot = -1, st;
+	int slot = -1;
 
 	while (mono_ms() < until && !should_stop(c)) {
 		slot = find_leader(c, &pid, &backend);
@@ -418,9 +346,7 @@ static int kill_leader(struct chaos *c)
 	note_event(c, "leader SIGKILL", "relay pid %d (backend %lld) epoch %lld%s", (int)pid, backend, epoch,
 		   busy ? ", while draining a backlog" : "");
 	c->leader_kills++;
-	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-		;
-	c->relays[slot].pid = 0;
+	(void)proc_wait(&c->relays[slot].proc, -1);
 	for (;;) {
 		long long e = fence_epoch(c);
 		fo = mono_ms() - t0;
@@ -468,7 +394,7 @@ static int kill_paused_leader_backend(struct chaos *c)
 	kill(pid, SIGSTOP);
 	epoch = epoch_counter(c);
 	snprintf(sql, sizeof(sql), "SELECT count(pg_terminate_backend(%lld))", backend);
-	n = sql_val(&c->env, sql);
+	n = env_val(&c->env, sql);
 	c->backend_kills++;
 	note_event(c, "backend kill (paused leader)", "relay pid %d paused, backend %lld terminated (%lld)",
 		   (int)pid, backend, n);
@@ -489,7 +415,7 @@ static int kill_backends(struct chaos *c)
 
 	if (mode == 2)
 		return kill_paused_leader_backend(c);
-	n = sql_val(&c->env, mode == 0 ? "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+	n = env_val(&c->env, mode == 0 ? "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
 				   " WHERE application_name LIKE 'stagedrain-%'"
 				 : "SELECT count(pg_terminate_backend(a.pid)) FROM pg_locks l"
 				   " JOIN pg_stat_activity a ON a.pid = l.pid"
@@ -508,10 +434,10 @@ static int kill_backends(struct chaos *c)
 static int restart_redis(struct chaos *c)
 {
 	note_event(c, "redis restart", "stopping");
-	if (env_services(&c->env, "redis-stop") != 0)
+	if (services_run(&c->env.srv, "redis-stop", NULL) != 0)
 		return -1;
 	sleep_ms(rnd_range(&c->rng, 0, 1000));
-	if (env_services(&c->env, "redis-start") != 0)
+	if (services_run(&c->env.srv, "redis-start", NULL) != 0)
 		return -1;
 	c->redis_restarts++;
 	note_event(c, "redis restart", "started again");
@@ -531,7 +457,7 @@ static int wait_until(struct chaos *c, long long when)
 	while (mono_ms() < when) {
 		if (should_stop(c) || tend_relays(c) < 0)
 			return -1;
-		(void)reap_producers(c);
+		(void)kids_reap(&c->producers, false, "producer");
 		if (mono_ms() >= c->next_progress_ms) {
 			progress(c);
 			c->next_progress_ms = mono_ms() + 10000;
@@ -587,7 +513,7 @@ static int wait_drained(struct chaos *c)
 	long long until = mono_ms() + 180000;
 
 	while (mono_ms() < until && !should_stop(c)) {
-		long long n = sql_val(&c->env, "SELECT count(*) FROM staged_jobs");
+		long long n = env_val(&c->env, "SELECT count(*) FROM staged_jobs");
 		if (n == 0)
 			return 0;
 		if (tend_relays(c) < 0)
@@ -602,26 +528,14 @@ static int wait_drained(struct chaos *c)
 static void stop_relays(struct chaos *c, bool graceful)
 {
 	for (int i = 0; i < NRELAYS; i++)
-		if (c->relays[i].pid > 0)
-			kill(c->relays[i].pid, graceful ? SIGTERM : SIGKILL);
+		(void)proc_signal(&c->relays[i].proc, graceful ? SIGTERM : SIGKILL);
 	for (int i = 0; i < NRELAYS; i++) {
 		struct relay *r = &c->relays[i];
-		long long until = mono_ms() + 20000;
-		int st = 0;
-		pid_t got = 0;
-		if (r->pid <= 0)
-			continue;
-		while ((got = waitpid(r->pid, &st, WNOHANG)) == 0 && mono_ms() < until)
-			sleep_ms(20);
-		if (got != r->pid) {
-			kill(r->pid, SIGKILL);
-			waitpid(r->pid, &st, 0);
-		}
-		if (graceful && (got != r->pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0)) {
-			say("relay %d did not exit 0 on SIGTERM within 20 s; see %s", (int)r->pid, r->log);
+		pid_t pid = r->proc.pid;
+		if (pid > 0 && proc_reap(&r->proc, 20000) != 0 && graceful) {
+			say("relay %d did not exit 0 on SIGTERM within 20 s; see %s", (int)pid, r->log);
 			c->bad_stops++;
 		}
-		r->pid = 0;
 	}
 }
 
@@ -652,7 +566,7 @@ static long long fence_deletes(const struct chaos *c)
 
 	for (int i = 1; i <= c->incarnations; i++) {
 		FILE *f;
-		snprintf(path, sizeof(path), "%s/relay-%03d.log", c->env.dir, i);
+		snprintf(path, sizeof(path), "%s/relay-%03d.log", c->env.srv.dir, i);
 		if (!(f = fopen(path, "r")))
 			continue;
 		while (fgets(line, sizeof(line), f)) {
@@ -669,6 +583,7 @@ static bool report(struct chaos *c, const struct results *r, const struct result
 {
 	long long staged = TOTAL(c, staged), committed = TOTAL(c, committed), rolled = TOTAL(c, rolled_back);
 	long long med = 0, max = 0;
+	char self_test[400];
 	bool ok;
 
 	if (c->nfailover > 0) {
@@ -681,7 +596,7 @@ static bool report(struct chaos *c, const struct results *r, const struct result
 	     r->unregistered == 0 && r->present == committed && r->committed_rows == committed && staged >= c->o.jobs &&
 	     c->leader_kills >= c->o.kills && c->backend_kills >= c->o.backend_kills &&
 	     c->redis_restarts >= c->o.redis_restarts && c->unexpected_exits == 0 && c->failover_timeouts == 0 &&
-	     c->bad_stops == 0 && c->producer_failures == 0 && self_rc == 0;
+	     c->bad_stops == 0 && c->producers.failures == 0 && self_rc == 0;
 	printf("\nstagedrain chaos run (seed %u, %d producers, 2 relays, --batch-size 500)\n", c->o.seed,
 	       c->o.producers);
 	printf("  jobs staged                  %lld (in %lld transactions, %lld held open 1-3 s)\n", staged,
@@ -705,68 +620,45 @@ static bool report(struct chaos *c, const struct results *r, const struct result
 	printf("  failover (SIGKILL -> first push of the next epoch)  median %lld ms, max %lld ms (n=%d, timeouts %d)\n",
 	       med, max, c->nfailover, c->failover_timeouts);
 	printf("  relay exits not caused by us %d, bad stops %d, producer failures %d\n", c->unexpected_exits,
-	       c->bad_stops, c->producer_failures);
+	       c->bad_stops, c->producers.failures);
 	if (self_rc >= 0)
-		printf("  checker self-test            injected 5 faults; counts moved: missing %+lld, duplicates %+lld,\n"
-		       "                               rolled back %+lld, phantoms %+lld, order %+lld: %s\n",
-		       t->missing - r->missing, t->duplicates - r->duplicates, t->rolled_back - r->rolled_back,
-		       t->phantoms - r->phantoms, t->order_violations - r->order_violations,
-		       self_rc == 0 ? "all caught" : "NOT ALL CAUGHT");
-	else
-		printf("  checker self-test            could not run\n");
-	printf("  total time                   %.1f s\n", (double)(mono_ms() - c->start_ms) / 1000.0);
-	printf("%s\n", ok ? "PASS" : "FAIL");
-	return ok;
+		snprintf(self_test, sizeof(self_test),
+			 "injected 5 faults; counts moved: missing %+lld, duplicates %+lld,\n"
+			 "                               rolled back %+lld, phantoms %+lld, order %+lld: %s",
+			 t->missing - r->missing, t->duplicates - r->duplicates, t->rolled_back - r->rolled_back,
+			 t->phantoms - r->phantoms, t->order_violations - r->order_violations,
+			 self_rc == 0 ? "all caught" : "NOT ALL CAUGHT");
+	return report_end(ok, self_rc >= 0 ? self_test : NULL, c->start_ms);
 }
 
 /* ---- set-up, the run, clean-up ---- */
 
-static int usage(void)
-{
-	fprintf(stderr, "usage: chaos --bin PATH --services PATH [--jobs N] [--kills N] [--backend-kills N]\n"
-			"             [--redis-restarts N] [--producers N] [--seconds N] [--timeout S] [--seed N] [--keep]\n");
-	return 2;
-}
+static const char usage_text[] =
+	"usage: chaos --bin PATH --services PATH [--jobs N] [--kills N] [--backend-kills N]\n"
+	"             [--redis-restarts N] [--producers N] [--seconds N] [--timeout S] [--seed N] [--keep]\n";
 
 static int parse_args(struct opts *o, int argc, char **argv)
 {
+	const struct flag flags[] = {
+		{ "bin", FLAG_STR, &o->bin },
+		{ "services", FLAG_STR, &o->services },
+		{ "jobs", FLAG_LL, &o->jobs },
+		{ "kills", FLAG_INT, &o->kills },
+		{ "backend-kills", FLAG_INT, &o->backend_kills },
+		{ "redis-restarts", FLAG_INT, &o->redis_restarts },
+		{ "producers", FLAG_INT, &o->producers },
+		{ "seconds", FLAG_INT, &o->seconds },
+		{ "timeout", FLAG_INT, &o->timeout },
+		{ "seed", FLAG_UINT, &o->seed },
+	};
+
 	*o = (struct opts){ .jobs = 200000, .kills = 50, .backend_kills = -1, .redis_restarts = 3,
 			    .producers = 6, .timeout = 900, .seed = (unsigned)time(NULL) };
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-		if (strcmp(a, "--keep") == 0) {
-			o->keep = true;
-			continue;
-		}
-		if (!v)
-			return usage();
-		i++;
-		if (strcmp(a, "--bin") == 0)
-			o->bin = v;
-		else if (strcmp(a, "--services") == 0)
-			o->services = v;
-		else if (strcmp(a, "--jobs") == 0)
-			o->jobs = atoll(v);
-		else if (strcmp(a, "--kills") == 0)
-			o->kills = atoi(v);
-		else if (strcmp(a, "--backend-kills") == 0)
-			o->backend_kills = atoi(v);
-		else if (strcmp(a, "--redis-restarts") == 0)
-			o->redis_restarts = atoi(v);
-		else if (strcmp(a, "--producers") == 0)
-			o->producers = atoi(v);
-		else if (strcmp(a, "--seconds") == 0)
-			o->seconds = atoi(v);
-		else if (strcmp(a, "--timeout") == 0)
-			o->timeout = atoi(v);
-		else if (strcmp(a, "--seed") == 0)
-			o->seed = (unsigned)strtoul(v, NULL, 10);
-		else
-			return usage();
-	}
+	if (parse_flags(argc, argv, flags, sizeof(flags) / sizeof(flags[0]), &o->keep) < 0)
+		return usage(usage_text);
 	if (!o->bin || !o->services || o->jobs < 1 || o->kills < 0 || o->redis_restarts < 0 ||
 	    o->producers < 1 || o->producers > MAX_PRODUCERS || o->timeout < 10)
-		return usage();
+		return usage(usage_text);
 	if (o->backend_kills < 0)
 		o->backend_kills = o->kills / 5;
 	if (o->seconds <= 0) {
@@ -785,25 +677,19 @@ static int setup(struct chaos *c)
 {
 	char path[PATH_MAX + 16];
 
-	c->env.bin = c->o.bin;
-	c->env.services = c->o.services;
-	if (env_setup(&c->env, events_sql) < 0)
+	if (env_setup(&c->env, c->o.bin, c->o.services, events_sql) < 0)
 		return -1;
-	snprintf(path, sizeof(path), "%s/events.log", c->env.dir);
+	snprintf(path, sizeof(path), "%s/events.log", c->env.srv.dir);
 	if (!(c->events = fopen(path, "we")))
 		return -1;
-	say("servers, relay logs and events.log in %s", c->env.dir);
+	say("servers, relay logs and events.log in %s", c->env.srv.dir);
 	return 0;
 }
 
 /* Everything the run started goes, whatever happened: producers, relays, servers. */
 static void teardown(struct chaos *c, bool passed)
 {
-	for (int i = 0; i < c->o.producers; i++)
-		if (c->producers[i] > 0) {
-			kill(c->producers[i], SIGKILL);
-			waitpid(c->producers[i], NULL, 0);
-		}
+	kids_kill(&c->producers);
 	stop_relays(c, false);
 	if (c->events)
 		fclose(c->events);
@@ -822,10 +708,10 @@ static int run(struct chaos *c, struct results *res, struct results *tampered, i
 	atomic_store(&c->sh->keep_going, 1);
 	say("staging >= %lld jobs over ~%d s with %d producers; %d leader kills, %d backend kills, %d redis restarts",
 	    c->o.jobs, c->o.seconds, c->o.producers, c->o.kills, c->o.backend_kills, c->o.redis_restarts);
-	if (start_producers(c) < 0 || run_killer(c) < 0)
+	if (kids_start(&c->producers, &c->env, c->o.producers, producer_main, c) < 0 || run_killer(c) < 0)
 		return -1;
 	atomic_store(&c->sh->keep_going, 0);
-	while (reap_producers(c) > 0) {
+	while (kids_reap(&c->producers, false, "producer") > 0) {
 		if (should_stop(c) || tend_relays(c) < 0)
 			return -1;
 		sleep_ms(50);
@@ -845,20 +731,15 @@ static int run(struct chaos *c, struct results *res, struct results *tampered, i
 
 int main(int argc, char **argv)
 {
-	struct chaos c;
+	static struct chaos c; /* zeroed, and off the stack: it holds every failover time */
 	struct results res = { 0 }, tampered = { 0 };
-	int self_rc = -1;
+	int self_rc = -1, rc;
 	bool passed = false;
 
-	memset(&c, 0, sizeof(c));
-	if (parse_args(&c.o, argc, argv) != 0)
-		return 2;
-	catch_signals();
-	c.sh = mmap(NULL, sizeof(*c.sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	if (c.sh == MAP_FAILED) {
-		perror("chaos: mmap");
+	if ((rc = parse_args(&c.o, argc, argv)) != 0)
+		return rc;
+	if (!(c.sh = chaos_begin(sizeof(*c.sh))))
 		return 1;
-	}
 	c.rng = c.o.seed;
 	c.start_ms = mono_ms();
 	c.deadline_ms = c.start_ms + c.o.timeout * 1000LL;

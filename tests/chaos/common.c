@@ -2,18 +2,19 @@
 #include "fmacros.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <jansson.h>
-#include <limits.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <time.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "common.h"
+#include "support/redis.h"
+#include "support/relay_keys.h"
+#include "support/sql.h"
 
 const char *const queues[NQUEUES] = { "chaos_a", "chaos_b", "chaos_c", "chaos_d" };
 
@@ -25,52 +26,7 @@ static const char checker_sql[] =
 	"CREATE TABLE chaos_seen (src text NOT NULL, list text, pos int NOT NULL, jid text,"
 	" queue text, class text, args text, enq text, enq_us bigint);";
 
-volatile sig_atomic_t interrupted;
-
-static void on_signal(int sig)
-{
-	(void)sig;
-	interrupted = 1;
-}
-
-/* No SA_RESTART: a sleep returns early, so an interrupted run stops promptly. */
-void catch_signals(void)
-{
-	struct sigaction sa;
-
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = on_signal;
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	signal(SIGPIPE, SIG_IGN);
-}
-
-/* ---- time, randomness, small helpers ---- */
-
-long long mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-long long real_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
-void sleep_ms(long long ms)
-{
-	struct timespec ts = { (time_t)(ms / 1000), (long)(ms % 1000) * 1000000L };
-
-	if (ms > 0)
-		nanosleep(&ts, NULL);
-}
+/* ---- randomness, small helpers ---- */
 
 unsigned long long rnd(unsigned long long *s)
 {
@@ -97,89 +53,109 @@ void say(const char *fmt, ...)
 	va_end(ap);
 }
 
-/* ---- the throwaway servers ---- */
-
-int env_services(struct env *e, const char *cmd)
+long long sum_field(const void *base, size_t stride, int n, size_t off)
 {
-	pid_t pid = fork();
-	int st;
+	long long sum = 0;
 
-	if (pid < 0)
-		return -1;
-	if (pid == 0) {
-		execlp("bash", "bash", e->services, cmd, e->dir, (char *)NULL);
-		_exit(127);
-	}
-	while (waitpid(pid, &st, 0) < 0)
-		if (errno != EINTR)
+	for (int i = 0; i < n; i++)
+		sum += atomic_load((_Atomic long long *)((char *)base + stride * (size_t)i + off));
+	return sum;
+}
+
+int parse_flags(int argc, char **argv, const struct flag *flags, size_t nflags, bool *keep)
+{
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+		size_t f = 0;
+		if (strcmp(a, "--keep") == 0) {
+			*keep = true;
+			continue;
+		}
+		while (f < nflags && strcmp(a + (a[0] == '-' && a[1] == '-' ? 2 : 0), flags[f].name) != 0)
+			f++;
+		if (!v || f == nflags || strncmp(a, "--", 2) != 0)
 			return -1;
-	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
-/* Reads TEST_PG_URL and TEST_REDIS_PORT from the env file services.sh wrote. */
-static int read_env(struct env *e)
-{
-	char path[PATH_MAX + 8], line[1024];
-	FILE *f;
-
-	snprintf(path, sizeof(path), "%s/env", e->dir);
-	if (!(f = fopen(path, "r")))
-		return -errno;
-	while (fgets(line, sizeof(line), f)) {
-		line[strcspn(line, "\n")] = '\0';
-		if (strncmp(line, "export TEST_PG_URL=", 19) == 0)
-			snprintf(e->pg_url, sizeof(e->pg_url), "%s", line + 19);
-		else if (strncmp(line, "export TEST_REDIS_PORT=", 23) == 0)
-			e->redis_port = atoi(line + 23);
+		i++;
+		if (flags[f].type == FLAG_INT)
+			*(int *)flags[f].to = atoi(v);
+		else if (flags[f].type == FLAG_LL)
+			*(long long *)flags[f].to = atoll(v);
+		else if (flags[f].type == FLAG_UINT)
+			*(unsigned *)flags[f].to = (unsigned)strtoul(v, NULL, 10);
+		else
+			*(const char **)flags[f].to = v;
 	}
-	fclose(f);
-	return *e->pg_url && e->redis_port > 0 ? 0 : -EINVAL;
+	return 0;
 }
 
-void cloexec(int fd)
+void *chaos_begin(size_t size)
 {
-	if (fd >= 0)
-		(void)fcntl(fd, F_SETFD, FD_CLOEXEC);
+	void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+
+	catch_signals();
+	if (p == MAP_FAILED) {
+		perror("chaos: mmap");
+		return NULL;
+	}
+	return p;
+}
+
+int usage(const char *text)
+{
+	fputs(text, stderr);
+	return 2;
+}
+
+bool report_end(bool ok, const char *self_test, long long start_ms)
+{
+	printf("  checker self-test            %s\n", self_test ? self_test : "could not run");
+	printf("  total time                   %.1f s\n", (double)(mono_ms() - start_ms) / 1000.0);
+	printf("%s\n", ok ? "PASS" : "FAIL");
+	return ok;
+}
+
+/* ---- the throwaway servers, sessions, relays ---- */
+
+static void query_failed(const char *msg)
+{
+	say("query failed: %s", msg);
 }
 
 PGconn *env_pg_connect(const struct env *e, const char *name)
 {
-	char url[1200];
+	char url[1200], err[SQL_ERRLEN];
 	PGconn *conn;
 
-	snprintf(url, sizeof(url), "%s?application_name=%s&connect_timeout=10", e->pg_url, name);
-	conn = PQconnectdb(url);
-	if (PQstatus(conn) != CONNECTION_OK) {
-		say("could not connect to postgres: %s", PQerrorMessage(conn));
+	snprintf(url, sizeof(url), "%s?application_name=%s&connect_timeout=10", e->srv.pg_url, name);
+	if (!(conn = sql_connect(url, err))) {
+		say("%s", err);
+		return NULL;
+	}
+	if (sql_or(conn, query_failed, "SET statement_timeout = '120s'") < 0) {
 		PQfinish(conn);
 		return NULL;
 	}
-	cloexec(PQsocket(conn));
-	PQclear(PQexec(conn, "SET client_min_messages = warning; SET statement_timeout = '120s'"));
 	return conn;
 }
 
-long long sql_val(struct env *e, const char *sql)
+long long env_val(struct env *e, const char *sql)
 {
-	PGresult *res = PQexec(e->pg, sql);
-	ExecStatusType st = PQresultStatus(res);
-	long long v = 0;
-
-	if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
-		say("query failed: %s: %s", sql, PQerrorMessage(e->pg));
-		v = -1;
-	} else if (st == PGRES_TUPLES_OK && PQntuples(res) > 0 && !PQgetisnull(res, 0, 0)) {
-		v = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
-	}
-	PQclear(res);
-	return v;
+	return sql_or(e->pg, query_failed, "%s", sql);
 }
 
-/* A Redis command on the orchestrator's connection, reconnecting once if Redis
- * was restarted under it. NULL (and no reconnect storm) while Redis is down. */
-redisReply *rcmd(struct env *e, const char *fmt, ...)
+void env_text(struct env *e, const char *sql, char *out, size_t outlen)
 {
-	struct timeval tv = { 2, 0 };
+	char err[SQL_ERRLEN];
+
+	if (sql_text(e->pg, out, outlen, err, sql) < 0)
+		say("query failed: %s", err);
+}
+
+/* Reconnects once if Redis was restarted under the connection; NULL (and no
+ * reconnect storm) while Redis is down. */
+redisReply *env_cmd(struct env *e, const char *fmt, ...)
+{
+	char err[REDIS_ERRLEN] = "";
 	redisReply *r = NULL;
 	va_list ap;
 
@@ -187,73 +163,97 @@ redisReply *rcmd(struct env *e, const char *fmt, ...)
 		if (!e->redis || e->redis->err) {
 			if (e->redis)
 				redisFree(e->redis);
-			e->redis = redisConnectWithTimeout("127.0.0.1", e->redis_port, tv);
-			if (!e->redis || e->redis->err)
+			if (!(e->redis = redis_open(e->srv.redis_port, 2000, err)))
 				continue;
-			redisSetTimeout(e->redis, tv);
-			cloexec(e->redis->fd);
 		}
 		va_start(ap, fmt);
-		r = redisvCommand(e->redis, fmt, ap);
+		r = redis_vcmd(e->redis, err, fmt, ap);
 		va_end(ap);
+		if (!r && !e->redis->err)
+			break; /* an error reply: reconnecting would not help */
 	}
-	if (r && r->type == REDIS_REPLY_ERROR) {
-		say("redis %s: %s", fmt, r->str);
-		freeReplyObject(r);
-		r = NULL;
-	}
+	if (!r && *err && e->redis && !e->redis->err)
+		say("%s", err);
 	return r;
-}
-
-bool file_contains(const char *path, const char *text)
-{
-	char line[4096];
-	bool found = false;
-	FILE *f = fopen(path, "r");
-
-	if (!f)
-		return false;
-	while (!found && fgets(line, sizeof(line), f))
-		found = strstr(line, text) != NULL;
-	fclose(f);
-	return found;
-}
-
-int file_count(const char *path, const char *text)
-{
-	char line[4096];
-	int n = 0;
-	FILE *f = fopen(path, "r");
-
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f))
-		n += strstr(line, text) != NULL;
-	fclose(f);
-	return n;
 }
 
 /* The child names its Postgres session after its own pid, so the killer can
  * map the backend holding the advisory lock to the process to SIGKILL. */
-void exec_relay(const struct env *e, const char *log, const char *const *args)
-{
-	char url[1200], redis_url[64];
-	const char *argv[32] = { e->bin, "--pg-url", url, "--redis-url", redis_url };
-	size_t n = 5;
-	int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+struct relay_url {
+	const char *pg_url;
+	char *out;
+};
 
-	if (fd >= 0) {
-		dup2(fd, STDERR_FILENO);
-		dup2(fd, STDOUT_FILENO);
-		close(fd);
-	}
-	snprintf(url, sizeof(url), "%s?application_name=stagedrain-%ld", e->pg_url, (long)getpid());
-	snprintf(redis_url, sizeof(redis_url), "redis://127.0.0.1:%d/0", e->redis_port);
+static void name_session(void *arg)
+{
+	struct relay_url *u = arg;
+
+	snprintf(u->out, 1200, "%s?application_name=stagedrain-%ld", u->pg_url, (long)getpid());
+}
+
+int env_relay_start(struct env *e, struct relay *r, const char *const *args, const char *ready, int timeout_ms)
+{
+	char url[1200] = "";
+	struct relay_url u = { e->srv.pg_url, url };
+	const char *argv[32] = { e->bin, "--pg-url", url, "--redis-url", e->srv.redis_url };
+	struct proc_opts o = { .argv = argv, .log = r->log, .child_setup = name_session, .child_arg = &u };
+	size_t n = 5;
+	int rc;
+
 	for (; args && *args && n + 1 < sizeof(argv) / sizeof(argv[0]); args++)
 		argv[n++] = *args;
 	argv[n] = NULL;
-	execv(e->bin, (char *const *)argv);
-	_exit(127);
+	if ((rc = proc_start(&r->proc, &o)) < 0)
+		return rc;
+	if (logs_wait(r->log, ready, 1, timeout_ms, &r->proc))
+		return 0;
+	if (proc_exited(&r->proc)) {
+		say("a relay exited while starting (status %d); see %s", proc_wait(&r->proc, 0), r->log);
+		return -ECHILD;
+	}
+	say("a relay did not log %s within %d ms; see %s", ready, timeout_ms, r->log);
+	return -ETIMEDOUT;
+}
+
+int kids_start(struct kids *k, struct env *e, int n, int (*fn)(void *arg, int i), void *arg)
+{
+	for (int i = 0; i < n && i < (int)(sizeof(k->p) / sizeof(k->p[0])); i++) {
+		pid_t pid = fork();
+		if (pid < 0)
+			return -errno;
+		if (pid == 0) {
+			e->pg = NULL;
+			e->redis = NULL;
+			_exit(fn(arg, i));
+		}
+		k->p[i] = (struct proc){ .pid = pid, .status = -1 };
+		k->n = i + 1;
+	}
+	return 0;
+}
+
+int kids_reap(struct kids *k, bool block, const char *what)
+{
+	int running = 0;
+
+	for (int i = 0; i < k->n; i++) {
+		int st;
+		if (k->p[i].pid <= 0)
+			continue;
+		if ((st = proc_wait(&k->p[i], block ? -1 : 0)) < 0) {
+			running += k->p[i].pid > 0;
+		} else if (st != 0) {
+			say("%s %d failed (status %d)", what, i, st);
+			k->failures++;
+		}
+	}
+	return running;
+}
+
+void kids_kill(struct kids *k)
+{
+	for (int i = 0; i < k->n; i++)
+		(void)proc_stop(&k->p[i], SIGKILL, -1);
 }
 
 /* Grows b to hold n more bytes and a terminator. */
@@ -414,7 +414,7 @@ int seen_load(struct env *e, long long *entries)
 	PQclear(res);
 	*entries = 0;
 	do {
-		redisReply *scan = rcmd(e, "SCAN %s MATCH queue:* COUNT 1000", cursor);
+		redisReply *scan = env_cmd(e, "SCAN %s MATCH queue:* COUNT 1000", cursor);
 		if (!scan || scan->type != REDIS_REPLY_ARRAY || scan->elements != 2) {
 			rc = -1;
 			freeReplyObject(scan);
@@ -423,11 +423,11 @@ int seen_load(struct env *e, long long *entries)
 		snprintf(cursor, sizeof(cursor), "%s", scan->element[0]->str);
 		for (size_t k = 0; rc == 0 && k < scan->element[1]->elements; k++) {
 			const char *key = scan->element[1]->element[k]->str;
-			redisReply *len = rcmd(e, "LLEN %s", key);
+			redisReply *len = env_cmd(e, "LLEN %s", key);
 			long long llen = len && len->type == REDIS_REPLY_INTEGER ? len->integer : 0;
 			freeReplyObject(len);
 			for (long long from = 0; rc == 0 && from < llen; from += 10000) {
-				redisReply *r = rcmd(e, "LRANGE %s %lld %lld", key, from, from + 9999);
+				redisReply *r = env_cmd(e, "LRANGE %s %lld %lld", key, from, from + 9999);
 				rc = r && r->type == REDIS_REPLY_ARRAY ? copy_reply(e, &l, "queue", key + 6, from, llen, r)
 								       : -1;
 				*entries += r ? (long long)r->elements : 0;
@@ -437,7 +437,7 @@ int seen_load(struct env *e, long long *entries)
 		freeReplyObject(scan);
 	} while (rc == 0 && strcmp(cursor, "0") != 0);
 	if (rc == 0) {
-		redisReply *z = rcmd(e, "ZRANGE schedule 0 -1");
+		redisReply *z = env_cmd(e, "ZRANGE schedule 0 -1");
 		rc = z && z->type == REDIS_REPLY_ARRAY ? copy_reply(e, &l, "schedule", NULL, 0, 0, z) : -1;
 		*entries += z ? (long long)z->elements : 0;
 		freeReplyObject(z);
@@ -506,12 +506,12 @@ int check_redis(struct env *e, struct results *res)
 	};
 
 	for (size_t i = 0; i < sizeof(q) / sizeof(q[0]); i++)
-		if ((*q[i].out = sql_val(e, q[i].sql)) < 0)
+		if ((*q[i].out = env_val(e, q[i].sql)) < 0)
 			return -1;
 	/* Sidekiq's web UI and API find queues through the `queues` set. */
 	res->unregistered = 0;
 	for (int i = 0; i < NQUEUES; i++) {
-		redisReply *r = rcmd(e, "SISMEMBER queues %s", queues[i]);
+		redisReply *r = env_cmd(e, "SISMEMBER queues %s", queues[i]);
 		if (!r || r->type != REDIS_REPLY_INTEGER || r->integer != 1)
 			res->unregistered++;
 		freeReplyObject(r);
@@ -519,26 +519,16 @@ int check_redis(struct env *e, struct results *res)
 	return 0;
 }
 
-void sql_text(struct env *e, const char *sql, char *out, size_t outlen)
-{
-	PGresult *res = PQexec(e->pg, sql);
-
-	*out = '\0';
-	if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) > 0)
-		snprintf(out, outlen, "%s", PQgetvalue(res, 0, 0));
-	PQclear(res);
-}
-
 /* LSETs the entries at two indexes of a list to each other's value. */
 static int swap_entries(struct env *e, const char *key, long long i, long long j)
 {
-	redisReply *a = rcmd(e, "LINDEX %s %lld", key, i), *b = rcmd(e, "LINDEX %s %lld", key, j), *r1 = NULL,
+	redisReply *a = env_cmd(e, "LINDEX %s %lld", key, i), *b = env_cmd(e, "LINDEX %s %lld", key, j), *r1 = NULL,
 		   *r2 = NULL;
 	int rc = -1;
 
 	if (a && b && a->type == REDIS_REPLY_STRING && b->type == REDIS_REPLY_STRING) {
-		r1 = rcmd(e, "LSET %s %lld %b", key, i, b->str, b->len);
-		r2 = rcmd(e, "LSET %s %lld %b", key, j, a->str, a->len);
+		r1 = env_cmd(e, "LSET %s %lld %b", key, i, b->str, b->len);
+		r2 = env_cmd(e, "LSET %s %lld %b", key, j, a->str, a->len);
 		rc = r1 && r2 ? 0 : -1;
 	}
 	freeReplyObject(a);
@@ -562,39 +552,39 @@ int check_self_test(struct env *e, const struct results *before, struct results 
 	long long llen;
 	int rc = 0;
 
-	sql_text(e, "SELECT a.list FROM chaos_seen a JOIN chaos_seen b ON b.src = 'queue' AND b.list = a.list"
+	env_text(e, "SELECT a.list FROM chaos_seen a JOIN chaos_seen b ON b.src = 'queue' AND b.list = a.list"
 		    " AND b.pos = a.pos + 1 AND b.enq = a.enq WHERE a.src = 'queue' ORDER BY a.pos LIMIT 1",
 		 list, sizeof(list));
-	sql_text(e, "SELECT a.pos FROM chaos_seen a JOIN chaos_seen b ON b.src = 'queue' AND b.list = a.list"
+	env_text(e, "SELECT a.pos FROM chaos_seen a JOIN chaos_seen b ON b.src = 'queue' AND b.list = a.list"
 		    " AND b.pos = a.pos + 1 AND b.enq = a.enq WHERE a.src = 'queue' ORDER BY a.pos LIMIT 1",
 		 pos, sizeof(pos));
-	sql_text(e, "SELECT jid FROM chaos_rolledback LIMIT 1", jid, sizeof(jid));
+	env_text(e, "SELECT jid FROM chaos_rolledback LIMIT 1", jid, sizeof(jid));
 	if (!*list || !*jid) {
 		say("self-test: no batch with two jobs in one queue, or no rolled-back job");
 		return -1;
 	}
 	snprintf(key, sizeof(key), "queue:%s", list);
 	snprintf(other, sizeof(other), "queue:%s", strcmp(list, queues[0]) ? queues[0] : queues[1]);
-	r[0] = rcmd(e, "LLEN %s", key);
+	r[0] = env_cmd(e, "LLEN %s", key);
 	llen = r[0] && r[0]->type == REDIS_REPLY_INTEGER ? r[0]->integer : 0;
 	/* Position p is index llen-1-p (LPUSH): p and p+1 are indexes i and i-1. */
 	if (swap_entries(e, key, llen - 1 - atoll(pos), llen - 2 - atoll(pos)) < 0)
 		rc = -1;
-	r[1] = rcmd(e, "RPOP %s", other);
-	r[2] = rcmd(e, "LINDEX %s 0", other);
+	r[1] = env_cmd(e, "RPOP %s", other);
+	r[2] = env_cmd(e, "LINDEX %s 0", other);
 	if (r[2] && r[2]->type == REDIS_REPLY_STRING)
-		freeReplyObject(rcmd(e, "RPUSH %s %b", other, r[2]->str, r[2]->len));
+		freeReplyObject(env_cmd(e, "RPUSH %s %b", other, r[2]->str, r[2]->len));
 	snprintf(payload, sizeof(payload),
 		 "{\"class\":\"ChaosJob\",\"args\":[0,0],\"queue\":\"%s\",\"jid\":\"%s\",\"enqueued_at\":1.5}",
 		 other + 6, jid);
-	r[3] = rcmd(e, "LPUSH %s %s", other, payload);
-	r[4] = rcmd(e, "LPUSH %s not-a-job", other);
+	r[3] = env_cmd(e, "LPUSH %s %s", other, payload);
+	r[4] = env_cmd(e, "LPUSH %s not-a-job", other);
 	for (int i = 0; i < 5; i++) {
 		if (!r[i])
 			rc = -1;
 		freeReplyObject(r[i]);
 	}
-	if (rc < 0 || sql_val(e, "TRUNCATE chaos_seen") < 0 || seen_load(e, &after->entries) < 0 ||
+	if (rc < 0 || env_val(e, "TRUNCATE chaos_seen") < 0 || seen_load(e, &after->entries) < 0 ||
 	    check_redis(e, after) < 0)
 		return -1;
 	return after->missing > before->missing && after->duplicates > before->duplicates &&
@@ -611,48 +601,22 @@ int cmp_ll(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-static int run_migrate(struct env *e)
+int env_setup(struct env *e, const char *bin, const char *services, const char *extra_sql)
 {
-	char log[PATH_MAX + 16];
-	pid_t pid = fork();
-	int st;
-
-	snprintf(log, sizeof(log), "%s/migrate.log", e->dir);
-	if (pid < 0)
-		return -1;
-	if (pid == 0) {
-		int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-		if (fd >= 0) {
-			dup2(fd, STDERR_FILENO);
-			close(fd);
-		}
-		execl(e->bin, e->bin, "migrate", "--pg-url", e->pg_url, (char *)NULL);
-		_exit(127);
-	}
-	waitpid(pid, &st, 0);
-	return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
-}
-
-int env_setup(struct env *e, const char *extra_sql)
-{
-	snprintf(e->dir, sizeof(e->dir), "%s/stagedrain-chaos.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-	if (!mkdtemp(e->dir)) {
-		say("mkdtemp: %s", strerror(errno));
-		*e->dir = '\0';
-		return -1;
-	}
-	e->services_up = true;
-	if (env_services(e, "start") != 0 || read_env(e) < 0) {
+	e->bin = bin;
+	relay_fence_key(e->fence_key, sizeof(e->fence_key), KEYS_LOCK_DEFAULT);
+	relay_epoch_key(e->epoch_key, sizeof(e->epoch_key), KEYS_LOCK_DEFAULT);
+	if (services_start(&e->srv, services, "chaos") < 0) {
 		say("could not start the throwaway servers");
 		return -1;
 	}
-	if (run_migrate(e) < 0) {
-		say("stagedrain migrate failed; see %s/migrate.log", e->dir);
+	if (services_migrate(&e->srv, e->bin) != 0) {
+		say("stagedrain migrate failed; see %s/migrate.log", e->srv.dir);
 		return -1;
 	}
-	if (!(e->pg = env_pg_connect(e, "chaos")) || sql_val(e, checker_sql) < 0)
+	if (!(e->pg = env_pg_connect(e, "chaos")) || env_val(e, checker_sql) < 0)
 		return -1;
-	return extra_sql && sql_val(e, extra_sql) < 0 ? -1 : 0;
+	return extra_sql && env_val(e, extra_sql) < 0 ? -1 : 0;
 }
 
 void env_teardown(struct env *e, bool remove_dir)
@@ -663,18 +627,10 @@ void env_teardown(struct env *e, bool remove_dir)
 	if (e->redis)
 		redisFree(e->redis);
 	e->redis = NULL;
-	if (e->services_up && env_services(e, "stop") != 0)
-		say("could not stop the servers in %s", e->dir);
-	e->services_up = false;
-	if (remove_dir && *e->dir) {
-		pid_t pid = fork();
-		if (pid == 0) {
-			execlp("rm", "rm", "-rf", e->dir, (char *)NULL);
-			_exit(127);
-		}
-		if (pid > 0)
-			waitpid(pid, NULL, 0);
-	} else if (*e->dir) {
-		say("kept %s (relay logs, servers' logs)", e->dir);
-	}
+	if (services_stop(&e->srv) < 0)
+		say("could not stop the servers in %s", e->srv.dir);
+	if (remove_dir)
+		(void)services_remove(&e->srv);
+	else if (*e->srv.dir)
+		say("kept %s (relay logs, servers' logs)", e->srv.dir);
 }

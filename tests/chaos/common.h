@@ -8,49 +8,68 @@
 
 #include <hiredis/hiredis.h>
 #include <libpq-fe.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 
-/* The relays' default --lock-key 0x73746764726e, in decimal as their Redis keys spell it. */
-#define LOCK_KEY "126943985087086"
-#define FENCE_KEY "stagedrain:" LOCK_KEY ":fence"
-#define EPOCH_KEY "stagedrain:" LOCK_KEY ":epoch"
+#include "support/logs.h"
+#include "support/proc.h"
+#include "support/services.h"
+#include "support/timing.h"
 
 #define NQUEUES 4
 extern const char *const queues[NQUEUES];
 
-/* Set by SIGINT and SIGTERM (see catch_signals). */
-extern volatile sig_atomic_t interrupted;
-
 /* The servers of one run and the orchestrator's own sessions to them. */
 struct env {
-	const char *bin, *services; /* the relay binary, tests/services.sh */
-	char dir[512];              /* servers, logs: kept when a run fails */
-	char pg_url[1024];
-	int redis_port;
+	const char *bin;     /* the relay binary */
+	struct services srv; /* servers, logs: the directory is kept when a run fails */
 	PGconn *pg;
 	redisContext *redis;
-	bool services_up;
+	/* the relays' own Redis keys (their default --lock-key) */
+	char fence_key[96], epoch_key[96];
+};
+
+/* A relay run as a process of the built binary, and its log. */
+struct relay {
+	struct proc proc;
+	char log[PATH_MAX];
+};
+
+/* Forked children that run a function of ours (producers, workers). */
+struct kids {
+	struct proc p[32];
+	int n, failures;
 };
 
 /* ---- small helpers ---- */
 
-void catch_signals(void);
-long long mono_ms(void);
-/* CLOCK_REALTIME, the clock the relay stamps enqueued_at with. */
-long long real_us(void);
-void sleep_ms(long long ms);
 /* splitmix64: seeded, so a failing run can be repeated with --seed. */
 unsigned long long rnd(unsigned long long *s);
 long long rnd_range(unsigned long long *s, long long lo, long long hi);
 void say(const char *fmt, ...) SD_PRINTF(1, 2);
-/* Our sockets must not leak into the relays we exec. */
-void cloexec(int fd);
-bool file_contains(const char *path, const char *text);
-/* Lines of a file that contain text. */
-int file_count(const char *path, const char *text);
 int cmp_ll(const void *a, const void *b);
+/* The sum of one long long field over n structs of size stride (the workers'
+ * shared counters). */
+long long sum_field(const void *base, size_t stride, int n, size_t off);
+
+/* One command-line flag of a chaos program and the variable its value sets. */
+struct flag {
+	const char *name;
+	enum { FLAG_INT, FLAG_LL, FLAG_UINT, FLAG_STR } type;
+	void *to;
+};
+/* Parses --name VALUE pairs and --keep; 0, or -1 on an unknown flag or a missing value. */
+int parse_flags(int argc, char **argv, const struct flag *flags, size_t nflags, bool *keep);
+/* What every chaos program does first: catch SIGINT and SIGTERM, map size
+ * bytes that its forked children share (zeroed); NULL if that failed. */
+void *chaos_begin(size_t size);
+/* Prints text (the usage) to stderr; returns 2, the exit status for it. */
+int usage(const char *text);
+/* The report's last lines: the checker's self-test (what it found; NULL: it
+ * could not run), the run's length, the verdict; returns ok. */
+bool report_end(bool ok, const char *self_test, long long start_ms);
 
 /* A growing string; aborts if memory runs out (a test program's choice). */
 struct strbuf {
@@ -67,23 +86,30 @@ void strbuf_free(struct strbuf *b);
 
 /* A temp directory, both servers, `stagedrain migrate`, the orchestrator's
  * sessions and the checker's tables; extra_sql (or NULL) runs after them. */
-int env_setup(struct env *e, const char *extra_sql) SD_MUSTCHECK;
+int env_setup(struct env *e, const char *bin, const char *services, const char *extra_sql) SD_MUSTCHECK;
 /* Closes the sessions, stops the servers, removes the directory if asked. */
 void env_teardown(struct env *e, bool remove_dir);
-/* Runs `bash services.sh CMD DIR` and returns its exit status. */
-int env_services(struct env *e, const char *cmd);
 /* A session to the test Postgres, named so the killer never picks it. */
 PGconn *env_pg_connect(const struct env *e, const char *name);
 /* SQL on the orchestrator's session; the first value as a number, or -1. */
-long long sql_val(struct env *e, const char *sql);
+long long env_val(struct env *e, const char *sql);
 /* The first value of a query's first row as text, or "" if none. */
-void sql_text(struct env *e, const char *sql, char *out, size_t outlen);
+void env_text(struct env *e, const char *sql, char *out, size_t outlen);
 /* A Redis command on the orchestrator's connection, reconnecting once if Redis
  * was restarted under it; NULL on error (caller frees the reply). */
-redisReply *rcmd(struct env *e, const char *fmt, ...);
-/* In a forked child: execs the relay with the servers' URLs and args
- * (NULL-terminated), its stdout and stderr to log. */
-void exec_relay(const struct env *e, const char *log, const char *const *args) __attribute__((noreturn));
+redisReply *env_cmd(struct env *e, const char *fmt, ...);
+/* Starts the relay with the servers' URLs and args (NULL-terminated), its
+ * output to r->log, and waits until a line of its log holds ready: 0, -ECHILD
+ * if it exited, -ETIMEDOUT after timeout_ms or an interrupt (said on stderr). */
+int env_relay_start(struct env *e, struct relay *r, const char *const *args, const char *ready, int timeout_ms);
+/* Forks n children that each run fn(arg, i) and exit with its return value.
+ * In a child, e's sessions are the parent's: it forgets them (leaves them open). */
+int kids_start(struct kids *k, struct env *e, int n, int (*fn)(void *arg, int i), void *arg);
+/* Reaps children that finished (all of them if block), counting those that
+ * failed; returns how many are still running. */
+int kids_reap(struct kids *k, bool block, const char *what);
+/* SIGKILLs and reaps every child still running. */
+void kids_kill(struct kids *k);
 
 /* ---- the checker ---- */
 

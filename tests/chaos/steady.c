@@ -20,11 +20,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "common.h"
+#include "keys.h"
 
 #define MAX_WORKERS 32
 #define CONNECT_TIMEOUT_MS 15000
@@ -83,9 +83,8 @@ struct steady {
 	struct opts o;
 	struct env env;
 	struct shared *sh;
-	pid_t relay, workers[MAX_WORKERS];
-	char relay_log[PATH_MAX];
-	int nworkers, worker_failures;
+	struct relay relay;
+	struct kids workers;
 	long long start_ms, load_ms, drained_ms, left_after_grace;
 	/* the relay: did it run throughout, alone, as the one leader? */
 	bool relay_exited, relay_bad_stop, lock_ours;
@@ -328,7 +327,7 @@ static int producer_tx(struct worker *w)
 		/* One message, as an application's single INSERT would send. */
 		stage_sql(w, s, s->kind == TX_SINGLE ? 1 : (int)rnd_range(&w->rng, 2, MAX_MULTI_ROWS), false, "BEGIN;",
 			  rollback ? ";ROLLBACK" : ";COMMIT");
-		t = real_us();
+		t = wall_us();
 		if (run_sql(w, s, w->sql.data, end) < 0)
 			return -1;
 		tx_close(w, s, !rollback, t);
@@ -336,7 +335,7 @@ static int producer_tx(struct worker *w)
 	}
 	if (run_sql(w, s, "BEGIN", "BEGIN") < 0 || tx_body(w, s) < 0)
 		return -1;
-	t = real_us();
+	t = wall_us();
 	if (run_sql(w, s, end, end) < 0)
 		return -1;
 	tx_close(w, s, !rollback, t);
@@ -385,7 +384,7 @@ static int pair_scenario(struct worker *w, _Atomic int *quiet_flag)
 	if (stage(w, m, 1, false) < 0)
 		return -1;
 	stage_sql(w, n, 1, false, "", ";COMMIT");
-	t = real_us();
+	t = wall_us();
 	if (run_sql(w, n, w->sql.data, "COMMIT") < 0)
 		return -1;
 	tx_close(w, n, true, t);
@@ -401,7 +400,7 @@ static int pair_scenario(struct worker *w, _Atomic int *quiet_flag)
 		sleep_ms(rnd_range(&w->rng, 5, 20));
 		atomic_fetch_add(&w->st->variants, 1);
 	}
-	t = real_us();
+	t = wall_us();
 	if (run_sql(w, m, m_commits ? "COMMIT" : "ROLLBACK", m_commits ? "COMMIT" : "ROLLBACK") < 0)
 		return -1;
 	atomic_fetch_add(&w->st->scenarios, 1);
@@ -411,8 +410,10 @@ static int pair_scenario(struct worker *w, _Atomic int *quiet_flag)
 
 /* A worker process: producers pace themselves to their share of --rate;
  * pairs run their scenario back to back. */
-static void worker_main(struct steady *c, int idx, bool pair)
+static int worker_main(void *arg, int idx)
 {
+	struct steady *c = arg;
+	bool pair = idx >= c->o.producers;
 	struct worker *w = calloc(1, sizeof(*w));
 	double rate = (double)c->o.rate / c->o.producers;
 	long long start = mono_ms();
@@ -420,14 +421,14 @@ static void worker_main(struct steady *c, int idx, bool pair)
 	int status = 0;
 
 	if (!w)
-		_exit(3);
+		return 3;
 	w->idx = idx;
 	w->rng = c->o.seed * 1000003ULL + (unsigned)idx;
 	w->st = &c->sh->w[idx];
 	for (int i = 0; i < (pair ? 3 : 1); i++) {
 		snprintf(name, sizeof(name), "chaos-%s-%d-%c", pair ? "pair" : "producer", idx, "NMX"[i]);
 		if (!(w->s[i].conn = env_pg_connect(&c->env, name)))
-			_exit(3);
+			return 3;
 	}
 	while (!atomic_load(&c->sh->stop) && status == 0) {
 		double due = rate * (double)(mono_ms() - start) / 1000.0;
@@ -451,102 +452,30 @@ static void worker_main(struct steady *c, int idx, bool pair)
 	strbuf_free(&w->times);
 	strbuf_free(&w->rolled);
 	free(w);
-	_exit(status);
+	return status;
 }
 
-static int start_workers(struct steady *c)
-{
-	for (int i = 0; i < c->o.producers + c->o.pairs; i++) {
-		pid_t pid = fork();
-		if (pid < 0)
-			return -errno;
-		if (pid == 0) {
-			/* The parent's connections belong to the parent: leave them alone. */
-			c->env.pg = NULL;
-			c->env.redis = NULL;
-			worker_main(c, i, i >= c->o.producers);
-		}
-		c->workers[i] = pid;
-		c->nworkers = i + 1;
-	}
-	return 0;
-}
-
-/* Reaps workers that finished; returns how many are still running. */
-static int reap_workers(struct steady *c, bool block)
-{
-	int running = 0;
-
-	for (int i = 0; i < c->nworkers; i++) {
-		int st;
-		if (c->workers[i] <= 0)
-			continue;
-		if (waitpid(c->workers[i], &st, block ? 0 : WNOHANG) == c->workers[i]) {
-			if ((!WIFEXITED(st) || WEXITSTATUS(st) != 0)) {
-				say("worker %d failed (status %d)", i,
-				    WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
-				c->worker_failures++;
-			}
-			c->workers[i] = 0;
-		} else {
-			running++;
-		}
-	}
-	return running;
-}
-
-#define TOTAL(c, f) total((c), offsetof(struct stats, f))
-
-static long long total(const struct steady *c, size_t field)
-{
-	long long sum = 0;
-
-	for (int i = 0; i < c->nworkers; i++)
-		sum += atomic_load((_Atomic long long *)((char *)&c->sh->w[i] + field));
-	return sum;
-}
+#define TOTAL(c, f) sum_field((c)->sh->w, sizeof(struct stats), (c)->workers.n, offsetof(struct stats, f))
 
 /* ---- the relay: one process for the whole run ---- */
 
 static int relay_start(struct steady *c)
 {
-	static const char *const args[] = { "--lock-key", LOCK_KEY, NULL };
-	long long until = mono_ms() + CONNECT_TIMEOUT_MS;
-	int st;
+	static const char *const args[] = { "--lock-key", KEYS_LOCK_DEFAULT_TEXT, NULL };
 
-	snprintf(c->relay_log, sizeof(c->relay_log), "%s/relay.log", c->env.dir);
-	if ((c->relay = fork()) < 0)
-		return -errno;
-	if (c->relay == 0)
-		exec_relay(&c->env, c->relay_log, args);
-	while (!file_contains(c->relay_log, "msg=\"became leader\"")) {
-		if (waitpid(c->relay, &st, WNOHANG) == c->relay) {
-			say("the relay exited while starting; see %s", c->relay_log);
-			c->relay = 0;
-			return -ECHILD;
-		}
-		if (mono_ms() > until || interrupted) {
-			say("the relay did not become leader within %d ms; see %s", CONNECT_TIMEOUT_MS, c->relay_log);
-			return -ETIMEDOUT;
-		}
-		sleep_ms(5);
-	}
-	return 0;
+	snprintf(c->relay.log, sizeof(c->relay.log), "%s/relay.log", c->env.srv.dir);
+	return env_relay_start(&c->env, &c->relay, args, "msg=\"became leader\"", CONNECT_TIMEOUT_MS);
 }
 
 /* False once the relay has exited: only start-up may exit, and this run
  * never stops it before the end. */
 static bool relay_alive(struct steady *c)
 {
-	int st;
-
-	if (c->relay > 0 && waitpid(c->relay, &st, WNOHANG) == c->relay) {
-		say("the relay exited on its own (status %d); see %s",
-		    WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st), c->relay_log);
-		c->relay = 0;
+	if (proc_exited(&c->relay.proc)) {
+		say("the relay exited on its own (status %d); see %s", proc_wait(&c->relay.proc, 0), c->relay.log);
 		c->relay_exited = true;
 	}
-	return c->relay > 0;
+	return c->relay.proc.pid > 0;
 }
 
 /* The same relay holds the lock and took it once: no leader change reset its
@@ -555,36 +484,22 @@ static void relay_verify(struct steady *c)
 {
 	char want[64], holder[128];
 
-	snprintf(want, sizeof(want), "stagedrain-%ld", (long)c->relay);
-	sql_text(&c->env,
+	snprintf(want, sizeof(want), "stagedrain-%ld", (long)c->relay.proc.pid);
+	env_text(&c->env,
 		 "SELECT string_agg(a.application_name, ',') FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid"
 		 " WHERE l.locktype = 'advisory' AND l.granted",
 		 holder, sizeof(holder));
 	c->lock_ours = relay_alive(c) && strcmp(holder, want) == 0;
-	c->leader_lines = file_count(c->relay_log, "msg=\"became leader\"");
+	c->leader_lines = logs_count(c->relay.log, "msg=\"became leader\"");
 }
 
 /* SIGTERM: the relay must finish its batch and exit 0. */
 static void relay_stop(struct steady *c, bool graceful)
 {
-	long long until = mono_ms() + 20000;
-	pid_t got = 0;
-	int st = 0;
-
-	if (c->relay <= 0)
-		return;
-	kill(c->relay, graceful ? SIGTERM : SIGKILL);
-	while ((got = waitpid(c->relay, &st, WNOHANG)) == 0 && mono_ms() < until)
-		sleep_ms(20);
-	if (got != c->relay) {
-		kill(c->relay, SIGKILL);
-		waitpid(c->relay, &st, 0);
-	}
-	if (graceful && (got != c->relay || !WIFEXITED(st) || WEXITSTATUS(st) != 0)) {
-		say("the relay did not exit 0 on SIGTERM within 20 s; see %s", c->relay_log);
+	if (c->relay.proc.pid > 0 && proc_stop(&c->relay.proc, graceful ? SIGTERM : SIGKILL, 20000) != 0 && graceful) {
+		say("the relay did not exit 0 on SIGTERM within 20 s; see %s", c->relay.log);
 		c->relay_bad_stop = true;
 	}
-	c->relay = 0;
 }
 
 /* ---- the run ---- */
@@ -593,7 +508,7 @@ static void progress(struct steady *c)
 {
 	say("t=%llds staged=%lld committed=%lld rolled-back=%lld interleavings=%lld in-staged_jobs=%lld",
 	    (mono_ms() - c->start_ms) / 1000, TOTAL(c, staged), TOTAL(c, committed), TOTAL(c, rolled_back),
-	    TOTAL(c, scenarios), sql_val(&c->env, "SELECT count(*) FROM staged_jobs"));
+	    TOTAL(c, scenarios), env_val(&c->env, "SELECT count(*) FROM staged_jobs"));
 }
 
 /* The load: workers stage for --seconds while the relay must stay up. */
@@ -601,10 +516,10 @@ static int run_load(struct steady *c)
 {
 	long long t0 = mono_ms(), end = t0 + c->o.seconds * 1000LL, next = t0 + 10000;
 
-	if (start_workers(c) < 0)
+	if (kids_start(&c->workers, &c->env, c->o.producers + c->o.pairs, worker_main, c) < 0)
 		return -1;
 	while (mono_ms() < end && !interrupted && relay_alive(c)) {
-		if (reap_workers(c, false) < c->nworkers && c->worker_failures)
+		if (kids_reap(&c->workers, false, "worker") < c->workers.n && c->workers.failures)
 			break;
 		if (mono_ms() >= next) {
 			progress(c);
@@ -616,14 +531,14 @@ static int run_load(struct steady *c)
 	c->load_ms = mono_ms() - t0;
 	/* Each finishes its transaction (a pair scenario: under a second) and writes its records. */
 	end = mono_ms() + 60000;
-	while (reap_workers(c, false) > 0 && mono_ms() < end && !interrupted)
+	while (kids_reap(&c->workers, false, "worker") > 0 && mono_ms() < end && !interrupted)
 		sleep_ms(20);
-	for (int i = 0; i < c->nworkers; i++)
-		if (c->workers[i] > 0) {
+	for (int i = 0; i < c->workers.n; i++)
+		if (c->workers.p[i].pid > 0) {
 			say("worker %d did not stop within 60 s", i);
-			kill(c->workers[i], SIGKILL); /* the reap below counts it as failed */
+			(void)proc_signal(&c->workers.p[i], SIGKILL); /* the reap below counts it as failed */
 		}
-	(void)reap_workers(c, true);
+	(void)kids_reap(&c->workers, true, "worker");
 	progress(c);
 	return interrupted ? -1 : 0;
 }
@@ -636,7 +551,7 @@ static void wait_drained(struct steady *c)
 
 	c->drained_ms = -1;
 	while (!interrupted && relay_alive(c)) {
-		c->left_after_grace = sql_val(&c->env, "SELECT count(*) FROM staged_jobs");
+		c->left_after_grace = env_val(&c->env, "SELECT count(*) FROM staged_jobs");
 		if (c->left_after_grace == 0) {
 			c->drained_ms = mono_ms() - t0;
 			return;
@@ -645,7 +560,7 @@ static void wait_drained(struct steady *c)
 			break;
 		sleep_ms(50);
 	}
-	sql_text(&c->env, "SELECT string_agg(id::text, ' ') FROM (SELECT id FROM staged_jobs ORDER BY id LIMIT 12) s",
+	env_text(&c->env, "SELECT string_agg(id::text, ' ') FROM (SELECT id FROM staged_jobs ORDER BY id LIMIT 12) s",
 		 c->stuck_ids, sizeof(c->stuck_ids));
 }
 
@@ -721,7 +636,7 @@ static bool report(struct steady *c, const struct results *r, const struct laten
 		  r->mismatched == 0 && r->order_violations == 0 && r->dead == 0 && r->left_staged == 0 &&
 		  c->left_after_grace == 0 && r->unregistered == 0 && r->present == committed &&
 		  r->committed_rows == committed && l->jobs == committed && l->over == 0 && l->negative == 0 &&
-		  l->untimed == 0 && relay_ok && c->worker_failures == 0 && TOTAL(c, scenarios) > 0 &&
+		  l->untimed == 0 && relay_ok && c->workers.failures == 0 && TOTAL(c, scenarios) > 0 &&
 		  TOTAL(c, variants) > 0 && self_rc == 0;
 
 	printf("\nstagedrain steady chaos run (seed %u, %d producers at %d jobs/s, %d interleaving processes,"
@@ -759,71 +674,41 @@ static bool report(struct steady *c, const struct results *r, const struct laten
 	       " SIGTERM exit: %s\n",
 	       c->relay_exited ? "exited during the run" : "unchanged", c->leader_lines, c->lock_ours ? "yes" : "no",
 	       c->relay_bad_stop ? "not 0" : "0");
-	printf("  worker failures              %d\n", c->worker_failures);
-	if (self_rc >= 0)
-		printf("  checker self-test            injected 5 faults: %s\n",
-		       self_rc == 0 ? "all caught" : "NOT ALL CAUGHT");
-	else
-		printf("  checker self-test            could not run\n");
-	printf("  total time                   %.1f s\n", (double)(mono_ms() - c->start_ms) / 1000.0);
-	printf("%s\n", ok ? "PASS" : "FAIL");
-	return ok;
+	printf("  worker failures              %d\n", c->workers.failures);
+	return report_end(ok, self_rc < 0 ? NULL : self_rc == 0 ? "injected 5 faults: all caught"
+								 : "injected 5 faults: NOT ALL CAUGHT",
+			  c->start_ms);
 }
 
-static int usage(void)
-{
-	fprintf(stderr, "usage: chaos-steady --bin PATH --services PATH [--seconds N] [--rate JOBS_PER_S]\n"
-			"             [--producers N] [--pairs N] [--grace S] [--bound-ms MS] [--seed N] [--keep]\n");
-	return 2;
-}
+static const char usage_text[] =
+	"usage: chaos-steady --bin PATH --services PATH [--seconds N] [--rate JOBS_PER_S]\n"
+	"             [--producers N] [--pairs N] [--grace S] [--bound-ms MS] [--seed N] [--keep]\n";
 
 static int parse_args(struct opts *o, int argc, char **argv)
 {
+	const struct flag flags[] = {
+		{ "bin", FLAG_STR, &o->bin },		{ "services", FLAG_STR, &o->services },
+		{ "seconds", FLAG_INT, &o->seconds },	{ "rate", FLAG_INT, &o->rate },
+		{ "producers", FLAG_INT, &o->producers }, { "pairs", FLAG_INT, &o->pairs },
+		{ "grace", FLAG_INT, &o->grace },	{ "bound-ms", FLAG_INT, &o->bound_ms },
+		{ "seed", FLAG_UINT, &o->seed },
+	};
+
 	*o = (struct opts){ .seconds = 120, .rate = 1500, .producers = 4, .pairs = 3, .grace = 15,
 			    .bound_ms = 2000, .seed = (unsigned)time(NULL) };
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-		if (strcmp(a, "--keep") == 0) {
-			o->keep = true;
-			continue;
-		}
-		if (!v)
-			return usage();
-		i++;
-		if (strcmp(a, "--bin") == 0)
-			o->bin = v;
-		else if (strcmp(a, "--services") == 0)
-			o->services = v;
-		else if (strcmp(a, "--seconds") == 0)
-			o->seconds = atoi(v);
-		else if (strcmp(a, "--rate") == 0)
-			o->rate = atoi(v);
-		else if (strcmp(a, "--producers") == 0)
-			o->producers = atoi(v);
-		else if (strcmp(a, "--pairs") == 0)
-			o->pairs = atoi(v);
-		else if (strcmp(a, "--grace") == 0)
-			o->grace = atoi(v);
-		else if (strcmp(a, "--bound-ms") == 0)
-			o->bound_ms = atoi(v);
-		else if (strcmp(a, "--seed") == 0)
-			o->seed = (unsigned)strtoul(v, NULL, 10);
-		else
-			return usage();
-	}
+	if (parse_flags(argc, argv, flags, sizeof(flags) / sizeof(flags[0]), &o->keep) < 0)
+		return usage(usage_text);
 	if (!o->bin || !o->services || o->seconds < 1 || o->rate < 1 || o->producers < 1 || o->pairs < 1 ||
 	    o->producers + o->pairs > MAX_WORKERS || o->grace < 1 || o->bound_ms < 1)
-		return usage();
+		return usage(usage_text);
 	return 0;
 }
 
 static int run(struct steady *c, struct results *res, struct latency *lat, struct results *tampered, int *self_rc)
 {
-	c->env.bin = c->o.bin;
-	c->env.services = c->o.services;
-	if (env_setup(&c->env, steady_sql) < 0)
+	if (env_setup(&c->env, c->o.bin, c->o.services, steady_sql) < 0)
 		return -1;
-	say("servers and the relay's log in %s", c->env.dir);
+	say("servers and the relay's log in %s", c->env.srv.dir);
 	if (relay_start(c) < 0)
 		return -1;
 	say("staging for %d s: %d producers at %d jobs/s, %d interleaving processes; one relay, no faults",
@@ -852,23 +737,15 @@ int main(int argc, char **argv)
 	memset(&c, 0, sizeof(c));
 	if (parse_args(&c.o, argc, argv) != 0)
 		return 2;
-	catch_signals();
-	c.sh = mmap(NULL, sizeof(*c.sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	if (c.sh == MAP_FAILED) {
-		perror("chaos: mmap");
+	if (!(c.sh = chaos_begin(sizeof(*c.sh))))
 		return 1;
-	}
 	c.start_ms = mono_ms();
 	if (run(&c, &res, &lat, &tampered, &self_rc) == 0)
 		passed = report(&c, &res, &lat, self_rc);
 	else
 		say(interrupted ? "interrupted" : "the run could not complete");
 	atomic_store(&c.sh->stop, 1);
-	for (int i = 0; i < c.nworkers; i++)
-		if (c.workers[i] > 0) {
-			kill(c.workers[i], SIGKILL);
-			waitpid(c.workers[i], NULL, 0);
-		}
+	kids_kill(&c.workers);
 	relay_stop(&c, false);
 	env_teardown(&c.env, passed && !c.o.keep);
 	munmap(c.sh, sizeof(*c.sh));
