@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "keys.h"
 #include "settings.h"
 
 const struct choice settings_commands[] = {
@@ -121,7 +122,7 @@ static const struct setting table[] = {
 	  .metavar = "DURATION", .def = "5s", .num = &duration, .min = 10, .max = 300000,
 	  .off = OFF(redis_timeout_ms), .help = "connect and command timeout for redis" },
 	{ .flag = "lock-key", .env = "STAGEDRAIN_LOCK_KEY", .type = V_I64, .metavar = "KEY",
-	  .def = "0x73746764726e", .off = OFF(lock_key),
+	  .def = KEYS_LOCK_DEFAULT_TEXT, .off = OFF(lock_key),
 	  .help = "pg_advisory_lock key that elects the one relay that drains; a signed "
 		  "64-bit integer, decimal or 0x hex" },
 	{ .flag = "log-format", .env = "STAGEDRAIN_LOG_FORMAT", .type = V_CHOICE, .def = "kv",
