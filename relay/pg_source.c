@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "pg_conn.h"
 #include "pg_source.h"
 
 /* The snapshot's xmin comes first: in REPEATABLE READ the first statement's
@@ -44,34 +45,12 @@ void pg_source_init(struct pg_source *pg, const struct config *cfg)
 	buf_init(&pg->sql);
 }
 
-/* libpq's messages end in newlines, may join several and indent hints with
- * tabs; a log line wants single spaces. */
-static void one_line(char *str)
-{
-	char *out = str;
-	bool space = false;
-
-	for (const char *s = str; *s; s++) {
-		bool ws = *s == '\n' || *s == '\t' || *s == ' ';
-		if (!ws || !space)
-			*out++ = ws ? ' ' : *s;
-		space = ws;
-	}
-	while (out > str && out[-1] == ' ')
-		out--;
-	*out = '\0';
-}
-
 /* Records why a call failed: the message on one line, and the SQLSTATE. */
 static int pg_fail(struct pg_source *pg, const PGresult *res, const char *what)
 {
-	const char *msg = res ? PQresultErrorMessage(res) : "";
 	const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
 
-	if (!*msg)
-		msg = PQerrorMessage(pg->conn);
-	snprintf(pg->errstr, sizeof(pg->errstr), "%s: %s", what, *msg ? msg : "no message");
-	one_line(pg->errstr);
+	pg_conn_error(pg->errstr, sizeof(pg->errstr), pg->conn, res, what);
 	snprintf(pg->sqlstate, sizeof(pg->sqlstate), "%s", state ? state : "");
 	return -EIO;
 }
@@ -124,27 +103,15 @@ static void log_notice(void *arg, const PGresult *res)
 
 	(void)arg;
 	snprintf(msg, sizeof(msg), "%s", PQresultErrorMessage(res));
-	one_line(msg);
+	pg_conn_one_line(msg);
 	log_event(notice ? LOG_DEBUG : LOG_WARN, "postgres says",
 		  LOGF(F_STR("severity", severity ? severity : ""), F_STR("message", msg)));
 }
 
 int pg_source_connect(struct pg_source *pg)
 {
-	/* Ours come before dbname, so the same settings in the URL win. Client-side
-	 * keepalives notice a vanished server as the server notices us. */
-	const char *keys[] = { "connect_timeout", "fallback_application_name", "keepalives",
-			       "keepalives_idle", "keepalives_interval", "keepalives_count",
-			       "tcp_user_timeout", "dbname", NULL, NULL };
-	const char *vals[] = { "10", "stagedrain", "1", "5", "2", "3", "10000", pg->cfg->pg_url, NULL, NULL };
-
-	/* After dbname, so the password file's password beats one in the URL. */
-	if (pg->cfg->pg_password) {
-		keys[8] = "password";
-		vals[8] = pg->cfg->pg_password;
-	}
 	pg_source_close(pg);
-	pg->conn = PQconnectdbParams(keys, vals, 1);
+	pg->conn = pg_conn_open(pg->cfg, "stagedrain", false);
 	if (!pg->conn)
 		return -ENOMEM;
 	PQsetNoticeReceiver(pg->conn, log_notice, NULL);
