@@ -14,21 +14,13 @@
 #include "fence.h"
 #include "gaps.h"
 #include "fmacros.h"
-
-/* What the last read saw. */
-struct pg_read {
-	long long *ids;        /* every id read, ascending; seen.ids points here */
-	size_t cap;
-	long long above;       /* the cursor the read started above */
-	struct gaps_read seen; /* for gaps_advance; held and now_ms are the caller's */
-};
+#include "pg_read.h"
 
 struct pg_source {
 	PGconn *conn;
 	const struct config *cfg;
-	PGresult *rows;  /* the batch read by pg_source_fetch, until commit or rollback */
 	bool in_tx;
-	struct pg_read read;
+	struct pg_read read; /* the batch pg_source_fetch read, until commit or rollback */
 	bool bound_statements; /* nobody chose a statement_timeout: batches set their own */
 	struct buf sql; /* the commit statement, reused */
 	PGresult *fenced; /* queue, count of the rows the last fence delete took */
@@ -64,6 +56,8 @@ int pg_source_fetch(struct pg_source *pg, const struct gaps *g, int limit, long 
 int pg_source_wait_jobs(struct pg_source *pg, int ms, volatile sig_atomic_t *stop) SD_MUSTCHECK;
 /* Fills row from the i-th fetched row; pointers stay valid until commit or rollback. */
 void pg_source_row(const struct pg_source *pg, int i, struct job_row *row);
+/* What the last fetch saw, for gaps_advance (held and now_ms are the caller's). */
+const struct gaps_read *pg_source_seen(const struct pg_source *pg);
 /* Moves the dead rows to staged_jobs_dead with their reasons, in a savepoint:
  * 0 when they moved; 1 when the move failed (errstr says why), in which case
  * they are now kept (left staged) and the batch goes on without them. */

@@ -247,7 +247,7 @@ static long long mono_ms(void)
  * will find it. */
 static int advance_gaps(struct drain *d, bool committed)
 {
-	struct gaps_read seen = d->pg.read.seen;
+	struct gaps_read seen = *pg_source_seen(&d->pg);
 
 	seen.now_ms = mono_ms();
 	if (committed) {
@@ -341,11 +341,11 @@ static int drain_batch(struct drain *d)
 		pg_trouble(d, "could not read a batch; will retry");
 		return -EIO;
 	}
-	if (d->pg.read.seen.young_since == GAP_OLD)
+	if (pg_source_seen(&d->pg)->young_since == GAP_OLD)
 		d->old_read_cost_ms = (mono_us() - t0) / 1000;
 	if (nrows == 0) {
 		pg_source_rollback(&d->pg);
-		return d->gaps.n || d->pg.read.seen.skip_to ? advance_gaps(d, false) : 0;
+		return d->gaps.n || pg_source_seen(&d->pg)->skip_to ? advance_gaps(d, false) : 0;
 	}
 	if ((rc = build_batch(d, nrows)) < 0) {
 		pg_source_rollback(&d->pg);

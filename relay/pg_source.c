@@ -13,35 +13,14 @@
 #include "pg_conn.h"
 #include "pg_source.h"
 
-/* The snapshot's xmin comes first: in REPEATABLE READ the first statement's
- * snapshot is the snapshot of every read that follows in the transaction. */
+/* The read's statements follow (pg_read.c), its snapshot first. */
 #define BEGIN_SQL "BEGIN ISOLATION LEVEL REPEATABLE READ;"
-#define SNAPSHOT_SQL "SELECT pg_snapshot_xmin(pg_current_snapshot())::text;"
-/* Taken after the snapshot and after the sequence was read: the gaps' bound (gaps.h). */
-#define BOUND_SQL "SELECT pg_current_xact_id()::text"
-/* On a first read that finds nothing, how far ids were handed out: the cursor
- * jumps there instead of every empty read walking from the table's head. The
- * relay may lack SELECT on the sequence (sql/roles.sql grants it): then NULL. */
-#define SKIP_SQL                                                                                   \
-	"SELECT CASE WHEN has_sequence_privilege(q.seq, 'SELECT')"                                 \
-	" THEN pg_sequence_last_value(q.seq::regclass) END"                                        \
-	" FROM (SELECT pg_get_serial_sequence('staged_jobs', 'id') AS seq) q;"
-
-/* Microseconds as text, or the time itself when it is infinite: no value a
- * timestamptz column holds can make the read fail (pg_source_row decides). */
-#define TIME_US(col)                                                                               \
-	"CASE WHEN isfinite(s." col ") THEN floor(extract(epoch FROM s." col ") * 1000000)::text"  \
-	" ELSE s." col "::text END"
-#define COLUMNS                                                                                    \
-	"s.id, s.queue, s.job_class, s.args::text AS args, s.options::text AS options, s.jid, "   \
-	TIME_US("created_at") " AS created_us, " TIME_US("run_at") " AS run_at_us"
-
-enum { COL_ID, COL_QUEUE, COL_CLASS, COL_ARGS, COL_OPTIONS, COL_JID, COL_CREATED, COL_RUN_AT, COL_NALL };
 
 void pg_source_init(struct pg_source *pg, const struct config *cfg)
 {
 	memset(pg, 0, sizeof(*pg));
 	pg->cfg = cfg;
+	pg_read_init(&pg->read);
 	buf_init(&pg->sql);
 }
 
@@ -201,73 +180,7 @@ int pg_source_is_primary(struct pg_source *pg)
 	return rc;
 }
 
-/* Rows in the gaps this read covers (late commits), as a subquery; lo and hi
- * as array literals. LATERAL makes each range its own index probe: a plain
- * join ordered by id lets the planner walk the whole index from its head,
- * crossing every drained row a long transaction keeps, and filter. */
-static int append_gap_read(struct buf *sql, const struct gaps *g, long long young_since, int limit)
-{
-	int rc = buf_puts(sql, "(SELECT s.* FROM unnest('{");
-	bool any = false;
-
-	for (size_t i = 0; rc == 0 && i < g->n; i++)
-		if (gaps_reads(g, i, young_since) && (rc = buf_printf(sql, "%s%lld", any ? "," : "", g->v[i].lo)) == 0)
-			any = true;
-	if (rc == 0)
-		rc = buf_puts(sql, "}'::int8[], '{");
-	any = false;
-	for (size_t i = 0; rc == 0 && i < g->n; i++)
-		if (gaps_reads(g, i, young_since) && (rc = buf_printf(sql, "%s%lld", any ? "," : "", g->v[i].hi)) == 0)
-			any = true;
-	return rc ? rc
-		  : buf_printf(sql,
-			       "}'::int8[]) AS g(lo, hi) CROSS JOIN LATERAL (SELECT " COLUMNS
-			       " FROM staged_jobs s WHERE s.id BETWEEN g.lo AND g.hi ORDER BY s.id LIMIT %d) s"
-			       " ORDER BY s.id LIMIT %d) UNION ALL ",
-			       limit, limit);
-}
-
-static bool reads_any_gap(const struct gaps *g, long long young_since)
-{
-	for (size_t i = 0; i < g->n; i++)
-		if (gaps_reads(g, i, young_since))
-			return true;
-	return false;
-}
-
-/*
- * The rows, in id order, while their text stays within --batch-max-bytes (the
- * first always comes); args over --max-job-bytes stay in Postgres, only their
- * length comes (the row is dead-lettered). nall says how many rows the limit
- * alone would have given, so a cut by size is seen.
- */
-static int append_rows(struct pg_source *pg, const struct gaps *g, long long young_since, int limit)
-{
-	struct buf *sql = &pg->sql;
-	long max_job = pg->cfg->max_job_bytes;
-	bool gaps = reads_any_gap(g, young_since);
-	int rc = buf_printf(sql,
-			    "SELECT id, queue, job_class, CASE WHEN args_len > %ld THEN NULL ELSE args END,"
-			    " options, jid, created_us, run_at_us, nall FROM ("
-			    "SELECT r.*, sum(r.bytes) OVER (ORDER BY r.id ROWS UNBOUNDED PRECEDING) AS total,"
-			    " count(*) OVER () AS nall FROM ("
-			    "SELECT u.*, octet_length(u.args) AS args_len, least(octet_length(u.args), %ld)"
-			    " + octet_length(u.options) + octet_length(u.queue) + octet_length(u.job_class) + 64"
-			    " AS bytes FROM (",
-			    max_job, max_job);
-
-	if (rc == 0 && gaps && (rc = buf_puts(sql, "SELECT * FROM (")) == 0)
-		rc = append_gap_read(sql, g, young_since, limit);
-	if (rc == 0)
-		rc = buf_printf(sql, "(SELECT " COLUMNS " FROM staged_jobs s WHERE s.id > %lld ORDER BY s.id LIMIT %d)",
-				g->cursor, limit);
-	if (rc == 0 && gaps)
-		rc = buf_printf(sql, ") b ORDER BY id LIMIT %d", limit);
-	return rc ? rc : buf_printf(sql, ") u) r) w WHERE w.total - w.bytes < %ld ORDER BY w.id;", pg->cfg->batch_max_bytes);
-}
-
-/* Reads above the cursor, and in the gaps below it: no query starts below the
- * oldest gap, so drained rows' dead index entries are not walked per batch. */
+/* BEGIN, the statement bound, then the read's own statements. */
 static int build_fetch(struct pg_source *pg, const struct gaps *g, int limit, long long young_since)
 {
 	struct buf *sql = &pg->sql;
@@ -278,74 +191,24 @@ static int build_fetch(struct pg_source *pg, const struct gaps *g, int limit, lo
 	/* LOCAL: it ends with the batch, so the lock wait and migrations keep theirs. */
 	if (rc == 0 && pg->bound_statements)
 		rc = buf_printf(sql, "SET LOCAL statement_timeout = %d;", tx_bound_ms(pg->cfg));
-	if (rc == 0)
-		rc = buf_puts(sql, SNAPSHOT_SQL);
-	if (rc == 0)
-		rc = append_rows(pg, g, young_since, limit);
-	if (rc == 0 && g->cursor == 0)
-		rc = buf_puts(sql, SKIP_SQL);
-	return rc ? rc : buf_puts(sql, BOUND_SQL);
+	return rc ? rc : pg_read_build(&pg->read, sql, pg->cfg, g, limit, young_since);
 }
 
-static uint64_t value_u64(const PGresult *res)
-{
-	return PQntuples(res) == 1 ? strtoull(PQgetvalue(res, 0, 0), NULL, 10) : 0;
-}
-
-/* BEGIN and SET, then the snapshot's xmin, the rows, the sequence (on a
- * first read) and the bound: keeps the rows and notes the rest. */
-static int read_fetch_results(struct pg_source *pg, bool skip)
+/* Reads every result of the fetch: the read keeps the rows and notes the rest. */
+static int read_fetch_results(struct pg_source *pg)
 {
 	PGresult *res;
-	int rc = 0, tables = 0;
+	int rc = 0;
 
 	while ((res = PQgetResult(pg->conn)) != NULL) {
 		ExecStatusType st = PQresultStatus(res);
 		if (rc == 0 && st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK)
 			rc = pg_fail(pg, res, "could not read staged jobs");
-		if (rc == 0 && st == PGRES_TUPLES_OK) {
-			int t = tables++;
-			if (t == 0)
-				pg->read.seen.xmin = value_u64(res);
-			else if (t == 1) {
-				pg->rows = res;
-				continue;
-			} else if (t == 2 && skip)
-				pg->read.seen.skip_to = PQgetisnull(res, 0, 0) ? 0 : (long long)value_u64(res);
-			else
-				pg->read.seen.bound = value_u64(res);
-		}
+		if (rc == 0 && st == PGRES_TUPLES_OK && pg_read_take(&pg->read, res))
+			continue;
 		PQclear(res);
 	}
-	if (rc == 0 && (!pg->rows || pg->read.seen.bound == 0))
-		rc = pg_fail(pg, NULL, "could not read staged jobs");
 	return rc;
-}
-
-/* The ids read, ascending, and how far the gap read got if its limit or the
- * size bound cut it short. */
-static int note_ids(struct pg_source *pg, const struct gaps *g, int limit)
-{
-	struct pg_read *r = &pg->read;
-	size_t n = (size_t)PQntuples(pg->rows), below = 0;
-	bool cut = n > 0 && strtoull(PQgetvalue(pg->rows, 0, COL_NALL), NULL, 10) > n;
-
-	if (n > r->cap) {
-		long long *ids = realloc(r->ids, n * sizeof(*ids));
-		if (!ids)
-			return -ENOMEM;
-		r->ids = ids;
-		r->cap = n;
-	}
-	for (size_t i = 0; i < n; i++) {
-		r->ids[i] = strtoll(PQgetvalue(pg->rows, (int)i, COL_ID), NULL, 10);
-		below += r->ids[i] <= g->cursor;
-	}
-	r->seen.ids = r->ids;
-	r->seen.n = n;
-	if (below > 0 && (below >= (size_t)limit || (cut && below == n)))
-		r->seen.retire_below = r->ids[below - 1];
-	return 0;
 }
 
 int pg_source_wait_jobs(struct pg_source *pg, int ms, volatile sig_atomic_t *stop)
@@ -377,66 +240,32 @@ int pg_source_fetch(struct pg_source *pg, const struct gaps *g, int limit, long 
 {
 	int rc;
 
-	pg->read.above = g->cursor;
-	pg->read.seen = (struct gaps_read){ .young_since = young_since, .retire_below = LLONG_MAX };
 	if ((rc = build_fetch(pg, g, limit, young_since)) < 0)
 		return rc;
 	pg->in_tx = true;
 	if (!PQsendQuery(pg->conn, pg->sql.data))
 		return pg_fail(pg, NULL, "could not read staged jobs");
-	if ((rc = read_fetch_results(pg, g->cursor == 0)) < 0 || (rc = note_ids(pg, g, limit)) < 0) {
-		PQclear(pg->rows);
-		pg->rows = NULL;
+	if ((rc = read_fetch_results(pg)) < 0) {
+		pg_read_clear(&pg->read);
 		return rc;
 	}
-	*nrows = PQntuples(pg->rows);
-	return 0;
-}
-
-/* A time column's microseconds, or why the row cannot carry it. */
-static long long time_us(const PGresult *r, int i, int col, const char **unfit)
-{
-	static const char *const why[2][3] = {
-		{ "created_at is infinity: no job time can hold it", "created_at is -infinity: no job time can hold it",
-		  "created_at is out of the range a job time can hold" },
-		{ "run_at is infinity: no job time can hold it", "run_at is -infinity: no job time can hold it",
-		  "run_at is out of the range a job time can hold" },
-	};
-	const char *text = PQgetvalue(r, i, col);
-	int which = col == COL_RUN_AT;
-	char *end;
-	long long us;
-
-	errno = 0;
-	us = strtoll(text, &end, 10);
-	if (errno == 0 && end != text && *end == '\0')
-		return us;
-	if (!*unfit)
-		*unfit = why[which][strcmp(text, "infinity") == 0 ? 0 : strcmp(text, "-infinity") == 0 ? 1 : 2];
+	rc = pg_read_finish(&pg->read, g, limit);
+	if (rc == -EIO)
+		return pg_fail(pg, NULL, "could not read staged jobs");
+	if (rc < 0)
+		return rc;
+	*nrows = pg_read_nrows(&pg->read);
 	return 0;
 }
 
 void pg_source_row(const struct pg_source *pg, int i, struct job_row *row)
 {
-	const PGresult *r = pg->rows;
+	pg_read_row(&pg->read, i, row);
+}
 
-	row->id = pg->read.ids[i]; /* parsed once, when the read noted its ids */
-	row->unfit = NULL;
-	row->queue = PQgetvalue(r, i, COL_QUEUE);
-	row->queue_len = (size_t)PQgetlength(r, i, COL_QUEUE);
-	row->job_class = PQgetvalue(r, i, COL_CLASS);
-	row->class_len = (size_t)PQgetlength(r, i, COL_CLASS);
-	row->args = PQgetvalue(r, i, COL_ARGS);
-	row->args_len = (size_t)PQgetlength(r, i, COL_ARGS);
-	if (PQgetisnull(r, i, COL_ARGS))
-		row->unfit = "args are larger than --max-job-bytes";
-	row->options = PQgetvalue(r, i, COL_OPTIONS);
-	row->options_len = (size_t)PQgetlength(r, i, COL_OPTIONS);
-	row->jid = PQgetvalue(r, i, COL_JID);
-	row->jid_len = (size_t)PQgetlength(r, i, COL_JID);
-	row->created_at_us = time_us(r, i, COL_CREATED, &row->unfit);
-	row->has_run_at = !PQgetisnull(r, i, COL_RUN_AT);
-	row->run_at_us = row->has_run_at ? time_us(r, i, COL_RUN_AT, &row->unfit) : 0;
+const struct gaps_read *pg_source_seen(const struct pg_source *pg)
+{
+	return &pg->read.seen;
 }
 
 /* Appends "{1,2,3}": a literal of our own integers. */
@@ -582,8 +411,7 @@ int pg_source_commit(struct pg_source *pg, const struct batch *b)
 	if (run_counted(pg, pg->sql.data, "could not delete the pushed batch", NULL) < 0)
 		return -EIO;
 	pg->in_tx = false;
-	PQclear(pg->rows);
-	pg->rows = NULL;
+	pg_read_clear(&pg->read);
 	return 0;
 }
 
@@ -630,8 +458,7 @@ void pg_source_rollback(struct pg_source *pg)
 	if (pg->in_tx && !pg_source_broken(pg))
 		PQclear(PQexec(pg->conn, "ROLLBACK"));
 	pg->in_tx = false;
-	PQclear(pg->rows);
-	pg->rows = NULL;
+	pg_read_clear(&pg->read);
 }
 
 void pg_source_describe(const struct pg_source *pg, char *out, size_t outlen)
@@ -646,8 +473,7 @@ void pg_source_describe(const struct pg_source *pg, char *out, size_t outlen)
 
 void pg_source_close(struct pg_source *pg)
 {
-	PQclear(pg->rows);
-	pg->rows = NULL;
+	pg_read_clear(&pg->read);
 	pg->in_tx = false;
 	if (pg->conn)
 		PQfinish(pg->conn);
@@ -662,6 +488,5 @@ void pg_source_free(struct pg_source *pg)
 	PQclear(pg->fenced);
 	pg->fenced = NULL;
 	buf_free(&pg->sql);
-	free(pg->read.ids);
-	pg->read.ids = NULL;
+	pg_read_free(&pg->read);
 }
