@@ -29,7 +29,7 @@ struct pg_source {
 };
 
 /* Errors: -EIO (server or connection; errstr says why; broken tells which),
- * -ECANCELED (stop was set while waiting), -ENOMEM. */
+ * -EROFS (a hot standby: pg_source_check_primary), -ENOMEM. */
 
 void pg_source_init(struct pg_source *pg, const struct config *cfg);
 int pg_source_connect(struct pg_source *pg) SD_MUSTCHECK;
@@ -37,11 +37,14 @@ int pg_source_connect(struct pg_source *pg) SD_MUSTCHECK;
 bool pg_source_broken(const struct pg_source *pg);
 /* Fails with a hint to run `stagedrain migrate` if the tables are missing. */
 int pg_source_check_schema(struct pg_source *pg) SD_MUSTCHECK;
-/* 1: this session now holds the leader lock; 0: another session holds it. */
-int pg_source_try_lock(struct pg_source *pg) SD_MUSTCHECK;
-/* 1: this session is on a primary; 0: on a hot standby (in recovery), where
- * the relay must not lead: it could read and push but never delete. */
-int pg_source_is_primary(struct pg_source *pg) SD_MUSTCHECK;
+/* Asks for the leader lock without waiting: *held says whether this session
+ * now holds it (false: another session does). */
+int pg_source_try_lock(struct pg_source *pg, bool *held) SD_MUSTCHECK;
+/* Checks that the session may lead: 0 on a primary, where it then listens
+ * for staged_jobs notifications; -EROFS on a hot standby (in recovery), where
+ * the relay could read and push but never delete (errstr says so, and the
+ * session is closed). */
+int pg_source_check_primary(struct pg_source *pg) SD_MUSTCHECK;
 /* Opens a REPEATABLE READ transaction and reads up to limit rows in id order,
  * their text at most --batch-max-bytes (at least one row): first those in
  * the gaps opened since young_since (GAP_OLD: every gap), then above the
@@ -51,9 +54,11 @@ int pg_source_is_primary(struct pg_source *pg) SD_MUSTCHECK;
  * >= 10 s). */
 int pg_source_fetch(struct pg_source *pg, const struct gaps *g, int limit, long long young_since,
 		    int *nrows) SD_MUSTCHECK;
-/* Waits up to ms, outside a transaction, for the notification sql/notify.sql's
- * optional trigger sends when jobs commit: 1 when one came, 0 when none did. */
-int pg_source_wait_jobs(struct pg_source *pg, int ms, volatile sig_atomic_t *stop) SD_MUSTCHECK;
+/* The pause between polls: waits up to ms (less if stop is set), outside a
+ * transaction. Staging commits notify nobody unless sql/notify.sql's optional
+ * trigger is installed; where it is, a notification ends the wait early and
+ * sets *woken (the session listens once pg_source_check_primary passed). */
+int pg_source_wait_jobs(struct pg_source *pg, int ms, volatile sig_atomic_t *stop, bool *woken) SD_MUSTCHECK;
 /* Fills row from the i-th fetched row; pointers stay valid until commit or rollback. */
 void pg_source_row(const struct pg_source *pg, int i, struct job_row *row);
 /* What the last fetch saw, for gaps_advance (held and now_ms are the caller's). */

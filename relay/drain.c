@@ -151,38 +151,28 @@ static void redis_trouble(struct drain *d, const char *what)
  */
 static int become_leader(struct drain *d)
 {
-	int rc = pg_source_is_primary(&d->pg);
-
-	if (rc == 0) {
-		char where[120];
-		pg_source_describe(&d->pg, where, sizeof(where));
-		snprintf(d->pg.errstr, sizeof(d->pg.errstr),
-			 "postgres at %.120s is a hot standby (in recovery): it cannot delete what the relay pushes",
-			 where);
-		*d->pg.sqlstate = '\0';
-		pg_source_close(&d->pg);
-		return -EROFS;
-	}
-	if (rc == 1)
-		rc = pg_source_try_lock(&d->pg);
+	bool held = false;
+	int rc = pg_source_check_primary(&d->pg);
 
 	if (rc == 0)
+		rc = pg_source_try_lock(&d->pg, &held);
+	if (rc == 0 && !held)
 		log_info("another relay is the leader; waiting as standby",
 			 LOGF(F_INT("lock_key", d->cfg->lock_key)));
-	while (rc == 0 && !*d->stop) {
+	while (rc == 0 && !held && !*d->stop) {
 		nap(d, d->cfg->poll_interval_ms);
-		rc = pg_source_try_lock(&d->pg);
+		rc = pg_source_try_lock(&d->pg, &held);
 	}
-	if (rc == 0)
+	if (rc < 0)
+		return rc;
+	if (!held)
 		return -ECANCELED;
-	if (rc == 1) {
-		/* Whatever we knew of the table may be stale: read it from the start. */
-		gaps_reset(&d->gaps);
-		d->state = DRAIN_NEED_EPOCH; /* and the fence: the last leader may have died mid-batch */
-		log_info("became leader", LOGF(F_INT("lock_key", d->cfg->lock_key)));
-		metrics_leader(d->metrics, true, d->gaps.cursor);
-	}
-	return rc < 0 ? rc : 0;
+	/* Whatever we knew of the table may be stale: read it from the start. */
+	gaps_reset(&d->gaps);
+	d->state = DRAIN_NEED_EPOCH; /* and the fence: the last leader may have died mid-batch */
+	log_info("became leader", LOGF(F_INT("lock_key", d->cfg->lock_key)));
+	metrics_leader(d->metrics, true, d->gaps.cursor);
+	return 0;
 }
 
 /* Turns the fetched rows into jobs and dead rows. */
@@ -517,14 +507,13 @@ static bool ensure_ready(struct drain *d)
  * few reads a second. A notification, where the trigger is installed, ends
  * the wait early.
  */
-static int idle_wait(struct drain *d, int *wait_ms)
+static void idle_wait(struct drain *d, int *wait_ms)
 {
-	int rc = pg_source_wait_jobs(&d->pg, *wait_ms, d->stop);
+	bool woken = false;
 
-	if (rc < 0)
+	if (pg_source_wait_jobs(&d->pg, *wait_ms, d->stop, &woken) < 0)
 		pg_trouble(d, "lost postgres while idle; will reconnect");
-	*wait_ms = rc == 1 ? 1 : *wait_ms * 2 > d->cfg->poll_interval_ms ? d->cfg->poll_interval_ms : *wait_ms * 2;
-	return rc;
+	*wait_ms = woken ? 1 : *wait_ms * 2 > d->cfg->poll_interval_ms ? d->cfg->poll_interval_ms : *wait_ms * 2;
 }
 
 int drain_run(struct drain *d)
@@ -542,7 +531,7 @@ int drain_run(struct drain *d)
 		if (rc > 0)
 			wait_ms = 1;
 		else if (rc == 0)
-			(void)idle_wait(d, &wait_ms);
+			idle_wait(d, &wait_ms);
 		rc = 0;
 	}
 	pg_source_rollback(&d->pg);

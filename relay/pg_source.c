@@ -140,38 +140,50 @@ int pg_source_check_schema(struct pg_source *pg)
 	return rc;
 }
 
-int pg_source_try_lock(struct pg_source *pg)
+int pg_source_try_lock(struct pg_source *pg, bool *held)
 {
 	char key[32];
 	const char *params[1] = { key };
 	PGresult *res;
-	int rc;
+	int rc = 0;
 
 	snprintf(key, sizeof(key), "%lld", pg->cfg->lock_key);
 	res = PQexecParams(pg->conn, "SELECT pg_try_advisory_lock($1::int8)", 1, NULL, params, NULL, NULL, 0);
-
-	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+	if (PQresultStatus(res) != PGRES_TUPLES_OK)
 		rc = pg_fail(pg, res, "could not take the leader lock");
-	} else {
-		rc = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
-	}
+	else
+		*held = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
 	PQclear(res);
 	return rc;
 }
 
+/* Why the session may not lead, for errstr; closes it, so the next connect
+ * may find the primary (a failover, several hosts in --pg-url). */
+static int on_standby(struct pg_source *pg)
+{
+	char where[120];
+
+	pg_source_describe(pg, where, sizeof(where));
+	snprintf(pg->errstr, sizeof(pg->errstr),
+		 "postgres at %.120s is a hot standby (in recovery): it cannot delete what the relay pushes", where);
+	*pg->sqlstate = '\0';
+	pg_source_close(pg);
+	return -EROFS;
+}
+
 /* A standby refuses LISTEN, so the session listens only once it is known to
  * be on a primary. */
-int pg_source_is_primary(struct pg_source *pg)
+int pg_source_check_primary(struct pg_source *pg)
 {
 	PGresult *res = PQexec(pg->conn, "SELECT pg_is_in_recovery()");
-	int rc;
+	int rc = 0;
 
 	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1)
 		rc = pg_fail(pg, res, "could not ask whether postgres is in recovery");
-	else
-		rc = strcmp(PQgetvalue(res, 0, 0), "f") == 0;
+	else if (strcmp(PQgetvalue(res, 0, 0), "f") != 0)
+		rc = on_standby(pg);
 	PQclear(res);
-	if (rc != 1)
+	if (rc < 0)
 		return rc;
 	res = PQexec(pg->conn, "LISTEN staged_jobs");
 	if (PQresultStatus(res) != PGRES_COMMAND_OK)
@@ -211,24 +223,24 @@ static int read_fetch_results(struct pg_source *pg)
 	return rc;
 }
 
-int pg_source_wait_jobs(struct pg_source *pg, int ms, volatile sig_atomic_t *stop)
+int pg_source_wait_jobs(struct pg_source *pg, int ms, volatile sig_atomic_t *stop, bool *woken)
 {
 	struct pollfd pfd = { .fd = PQsocket(pg->conn), .events = POLLIN };
 
+	*woken = false;
 	for (;;) {
 		PGnotify *note;
-		bool woken = false;
 
 		/* A session ended while idle may come back as a FATAL message the
 		 * input consumed: the status tells, not the return value. */
 		if (!PQconsumeInput(pg->conn) || PQstatus(pg->conn) != CONNECTION_OK)
 			return pg_fail(pg, NULL, "lost the connection while waiting for jobs");
 		while ((note = PQnotifies(pg->conn)) != NULL) {
-			woken = true;
+			*woken = true;
 			PQfreemem(note);
 		}
-		if (woken || ms <= 0 || *stop)
-			return woken;
+		if (*woken || ms <= 0 || *stop)
+			return 0;
 		/* Short slices: a stop signal is honoured within 50 ms. */
 		if (poll(&pfd, 1, ms < 50 ? ms : 50) < 0 && errno != EINTR)
 			return pg_fail(pg, NULL, "waiting for jobs failed");
