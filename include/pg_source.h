@@ -6,7 +6,6 @@
 #include <libpq-fe.h>
 #include <signal.h>
 #include <stdbool.h>
-#include <stdint.h>
 
 #include "batch.h"
 #include "buf.h"
@@ -22,7 +21,7 @@ struct pg_source {
 	bool in_tx;
 	struct pg_read read; /* the batch pg_source_fetch read, until commit or rollback */
 	bool bound_statements; /* nobody chose a statement_timeout: batches set their own */
-	struct buf sql; /* the commit statement, reused */
+	struct buf sql; /* the statement being sent (fetch, dead move, commit, fence delete), reused */
 	PGresult *fenced; /* queue, count of the rows the last fence delete took */
 	char sqlstate[6];
 	char errstr[256];

@@ -3,7 +3,6 @@
 #include "fmacros.h"
 
 #include <errno.h>
-#include <limits.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
