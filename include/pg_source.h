@@ -62,9 +62,12 @@ int pg_source_wait_jobs(struct pg_source *pg, int ms, volatile sig_atomic_t *sto
 void pg_source_row(const struct pg_source *pg, int i, struct job_row *row);
 /* What the last fetch saw, for gaps_advance (held and now_ms are the caller's). */
 const struct gaps_read *pg_source_seen(const struct pg_source *pg);
+/* pg_source_move_dead could not move the dead rows: they are kept (left
+ * staged) and the batch goes on without them; errstr says why. */
+#define PG_SOURCE_DEAD_KEPT 1
+
 /* Moves the dead rows to staged_jobs_dead with their reasons, in a savepoint:
- * 0 when they moved; 1 when the move failed (errstr says why), in which case
- * they are now kept (left staged) and the batch goes on without them. */
+ * 0 when they moved, or PG_SOURCE_DEAD_KEPT. */
 int pg_source_move_dead(struct pg_source *pg, struct batch *b) SD_MUSTCHECK;
 /* Deletes the pushed rows, leaving the kept ones, and commits only if
  * exactly the pushed rows went; otherwise fails with the transaction still

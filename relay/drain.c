@@ -345,7 +345,7 @@ static int drain_batch(struct drain *d)
 		pg_trouble(d, "could not move rows to staged_jobs_dead; will retry");
 		return rc;
 	}
-	if (rc == 1)
+	if (rc == PG_SOURCE_DEAD_KEPT)
 		log_warn("could not move rows that cannot be jobs to staged_jobs_dead; they stay staged and"
 			 " are tried again, the batch goes on",
 			 LOGF(F_STR("error", d->pg.errstr), F_STR("sqlstate", d->pg.sqlstate),

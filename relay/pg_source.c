@@ -406,7 +406,7 @@ int pg_source_move_dead(struct pg_source *pg, struct batch *b)
 		return -EIO;
 	memcpy(pg->errstr, why, sizeof(why));
 	batch_keep_dead(b);
-	return 1;
+	return PG_SOURCE_DEAD_KEPT;
 }
 
 /* Deletes, checks and commits in one round trip (see append_delete). */
