@@ -103,6 +103,8 @@ static int append_rows(struct buf *sql, const struct config *cfg, const struct g
 	return rc ? rc : buf_printf(sql, ") u) r) w WHERE w.total - w.bytes < %ld ORDER BY w.id;", cfg->batch_max_bytes);
 }
 
+/* Reads above the cursor, and in the gaps below it: no query starts below the
+ * oldest gap, so drained rows' dead index entries are not walked per batch. */
 int pg_read_build(struct pg_read *r, struct buf *sql, const struct config *cfg, const struct gaps *g, int limit,
 		  long long young_since)
 {
