@@ -15,6 +15,19 @@
 #include "pg_source.h"
 #include "redis_sink.h"
 
+/*
+ * Where the relay stands, one rung at a time: it may push only when READY.
+ * Each rung moves it up one step; a fault moves it down to the rung that
+ * must be climbed again (a lost session: STANDBY, since the lock went with it;
+ * a failed push: NEED_EPOCH; a failed delete: NEED_FENCE).
+ */
+enum drain_state {
+	DRAIN_STANDBY,    /* no leader lock (or no session): take it, or wait */
+	DRAIN_NEED_EPOCH, /* leads, but must take an epoch before pushing */
+	DRAIN_NEED_FENCE, /* a push may have landed without its delete: read the fence */
+	DRAIN_READY,      /* leads with a settled fence: batches may push */
+};
+
 struct drain {
 	const struct config *cfg;
 	volatile sig_atomic_t *stop; /* set by SIGTERM/SIGINT; read between steps */
@@ -24,9 +37,7 @@ struct drain {
 	struct gaps gaps;
 	struct backoff pg_backoff;
 	struct backoff redis_backoff;
-	bool leader;
-	bool need_epoch; /* just became leader: take an epoch before pushing */
-	bool uncertain;  /* a push may have landed without its delete: read the fence */
+	enum drain_state state;
 	long long old_read_ms;      /* when a read last covered every gap */
 	long long old_read_cost_ms; /* how long that read took */
 	long long wrongtype_log_ms; /* when keys of the wrong type were last logged; 0: not since */

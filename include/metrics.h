@@ -84,8 +84,9 @@ bool metrics_leader_cursor(struct metrics *m, long long *cursor);
 
 /* Appends the Prometheus text exposition (format 0.0.4). 0 or -ENOMEM. */
 int metrics_format(struct metrics *m, struct buf *out) SD_MUSTCHECK;
-/* Ready: both of the drain's connections up and both probes answered. Appends
- * a one-line reason, which says leader or standby. 1 ready, 0 not, -ENOMEM. */
-int metrics_ready(struct metrics *m, struct buf *out) SD_MUSTCHECK;
+/* Ready: both of the drain's connections up and both probes answered. Sets
+ * *ready and appends a one-line reason, which says leader or standby. 0 or
+ * -ENOMEM. */
+int metrics_ready(struct metrics *m, struct buf *out, bool *ready) SD_MUSTCHECK;
 
 #endif

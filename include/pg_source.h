@@ -6,7 +6,6 @@
 #include <libpq-fe.h>
 #include <signal.h>
 #include <stdbool.h>
-#include <stdint.h>
 
 #include "batch.h"
 #include "buf.h"
@@ -14,30 +13,22 @@
 #include "fence.h"
 #include "gaps.h"
 #include "fmacros.h"
-
-/* What the last read saw. */
-struct pg_read {
-	long long *ids;        /* every id read, ascending; seen.ids points here */
-	size_t cap;
-	long long above;       /* the cursor the read started above */
-	struct gaps_read seen; /* for gaps_advance; held and now_ms are the caller's */
-};
+#include "pg_read.h"
 
 struct pg_source {
 	PGconn *conn;
 	const struct config *cfg;
-	PGresult *rows;  /* the batch read by pg_source_fetch, until commit or rollback */
 	bool in_tx;
-	struct pg_read read;
+	struct pg_read read; /* the batch pg_source_fetch read, until commit or rollback */
 	bool bound_statements; /* nobody chose a statement_timeout: batches set their own */
-	struct buf sql; /* the commit statement, reused */
+	struct buf sql; /* the statement being sent (fetch, dead move, commit, fence delete), reused */
 	PGresult *fenced; /* queue, count of the rows the last fence delete took */
 	char sqlstate[6];
 	char errstr[256];
 };
 
 /* Errors: -EIO (server or connection; errstr says why; broken tells which),
- * -ECANCELED (stop was set while waiting), -ENOMEM. */
+ * -EROFS (a hot standby: pg_source_check_primary), -ENOMEM. */
 
 void pg_source_init(struct pg_source *pg, const struct config *cfg);
 int pg_source_connect(struct pg_source *pg) SD_MUSTCHECK;
@@ -45,11 +36,14 @@ int pg_source_connect(struct pg_source *pg) SD_MUSTCHECK;
 bool pg_source_broken(const struct pg_source *pg);
 /* Fails with a hint to run `stagedrain migrate` if the tables are missing. */
 int pg_source_check_schema(struct pg_source *pg) SD_MUSTCHECK;
-/* 1: this session now holds the leader lock; 0: another session holds it. */
-int pg_source_try_lock(struct pg_source *pg) SD_MUSTCHECK;
-/* 1: this session is on a primary; 0: on a hot standby (in recovery), where
- * the relay must not lead: it could read and push but never delete. */
-int pg_source_is_primary(struct pg_source *pg) SD_MUSTCHECK;
+/* Asks for the leader lock without waiting: *held says whether this session
+ * now holds it (false: another session does). */
+int pg_source_try_lock(struct pg_source *pg, bool *held) SD_MUSTCHECK;
+/* Checks that the session may lead: 0 on a primary, where it then listens
+ * for staged_jobs notifications; -EROFS on a hot standby (in recovery), where
+ * the relay could read and push but never delete (errstr says so, and the
+ * session is closed). */
+int pg_source_check_primary(struct pg_source *pg) SD_MUSTCHECK;
 /* Opens a REPEATABLE READ transaction and reads up to limit rows in id order,
  * their text at most --batch-max-bytes (at least one row): first those in
  * the gaps opened since young_since (GAP_OLD: every gap), then above the
@@ -59,14 +53,21 @@ int pg_source_is_primary(struct pg_source *pg) SD_MUSTCHECK;
  * >= 10 s). */
 int pg_source_fetch(struct pg_source *pg, const struct gaps *g, int limit, long long young_since,
 		    int *nrows) SD_MUSTCHECK;
-/* Waits up to ms, outside a transaction, for the notification sql/notify.sql's
- * optional trigger sends when jobs commit: 1 when one came, 0 when none did. */
-int pg_source_wait_jobs(struct pg_source *pg, int ms, volatile sig_atomic_t *stop) SD_MUSTCHECK;
+/* The pause between polls: waits up to ms (less if stop is set), outside a
+ * transaction. Staging commits notify nobody unless sql/notify.sql's optional
+ * trigger is installed; where it is, a notification ends the wait early and
+ * sets *woken (the session listens once pg_source_check_primary passed). */
+int pg_source_wait_jobs(struct pg_source *pg, int ms, volatile sig_atomic_t *stop, bool *woken) SD_MUSTCHECK;
 /* Fills row from the i-th fetched row; pointers stay valid until commit or rollback. */
 void pg_source_row(const struct pg_source *pg, int i, struct job_row *row);
+/* What the last fetch saw, for gaps_advance (held and now_ms are the caller's). */
+const struct gaps_read *pg_source_seen(const struct pg_source *pg);
+/* pg_source_move_dead could not move the dead rows: they are kept (left
+ * staged) and the batch goes on without them; errstr says why. */
+#define PG_SOURCE_DEAD_KEPT 1
+
 /* Moves the dead rows to staged_jobs_dead with their reasons, in a savepoint:
- * 0 when they moved; 1 when the move failed (errstr says why), in which case
- * they are now kept (left staged) and the batch goes on without them. */
+ * 0 when they moved, or PG_SOURCE_DEAD_KEPT. */
 int pg_source_move_dead(struct pg_source *pg, struct batch *b) SD_MUSTCHECK;
 /* Deletes the pushed rows, leaving the kept ones, and commits only if
  * exactly the pushed rows went; otherwise fails with the transaction still

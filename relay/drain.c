@@ -37,9 +37,7 @@ void drain_init(struct drain *d, const struct config *cfg, volatile sig_atomic_t
 	gaps_init(&d->gaps, GAPS_MAX);
 	backoff_init(&d->pg_backoff, BACKOFF_BASE_MS, BACKOFF_CAP_MS, (unsigned)getpid());
 	backoff_init(&d->redis_backoff, BACKOFF_BASE_MS, BACKOFF_CAP_MS, (unsigned)getpid() * 31u);
-	d->leader = false;
-	d->need_epoch = false;
-	d->uncertain = true; /* the previous leader may have died mid-batch */
+	d->state = DRAIN_STANDBY;
 	d->old_read_ms = 0;
 	d->old_read_cost_ms = 0;
 	d->wrongtype_log_ms = 0;
@@ -59,6 +57,13 @@ void drain_free(struct drain *d)
 	gaps_free(&d->gaps);
 	fence_free(&d->fence);
 	buf_free(&d->fence_text);
+}
+
+/* After a fault: back down to the rung that must be climbed again, never up. */
+static void fall_back(struct drain *d, enum drain_state to)
+{
+	if (d->state > to)
+		d->state = to;
 }
 
 static long long now_us(void)
@@ -121,7 +126,7 @@ static void pg_trouble(struct drain *d, const char *what)
 	if (broken) {
 		/* The lock went with the session; whoever holds it next may be another relay. */
 		pg_source_close(&d->pg);
-		d->leader = false;
+		fall_back(d, DRAIN_STANDBY);
 		metrics_connected(d->metrics, METRICS_PG, false, false);
 		metrics_leader(d->metrics, false, 0);
 	}
@@ -146,40 +151,28 @@ static void redis_trouble(struct drain *d, const char *what)
  */
 static int become_leader(struct drain *d)
 {
-	int rc = pg_source_is_primary(&d->pg);
-
-	if (rc == 0) {
-		char where[120];
-		pg_source_describe(&d->pg, where, sizeof(where));
-		snprintf(d->pg.errstr, sizeof(d->pg.errstr),
-			 "postgres at %.120s is a hot standby (in recovery): it cannot delete what the relay pushes",
-			 where);
-		*d->pg.sqlstate = '\0';
-		pg_source_close(&d->pg);
-		return -EROFS;
-	}
-	if (rc == 1)
-		rc = pg_source_try_lock(&d->pg);
+	bool held = false;
+	int rc = pg_source_check_primary(&d->pg);
 
 	if (rc == 0)
+		rc = pg_source_try_lock(&d->pg, &held);
+	if (rc == 0 && !held)
 		log_info("another relay is the leader; waiting as standby",
 			 LOGF(F_INT("lock_key", d->cfg->lock_key)));
-	while (rc == 0 && !*d->stop) {
+	while (rc == 0 && !held && !*d->stop) {
 		nap(d, d->cfg->poll_interval_ms);
-		rc = pg_source_try_lock(&d->pg);
+		rc = pg_source_try_lock(&d->pg, &held);
 	}
-	if (rc == 0)
+	if (rc < 0)
+		return rc;
+	if (!held)
 		return -ECANCELED;
-	if (rc == 1) {
-		/* Whatever we knew of the table may be stale: read it from the start. */
-		gaps_reset(&d->gaps);
-		d->leader = true;
-		d->need_epoch = true;
-		d->uncertain = true;
-		log_info("became leader", LOGF(F_INT("lock_key", d->cfg->lock_key)));
-		metrics_leader(d->metrics, true, d->gaps.cursor);
-	}
-	return rc < 0 ? rc : 0;
+	/* Whatever we knew of the table may be stale: read it from the start. */
+	gaps_reset(&d->gaps);
+	d->state = DRAIN_NEED_EPOCH; /* and the fence: the last leader may have died mid-batch */
+	log_info("became leader", LOGF(F_INT("lock_key", d->cfg->lock_key)));
+	metrics_leader(d->metrics, true, d->gaps.cursor);
+	return 0;
 }
 
 /* Turns the fetched rows into jobs and dead rows. */
@@ -244,7 +237,7 @@ static long long mono_ms(void)
  * will find it. */
 static int advance_gaps(struct drain *d, bool committed)
 {
-	struct gaps_read seen = d->pg.read.seen;
+	struct gaps_read seen = *pg_source_seen(&d->pg);
 
 	seen.now_ms = mono_ms();
 	if (committed) {
@@ -338,11 +331,11 @@ static int drain_batch(struct drain *d)
 		pg_trouble(d, "could not read a batch; will retry");
 		return -EIO;
 	}
-	if (d->pg.read.seen.young_since == GAP_OLD)
+	if (pg_source_seen(&d->pg)->young_since == GAP_OLD)
 		d->old_read_cost_ms = (mono_us() - t0) / 1000;
 	if (nrows == 0) {
 		pg_source_rollback(&d->pg);
-		return d->gaps.n || d->pg.read.seen.skip_to ? advance_gaps(d, false) : 0;
+		return d->gaps.n || pg_source_seen(&d->pg)->skip_to ? advance_gaps(d, false) : 0;
 	}
 	if ((rc = build_batch(d, nrows)) < 0) {
 		pg_source_rollback(&d->pg);
@@ -352,7 +345,7 @@ static int drain_batch(struct drain *d)
 		pg_trouble(d, "could not move rows to staged_jobs_dead; will retry");
 		return rc;
 	}
-	if (rc == 1)
+	if (rc == PG_SOURCE_DEAD_KEPT)
 		log_warn("could not move rows that cannot be jobs to staged_jobs_dead; they stay staged and"
 			 " are tried again, the batch goes on",
 			 LOGF(F_STR("error", d->pg.errstr), F_STR("sqlstate", d->pg.sqlstate),
@@ -363,8 +356,7 @@ static int drain_batch(struct drain *d)
 		 * may still land (a reply lost or late): either way this epoch must
 		 * not push again. A new one refuses the old push if it comes late,
 		 * and the fence, read after, names it if it came first. */
-		d->need_epoch = true;
-		d->uncertain = true;
+		fall_back(d, DRAIN_NEED_EPOCH);
 		pg_source_rollback(&d->pg);
 		redis_trouble(d, "could not push a batch to redis; rolled back, will retry");
 		return -EIO;
@@ -372,7 +364,7 @@ static int drain_batch(struct drain *d)
 	t.push_us = mono_us() - t0 - t.fetch_us;
 	metrics_batch_pushed(d->metrics, &d->batch); /* the commit frees the queue names */
 	if (pg_source_commit(&d->pg, &d->batch) < 0) {
-		d->uncertain = true;
+		fall_back(d, DRAIN_NEED_FENCE);
 		pg_trouble(d, "pushed a batch but could not delete it; the fence will delete it");
 		return -EIO;
 	}
@@ -397,87 +389,114 @@ static void count_fenced(struct drain *d, long long deleted)
 		metrics_fenced(d->metrics, queue, len, (unsigned long long)n);
 }
 
+/* NEED_EPOCH -> NEED_FENCE: a new epoch makes Redis refuse any push of an
+ * older one that arrives late. False to try again. */
+static bool take_epoch(struct drain *d)
+{
+	if (redis_sink_new_epoch(&d->redis) < 0) {
+		redis_trouble(d, "could not read the fence from redis; will retry");
+		return false;
+	}
+	d->state = DRAIN_NEED_FENCE;
+	log_info("leading", LOGF(F_INT("epoch", d->redis.epoch)));
+	metrics_epoch(d->metrics, d->redis.epoch);
+	return true;
+}
+
 /*
- * Before pushing again after anything that may have left a pushed batch
- * undeleted (a takeover, a failed push or delete), delete what the last
- * fence names instead of pushing it twice. 1 when settled, 0 to retry.
+ * NEED_FENCE -> READY: before pushing again after anything that may have left
+ * a pushed batch undeleted (a takeover, a failed push or delete), delete what
+ * the last fence names instead of pushing it twice. False to try again.
  */
-static int reconcile(struct drain *d)
+static bool settle_fence(struct drain *d)
 {
 	long long deleted = 0;
 
-	if (d->need_epoch) {
-		if (redis_sink_new_epoch(&d->redis) < 0)
-			goto redis_failed;
-		d->need_epoch = false;
-		log_info("leading", LOGF(F_INT("epoch", d->redis.epoch)));
-		metrics_epoch(d->metrics, d->redis.epoch);
-	}
-	if (!d->uncertain)
-		return 1;
 	/* A failed GET also closes the connection, so no push can follow until
 	 * a reconnect and this read succeed. */
-	if (redis_sink_get_fence(&d->redis, &d->fence_text) < 0)
-		goto redis_failed;
+	if (redis_sink_get_fence(&d->redis, &d->fence_text) < 0) {
+		redis_trouble(d, "could not read the fence from redis; will retry");
+		return false;
+	}
 	if (d->fence_text.len && fence_parse(&d->fence, d->fence_text.data, d->fence_text.len) < 0) {
 		log_warn("ignoring a fence that is not stagedrain's", NULL);
 		d->fence.n = 0;
 	}
 	if (pg_source_delete_fenced(&d->pg, &d->fence, &deleted) < 0) {
 		pg_trouble(d, "could not delete the rows the fence names; will retry");
-		return 0;
+		return false;
 	}
-	d->uncertain = false;
+	d->state = DRAIN_READY;
 	count_fenced(d, deleted);
 	if (deleted > 0)
 		log_info("deleted rows the last batch pushed but did not delete; not pushing them again",
 			 LOGF(F_INT("rows", deleted), F_INT("fence_epoch", d->fence.epoch)));
-	return 1;
-redis_failed:
-	redis_trouble(d, "could not read the fence from redis; will retry");
-	return 0;
+	return true;
 }
 
-/* Restores whatever is missing: the session, the lock, the Redis connection,
- * a settled fence. 1 when ready, 0 to try again. */
-static int ensure_ready(struct drain *d)
+/* Any state: a lost session means a lost lock, so back to STANDBY. */
+static bool reconnect_pg(struct drain *d)
 {
-	if (pg_source_broken(&d->pg)) {
-		char pgw[300];
-		/* However the session was lost (a failed read, a rollback after a
-		 * failed push), the lock went with it: take it again, or stand by. */
-		d->leader = false;
-		if (pg_source_connect(&d->pg) < 0) {
-			pg_trouble(d, "could not reconnect to postgres; will retry");
-			return 0;
-		}
-		/* With several hosts in --pg-url, which one is news (a failover). */
-		pg_source_describe(&d->pg, pgw, sizeof(pgw));
-		log_info("reconnected to postgres", LOGF(F_STR("postgres", pgw)));
-		metrics_connected(d->metrics, METRICS_PG, true, true);
+	char pgw[300];
+
+	/* However the session was lost (a failed read, a rollback after a
+	 * failed push), the lock went with it: take it again, or stand by. */
+	d->state = DRAIN_STANDBY;
+	if (pg_source_connect(&d->pg) < 0) {
+		pg_trouble(d, "could not reconnect to postgres; will retry");
+		return false;
 	}
-	if (!d->leader) {
-		int rc = become_leader(d);
-		if (rc == -ECANCELED)
-			return 0;
-		if (rc == -EROFS) {
-			pg_trouble(d, "will not lead from a hot standby; will reconnect");
-			return 0;
-		}
-		if (rc < 0) {
-			pg_trouble(d, "could not take the leader lock; will retry");
-			return 0;
-		}
+	/* With several hosts in --pg-url, which one is news (a failover). */
+	pg_source_describe(&d->pg, pgw, sizeof(pgw));
+	log_info("reconnected to postgres", LOGF(F_STR("postgres", pgw)));
+	metrics_connected(d->metrics, METRICS_PG, true, true);
+	return true;
+}
+
+/* STANDBY -> NEED_EPOCH, or false while another relay leads or on a fault. */
+static bool take_lead(struct drain *d)
+{
+	int rc = become_leader(d);
+
+	if (rc == -ECANCELED)
+		return false;
+	if (rc == -EROFS) {
+		pg_trouble(d, "will not lead from a hot standby; will reconnect");
+		return false;
 	}
-	if (!redis_sink_connected(&d->redis)) {
-		if (redis_sink_connect(&d->redis) < 0) {
-			redis_trouble(d, "could not reconnect to redis; will retry");
-			return 0;
-		}
-		log_info("reconnected to redis", NULL);
-		metrics_connected(d->metrics, METRICS_REDIS, true, true);
+	if (rc < 0) {
+		pg_trouble(d, "could not take the leader lock; will retry");
+		return false;
 	}
-	return d->need_epoch || d->uncertain ? reconcile(d) : 1;
+	return true;
+}
+
+static bool reconnect_redis(struct drain *d)
+{
+	if (redis_sink_connect(&d->redis) < 0) {
+		redis_trouble(d, "could not reconnect to redis; will retry");
+		return false;
+	}
+	log_info("reconnected to redis", NULL);
+	metrics_connected(d->metrics, METRICS_REDIS, true, true);
+	return true;
+}
+
+/* Climbs the ladder to READY, restoring the sessions on the way: true when a
+ * batch may push, false to try again (the fault was logged and waited out). */
+static bool ensure_ready(struct drain *d)
+{
+	if (pg_source_broken(&d->pg) && !reconnect_pg(d))
+		return false;
+	if (d->state == DRAIN_STANDBY && !take_lead(d))
+		return false;
+	if (!redis_sink_connected(&d->redis) && !reconnect_redis(d))
+		return false;
+	if (d->state == DRAIN_NEED_EPOCH && !take_epoch(d))
+		return false;
+	if (d->state == DRAIN_NEED_FENCE && !settle_fence(d))
+		return false;
+	return true;
 }
 
 /*
@@ -488,14 +507,13 @@ static int ensure_ready(struct drain *d)
  * few reads a second. A notification, where the trigger is installed, ends
  * the wait early.
  */
-static int idle_wait(struct drain *d, int *wait_ms)
+static void idle_wait(struct drain *d, int *wait_ms)
 {
-	int rc = pg_source_wait_jobs(&d->pg, *wait_ms, d->stop);
+	bool woken = false;
 
-	if (rc < 0)
+	if (pg_source_wait_jobs(&d->pg, *wait_ms, d->stop, &woken) < 0)
 		pg_trouble(d, "lost postgres while idle; will reconnect");
-	*wait_ms = rc == 1 ? 1 : *wait_ms * 2 > d->cfg->poll_interval_ms ? d->cfg->poll_interval_ms : *wait_ms * 2;
-	return rc;
+	*wait_ms = woken ? 1 : *wait_ms * 2 > d->cfg->poll_interval_ms ? d->cfg->poll_interval_ms : *wait_ms * 2;
 }
 
 int drain_run(struct drain *d)
@@ -513,7 +531,7 @@ int drain_run(struct drain *d)
 		if (rc > 0)
 			wait_ms = 1;
 		else if (rc == 0)
-			(void)idle_wait(d, &wait_ms);
+			idle_wait(d, &wait_ms);
 		rc = 0;
 	}
 	pg_source_rollback(&d->pg);

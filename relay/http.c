@@ -45,15 +45,16 @@ static enum MHD_Result reply(struct MHD_Connection *conn, unsigned int status, c
 static enum MHD_Result page(struct MHD_Connection *conn, struct metrics *m, bool metrics)
 {
 	struct buf b;
+	bool ready = false;
 	int rc;
 
 	buf_init(&b);
-	rc = metrics ? metrics_format(m, &b) : metrics_ready(m, &b);
+	rc = metrics ? metrics_format(m, &b) : metrics_ready(m, &b, &ready);
 	if (rc < 0) {
 		buf_free(&b);
 		return reply(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, TEXT_TYPE, NULL, 0, "out of memory\n");
 	}
-	return reply(conn, metrics || rc == 1 ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE,
+	return reply(conn, metrics || ready ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE,
 		     metrics ? PROMETHEUS_TYPE : TEXT_TYPE, b.data, b.len, "");
 }
 

@@ -331,17 +331,16 @@ int metrics_format(struct metrics *m, struct buf *out)
 	return rc;
 }
 
-int metrics_ready(struct metrics *m, struct buf *out)
+int metrics_ready(struct metrics *m, struct buf *out, bool *ready)
 {
 	const char *role;
-	bool ready;
 	int rc;
 
 	pthread_mutex_lock(&m->lock);
-	ready = ready_locked(m);
+	*ready = ready_locked(m);
 	role = m->leader ? "leader" : "standby";
-	rc = buf_printf(out, "%s %s", ready ? "ready" : "not ready", role);
-	for (int s = 0; rc == 0 && !ready && s < METRICS_NSERVERS; s++) {
+	rc = buf_printf(out, "%s %s", *ready ? "ready" : "not ready", role);
+	for (int s = 0; rc == 0 && !*ready && s < METRICS_NSERVERS; s++) {
 		if (!m->connected[s])
 			rc = buf_printf(out, "; %s: not connected", server_names[s]);
 		else if (!m->probed[s])
@@ -352,5 +351,5 @@ int metrics_ready(struct metrics *m, struct buf *out)
 	if (rc == 0)
 		rc = buf_puts(out, "\n");
 	pthread_mutex_unlock(&m->lock);
-	return rc < 0 ? rc : ready;
+	return rc;
 }

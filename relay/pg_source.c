@@ -3,75 +3,32 @@
 #include "fmacros.h"
 
 #include <errno.h>
-#include <limits.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "log.h"
+#include "pg_conn.h"
 #include "pg_source.h"
 
-/* The snapshot's xmin comes first: in REPEATABLE READ the first statement's
- * snapshot is the snapshot of every read that follows in the transaction. */
+/* The read's statements follow (pg_read.c), its snapshot first. */
 #define BEGIN_SQL "BEGIN ISOLATION LEVEL REPEATABLE READ;"
-#define SNAPSHOT_SQL "SELECT pg_snapshot_xmin(pg_current_snapshot())::text;"
-/* Taken after the snapshot and after the sequence was read: the gaps' bound (gaps.h). */
-#define BOUND_SQL "SELECT pg_current_xact_id()::text"
-/* On a first read that finds nothing, how far ids were handed out: the cursor
- * jumps there instead of every empty read walking from the table's head. The
- * relay may lack SELECT on the sequence (sql/roles.sql grants it): then NULL. */
-#define SKIP_SQL                                                                                   \
-	"SELECT CASE WHEN has_sequence_privilege(q.seq, 'SELECT')"                                 \
-	" THEN pg_sequence_last_value(q.seq::regclass) END"                                        \
-	" FROM (SELECT pg_get_serial_sequence('staged_jobs', 'id') AS seq) q;"
-
-/* Microseconds as text, or the time itself when it is infinite: no value a
- * timestamptz column holds can make the read fail (pg_source_row decides). */
-#define TIME_US(col)                                                                               \
-	"CASE WHEN isfinite(s." col ") THEN floor(extract(epoch FROM s." col ") * 1000000)::text"  \
-	" ELSE s." col "::text END"
-#define COLUMNS                                                                                    \
-	"s.id, s.queue, s.job_class, s.args::text AS args, s.options::text AS options, s.jid, "   \
-	TIME_US("created_at") " AS created_us, " TIME_US("run_at") " AS run_at_us"
-
-enum { COL_ID, COL_QUEUE, COL_CLASS, COL_ARGS, COL_OPTIONS, COL_JID, COL_CREATED, COL_RUN_AT, COL_NALL };
 
 void pg_source_init(struct pg_source *pg, const struct config *cfg)
 {
 	memset(pg, 0, sizeof(*pg));
 	pg->cfg = cfg;
+	pg_read_init(&pg->read);
 	buf_init(&pg->sql);
-}
-
-/* libpq's messages end in newlines, may join several and indent hints with
- * tabs; a log line wants single spaces. */
-static void one_line(char *str)
-{
-	char *out = str;
-	bool space = false;
-
-	for (const char *s = str; *s; s++) {
-		bool ws = *s == '\n' || *s == '\t' || *s == ' ';
-		if (!ws || !space)
-			*out++ = ws ? ' ' : *s;
-		space = ws;
-	}
-	while (out > str && out[-1] == ' ')
-		out--;
-	*out = '\0';
 }
 
 /* Records why a call failed: the message on one line, and the SQLSTATE. */
 static int pg_fail(struct pg_source *pg, const PGresult *res, const char *what)
 {
-	const char *msg = res ? PQresultErrorMessage(res) : "";
 	const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
 
-	if (!*msg)
-		msg = PQerrorMessage(pg->conn);
-	snprintf(pg->errstr, sizeof(pg->errstr), "%s: %s", what, *msg ? msg : "no message");
-	one_line(pg->errstr);
+	pg_conn_error(pg->errstr, sizeof(pg->errstr), pg->conn, res, what);
 	snprintf(pg->sqlstate, sizeof(pg->sqlstate), "%s", state ? state : "");
 	return -EIO;
 }
@@ -124,27 +81,15 @@ static void log_notice(void *arg, const PGresult *res)
 
 	(void)arg;
 	snprintf(msg, sizeof(msg), "%s", PQresultErrorMessage(res));
-	one_line(msg);
+	pg_conn_one_line(msg);
 	log_event(notice ? LOG_DEBUG : LOG_WARN, "postgres says",
 		  LOGF(F_STR("severity", severity ? severity : ""), F_STR("message", msg)));
 }
 
 int pg_source_connect(struct pg_source *pg)
 {
-	/* Ours come before dbname, so the same settings in the URL win. Client-side
-	 * keepalives notice a vanished server as the server notices us. */
-	const char *keys[] = { "connect_timeout", "fallback_application_name", "keepalives",
-			       "keepalives_idle", "keepalives_interval", "keepalives_count",
-			       "tcp_user_timeout", "dbname", NULL, NULL };
-	const char *vals[] = { "10", "stagedrain", "1", "5", "2", "3", "10000", pg->cfg->pg_url, NULL, NULL };
-
-	/* After dbname, so the password file's password beats one in the URL. */
-	if (pg->cfg->pg_password) {
-		keys[8] = "password";
-		vals[8] = pg->cfg->pg_password;
-	}
 	pg_source_close(pg);
-	pg->conn = PQconnectdbParams(keys, vals, 1);
+	pg->conn = pg_conn_open(pg->cfg, "stagedrain", false);
 	if (!pg->conn)
 		return -ENOMEM;
 	PQsetNoticeReceiver(pg->conn, log_notice, NULL);
@@ -194,38 +139,50 @@ int pg_source_check_schema(struct pg_source *pg)
 	return rc;
 }
 
-int pg_source_try_lock(struct pg_source *pg)
+int pg_source_try_lock(struct pg_source *pg, bool *held)
 {
 	char key[32];
 	const char *params[1] = { key };
 	PGresult *res;
-	int rc;
+	int rc = 0;
 
 	snprintf(key, sizeof(key), "%lld", pg->cfg->lock_key);
 	res = PQexecParams(pg->conn, "SELECT pg_try_advisory_lock($1::int8)", 1, NULL, params, NULL, NULL, 0);
-
-	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+	if (PQresultStatus(res) != PGRES_TUPLES_OK)
 		rc = pg_fail(pg, res, "could not take the leader lock");
-	} else {
-		rc = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
-	}
+	else
+		*held = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
 	PQclear(res);
 	return rc;
 }
 
+/* Why the session may not lead, for errstr; closes it, so the next connect
+ * may find the primary (a failover, several hosts in --pg-url). */
+static int on_standby(struct pg_source *pg)
+{
+	char where[120];
+
+	pg_source_describe(pg, where, sizeof(where));
+	snprintf(pg->errstr, sizeof(pg->errstr),
+		 "postgres at %.120s is a hot standby (in recovery): it cannot delete what the relay pushes", where);
+	*pg->sqlstate = '\0';
+	pg_source_close(pg);
+	return -EROFS;
+}
+
 /* A standby refuses LISTEN, so the session listens only once it is known to
  * be on a primary. */
-int pg_source_is_primary(struct pg_source *pg)
+int pg_source_check_primary(struct pg_source *pg)
 {
 	PGresult *res = PQexec(pg->conn, "SELECT pg_is_in_recovery()");
-	int rc;
+	int rc = 0;
 
 	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1)
 		rc = pg_fail(pg, res, "could not ask whether postgres is in recovery");
-	else
-		rc = strcmp(PQgetvalue(res, 0, 0), "f") == 0;
+	else if (strcmp(PQgetvalue(res, 0, 0), "f") != 0)
+		rc = on_standby(pg);
 	PQclear(res);
-	if (rc != 1)
+	if (rc < 0)
 		return rc;
 	res = PQexec(pg->conn, "LISTEN staged_jobs");
 	if (PQresultStatus(res) != PGRES_COMMAND_OK)
@@ -234,73 +191,7 @@ int pg_source_is_primary(struct pg_source *pg)
 	return rc;
 }
 
-/* Rows in the gaps this read covers (late commits), as a subquery; lo and hi
- * as array literals. LATERAL makes each range its own index probe: a plain
- * join ordered by id lets the planner walk the whole index from its head,
- * crossing every drained row a long transaction keeps, and filter. */
-static int append_gap_read(struct buf *sql, const struct gaps *g, long long young_since, int limit)
-{
-	int rc = buf_puts(sql, "(SELECT s.* FROM unnest('{");
-	bool any = false;
-
-	for (size_t i = 0; rc == 0 && i < g->n; i++)
-		if (gaps_reads(g, i, young_since) && (rc = buf_printf(sql, "%s%lld", any ? "," : "", g->v[i].lo)) == 0)
-			any = true;
-	if (rc == 0)
-		rc = buf_puts(sql, "}'::int8[], '{");
-	any = false;
-	for (size_t i = 0; rc == 0 && i < g->n; i++)
-		if (gaps_reads(g, i, young_since) && (rc = buf_printf(sql, "%s%lld", any ? "," : "", g->v[i].hi)) == 0)
-			any = true;
-	return rc ? rc
-		  : buf_printf(sql,
-			       "}'::int8[]) AS g(lo, hi) CROSS JOIN LATERAL (SELECT " COLUMNS
-			       " FROM staged_jobs s WHERE s.id BETWEEN g.lo AND g.hi ORDER BY s.id LIMIT %d) s"
-			       " ORDER BY s.id LIMIT %d) UNION ALL ",
-			       limit, limit);
-}
-
-static bool reads_any_gap(const struct gaps *g, long long young_since)
-{
-	for (size_t i = 0; i < g->n; i++)
-		if (gaps_reads(g, i, young_since))
-			return true;
-	return false;
-}
-
-/*
- * The rows, in id order, while their text stays within --batch-max-bytes (the
- * first always comes); args over --max-job-bytes stay in Postgres, only their
- * length comes (the row is dead-lettered). nall says how many rows the limit
- * alone would have given, so a cut by size is seen.
- */
-static int append_rows(struct pg_source *pg, const struct gaps *g, long long young_since, int limit)
-{
-	struct buf *sql = &pg->sql;
-	long max_job = pg->cfg->max_job_bytes;
-	bool gaps = reads_any_gap(g, young_since);
-	int rc = buf_printf(sql,
-			    "SELECT id, queue, job_class, CASE WHEN args_len > %ld THEN NULL ELSE args END,"
-			    " options, jid, created_us, run_at_us, nall FROM ("
-			    "SELECT r.*, sum(r.bytes) OVER (ORDER BY r.id ROWS UNBOUNDED PRECEDING) AS total,"
-			    " count(*) OVER () AS nall FROM ("
-			    "SELECT u.*, octet_length(u.args) AS args_len, least(octet_length(u.args), %ld)"
-			    " + octet_length(u.options) + octet_length(u.queue) + octet_length(u.job_class) + 64"
-			    " AS bytes FROM (",
-			    max_job, max_job);
-
-	if (rc == 0 && gaps && (rc = buf_puts(sql, "SELECT * FROM (")) == 0)
-		rc = append_gap_read(sql, g, young_since, limit);
-	if (rc == 0)
-		rc = buf_printf(sql, "(SELECT " COLUMNS " FROM staged_jobs s WHERE s.id > %lld ORDER BY s.id LIMIT %d)",
-				g->cursor, limit);
-	if (rc == 0 && gaps)
-		rc = buf_printf(sql, ") b ORDER BY id LIMIT %d", limit);
-	return rc ? rc : buf_printf(sql, ") u) r) w WHERE w.total - w.bytes < %ld ORDER BY w.id;", pg->cfg->batch_max_bytes);
-}
-
-/* Reads above the cursor, and in the gaps below it: no query starts below the
- * oldest gap, so drained rows' dead index entries are not walked per batch. */
+/* BEGIN, the statement bound, then the read's own statements. */
 static int build_fetch(struct pg_source *pg, const struct gaps *g, int limit, long long young_since)
 {
 	struct buf *sql = &pg->sql;
@@ -311,94 +202,44 @@ static int build_fetch(struct pg_source *pg, const struct gaps *g, int limit, lo
 	/* LOCAL: it ends with the batch, so the lock wait and migrations keep theirs. */
 	if (rc == 0 && pg->bound_statements)
 		rc = buf_printf(sql, "SET LOCAL statement_timeout = %d;", tx_bound_ms(pg->cfg));
-	if (rc == 0)
-		rc = buf_puts(sql, SNAPSHOT_SQL);
-	if (rc == 0)
-		rc = append_rows(pg, g, young_since, limit);
-	if (rc == 0 && g->cursor == 0)
-		rc = buf_puts(sql, SKIP_SQL);
-	return rc ? rc : buf_puts(sql, BOUND_SQL);
+	return rc ? rc : pg_read_build(&pg->read, sql, pg->cfg, g, limit, young_since);
 }
 
-static uint64_t value_u64(const PGresult *res)
-{
-	return PQntuples(res) == 1 ? strtoull(PQgetvalue(res, 0, 0), NULL, 10) : 0;
-}
-
-/* BEGIN and SET, then the snapshot's xmin, the rows, the sequence (on a
- * first read) and the bound: keeps the rows and notes the rest. */
-static int read_fetch_results(struct pg_source *pg, bool skip)
+/* Reads every result of the fetch: the read keeps the rows and notes the rest. */
+static int read_fetch_results(struct pg_source *pg)
 {
 	PGresult *res;
-	int rc = 0, tables = 0;
+	int rc = 0;
 
 	while ((res = PQgetResult(pg->conn)) != NULL) {
 		ExecStatusType st = PQresultStatus(res);
 		if (rc == 0 && st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK)
 			rc = pg_fail(pg, res, "could not read staged jobs");
-		if (rc == 0 && st == PGRES_TUPLES_OK) {
-			int t = tables++;
-			if (t == 0)
-				pg->read.seen.xmin = value_u64(res);
-			else if (t == 1) {
-				pg->rows = res;
-				continue;
-			} else if (t == 2 && skip)
-				pg->read.seen.skip_to = PQgetisnull(res, 0, 0) ? 0 : (long long)value_u64(res);
-			else
-				pg->read.seen.bound = value_u64(res);
-		}
+		if (rc == 0 && st == PGRES_TUPLES_OK && pg_read_take(&pg->read, res))
+			continue;
 		PQclear(res);
 	}
-	if (rc == 0 && (!pg->rows || pg->read.seen.bound == 0))
-		rc = pg_fail(pg, NULL, "could not read staged jobs");
 	return rc;
 }
 
-/* The ids read, ascending, and how far the gap read got if its limit or the
- * size bound cut it short. */
-static int note_ids(struct pg_source *pg, const struct gaps *g, int limit)
-{
-	struct pg_read *r = &pg->read;
-	size_t n = (size_t)PQntuples(pg->rows), below = 0;
-	bool cut = n > 0 && strtoull(PQgetvalue(pg->rows, 0, COL_NALL), NULL, 10) > n;
-
-	if (n > r->cap) {
-		long long *ids = realloc(r->ids, n * sizeof(*ids));
-		if (!ids)
-			return -ENOMEM;
-		r->ids = ids;
-		r->cap = n;
-	}
-	for (size_t i = 0; i < n; i++) {
-		r->ids[i] = strtoll(PQgetvalue(pg->rows, (int)i, COL_ID), NULL, 10);
-		below += r->ids[i] <= g->cursor;
-	}
-	r->seen.ids = r->ids;
-	r->seen.n = n;
-	if (below > 0 && (below >= (size_t)limit || (cut && below == n)))
-		r->seen.retire_below = r->ids[below - 1];
-	return 0;
-}
-
-int pg_source_wait_jobs(struct pg_source *pg, int ms, volatile sig_atomic_t *stop)
+int pg_source_wait_jobs(struct pg_source *pg, int ms, volatile sig_atomic_t *stop, bool *woken)
 {
 	struct pollfd pfd = { .fd = PQsocket(pg->conn), .events = POLLIN };
 
+	*woken = false;
 	for (;;) {
 		PGnotify *note;
-		bool woken = false;
 
 		/* A session ended while idle may come back as a FATAL message the
 		 * input consumed: the status tells, not the return value. */
 		if (!PQconsumeInput(pg->conn) || PQstatus(pg->conn) != CONNECTION_OK)
 			return pg_fail(pg, NULL, "lost the connection while waiting for jobs");
 		while ((note = PQnotifies(pg->conn)) != NULL) {
-			woken = true;
+			*woken = true;
 			PQfreemem(note);
 		}
-		if (woken || ms <= 0 || *stop)
-			return woken;
+		if (*woken || ms <= 0 || *stop)
+			return 0;
 		/* Short slices: a stop signal is honoured within 50 ms. */
 		if (poll(&pfd, 1, ms < 50 ? ms : 50) < 0 && errno != EINTR)
 			return pg_fail(pg, NULL, "waiting for jobs failed");
@@ -410,66 +251,32 @@ int pg_source_fetch(struct pg_source *pg, const struct gaps *g, int limit, long 
 {
 	int rc;
 
-	pg->read.above = g->cursor;
-	pg->read.seen = (struct gaps_read){ .young_since = young_since, .retire_below = LLONG_MAX };
 	if ((rc = build_fetch(pg, g, limit, young_since)) < 0)
 		return rc;
 	pg->in_tx = true;
 	if (!PQsendQuery(pg->conn, pg->sql.data))
 		return pg_fail(pg, NULL, "could not read staged jobs");
-	if ((rc = read_fetch_results(pg, g->cursor == 0)) < 0 || (rc = note_ids(pg, g, limit)) < 0) {
-		PQclear(pg->rows);
-		pg->rows = NULL;
+	if ((rc = read_fetch_results(pg)) < 0) {
+		pg_read_clear(&pg->read);
 		return rc;
 	}
-	*nrows = PQntuples(pg->rows);
-	return 0;
-}
-
-/* A time column's microseconds, or why the row cannot carry it. */
-static long long time_us(const PGresult *r, int i, int col, const char **unfit)
-{
-	static const char *const why[2][3] = {
-		{ "created_at is infinity: no job time can hold it", "created_at is -infinity: no job time can hold it",
-		  "created_at is out of the range a job time can hold" },
-		{ "run_at is infinity: no job time can hold it", "run_at is -infinity: no job time can hold it",
-		  "run_at is out of the range a job time can hold" },
-	};
-	const char *text = PQgetvalue(r, i, col);
-	int which = col == COL_RUN_AT;
-	char *end;
-	long long us;
-
-	errno = 0;
-	us = strtoll(text, &end, 10);
-	if (errno == 0 && end != text && *end == '\0')
-		return us;
-	if (!*unfit)
-		*unfit = why[which][strcmp(text, "infinity") == 0 ? 0 : strcmp(text, "-infinity") == 0 ? 1 : 2];
+	rc = pg_read_finish(&pg->read, g, limit);
+	if (rc == -EIO)
+		return pg_fail(pg, NULL, "could not read staged jobs");
+	if (rc < 0)
+		return rc;
+	*nrows = pg_read_nrows(&pg->read);
 	return 0;
 }
 
 void pg_source_row(const struct pg_source *pg, int i, struct job_row *row)
 {
-	const PGresult *r = pg->rows;
+	pg_read_row(&pg->read, i, row);
+}
 
-	row->id = pg->read.ids[i]; /* parsed once, when the read noted its ids */
-	row->unfit = NULL;
-	row->queue = PQgetvalue(r, i, COL_QUEUE);
-	row->queue_len = (size_t)PQgetlength(r, i, COL_QUEUE);
-	row->job_class = PQgetvalue(r, i, COL_CLASS);
-	row->class_len = (size_t)PQgetlength(r, i, COL_CLASS);
-	row->args = PQgetvalue(r, i, COL_ARGS);
-	row->args_len = (size_t)PQgetlength(r, i, COL_ARGS);
-	if (PQgetisnull(r, i, COL_ARGS))
-		row->unfit = "args are larger than --max-job-bytes";
-	row->options = PQgetvalue(r, i, COL_OPTIONS);
-	row->options_len = (size_t)PQgetlength(r, i, COL_OPTIONS);
-	row->jid = PQgetvalue(r, i, COL_JID);
-	row->jid_len = (size_t)PQgetlength(r, i, COL_JID);
-	row->created_at_us = time_us(r, i, COL_CREATED, &row->unfit);
-	row->has_run_at = !PQgetisnull(r, i, COL_RUN_AT);
-	row->run_at_us = row->has_run_at ? time_us(r, i, COL_RUN_AT, &row->unfit) : 0;
+const struct gaps_read *pg_source_seen(const struct pg_source *pg)
+{
+	return &pg->read.seen;
 }
 
 /* Appends "{1,2,3}": a literal of our own integers. */
@@ -599,7 +406,7 @@ int pg_source_move_dead(struct pg_source *pg, struct batch *b)
 		return -EIO;
 	memcpy(pg->errstr, why, sizeof(why));
 	batch_keep_dead(b);
-	return 1;
+	return PG_SOURCE_DEAD_KEPT;
 }
 
 /* Deletes, checks and commits in one round trip (see append_delete). */
@@ -615,8 +422,7 @@ int pg_source_commit(struct pg_source *pg, const struct batch *b)
 	if (run_counted(pg, pg->sql.data, "could not delete the pushed batch", NULL) < 0)
 		return -EIO;
 	pg->in_tx = false;
-	PQclear(pg->rows);
-	pg->rows = NULL;
+	pg_read_clear(&pg->read);
 	return 0;
 }
 
@@ -663,8 +469,7 @@ void pg_source_rollback(struct pg_source *pg)
 	if (pg->in_tx && !pg_source_broken(pg))
 		PQclear(PQexec(pg->conn, "ROLLBACK"));
 	pg->in_tx = false;
-	PQclear(pg->rows);
-	pg->rows = NULL;
+	pg_read_clear(&pg->read);
 }
 
 void pg_source_describe(const struct pg_source *pg, char *out, size_t outlen)
@@ -679,8 +484,7 @@ void pg_source_describe(const struct pg_source *pg, char *out, size_t outlen)
 
 void pg_source_close(struct pg_source *pg)
 {
-	PQclear(pg->rows);
-	pg->rows = NULL;
+	pg_read_clear(&pg->read);
 	pg->in_tx = false;
 	if (pg->conn)
 		PQfinish(pg->conn);
@@ -695,6 +499,5 @@ void pg_source_free(struct pg_source *pg)
 	PQclear(pg->fenced);
 	pg->fenced = NULL;
 	buf_free(&pg->sql);
-	free(pg->read.ids);
-	pg->read.ids = NULL;
+	pg_read_free(&pg->read);
 }

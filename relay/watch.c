@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "log.h"
+#include "pg_conn.h"
 #include "watch.h"
 
 /* The backlog and dead rows: the statistics PostgreSQL keeps anyway (what
@@ -63,33 +64,15 @@
 
 static void pg_error(struct watch *w, const PGresult *res, const char *what)
 {
-	const char *msg = res ? PQresultErrorMessage(res) : "";
-	size_t n;
-
-	if (!*msg)
-		msg = w->pg ? PQerrorMessage(w->pg) : "out of memory";
-	snprintf(w->errstr, sizeof(w->errstr), "%s: %s", what, *msg ? msg : "no message");
-	/* libpq's messages end in a newline and may hold more; keep one line. */
-	for (n = 0; w->errstr[n]; n++)
-		if (w->errstr[n] == '\n' || w->errstr[n] == '\t')
-			w->errstr[n] = ' ';
-	while (n > 0 && w->errstr[n - 1] == ' ')
-		w->errstr[--n] = '\0';
+	pg_conn_error(w->errstr, sizeof(w->errstr), w->pg, res, what);
 }
 
 static int pg_connect(struct watch *w)
 {
-	/* After dbname, so it names this session in pg_stat_activity whatever the URL says. */
-	const char *keys[] = { "connect_timeout", "keepalives", "keepalives_idle", "dbname",
-			       "application_name", NULL, NULL };
-	const char *vals[] = { "10", "1", "5", w->cfg->pg_url, "stagedrain-watch", NULL, NULL };
 	PGresult *res;
 
-	if (w->cfg->pg_password) {
-		keys[5] = "password";
-		vals[5] = w->cfg->pg_password;
-	}
-	w->pg = PQconnectdbParams(keys, vals, 1);
+	/* Named whatever the URL says, so pg_stat_activity tells it from the drain's session. */
+	w->pg = pg_conn_open(w->cfg, "stagedrain-watch", true);
 	if (!w->pg || PQstatus(w->pg) != CONNECTION_OK) {
 		pg_error(w, NULL, "could not connect to postgres");
 		return -EIO;

@@ -39,10 +39,12 @@ static char *page(void)
 static char *ready_text(int expect)
 {
 	struct buf b;
+	bool ready = !expect;
 	char *s;
 
 	buf_init(&b);
-	ck_assert_int_eq(metrics_ready(&m, &b), expect);
+	ck_assert_int_eq(metrics_ready(&m, &b, &ready), 0);
+	ck_assert_int_eq(ready, expect);
 	ck_assert_int_eq(buf_append(&b, "", 1), 0);
 	s = strdup(b.data);
 	buf_free(&b);

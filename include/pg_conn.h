@@ -1,0 +1,25 @@
+/* A libpq session as the relay opens one, and libpq's errors as one log line. */
+#ifndef STAGEDRAIN_PG_CONN_H
+#define STAGEDRAIN_PG_CONN_H
+
+#include <libpq-fe.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "config.h"
+#include "fmacros.h"
+
+/*
+ * Opens a session to --pg-url (and --pg-password-file's password) with the
+ * relay's connect timeout and keepalives. name is the application_name: a
+ * default the URL may override, or, with name_wins, the name whatever the URL
+ * says. NULL only when out of memory; otherwise check PQstatus.
+ */
+PGconn *pg_conn_open(const struct config *cfg, const char *name, bool name_wins);
+/* Writes "what: message" to out: the result's error, else the connection's,
+ * on one line. */
+void pg_conn_error(char *out, size_t outlen, const PGconn *conn, const PGresult *res, const char *what);
+/* Turns libpq's newlines and tabs into single spaces, trailing ones dropped. */
+void pg_conn_one_line(char *str);
+
+#endif

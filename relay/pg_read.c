@@ -1,0 +1,250 @@
+/* A batch's read of staged_jobs: the statements (the gaps' LATERAL probes,
+ * the byte budget, the xid bound), what their results say, and the rows. */
+#include "fmacros.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pg_read.h"
+
+/* The snapshot's xmin comes first, right after BEGIN: in REPEATABLE READ the
+ * first statement's snapshot is the snapshot of every read that follows. */
+#define SNAPSHOT_SQL "SELECT pg_snapshot_xmin(pg_current_snapshot())::text;"
+/* Taken after the snapshot and after the sequence was read: the gaps' bound (gaps.h). */
+#define BOUND_SQL "SELECT pg_current_xact_id()::text"
+/* On a first read that finds nothing, how far ids were handed out: the cursor
+ * jumps there instead of every empty read walking from the table's head. The
+ * relay may lack SELECT on the sequence (sql/roles.sql grants it): then NULL. */
+#define SKIP_SQL                                                                                   \
+	"SELECT CASE WHEN has_sequence_privilege(q.seq, 'SELECT')"                                 \
+	" THEN pg_sequence_last_value(q.seq::regclass) END"                                        \
+	" FROM (SELECT pg_get_serial_sequence('staged_jobs', 'id') AS seq) q;"
+
+/* Microseconds as text, or the time itself when it is infinite: no value a
+ * timestamptz column holds can make the read fail (pg_read_row decides). */
+#define TIME_US(col)                                                                               \
+	"CASE WHEN isfinite(s." col ") THEN floor(extract(epoch FROM s." col ") * 1000000)::text"  \
+	" ELSE s." col "::text END"
+#define COLUMNS                                                                                    \
+	"s.id, s.queue, s.job_class, s.args::text AS args, s.options::text AS options, s.jid, "   \
+	TIME_US("created_at") " AS created_us, " TIME_US("run_at") " AS run_at_us"
+
+enum { COL_ID, COL_QUEUE, COL_CLASS, COL_ARGS, COL_OPTIONS, COL_JID, COL_CREATED, COL_RUN_AT, COL_NALL };
+void pg_read_init(struct pg_read *r)
+{
+	memset(r, 0, sizeof(*r));
+}
+
+/* Rows in the gaps this read covers (late commits), as a subquery; lo and hi
+ * as array literals. LATERAL makes each range its own index probe: a plain
+ * join ordered by id lets the planner walk the whole index from its head,
+ * crossing every drained row a long transaction keeps, and filter. */
+static int append_gap_read(struct buf *sql, const struct gaps *g, long long young_since, int limit)
+{
+	int rc = buf_puts(sql, "(SELECT s.* FROM unnest('{");
+	bool any = false;
+
+	for (size_t i = 0; rc == 0 && i < g->n; i++)
+		if (gaps_reads(g, i, young_since) && (rc = buf_printf(sql, "%s%lld", any ? "," : "", g->v[i].lo)) == 0)
+			any = true;
+	if (rc == 0)
+		rc = buf_puts(sql, "}'::int8[], '{");
+	any = false;
+	for (size_t i = 0; rc == 0 && i < g->n; i++)
+		if (gaps_reads(g, i, young_since) && (rc = buf_printf(sql, "%s%lld", any ? "," : "", g->v[i].hi)) == 0)
+			any = true;
+	return rc ? rc
+		  : buf_printf(sql,
+			       "}'::int8[]) AS g(lo, hi) CROSS JOIN LATERAL (SELECT " COLUMNS
+			       " FROM staged_jobs s WHERE s.id BETWEEN g.lo AND g.hi ORDER BY s.id LIMIT %d) s"
+			       " ORDER BY s.id LIMIT %d) UNION ALL ",
+			       limit, limit);
+}
+
+static bool reads_any_gap(const struct gaps *g, long long young_since)
+{
+	for (size_t i = 0; i < g->n; i++)
+		if (gaps_reads(g, i, young_since))
+			return true;
+	return false;
+}
+
+/*
+ * The rows, in id order, while their text stays within --batch-max-bytes (the
+ * first always comes); args over --max-job-bytes stay in Postgres, only their
+ * length comes (the row is dead-lettered). nall says how many rows the limit
+ * alone would have given, so a cut by size is seen.
+ */
+static int append_rows(struct buf *sql, const struct config *cfg, const struct gaps *g, long long young_since,
+		       int limit)
+{
+	long max_job = cfg->max_job_bytes;
+	bool gaps = reads_any_gap(g, young_since);
+	int rc = buf_printf(sql,
+			    "SELECT id, queue, job_class, CASE WHEN args_len > %ld THEN NULL ELSE args END,"
+			    " options, jid, created_us, run_at_us, nall FROM ("
+			    "SELECT r.*, sum(r.bytes) OVER (ORDER BY r.id ROWS UNBOUNDED PRECEDING) AS total,"
+			    " count(*) OVER () AS nall FROM ("
+			    "SELECT u.*, octet_length(u.args) AS args_len, least(octet_length(u.args), %ld)"
+			    " + octet_length(u.options) + octet_length(u.queue) + octet_length(u.job_class) + 64"
+			    " AS bytes FROM (",
+			    max_job, max_job);
+
+	if (rc == 0 && gaps && (rc = buf_puts(sql, "SELECT * FROM (")) == 0)
+		rc = append_gap_read(sql, g, young_since, limit);
+	if (rc == 0)
+		rc = buf_printf(sql, "(SELECT " COLUMNS " FROM staged_jobs s WHERE s.id > %lld ORDER BY s.id LIMIT %d)",
+				g->cursor, limit);
+	if (rc == 0 && gaps)
+		rc = buf_printf(sql, ") b ORDER BY id LIMIT %d", limit);
+	return rc ? rc : buf_printf(sql, ") u) r) w WHERE w.total - w.bytes < %ld ORDER BY w.id;", cfg->batch_max_bytes);
+}
+
+/* Reads above the cursor, and in the gaps below it: no query starts below the
+ * oldest gap, so drained rows' dead index entries are not walked per batch. */
+int pg_read_build(struct pg_read *r, struct buf *sql, const struct config *cfg, const struct gaps *g, int limit,
+		  long long young_since)
+{
+	int rc = buf_puts(sql, SNAPSHOT_SQL);
+
+	pg_read_clear(r);
+	r->above = g->cursor;
+	r->seen = (struct gaps_read){ .young_since = young_since, .retire_below = LLONG_MAX };
+	r->skip = g->cursor == 0;
+	r->tables = 0;
+	if (rc == 0)
+		rc = append_rows(sql, cfg, g, young_since, limit);
+	if (rc == 0 && r->skip)
+		rc = buf_puts(sql, SKIP_SQL);
+	return rc ? rc : buf_puts(sql, BOUND_SQL);
+}
+
+static uint64_t value_u64(const PGresult *res)
+{
+	return PQntuples(res) == 1 ? strtoull(PQgetvalue(res, 0, 0), NULL, 10) : 0;
+}
+
+/* The snapshot's xmin, the rows, the sequence (on a first read) and the
+ * bound, in that order: keeps the rows and notes the rest. */
+bool pg_read_take(struct pg_read *r, PGresult *res)
+{
+	int t = r->tables++;
+
+	if (t == 0)
+		r->seen.xmin = value_u64(res);
+	else if (t == 1)
+		r->rows = res;
+	else if (t == 2 && r->skip)
+		r->seen.skip_to = PQgetisnull(res, 0, 0) ? 0 : (long long)value_u64(res);
+	else
+		r->seen.bound = value_u64(res);
+	return t == 1;
+}
+
+/* The ids read, ascending, and how far the gap read got if its limit or the
+ * size bound cut it short. */
+static int note_ids(struct pg_read *r, const struct gaps *g, int limit)
+{
+	size_t n = (size_t)PQntuples(r->rows), below = 0;
+	bool cut = n > 0 && strtoull(PQgetvalue(r->rows, 0, COL_NALL), NULL, 10) > n;
+
+	if (n > r->cap) {
+		long long *ids = realloc(r->ids, n * sizeof(*ids));
+		if (!ids)
+			return -ENOMEM;
+		r->ids = ids;
+		r->cap = n;
+	}
+	for (size_t i = 0; i < n; i++) {
+		r->ids[i] = strtoll(PQgetvalue(r->rows, (int)i, COL_ID), NULL, 10);
+		below += r->ids[i] <= g->cursor;
+	}
+	r->seen.ids = r->ids;
+	r->seen.n = n;
+	if (below > 0 && (below >= (size_t)limit || (cut && below == n)))
+		r->seen.retire_below = r->ids[below - 1];
+	return 0;
+}
+
+int pg_read_finish(struct pg_read *r, const struct gaps *g, int limit)
+{
+	int rc;
+
+	if (!r->rows || r->seen.bound == 0)
+		rc = -EIO;
+	else
+		rc = note_ids(r, g, limit);
+	if (rc < 0)
+		pg_read_clear(r);
+	return rc;
+}
+
+int pg_read_nrows(const struct pg_read *r)
+{
+	return r->rows ? PQntuples(r->rows) : 0;
+}
+
+/* A time column's microseconds, or why the row cannot carry it. */
+static long long time_us(const PGresult *r, int i, int col, const char **unfit)
+{
+	static const char *const why[2][3] = {
+		{ "created_at is infinity: no job time can hold it", "created_at is -infinity: no job time can hold it",
+		  "created_at is out of the range a job time can hold" },
+		{ "run_at is infinity: no job time can hold it", "run_at is -infinity: no job time can hold it",
+		  "run_at is out of the range a job time can hold" },
+	};
+	const char *text = PQgetvalue(r, i, col);
+	int which = col == COL_RUN_AT;
+	char *end;
+	long long us;
+
+	errno = 0;
+	us = strtoll(text, &end, 10);
+	if (errno == 0 && end != text && *end == '\0')
+		return us;
+	if (!*unfit)
+		*unfit = why[which][strcmp(text, "infinity") == 0 ? 0 : strcmp(text, "-infinity") == 0 ? 1 : 2];
+	return 0;
+}
+
+void pg_read_row(const struct pg_read *read, int i, struct job_row *row)
+{
+	const PGresult *r = read->rows;
+
+	row->id = read->ids[i]; /* parsed once, when the read noted its ids */
+	row->unfit = NULL;
+	row->queue = PQgetvalue(r, i, COL_QUEUE);
+	row->queue_len = (size_t)PQgetlength(r, i, COL_QUEUE);
+	row->job_class = PQgetvalue(r, i, COL_CLASS);
+	row->class_len = (size_t)PQgetlength(r, i, COL_CLASS);
+	row->args = PQgetvalue(r, i, COL_ARGS);
+	row->args_len = (size_t)PQgetlength(r, i, COL_ARGS);
+	if (PQgetisnull(r, i, COL_ARGS))
+		row->unfit = "args are larger than --max-job-bytes";
+	row->options = PQgetvalue(r, i, COL_OPTIONS);
+	row->options_len = (size_t)PQgetlength(r, i, COL_OPTIONS);
+	row->jid = PQgetvalue(r, i, COL_JID);
+	row->jid_len = (size_t)PQgetlength(r, i, COL_JID);
+	row->created_at_us = time_us(r, i, COL_CREATED, &row->unfit);
+	row->has_run_at = !PQgetisnull(r, i, COL_RUN_AT);
+	row->run_at_us = row->has_run_at ? time_us(r, i, COL_RUN_AT, &row->unfit) : 0;
+}
+
+void pg_read_clear(struct pg_read *r)
+{
+	PQclear(r->rows);
+	r->rows = NULL;
+}
+
+void pg_read_free(struct pg_read *r)
+{
+	if (!r)
+		return;
+	pg_read_clear(r);
+	free(r->ids);
+	r->ids = NULL;
+	r->cap = 0;
+}
