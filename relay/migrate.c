@@ -7,6 +7,7 @@
 
 #include "log.h"
 #include "migrate.h"
+#include "pg_conn.h"
 
 static const char *const migrate_setup =
 	"BEGIN;"
@@ -28,7 +29,7 @@ static int run(PGconn *conn, const char *sql, const char *name, char *err, size_
 
 	if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
 		snprintf(err, errlen, "%s", PQerrorMessage(conn));
-		err[strcspn(err, "\n")] = '\0';
+		pg_conn_one_line(err);
 		rc = -EIO;
 	}
 	PQclear(res);
