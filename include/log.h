@@ -23,9 +23,11 @@ struct log_field {
 	double d;
 };
 
+/* clang-format off: one field kind per line, not a block each */
 #define F_STR(k, v) { .type = LOG_F_STR, .key = (k), .s = (v) }
 #define F_INT(k, v) { .type = LOG_F_INT, .key = (k), .i = (long long)(v) }
 #define F_DBL(k, v) { .type = LOG_F_DBL, .key = (k), .d = (double)(v) }
+/* clang-format on */
 /* LOGF(F_STR(...), F_INT(...)) builds a terminated field list in place. */
 #define LOGF(...) ((const struct log_field[]){ __VA_ARGS__, { .type = LOG_F_END } })
 

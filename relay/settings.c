@@ -59,6 +59,8 @@ static const struct numkind period = {
  * needs to know whether its password is replaced): --format comes before
  * --namespace, whose default needs it.
  */
+/* clang-format off: one setting per paragraph, its identity on the first lines and
+ * its help last, reads better than one designator per line. */
 static const struct setting table[] = {
 	{ .flag = "pg-url", .env = "STAGEDRAIN_PG_URL", .env_fallback = "DATABASE_URL",
 	  .type = V_PG, .metavar = "URL", .def = "", .off = OFF(pg_url), .secret = true,
@@ -154,6 +156,7 @@ static const struct setting table[] = {
 	{ .flag = "version", .short_name = 'V', .type = V_ACTION, .def = "off",
 	  .choices = bool_words, .off = OFF(version), .help = "print the version and exit" },
 };
+/* clang-format on */
 
 
 _Static_assert(sizeof(table) / sizeof(table[0]) == SETTINGS_COUNT, "SETTINGS_COUNT is not the table's length");
