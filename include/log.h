@@ -23,7 +23,8 @@ struct log_field {
 	double d;
 };
 
-/* clang-format off: one field kind per line, not a block each */
+/* One line per field kind, where clang-format would make each a block. */
+/* clang-format off */
 #define F_STR(k, v) { .type = LOG_F_STR, .key = (k), .s = (v) }
 #define F_INT(k, v) { .type = LOG_F_INT, .key = (k), .i = (long long)(v) }
 #define F_DBL(k, v) { .type = LOG_F_DBL, .key = (k), .d = (double)(v) }

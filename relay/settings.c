@@ -59,8 +59,9 @@ static const struct numkind period = {
  * needs to know whether its password is replaced): --format comes before
  * --namespace, whose default needs it.
  */
-/* clang-format off: one setting per paragraph, its identity on the first lines and
- * its help last, reads better than one designator per line. */
+/* Laid out by hand: one setting per paragraph, its identity first and its help
+ * last, reads better than clang-format's one designator per line. */
+/* clang-format off */
 static const struct setting table[] = {
 	{ .flag = "pg-url", .env = "STAGEDRAIN_PG_URL", .env_fallback = "DATABASE_URL",
 	  .type = V_PG, .metavar = "URL", .def = "", .off = OFF(pg_url), .secret = true,
