@@ -13,6 +13,7 @@
 #include "usage.h"
 
 /* Written out here rather than taken from config.c, so a renamed variable fails a test. */
+/* clang-format off */
 static const char *const all_vars[] = {
 	"STAGEDRAIN_PG_URL",         "DATABASE_URL",          "STAGEDRAIN_REDIS_URL",
 	"REDIS_URL",                 "STAGEDRAIN_FORMAT",     "STAGEDRAIN_SIDEKIQ_VERSION",
@@ -31,6 +32,7 @@ static const char *const all_flags[] = {
 	"--version",    "-V",              "--pg-url-file", "--pg-password-file", "--redis-url-file",
 	"--redis-password-file", "--http-addr", "--warn-xact-age", "--watch-interval", NULL,
 };
+/* clang-format on */
 
 /* The developer's or CI's own DATABASE_URL must not leak into the tests,
  * nor one test's variables into the next under CK_FORK=no. */
@@ -434,6 +436,7 @@ START_TEST(negative_value_is_not_an_option)
 END_TEST
 
 /* Every error config_load can report, with the variable that caused it. */
+/* clang-format off */
 static const struct err_case {
 	const char *env, *env_value;
 	const char *args[4];
@@ -584,6 +587,7 @@ static const struct err_case {
 	{ NULL, NULL, { "--pg-url", "postgresql://h/db?hunter2=1" },
 	  "invalid --pg-url: invalid URI query parameter: \"...\"" },
 };
+/* clang-format on */
 
 START_TEST(error_messages)
 {
