@@ -14,9 +14,9 @@ enum config_command { CMD_RUN = 0, CMD_MIGRATE };
 
 struct config {
 	enum config_command command;
-	char *pg_url;        /* libpq conninfo or URI; "" uses libpq's PG* defaults */
-	char *pg_password;   /* NULL, or from --pg-password-file: beats one in pg_url */
-	char *redis_url;     /* as given, or read from --redis-url-file */
+	char *pg_url;         /* libpq conninfo or URI; "" uses libpq's PG* defaults */
+	char *pg_password;    /* NULL, or from --pg-password-file: beats one in pg_url */
+	char *redis_url;      /* as given, or read from --redis-url-file */
 	char *redis_password; /* NULL, or from --redis-password-file: already in redis */
 	struct redis_target redis;
 	enum job_format format;
@@ -31,10 +31,10 @@ struct config {
 	enum log_level log_level;
 	enum log_format log_format;
 	bool once;
-	char *http_addr;     /* "" (off) or HOST:PORT as given */
-	char *http_host;     /* from http_addr: "" for every interface, brackets removed */
-	int http_port;       /* from http_addr: 0 picks a free port */
-	int warn_xact_age_ms; /* 0: never warn about long transactions */
+	char *http_addr;       /* "" (off) or HOST:PORT as given */
+	char *http_host;       /* from http_addr: "" for every interface, brackets removed */
+	int http_port;         /* from http_addr: 0 picks a free port */
+	int warn_xact_age_ms;  /* 0: never warn about long transactions */
 	int watch_interval_ms; /* how often the database and redis are looked at */
 	bool help;
 	bool version;

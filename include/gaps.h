@@ -49,14 +49,14 @@ struct gaps {
 	long long cursor; /* every id <= cursor was read or is in a gap */
 	struct gap *v;    /* sorted by lo, disjoint */
 	size_t n;
-	size_t max;       /* at the bound, the closest neighbours merge */
+	size_t max; /* at the bound, the closest neighbours merge */
 };
 
 /* What one committed (or empty) read saw. */
 struct gaps_read {
-	const long long *ids;   /* every id the read returned, ascending */
+	const long long *ids; /* every id the read returned, ascending */
 	size_t n;
-	const long long *held;  /* those of ids left staged, ascending */
+	const long long *held; /* those of ids left staged, ascending */
 	size_t nheld;
 	uint64_t xmin;          /* the read snapshot's xmin */
 	uint64_t bound;         /* an xid assigned after the snapshot (see above) */

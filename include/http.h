@@ -14,7 +14,7 @@ struct http {
 	struct MHD_Daemon *daemon;
 	struct metrics *m;
 	atomic_bool started; /* before, libmicrohttpd's messages repeat our own error */
-	char where[300]; /* the address it listens on, the real port included */
+	char where[300];     /* the address it listens on, the real port included */
 	char errstr[256];
 };
 

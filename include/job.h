@@ -18,11 +18,11 @@ struct job_row {
 	size_t queue_len;
 	const char *job_class;
 	size_t class_len;
-	const char *args;    /* JSON text */
+	const char *args; /* JSON text */
 	size_t args_len;
 	const char *options; /* JSON text, an object; NULL means {} */
 	size_t options_len;
-	const char *jid;     /* 24 lowercase hex digits */
+	const char *jid; /* 24 lowercase hex digits */
 	size_t jid_len;
 	long long created_at_us; /* epoch microseconds */
 	bool has_run_at;
@@ -61,8 +61,8 @@ struct job_out {
  * a one-line reason when the row cannot be a job (the buffer is left as it
  * was); or -ENOMEM.
  */
-int job_build(const struct job_row *row, const struct job_opts *opts, struct buf *out_buf,
-	      struct job_out *out, char *reason, size_t reasonlen) SD_MUSTCHECK;
+int job_build(const struct job_row *row, const struct job_opts *opts, struct buf *out_buf, struct job_out *out,
+	      char *reason, size_t reasonlen) SD_MUSTCHECK;
 
 /* Epoch seconds as Sidekiq writes a float: "1700000000.25", "1700000000.0". */
 void job_format_epoch(char *dst, size_t dstlen, long long us);

@@ -28,10 +28,10 @@ struct metrics_queue {
 
 /* One reading of the database by the watcher; NAN where it could not tell. */
 struct metrics_db {
-	double backlog_jobs;       /* estimate: pg_stat_user_tables.n_live_tup */
-	double oldest_job_age_s;   /* leader only: the lowest id staged, wherever it lies */
-	double oldest_xact_age_s;  /* 0 when no transaction holds back vacuum */
-	double dead_tuples;        /* pg_stat_user_tables.n_dead_tup */
+	double backlog_jobs;      /* estimate: pg_stat_user_tables.n_live_tup */
+	double oldest_job_age_s;  /* leader only: the lowest id staged, wherever it lies */
+	double oldest_xact_age_s; /* 0 when no transaction holds back vacuum */
+	double dead_tuples;       /* pg_stat_user_tables.n_dead_tup */
 };
 
 /*

@@ -14,8 +14,8 @@
 
 /* What the last read saw. pg_source owns one and sends its statements. */
 struct pg_read {
-	PGresult *rows;        /* the rows read, until pg_read_clear */
-	long long *ids;        /* every id read, ascending; seen.ids points here */
+	PGresult *rows; /* the rows read, until pg_read_clear */
+	long long *ids; /* every id read, ascending; seen.ids points here */
 	size_t cap;
 	long long above;       /* the cursor the read started above */
 	struct gaps_read seen; /* for gaps_advance; held and now_ms are the caller's */

@@ -19,10 +19,10 @@ struct pg_source {
 	PGconn *conn;
 	const struct config *cfg;
 	bool in_tx;
-	struct pg_read read; /* the batch pg_source_fetch read, until commit or rollback */
+	struct pg_read read;   /* the batch pg_source_fetch read, until commit or rollback */
 	bool bound_statements; /* nobody chose a statement_timeout: batches set their own */
-	struct buf sql; /* the statement being sent (fetch, dead move, commit, fence delete), reused */
-	PGresult *fenced; /* queue, count of the rows the last fence delete took */
+	struct buf sql;        /* the statement being sent (fetch, dead move, commit, fence delete), reused */
+	PGresult *fenced;      /* queue, count of the rows the last fence delete took */
 	char sqlstate[6];
 	char errstr[256];
 };

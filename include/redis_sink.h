@@ -37,7 +37,7 @@ struct redis_sink {
 	long long epoch; /* this leader's epoch, written into each batch's fence */
 	struct buf bad;  /* keys of the wrong type the last push found: "key\0type\0" each */
 	size_t nbad;
-	struct buf key;  /* a job's key, formatted to compare with the bad ones */
+	struct buf key; /* a job's key, formatted to compare with the bad ones */
 	char errstr[256];
 };
 

@@ -10,9 +10,9 @@
 /* Where Redis is, parsed from redis://, or unix:// URLs. */
 struct redis_target {
 	bool is_unix;
-	char *host;     /* tcp only */
-	int port;       /* tcp only */
-	char *path;     /* unix only */
+	char *host; /* tcp only */
+	int port;   /* tcp only */
+	char *path; /* unix only */
 	int db;
 	char *user;     /* NULL: no ACL user name */
 	char *password; /* NULL: no AUTH */
@@ -25,8 +25,8 @@ struct redis_target {
  */
 int redis_target_parse(struct redis_target *t, const char *url, char *err, size_t errlen) SD_MUSTCHECK;
 /* The same, but password, when not NULL (e.g. from a secret file), replaces the url's. */
-int redis_target_parse_with_password(struct redis_target *t, const char *url, const char *password,
-				     char *err, size_t errlen) SD_MUSTCHECK;
+int redis_target_parse_with_password(struct redis_target *t, const char *url, const char *password, char *err,
+				     size_t errlen) SD_MUSTCHECK;
 void redis_target_free(struct redis_target *t);
 /* Writes a printable address with no credentials, for logs. */
 void redis_target_describe(const struct redis_target *t, char *out, size_t outlen);

@@ -31,8 +31,8 @@ struct watch {
 	pthread_mutex_t lock;
 	pthread_cond_t wake;
 	bool stop, running;
-	bool sees_all;  /* may read every session's transaction (pg_read_all_stats) */
-	bool told_priv; /* said once that it may not */
+	bool sees_all;                  /* may read every session's transaction (pg_read_all_stats) */
+	bool told_priv;                 /* said once that it may not */
 	bool failing[METRICS_NSERVERS]; /* log only when a server's state changes */
 	bool oldest_slow;               /* the oldest job's reading hit the timeout */
 	struct watch_warned warned[WATCH_MAX_WARNED];

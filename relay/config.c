@@ -90,7 +90,8 @@ static int apply_addr(struct config *cfg, const char *raw, char *why, size_t len
 	if (!*raw)
 		return value_set_str(&cfg->http_host, "");
 	if (!colon || strstr(raw, "://"))
-		return value_fail(why, len, -EINVAL, "must be HOST:PORT, e.g. 127.0.0.1:9187, or :9187 for every interface");
+		return value_fail(why, len, -EINVAL,
+				  "must be HOST:PORT, e.g. 127.0.0.1:9187, or :9187 for every interface");
 	if (value_parse_scaled(colon + 1, value_count.units, &port) < 0 || port < 0 || port > 65535)
 		return value_fail(why, len, -EINVAL, "port must be a number from 0 to 65535");
 	hlen = (size_t)(colon - raw);
@@ -112,8 +113,7 @@ static int apply_addr(struct config *cfg, const char *raw, char *why, size_t len
 	return 0;
 }
 
-static int apply_number(struct config *cfg, const struct setting *s, const char *raw, char *why,
-			size_t len)
+static int apply_number(struct config *cfg, const struct setting *s, const char *raw, char *why, size_t len)
 {
 	char lo[32], hi[32];
 	long long v;
@@ -160,8 +160,7 @@ static int check_pg_url(const char *url, char *why, size_t len)
 }
 
 /* Converts raw (the text chosen for s) and stores it in cfg; why gets the cause. */
-static int apply(struct config *cfg, const struct setting *s, const char *raw, char *why,
-		 size_t len)
+static int apply(struct config *cfg, const struct setting *s, const char *raw, char *why, size_t len)
 {
 	const struct choice *c;
 	char names[128];
@@ -230,8 +229,7 @@ static int scan_flag(struct pick *picks, int argc, char **argv, int *i, char *er
 	return 0;
 }
 
-static int scan_args(struct config *cfg, struct pick *picks, int argc, char **argv, char *err,
-		     size_t errlen)
+static int scan_args(struct config *cfg, struct pick *picks, int argc, char **argv, char *err, size_t errlen)
 {
 	const struct choice *c;
 	char shown[64], names[64];
@@ -241,7 +239,7 @@ static int scan_args(struct config *cfg, struct pick *picks, int argc, char **ar
 		if (!(c = value_find_choice(settings_commands, argv[1]))) {
 			value_join_choices(settings_commands, ", ", names, sizeof(names));
 			return value_fail(err, errlen, -EINVAL, "unknown command \"%s\": must be one of %s",
-				    value_printable(argv[1], shown, sizeof(shown)), names);
+					  value_printable(argv[1], shown, sizeof(shown)), names);
 		}
 		cfg->command = (enum config_command)c->value;
 		i = 2;
@@ -249,8 +247,9 @@ static int scan_args(struct config *cfg, struct pick *picks, int argc, char **ar
 	for (; i < argc; i++) {
 		if (argv[i][0] != '-' || argv[i][1] == '\0')
 			return value_fail(err, errlen, -EINVAL, "unexpected argument \"%s\"%s",
-				    value_printable(argv[i], shown, sizeof(shown)),
-				    value_find_choice(settings_commands, argv[i]) ? " (the command goes first)" : "");
+					  value_printable(argv[i], shown, sizeof(shown)),
+					  value_find_choice(settings_commands, argv[i]) ? " (the command goes first)"
+											: "");
 		if ((rc = scan_flag(picks, argc, argv, &i, err, errlen)) < 0)
 			return rc;
 	}
@@ -359,24 +358,23 @@ static int read_files(struct pick *picks, char *err, size_t errlen)
 		if (!picks[i].set || (s->type != V_FILE && s->type != V_SECRET))
 			continue;
 		if (s->type == V_FILE && picks[(t = settings_find(s->file_for)) - settings].set)
-			return value_fail(err, errlen, -EINVAL, "--%s%s and --%s%s are both set: give one",
-				    t->flag, source(&picks[t - settings], from2, sizeof(from2)),
-				    s->flag, source(&picks[i], from, sizeof(from)));
+			return value_fail(err, errlen, -EINVAL, "--%s%s and --%s%s are both set: give one", t->flag,
+					  source(&picks[t - settings], from2, sizeof(from2)), s->flag,
+					  source(&picks[i], from, sizeof(from)));
 		rc = read_secret(path, &text, why, sizeof(why));
 		if (rc == -ENOMEM)
 			return value_fail(err, errlen, rc, "out of memory");
 		if (rc < 0)
 			return value_fail(err, errlen, rc, "invalid --%s \"%s\"%s: %s", s->flag,
-				    value_printable(path, shown, sizeof(shown)),
-				    source(&picks[i], from, sizeof(from)), why);
+					  value_printable(path, shown, sizeof(shown)),
+					  source(&picks[i], from, sizeof(from)), why);
 		/* t's pick may be i's own: path is read before it is overwritten. */
 		picks[t - settings] = (struct pick){ .val = text, .file = path, .owned = text, .set = true };
 	}
 	return 0;
 }
 
-static int apply_one(struct config *cfg, const struct setting *s, const struct pick *p, char *err,
-		     size_t errlen)
+static int apply_one(struct config *cfg, const struct setting *s, const struct pick *p, char *err, size_t errlen)
 {
 	char why[256], shown[96], from[160];
 	const char *raw = p->set ? p->val : s->def;
@@ -390,7 +388,7 @@ static int apply_one(struct config *cfg, const struct setting *s, const struct p
 	if (s->secret)
 		return value_fail(err, errlen, rc, "invalid --%s%s: %s", s->flag, from, why);
 	return value_fail(err, errlen, rc, "invalid --%s \"%s\"%s: %s", s->flag,
-		    value_printable(raw, shown, sizeof(shown)), from, why);
+			  value_printable(raw, shown, sizeof(shown)), from, why);
 }
 
 /* Password files go first: the redis url's parser must know whether its

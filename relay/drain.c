@@ -120,8 +120,8 @@ static void pg_trouble(struct drain *d, const char *what)
 	bool broken = pg_source_broken(&d->pg);
 	int delay = backoff_next(&d->pg_backoff);
 
-	log_warn(what, LOGF(F_STR("error", d->pg.errstr), F_STR("sqlstate", d->pg.sqlstate),
-			    F_INT("retry_in_ms", delay)));
+	log_warn(what,
+		 LOGF(F_STR("error", d->pg.errstr), F_STR("sqlstate", d->pg.sqlstate), F_INT("retry_in_ms", delay)));
 	pg_source_rollback(&d->pg);
 	if (broken) {
 		/* The lock went with the session; whoever holds it next may be another relay. */
@@ -157,8 +157,7 @@ static int become_leader(struct drain *d)
 	if (rc == 0)
 		rc = pg_source_try_lock(&d->pg, &held);
 	if (rc == 0 && !held)
-		log_info("another relay is the leader; waiting as standby",
-			 LOGF(F_INT("lock_key", d->cfg->lock_key)));
+		log_info("another relay is the leader; waiting as standby", LOGF(F_INT("lock_key", d->cfg->lock_key)));
 	while (rc == 0 && !held && !*d->stop) {
 		nap(d, d->cfg->poll_interval_ms);
 		rc = pg_source_try_lock(&d->pg, &held);
@@ -222,8 +221,8 @@ static void log_batch(struct drain *d, const struct batch_times *t)
 		log_debug("batch relayed",
 			  LOGF(F_INT("jobs", b->njobs), F_INT("dead", b->ndead),
 			       F_INT("first_id", b->njobs ? b->jobs[0].id : 0), F_INT("cursor", d->gaps.cursor),
-			       F_INT("gaps", d->gaps.n), F_INT("fetch_us", t->fetch_us),
-			       F_INT("push_us", t->push_us), F_INT("commit_us", t->commit_us)));
+			       F_INT("gaps", d->gaps.n), F_INT("fetch_us", t->fetch_us), F_INT("push_us", t->push_us),
+			       F_INT("commit_us", t->commit_us)));
 }
 
 static long long mono_ms(void)
@@ -285,8 +284,7 @@ static void log_wrong_types(struct drain *d, size_t held)
 		return;
 	d->wrongtype_log_ms = now;
 	log_warn("a redis key the batch writes has the wrong type; its jobs stay staged until it is fixed",
-		 LOGF(F_STR("key", key), F_STR("type", type), F_INT("keys", d->redis.nbad),
-		      F_INT("jobs_held", held)));
+		 LOGF(F_STR("key", key), F_STR("type", type), F_INT("keys", d->redis.nbad), F_INT("jobs_held", held)));
 }
 
 /*

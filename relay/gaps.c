@@ -132,8 +132,9 @@ int gaps_advance(struct gaps *g, const struct gaps_read *r)
 	/* Held ids were read, so no range in tmp holds them: merge them in. */
 	while (i < n || h < r->nheld) {
 		if (h < r->nheld && (i == n || r->held[h] < tmp[i].lo)) {
-			out[m++] = (struct gap){ .lo = r->held[h], .hi = r->held[h], .bound = GAP_HELD,
-						 .opened_ms = GAP_OLD };
+			out[m++] = (struct gap){
+				.lo = r->held[h], .hi = r->held[h], .bound = GAP_HELD, .opened_ms = GAP_OLD
+			};
 			h++;
 		} else {
 			out[m++] = tmp[i++];

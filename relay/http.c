@@ -18,8 +18,8 @@
 #define TEXT_TYPE "text/plain; charset=utf-8"
 
 /* Hands body (malloc'd, or NULL for a static text) to MHD, which frees it. */
-static enum MHD_Result reply(struct MHD_Connection *conn, unsigned int status, const char *type, char *body,
-			     size_t len, const char *text)
+static enum MHD_Result reply(struct MHD_Connection *conn, unsigned int status, const char *type, char *body, size_t len,
+			     const char *text)
 {
 	struct MHD_Response *res;
 	enum MHD_Result rc;
@@ -102,7 +102,7 @@ static void describe(struct http *h, const struct addrinfo *ai)
 	const union MHD_DaemonInfo *info = MHD_get_daemon_info(h->daemon, MHD_DAEMON_INFO_BIND_PORT);
 	char host[INET6_ADDRSTRLEN] = "?";
 	const void *a = ai->ai_family == AF_INET6 ? (const void *)&((struct sockaddr_in6 *)ai->ai_addr)->sin6_addr
-						   : (const void *)&((struct sockaddr_in *)ai->ai_addr)->sin_addr;
+						  : (const void *)&((struct sockaddr_in *)ai->ai_addr)->sin_addr;
 
 	inet_ntop(ai->ai_family, a, host, sizeof(host));
 	snprintf(h->where, sizeof(h->where), ai->ai_family == AF_INET6 ? "[%s]:%u" : "%s:%u", host,
@@ -130,12 +130,11 @@ int http_start(struct http *h, const struct config *cfg, struct metrics *m)
 	h->daemon = MHD_start_daemon(MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG |
 					     (ai->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0),
 				     (uint16_t)cfg->http_port, NULL, NULL, handle, h, MHD_OPTION_EXTERNAL_LOGGER,
-				     mhd_log, h, MHD_OPTION_SOCK_ADDR, ai->ai_addr, MHD_OPTION_CONNECTION_LIMIT,
-				     64u, MHD_OPTION_CONNECTION_TIMEOUT, 10u, MHD_OPTION_END);
+				     mhd_log, h, MHD_OPTION_SOCK_ADDR, ai->ai_addr, MHD_OPTION_CONNECTION_LIMIT, 64u,
+				     MHD_OPTION_CONNECTION_TIMEOUT, 10u, MHD_OPTION_END);
 	if (!h->daemon) {
 		/* MHD says why in its log; errno still holds the bind error. */
-		snprintf(h->errstr, sizeof(h->errstr), "could not listen on %s: %s", cfg->http_addr,
-			 strerror(errno));
+		snprintf(h->errstr, sizeof(h->errstr), "could not listen on %s: %s", cfg->http_addr, strerror(errno));
 		freeaddrinfo(ai);
 		return -EIO;
 	}

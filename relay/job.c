@@ -173,8 +173,7 @@ static const char *type_name(const json_t *v)
 }
 
 /* Parses one column's JSON text: 0 with *out owned by the caller, JOB_REJECT or -ENOMEM. */
-static int load_json(const char *what, struct span s, size_t flags, json_t **out, char *reason,
-		     size_t rlen)
+static int load_json(const char *what, struct span s, size_t flags, json_t **out, char *reason, size_t rlen)
 {
 	json_error_t err;
 
@@ -190,11 +189,10 @@ static int load_json(const char *what, struct span s, size_t flags, json_t **out
 	if (json_error_code(&err) == json_error_out_of_memory)
 		return -ENOMEM;
 	if (err.line > 1)
-		set_reason(reason, rlen, "%s is not valid json: %s at line %d column %d", what,
-			   err.text, err.line, err.column);
-	else
-		set_reason(reason, rlen, "%s is not valid json: %s at column %d", what, err.text,
+		set_reason(reason, rlen, "%s is not valid json: %s at line %d column %d", what, err.text, err.line,
 			   err.column);
+	else
+		set_reason(reason, rlen, "%s is not valid json: %s at column %d", what, err.text, err.column);
 	return JOB_REJECT;
 }
 
@@ -227,8 +225,7 @@ static bool deeper_than(json_t *v, size_t limit)
  * would change numbers (0.1, big integers) that jsonb kept exactly. Copying
  * only text jansson accepted keeps the payload valid JSON.
  */
-static int check_args(struct span raw, const struct job_opts *opts, struct span *out, char *reason,
-		      size_t rlen)
+static int check_args(struct span raw, const struct job_opts *opts, struct span *out, char *reason, size_t rlen)
 {
 	struct span s = trim(raw);
 	json_t *v;
@@ -236,8 +233,7 @@ static int check_args(struct span raw, const struct job_opts *opts, struct span 
 
 	/* Cheap bound before parsing: args alone already make the job too big. */
 	if (over_limit(s.n, opts)) {
-		set_reason(reason, rlen, "args is %zu bytes, over --max-job-bytes %ld", s.n,
-			   opts->max_job_bytes);
+		set_reason(reason, rlen, "args is %zu bytes, over --max-job-bytes %ld", s.n, opts->max_job_bytes);
 		return JOB_REJECT;
 	}
 	/* INT_AS_REAL: big integers are valid JSON and pass through verbatim anyway. */
@@ -271,8 +267,7 @@ static int load_options(const char *text, size_t len, json_t **out, char *reason
 	*out = NULL;
 	if (!text)
 		return 0;
-	rc = load_json("options", span_of(text, len), JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, out,
-		       reason, rlen);
+	rc = load_json("options", span_of(text, len), JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, out, reason, rlen);
 	if (rc != 0)
 		return rc;
 	if (!json_is_object(*out)) {
@@ -302,8 +297,8 @@ reject:
  * (so whether a row is dead-lettered does not depend on --format), except
  * the jid, which only Sidekiq payloads carry.
  */
-static int check_row(const struct job_row *row, const struct job_opts *opts, struct span *args,
-		     json_t **options, char *reason, size_t rlen)
+static int check_row(const struct job_row *row, const struct job_opts *opts, struct span *args, json_t **options,
+		     char *reason, size_t rlen)
 {
 	int rc;
 
@@ -397,15 +392,13 @@ static int put_stamp(struct buf *b, const struct job_opts *opts, const char *key
  * The job hash Sidekiq's client writes. A scheduled job is the schedule-zset
  * member, from which the client strips enqueued_at and at.
  */
-static int put_sidekiq(struct buf *b, const struct job_row *row, struct span args,
-		       const json_t *options, const struct job_opts *opts, bool scheduled)
+static int put_sidekiq(struct buf *b, const struct job_row *row, struct span args, const json_t *options,
+		       const struct job_opts *opts, bool scheduled)
 {
-	if (buf_puts(b, "{\"class\":") < 0 ||
-	    put_string(b, span_of(row->job_class, row->class_len)) < 0 ||
-	    buf_puts(b, ",\"args\":") < 0 || buf_append(b, args.p, args.n) < 0 ||
-	    buf_puts(b, ",\"queue\":") < 0 || put_string(b, span_of(row->queue, row->queue_len)) < 0 ||
-	    buf_puts(b, ",\"jid\":\"") < 0 || buf_append(b, row->jid, row->jid_len) < 0 ||
-	    buf_puts(b, "\"") < 0)
+	if (buf_puts(b, "{\"class\":") < 0 || put_string(b, span_of(row->job_class, row->class_len)) < 0 ||
+	    buf_puts(b, ",\"args\":") < 0 || buf_append(b, args.p, args.n) < 0 || buf_puts(b, ",\"queue\":") < 0 ||
+	    put_string(b, span_of(row->queue, row->queue_len)) < 0 || buf_puts(b, ",\"jid\":\"") < 0 ||
+	    buf_append(b, row->jid, row->jid_len) < 0 || buf_puts(b, "\"") < 0)
 		return -ENOMEM;
 	/* Sidekiq's default_job_options; an explicit option wins. */
 	if (!json_object_get(options, "retry") && buf_puts(b, ",\"retry\":true") < 0)
@@ -424,18 +417,16 @@ static int put_sidekiq(struct buf *b, const struct job_row *row, struct span arg
  */
 static int put_resque(struct buf *b, const struct job_row *row, struct span args, bool scheduled)
 {
-	if (buf_puts(b, "{\"class\":") < 0 ||
-	    put_string(b, span_of(row->job_class, row->class_len)) < 0 ||
+	if (buf_puts(b, "{\"class\":") < 0 || put_string(b, span_of(row->job_class, row->class_len)) < 0 ||
 	    buf_puts(b, ",\"args\":") < 0 || buf_append(b, args.p, args.n) < 0)
 		return -ENOMEM;
-	if (scheduled && (buf_puts(b, ",\"queue\":") < 0 ||
-			  put_string(b, span_of(row->queue, row->queue_len)) < 0))
+	if (scheduled && (buf_puts(b, ",\"queue\":") < 0 || put_string(b, span_of(row->queue, row->queue_len)) < 0))
 		return -ENOMEM;
 	return buf_puts(b, "}");
 }
 
-int job_build(const struct job_row *row, const struct job_opts *opts, struct buf *out_buf,
-	      struct job_out *out, char *reason, size_t reasonlen)
+int job_build(const struct job_row *row, const struct job_opts *opts, struct buf *out_buf, struct job_out *out,
+	      char *reason, size_t reasonlen)
 {
 	size_t start = out_buf->len, len;
 	json_t *options = NULL;
@@ -455,8 +446,7 @@ int job_build(const struct job_row *row, const struct job_opts *opts, struct buf
 	json_decref(options);
 	len = out_buf->len - start;
 	if (rc == 0 && over_limit(len, opts)) {
-		set_reason(reason, reasonlen, "job is %zu bytes, over --max-job-bytes %ld", len,
-			   opts->max_job_bytes);
+		set_reason(reason, reasonlen, "job is %zu bytes, over --max-job-bytes %ld", len, opts->max_job_bytes);
 		rc = JOB_REJECT;
 	}
 	if (rc != 0) {

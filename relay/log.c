@@ -97,9 +97,8 @@ void log_event(enum log_level level, const char *msg, const struct log_field *fi
 		return;
 	gettimeofday(&tv, NULL);
 	gmtime_r(&tv.tv_sec, &tm);
-	snprintf(ts, sizeof(ts), "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
-		 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-		 (int)(tv.tv_usec / 1000) % 1000);
+	snprintf(ts, sizeof(ts), "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+		 tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(tv.tv_usec / 1000) % 1000);
 	flockfile(out);
 	if (log_fmt == LOG_FORMAT_JSON)
 		fprintf(out, "{\"ts\":\"%s\"", ts);

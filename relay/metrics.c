@@ -275,7 +275,8 @@ static int format_state(struct metrics *m, struct buf *out)
 	if (rc == 0)
 		rc = buf_printf(out, "stagedrain_leader_epoch %lld\n", m->epoch);
 	if (rc == 0)
-		rc = head(out, "reconnects_total", "counter", "Times the relay reconnected to a server after losing it.");
+		rc = head(out, "reconnects_total", "counter",
+			  "Times the relay reconnected to a server after losing it.");
 	for (int s = 0; rc == 0 && s < METRICS_NSERVERS; s++)
 		rc = buf_printf(out, "stagedrain_reconnects_total{server=\"%s\"} %llu\n", server_names[s],
 				m->reconnects[s]);

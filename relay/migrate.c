@@ -9,12 +9,11 @@
 #include "migrate.h"
 #include "pg_conn.h"
 
-static const char *const migrate_setup =
-	"BEGIN;"
-	/* Two `migrate` runs at once wait for each other instead of racing. */
-	"SELECT pg_advisory_xact_lock(hashtext('stagedrain migrate'));"
-	"CREATE TABLE IF NOT EXISTS stagedrain_migrations ("
-	" name text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())";
+static const char *const migrate_setup = "BEGIN;"
+					 /* Two `migrate` runs at once wait for each other instead of racing. */
+					 "SELECT pg_advisory_xact_lock(hashtext('stagedrain migrate'));"
+					 "CREATE TABLE IF NOT EXISTS stagedrain_migrations ("
+					 " name text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())";
 
 /*
  * Runs sql, with name as $1 when given. Returns the number of rows it

@@ -10,9 +10,17 @@ PGconn *pg_conn_open(const struct config *cfg, const char *name, bool name_wins)
 	/* Ours come before dbname, so the same settings in the URL win. Client-side
 	 * keepalives notice a vanished server as the server notices us (the
 	 * server's side is the session's business: pg_source's set_session). */
-	const char *keys[] = { "connect_timeout", "fallback_application_name", "keepalives",
-			       "keepalives_idle", "keepalives_interval", "keepalives_count",
-			       "tcp_user_timeout", "dbname", NULL, NULL, NULL };
+	const char *keys[] = { "connect_timeout",
+			       "fallback_application_name",
+			       "keepalives",
+			       "keepalives_idle",
+			       "keepalives_interval",
+			       "keepalives_count",
+			       "tcp_user_timeout",
+			       "dbname",
+			       NULL,
+			       NULL,
+			       NULL };
 	const char *vals[] = { "10", name, "1", "5", "2", "3", "10000", cfg->pg_url, NULL, NULL, NULL };
 	int n = 8;
 

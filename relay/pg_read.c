@@ -18,19 +18,19 @@
 /* On a first read that finds nothing, how far ids were handed out: the cursor
  * jumps there instead of every empty read walking from the table's head. The
  * relay may lack SELECT on the sequence (sql/roles.sql grants it): then NULL. */
-#define SKIP_SQL                                                                                   \
-	"SELECT CASE WHEN has_sequence_privilege(q.seq, 'SELECT')"                                 \
-	" THEN pg_sequence_last_value(q.seq::regclass) END"                                        \
+#define SKIP_SQL                                                                                                       \
+	"SELECT CASE WHEN has_sequence_privilege(q.seq, 'SELECT')"                                                     \
+	" THEN pg_sequence_last_value(q.seq::regclass) END"                                                            \
 	" FROM (SELECT pg_get_serial_sequence('staged_jobs', 'id') AS seq) q;"
 
 /* Microseconds as text, or the time itself when it is infinite: no value a
  * timestamptz column holds can make the read fail (pg_read_row decides). */
-#define TIME_US(col)                                                                               \
-	"CASE WHEN isfinite(s." col ") THEN floor(extract(epoch FROM s." col ") * 1000000)::text"  \
+#define TIME_US(col)                                                                                                   \
+	"CASE WHEN isfinite(s." col ") THEN floor(extract(epoch FROM s." col ") * 1000000)::text"                      \
 	" ELSE s." col "::text END"
-#define COLUMNS                                                                                    \
-	"s.id, s.queue, s.job_class, s.args::text AS args, s.options::text AS options, s.jid, "   \
-	TIME_US("created_at") " AS created_us, " TIME_US("run_at") " AS run_at_us"
+#define COLUMNS                                                                                                        \
+	"s.id, s.queue, s.job_class, s.args::text AS args, s.options::text AS options, s.jid, " TIME_US(               \
+		"created_at") " AS created_us, " TIME_US("run_at") " AS run_at_us"
 
 enum { COL_ID, COL_QUEUE, COL_CLASS, COL_ARGS, COL_OPTIONS, COL_JID, COL_CREATED, COL_RUN_AT, COL_NALL };
 void pg_read_init(struct pg_read *r)
@@ -100,7 +100,8 @@ static int append_rows(struct buf *sql, const struct config *cfg, const struct g
 				g->cursor, limit);
 	if (rc == 0 && gaps)
 		rc = buf_printf(sql, ") b ORDER BY id LIMIT %d", limit);
-	return rc ? rc : buf_printf(sql, ") u) r) w WHERE w.total - w.bytes < %ld ORDER BY w.id;", cfg->batch_max_bytes);
+	return rc ? rc
+		  : buf_printf(sql, ") u) r) w WHERE w.total - w.bytes < %ld ORDER BY w.id;", cfg->batch_max_bytes);
 }
 
 /* Reads above the cursor, and in the gaps below it: no query starts below the

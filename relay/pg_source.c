@@ -105,12 +105,12 @@ bool pg_source_broken(const struct pg_source *pg)
 
 /* The tables, and what the cursor relies on (sql/002): ids taken after the
  * transaction's xid, from a sequence that hands them out in order. */
-#define SCHEMA_SQL                                                                          \
-	"SELECT 'staged_jobs_dead'::regclass IS NOT NULL,"                                  \
-	" coalesce(pg_get_expr(d.adbin, d.adrelid), '') LIKE '%pg_current_xact_id()%nextval(%',"  \
-	" (SELECT seqcache FROM pg_sequence"                                               \
-	"  WHERE seqrelid = pg_get_serial_sequence('staged_jobs', 'id')::regclass)"         \
-	" FROM pg_attribute a LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum" \
+#define SCHEMA_SQL                                                                                                     \
+	"SELECT 'staged_jobs_dead'::regclass IS NOT NULL,"                                                             \
+	" coalesce(pg_get_expr(d.adbin, d.adrelid), '') LIKE '%pg_current_xact_id()%nextval(%',"                       \
+	" (SELECT seqcache FROM pg_sequence"                                                                           \
+	"  WHERE seqrelid = pg_get_serial_sequence('staged_jobs', 'id')::regclass)"                                    \
+	" FROM pg_attribute a LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum"                 \
 	" WHERE a.attrelid = 'staged_jobs'::regclass AND a.attname = 'id'"
 
 int pg_source_check_schema(struct pg_source *pg)
@@ -399,8 +399,7 @@ int pg_source_move_dead(struct pg_source *pg, struct batch *b)
 	if (pg_source_broken(pg))
 		return -EIO;
 	if (rc == 0)
-		snprintf(pg->errstr, sizeof(pg->errstr), "moved %llu of %zu rows to staged_jobs_dead", moved,
-			 b->ndead);
+		snprintf(pg->errstr, sizeof(pg->errstr), "moved %llu of %zu rows to staged_jobs_dead", moved, b->ndead);
 	memcpy(why, pg->errstr, sizeof(why));
 	if (run_counted(pg, "ROLLBACK TO SAVEPOINT stagedrain_dead", "could not undo the dead-row move", NULL) < 0)
 		return -EIO;
@@ -478,8 +477,8 @@ void pg_source_describe(const struct pg_source *pg, char *out, size_t outlen)
 	const char *port = pg->conn ? PQport(pg->conn) : NULL;
 	const char *db = pg->conn ? PQdb(pg->conn) : NULL;
 
-	snprintf(out, outlen, "%s:%s/%s", host && *host ? host : "(default)",
-		 port && *port ? port : "(default)", db ? db : "");
+	snprintf(out, outlen, "%s:%s/%s", host && *host ? host : "(default)", port && *port ? port : "(default)",
+		 db ? db : "");
 }
 
 void pg_source_close(struct pg_source *pg)

@@ -70,8 +70,7 @@ static const char *ctx_error(struct redis_sink *rs)
 	redisContext *c = rs->ctx;
 
 	if (c->err == REDIS_ERR_IO && (err == EAGAIN || err == EWOULDBLOCK))
-		snprintf(c->errstr, sizeof(c->errstr), "timeout: no reply within %d ms",
-			 rs->cfg->redis_timeout_ms);
+		snprintf(c->errstr, sizeof(c->errstr), "timeout: no reply within %d ms", rs->cfg->redis_timeout_ms);
 	return c->errstr;
 }
 
@@ -101,8 +100,7 @@ int redis_sink_connect(struct redis_sink *rs)
 
 	redis_sink_close(rs);
 	redis_target_describe(t, where, sizeof(where));
-	rs->ctx = t->is_unix ? redisConnectUnixWithTimeout(t->path, tv)
-			     : redisConnectWithTimeout(t->host, t->port, tv);
+	rs->ctx = t->is_unix ? redisConnectUnixWithTimeout(t->path, tv) : redisConnectWithTimeout(t->host, t->port, tv);
 	if (!rs->ctx)
 		return -ENOMEM;
 	if (rs->ctx->err)
@@ -247,8 +245,7 @@ static int add_queue_pushes(struct redis_sink *rs, const struct batch *b, const 
 		    (rc = arg_fmt(rs, "%squeue:%.*s", prefix, (int)j->queue_len, j->queue)) < 0)
 			return rc;
 		for (size_t k = i; rc == 0 && k < b->njobs; k++)
-			if (!b->jobs[k].out.scheduled && same_queue(&b->jobs[k], j) &&
-			    (rc = make_room(rs, 2)) == 0)
+			if (!b->jobs[k].out.scheduled && same_queue(&b->jobs[k], j) && (rc = make_room(rs, 2)) == 0)
 				rc = arg_ref(rs, b->payloads.data + b->jobs[k].out.off, b->jobs[k].out.len);
 	}
 	return rc;
@@ -293,8 +290,8 @@ static int add_resque_delayed(struct redis_sink *rs, const struct batch *b)
 		    (rc = arg_fmt(rs, "%sdelayed:%lld", p, ts)) < 0 || (rc = arg_ref(rs, payload, j->out.len)) < 0)
 			return rc;
 		if ((rc = cmd_begin(rs)) < 0 || (rc = LIT(rs, "ZADD")) < 0 ||
-		    (rc = arg_fmt(rs, "%sdelayed_queue_schedule", p)) < 0 ||
-		    (rc = arg_fmt(rs, "%lld", ts)) < 0 || (rc = arg_fmt(rs, "%lld", ts)) < 0)
+		    (rc = arg_fmt(rs, "%sdelayed_queue_schedule", p)) < 0 || (rc = arg_fmt(rs, "%lld", ts)) < 0 ||
+		    (rc = arg_fmt(rs, "%lld", ts)) < 0)
 			return rc;
 		if ((rc = cmd_begin(rs)) < 0 || (rc = LIT(rs, "SADD")) < 0 ||
 		    (rc = arg_fmt(rs, "%stimestamps:%.*s", p, (int)j->out.len, payload)) < 0)
@@ -341,33 +338,32 @@ static int add_fence(struct redis_sink *rs, const struct batch *b)
  * batch lands whole or not at all, and the fence's SET, last, exists only if
  * its batch's pushes do.
  */
-static const char push_script[] =
-	"if redis.call('GET', KEYS[1]) ~= ARGV[1] then\n"
-	"  return redis.error_reply('STALE epoch ' .. ARGV[1] .. ' is not current')\n"
-	"end\n"
-	"local want = { LPUSH = 'list', RPUSH = 'list', SADD = 'set', ZADD = 'zset' }\n"
-	"local bad, seen = { 'WRONGTYPE' }, {}\n"
-	"local i = 2\n"
-	"while i <= #ARGV do\n"
-	"  local key, t = ARGV[i + 2], want[ARGV[i]]\n"
-	"  if t and not seen[key] then\n"
-	"    seen[key] = true\n"
-	"    local have = redis.call('TYPE', key).ok\n"
-	"    if have ~= 'none' and have ~= t then\n"
-	"      bad[#bad + 1] = key\n"
-	"      bad[#bad + 1] = have\n"
-	"    end\n"
-	"  end\n"
-	"  i = i + 2 + tonumber(ARGV[i + 1])\n"
-	"end\n"
-	"if #bad > 1 then return bad end\n"
-	"i = 2\n"
-	"while i <= #ARGV do\n"
-	"  local n = tonumber(ARGV[i + 1])\n"
-	"  redis.call(ARGV[i], unpack(ARGV, i + 2, i + 1 + n))\n"
-	"  i = i + 2 + n\n"
-	"end\n"
-	"return 'OK'\n";
+static const char push_script[] = "if redis.call('GET', KEYS[1]) ~= ARGV[1] then\n"
+				  "  return redis.error_reply('STALE epoch ' .. ARGV[1] .. ' is not current')\n"
+				  "end\n"
+				  "local want = { LPUSH = 'list', RPUSH = 'list', SADD = 'set', ZADD = 'zset' }\n"
+				  "local bad, seen = { 'WRONGTYPE' }, {}\n"
+				  "local i = 2\n"
+				  "while i <= #ARGV do\n"
+				  "  local key, t = ARGV[i + 2], want[ARGV[i]]\n"
+				  "  if t and not seen[key] then\n"
+				  "    seen[key] = true\n"
+				  "    local have = redis.call('TYPE', key).ok\n"
+				  "    if have ~= 'none' and have ~= t then\n"
+				  "      bad[#bad + 1] = key\n"
+				  "      bad[#bad + 1] = have\n"
+				  "    end\n"
+				  "  end\n"
+				  "  i = i + 2 + tonumber(ARGV[i + 1])\n"
+				  "end\n"
+				  "if #bad > 1 then return bad end\n"
+				  "i = 2\n"
+				  "while i <= #ARGV do\n"
+				  "  local n = tonumber(ARGV[i + 1])\n"
+				  "  redis.call(ARGV[i], unpack(ARGV, i + 2, i + 1 + n))\n"
+				  "  i = i + 2 + n\n"
+				  "end\n"
+				  "return 'OK'\n";
 
 static int build_commands(struct redis_sink *rs, const struct batch *b)
 {

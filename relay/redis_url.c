@@ -70,8 +70,8 @@ static int parse_db(const char *s, int *db, char *err, size_t errlen)
 	return 0;
 }
 
-#define HOST_CHARS                  \
-	"abcdefghijklmnopqrstuvwxyz" \
+#define HOST_CHARS                                                                                                     \
+	"abcdefghijklmnopqrstuvwxyz"                                                                                   \
 	"ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_"
 
 /* host, host:port, [v6] or [v6]:port; *port is NULL when absent. */
@@ -172,7 +172,7 @@ static int parse_unix(struct redis_target *t, char *s, char *err, size_t errlen)
 	}
 	if (*path != '/')
 		return value_fail(err, errlen, -EINVAL,
-			    "socket path must be absolute, as in unix:///path/to/redis.sock");
+				  "socket path must be absolute, as in unix:///path/to/redis.sock");
 	if (pct_decode(path) < 0)
 		return value_fail(err, errlen, -EINVAL, "bad percent-encoding in socket path");
 	if (query && (rc = parse_query(t, query, err, errlen)) < 0)
@@ -190,11 +190,11 @@ static int parse_url(struct redis_target *t, const char *url, char *err, size_t 
 		return value_fail(err, errlen, -EINVAL, "empty url");
 	if (has_prefix(url, "rediss://"))
 		return value_fail(err, errlen, -EINVAL,
-			    "rediss:// (TLS) is not supported yet; run a TLS tunnel such as stunnel "
-			    "or spiped on localhost and point a redis:// url at it");
+				  "rediss:// (TLS) is not supported yet; run a TLS tunnel such as stunnel "
+				  "or spiped on localhost and point a redis:// url at it");
 	if (!strstr(url, "://"))
 		return value_fail(err, errlen, -EINVAL,
-			    "not a url (expected redis://host:port/db or unix:///path/to/redis.sock)");
+				  "not a url (expected redis://host:port/db or unix:///path/to/redis.sock)");
 	if (!has_prefix(url, "redis://") && !has_prefix(url, "unix://"))
 		return value_fail(err, errlen, -EINVAL, "unsupported scheme (expected redis:// or unix://)");
 	if (!(copy = strdup(url)))
@@ -209,8 +209,8 @@ static int parse_url(struct redis_target *t, const char *url, char *err, size_t 
 	return rc;
 }
 
-int redis_target_parse_with_password(struct redis_target *t, const char *url, const char *password,
-				     char *err, size_t errlen)
+int redis_target_parse_with_password(struct redis_target *t, const char *url, const char *password, char *err,
+				     size_t errlen)
 {
 	int rc;
 
@@ -251,4 +251,3 @@ void redis_target_describe(const struct redis_target *t, char *out, size_t outle
 	else
 		snprintf(out, outlen, "%s:%d/%d", t->host ? t->host : "", t->port, t->db);
 }
-

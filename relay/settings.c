@@ -19,7 +19,10 @@ static const struct choice formats[] = {
 	{ NULL, 0, NULL },
 };
 static const struct choice sidekiq_versions[] = {
-	{ "6", 6, NULL }, { "7", 7, NULL }, { "8", 8, NULL }, { NULL, 0, NULL },
+	{ "6", 6, NULL },
+	{ "7", 7, NULL },
+	{ "8", 8, NULL },
+	{ NULL, 0, NULL },
 };
 static const struct choice log_formats[] = {
 	{ "kv", LOG_FORMAT_KV, NULL },
@@ -27,13 +30,12 @@ static const struct choice log_formats[] = {
 	{ NULL, 0, NULL },
 };
 static const struct choice log_levels[] = {
-	{ "debug", LOG_DEBUG, NULL }, { "info", LOG_INFO, NULL },  { "warn", LOG_WARN, NULL },
+	{ "debug", LOG_DEBUG, NULL }, { "info", LOG_INFO, NULL }, { "warn", LOG_WARN, NULL },
 	{ "error", LOG_ERROR, NULL }, { NULL, 0, NULL },
 };
 static const struct choice bool_words[] = {
-	{ "true", 1, NULL }, { "false", 0, NULL }, { "1", 1, NULL },  { "0", 0, NULL },
-	{ "yes", 1, NULL },  { "no", 0, NULL },    { "on", 1, NULL }, { "off", 0, NULL },
-	{ NULL, 0, NULL },
+	{ "true", 1, NULL }, { "false", 0, NULL }, { "1", 1, NULL },   { "0", 0, NULL },  { "yes", 1, NULL },
+	{ "no", 0, NULL },   { "on", 1, NULL },    { "off", 0, NULL }, { NULL, 0, NULL },
 };
 
 /* K before k and M before m: --help and range errors print the first spelling. */
@@ -158,7 +160,6 @@ static const struct setting table[] = {
 	  .choices = bool_words, .off = OFF(version), .help = "print the version and exit" },
 };
 /* clang-format on */
-
 
 _Static_assert(sizeof(table) / sizeof(table[0]) == SETTINGS_COUNT, "SETTINGS_COUNT is not the table's length");
 

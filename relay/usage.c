@@ -87,9 +87,8 @@ static void usage_setting(FILE *out, const struct setting *s, const struct doc *
 	}
 	if (!s->env)
 		return;
-	snprintf(text, sizeof(text), "env %s%s%s%s%s%s; default %s", s->env,
-		 s->env_fallback ? ", then " : "", s->env_fallback ? s->env_fallback : "",
-		 *d->words ? " (" : "", d->words, *d->words ? ")" : "", d->def);
+	snprintf(text, sizeof(text), "env %s%s%s%s%s%s; default %s", s->env, s->env_fallback ? ", then " : "",
+		 s->env_fallback ? s->env_fallback : "", *d->words ? " (" : "", d->words, *d->words ? ")" : "", d->def);
 	wrap(out, text, 6);
 }
 
@@ -145,8 +144,7 @@ static void man_setting(FILE *out, const struct setting *s, const struct doc *d)
 		fprintf(out, ".It Fl -%s%s%s\n", s->flag, *d->meta ? " Ar " : "", d->meta);
 	/* Capitalized like a sentence, unless it starts with a name such as pg_advisory_lock. */
 	snprintf(text, sizeof(text), "%c%s.",
-		 s->help[strcspn(s->help, " _")] == '_' ? s->help[0] : toupper((unsigned char)s->help[0]),
-		 s->help + 1);
+		 s->help[strcspn(s->help, " _")] == '_' ? s->help[0] : toupper((unsigned char)s->help[0]), s->help + 1);
 	man_text(out, text);
 	if (d->ranged)
 		fprintf(out, "From %s to %s.\n", d->lo, d->hi);
@@ -162,8 +160,10 @@ static void man_setting(FILE *out, const struct setting *s, const struct doc *d)
 
 void config_man(FILE *out, const char *date, const char *version)
 {
-	fprintf(out, ".\\\" Generated from the settings table in relay/settings.c; do not edit.\n"
-		     ".Dd %s\n.Dt STAGEDRAIN 1\n.Os stagedrain %s\n", date, version);
+	fprintf(out,
+		".\\\" Generated from the settings table in relay/settings.c; do not edit.\n"
+		".Dd %s\n.Dt STAGEDRAIN 1\n.Os stagedrain %s\n",
+		date, version);
 	fputs(".Sh NAME\n.Nm stagedrain\n"
 	      ".Nd relay jobs staged in PostgreSQL to Sidekiq or Resque queues in Redis\n"
 	      ".Sh SYNOPSIS\n.Nm\n.Op Cm run | migrate\n.Op Ar options\n"

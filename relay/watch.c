@@ -15,8 +15,7 @@
 /* The backlog and dead rows: the statistics PostgreSQL keeps anyway (what
  * autovacuum reads), not a count(*), which would walk every dead row under a
  * long transaction, the very moment the numbers matter. */
-#define STATS_SQL                                                                                  \
-	"SELECT n_live_tup, n_dead_tup FROM pg_stat_user_tables WHERE relid = 'staged_jobs'::regclass"
+#define STATS_SQL "SELECT n_live_tup, n_dead_tup FROM pg_stat_user_tables WHERE relid = 'staged_jobs'::regclass"
 
 /*
  * The oldest staged job is the lowest id staged, wherever it lies. A row below
@@ -38,19 +37,19 @@
  * millions of rows drained under one transaction): past that the sample is
  * left out and a warning says why, and Postgres still counts as reachable.
  */
-#define OLDEST_SQL                                                                                 \
-	"SELECT greatest(0, extract(epoch FROM clock_timestamp() - created_at))::float8"           \
+#define OLDEST_SQL                                                                                                     \
+	"SELECT greatest(0, extract(epoch FROM clock_timestamp() - created_at))::float8"                               \
 	" FROM staged_jobs ORDER BY id LIMIT 1"
 
 /* Transactions that hold back vacuum: those with an xid or a snapshot (an idle
  * READ COMMITTED transaction has neither and does not). In PostgreSQL 14 and
  * later only sessions of the same database hold back its tables' cleanup. */
-#define XACTS_SQL                                                                                  \
-	"SELECT pid, coalesce(usename, ''), coalesce(application_name, ''), coalesce(state, ''),"  \
-	" extract(epoch FROM clock_timestamp() - xact_start)::float8, xact_start::text"           \
-	" FROM pg_stat_activity"                                                                   \
-	" WHERE datname = current_database() AND pid <> pg_backend_pid() AND xact_start IS NOT NULL" \
-	" AND (backend_xid IS NOT NULL OR backend_xmin IS NOT NULL)"                              \
+#define XACTS_SQL                                                                                                      \
+	"SELECT pid, coalesce(usename, ''), coalesce(application_name, ''), coalesce(state, ''),"                      \
+	" extract(epoch FROM clock_timestamp() - xact_start)::float8, xact_start::text"                                \
+	" FROM pg_stat_activity"                                                                                       \
+	" WHERE datname = current_database() AND pid <> pg_backend_pid() AND xact_start IS NOT NULL"                   \
+	" AND (backend_xid IS NOT NULL OR backend_xmin IS NOT NULL)"                                                   \
 	" ORDER BY xact_start LIMIT 16"
 
 /* Without it, other roles' sessions show no transaction at all. */

@@ -87,10 +87,10 @@ static void summarize(const struct config *c, char *out, size_t len)
 		 "|pg_url=%s|redis=%s|format=%d|key_prefix=%s|sidekiq_version=%d|batch_size=%d"
 		 "|max_job_bytes=%ld|batch_max_bytes=%ld|poll=%d|redis_timeout=%d|lock_key=%lld|log_format=%d"
 		 "|log_level=%d|once=%d|http=%s|http_host=%s|http_port=%d|warn_xact=%d|watch=%d|",
-		 c->pg_url, where, (int)c->format, c->key_prefix, c->sidekiq_version, c->batch_size,
-		 c->max_job_bytes, c->batch_max_bytes, c->poll_interval_ms, c->redis_timeout_ms, c->lock_key,
-		 (int)c->log_format, (int)c->log_level, (int)c->once, c->http_addr, c->http_host,
-		 c->http_port, c->warn_xact_age_ms, c->watch_interval_ms);
+		 c->pg_url, where, (int)c->format, c->key_prefix, c->sidekiq_version, c->batch_size, c->max_job_bytes,
+		 c->batch_max_bytes, c->poll_interval_ms, c->redis_timeout_ms, c->lock_key, (int)c->log_format,
+		 (int)c->log_level, (int)c->once, c->http_addr, c->http_host, c->http_port, c->warn_xact_age_ms,
+		 c->watch_interval_ms);
 }
 
 START_TEST(defaults)
@@ -181,8 +181,7 @@ static const struct form_case {
 	  "|http=127.0.0.1:9187|http_host=127.0.0.1|http_port=9187|" },
 	{ "--http-addr", "STAGEDRAIN_HTTP_ADDR", ":9187", "|http=:9187|http_host=|http_port=9187|" },
 	{ "--http-addr", "STAGEDRAIN_HTTP_ADDR", "[::1]:0", "|http_host=::1|http_port=0|" },
-	{ "--http-addr", "STAGEDRAIN_HTTP_ADDR", "metrics.local:65535",
-	  "|http_host=metrics.local|http_port=65535|" },
+	{ "--http-addr", "STAGEDRAIN_HTTP_ADDR", "metrics.local:65535", "|http_host=metrics.local|http_port=65535|" },
 	{ "--http-addr", "STAGEDRAIN_HTTP_ADDR", "[fe80::1%eth0]:80", "|http_host=fe80::1%eth0|http_port=80|" },
 	{ "--warn-xact-age", "STAGEDRAIN_WARN_XACT_AGE", "10min", "|warn_xact=600000|" },
 	{ "--warn-xact-age", "STAGEDRAIN_WARN_XACT_AGE", "90s", "|warn_xact=90000|" },
@@ -368,9 +367,8 @@ static const struct bool_case {
 	const char *word;
 	bool value;
 } bool_cases[] = {
-	{ "1", true },   { "0", false },  { "true", true },  { "false", false }, { "yes", true },
-	{ "no", false }, { "on", true },  { "off", false },  { "TRUE", true },   { "Off", false },
-	{ "Yes", true }, { "NO", false },
+	{ "1", true },  { "0", false },   { "true", true }, { "false", false }, { "yes", true }, { "no", false },
+	{ "on", true }, { "off", false }, { "TRUE", true }, { "Off", false },   { "Yes", true }, { "NO", false },
 };
 
 START_TEST(once_env_words)
@@ -613,8 +611,7 @@ START_TEST(error_message_is_bounded)
 	ck_assert(strstr(err, "...\": must be one of sidekiq, resque"));
 	ck_assert_uint_lt(strlen(err), 160);
 	/* A short or missing err buffer is truncated or skipped, never overrun. */
-	ck_assert_int_eq(config_load(&cfg, 3, (char **)ARGV("--format", value), tiny, sizeof(tiny)),
-			 -EINVAL);
+	ck_assert_int_eq(config_load(&cfg, 3, (char **)ARGV("--format", value), tiny, sizeof(tiny)), -EINVAL);
 	ck_assert_uint_eq(strlen(tiny), sizeof(tiny) - 1);
 	ck_assert_int_eq(config_load(&cfg, 2, (char **)ARGV("--nope"), NULL, 0), -EINVAL);
 }
@@ -742,8 +739,7 @@ static const char *put_file(const char *name, const char *text, size_t n, char *
 static const struct file_setting {
 	const char *flag, *env, *good, *value_flag, *value_env;
 } file_settings[] = {
-	{ "--pg-url-file", "STAGEDRAIN_PG_URL_FILE", "host=db user=app password=pw", "--pg-url",
-	  "STAGEDRAIN_PG_URL" },
+	{ "--pg-url-file", "STAGEDRAIN_PG_URL_FILE", "host=db user=app password=pw", "--pg-url", "STAGEDRAIN_PG_URL" },
 	{ "--pg-password-file", "STAGEDRAIN_PG_PASSWORD_FILE", "pg pass: \"word\" ", NULL, NULL },
 	{ "--redis-url-file", "STAGEDRAIN_REDIS_URL_FILE", "redis://:pw@cache:7000/3", "--redis-url",
 	  "STAGEDRAIN_REDIS_URL" },
@@ -788,8 +784,7 @@ START_TEST(file_is_read)
 END_TEST
 
 /* The message for a *-file setting's error: it names the setting and the path. */
-static const char *file_msg(char *out, const char *flag, const char *path, const char *env,
-			    const char *why)
+static const char *file_msg(char *out, const char *flag, const char *path, const char *env, const char *why)
 {
 	char from[64] = "";
 
@@ -867,8 +862,8 @@ START_TEST(url_and_its_file_both_given)
 	expect_error(ARGV(joined, fs->value_flag, fs->good), msg);
 
 	setenv(fs->value_env, fs->good, 1);
-	snprintf(msg, sizeof(msg), "%s (from %s) and %s are both set: give one", fs->value_flag,
-		 fs->value_env, fs->flag);
+	snprintf(msg, sizeof(msg), "%s (from %s) and %s are both set: give one", fs->value_flag, fs->value_env,
+		 fs->flag);
 	expect_error(ARGV(fs->flag, path), msg);
 	unsetenv(fs->value_env);
 
@@ -924,12 +919,10 @@ START_TEST(url_from_file_is_validated)
 	char path[300], msg[CONFIG_ERR_SIZE];
 
 	PUT("a", "redis://:hunter2@h:99999\n", path);
-	snprintf(msg, sizeof(msg), "invalid --redis-url (from file %s): port must be a number from 1 to 65535",
-		 path);
+	snprintf(msg, sizeof(msg), "invalid --redis-url (from file %s): port must be a number from 1 to 65535", path);
 	expect_error(ARGV("--redis-url-file", path), msg);
 	PUT("b", "postgresql://u:hunter2%zz@h/db\n", path);
-	snprintf(msg, sizeof(msg), "invalid --pg-url (from file %s): invalid percent-encoded token: \"...\"",
-		 path);
+	snprintf(msg, sizeof(msg), "invalid --pg-url (from file %s): invalid percent-encoded token: \"...\"", path);
 	expect_error(ARGV("--pg-url-file", path), msg);
 	PUT("c", "redis://relay@h\n", path);
 	snprintf(msg, sizeof(msg),
@@ -963,8 +956,7 @@ Suite *config_suite(void)
 	tcase_add_checked_fixture(errors, clear_env, NULL);
 	tcase_add_test(load, defaults);
 	tcase_add_test(load, no_arguments_at_all);
-	tcase_add_loop_test(load, flag_forms_and_env_agree, 0,
-			    (int)(sizeof(form_cases) / sizeof(form_cases[0])));
+	tcase_add_loop_test(load, flag_forms_and_env_agree, 0, (int)(sizeof(form_cases) / sizeof(form_cases[0])));
 	tcase_add_test(load, commands);
 	tcase_add_test(load, flag_beats_env_beats_default);
 	tcase_add_test(load, last_repeated_flag_wins);

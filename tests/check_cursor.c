@@ -45,8 +45,8 @@ static PGconn *open_staging(const char *job_class)
 
 START_TEST(a_late_commit_below_the_cursor_arrives_promptly)
 {
-	static const char *const args[] = { "--batch-size", "50", "--poll-interval", "50ms",
-					     "--log-level", "debug", NULL };
+	static const char *const args[] = { "--batch-size", "50", "--poll-interval", "50ms", "--log-level",
+					    "debug",        NULL };
 	PGconn *c = h_pg(), *late = open_staging("Late"), *rolled = open_staging("Never");
 	redisContext *r = h_redis();
 	struct relay_proc p;

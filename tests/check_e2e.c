@@ -25,10 +25,12 @@ static void sidekiq_env(void *redis_url)
 static void start_sidekiq(struct relay_proc *p)
 {
 	char worker[PATH_MAX];
-	const char *argv[] = { "sidekiq", "-r", worker, "-q", "critical", "-q", "default",
-			       "-c",	  "5",	"-t",	"5",	  "-e",	      "test", NULL };
+	const char *argv[] = { "sidekiq", "-r", worker, "-q", "critical", "-q",   "default",
+			       "-c",      "5",  "-t",   "5",  "-e",       "test", NULL };
 	/* Sidekiq reads ./config/sidekiq.yml if there is one: run it where there is not. */
-	struct proc_opts o = { .argv = argv, .cwd = h_env("TEST_DIR"), .child_setup = sidekiq_env,
+	struct proc_opts o = { .argv = argv,
+			       .cwd = h_env("TEST_DIR"),
+			       .child_setup = sidekiq_env,
 			       .child_arg = (void *)h_env("TEST_REDIS_URL") };
 
 	ck_assert_ptr_nonnull(realpath("tests/e2e/worker.rb", worker));
@@ -49,8 +51,9 @@ static void load_ran(PGconn *c, redisContext *r)
 	h_sql(c, "CREATE TABLE ran (jid text, queue text, args jsonb)");
 	for (size_t i = 0; i < rep->elements; i++) {
 		const char *params[1] = { rep->element[i]->str };
-		PGresult *res = PQexecParams(c, "INSERT INTO ran SELECT j->>'jid', j->>'queue', j->'args'"
-						" FROM (SELECT $1::jsonb AS j) x",
+		PGresult *res = PQexecParams(c,
+					     "INSERT INTO ran SELECT j->>'jid', j->>'queue', j->'args'"
+					     " FROM (SELECT $1::jsonb AS j) x",
 					     1, NULL, params, NULL, NULL, 0);
 		ck_assert_msg(PQresultStatus(res) == PGRES_COMMAND_OK, "%s", PQerrorMessage(c));
 		PQclear(res);
@@ -65,11 +68,12 @@ START_TEST(sidekiq_runs_every_relayed_job_exactly_once)
 	struct relay_proc sk;
 	long long t0;
 
-	h_sql(c, "INSERT INTO staged_jobs (queue, job_class, args, run_at)"
-		 " SELECT CASE WHEN i %% 2 = 1 THEN 'critical' ELSE 'default' END, 'StagedrainE2eJob',"
-		 "  jsonb_build_array(i, 'text-' || i, jsonb_build_object('k', i)),"
-		 "  CASE WHEN i >= %d THEN now() + interval '2 seconds' END"
-		 " FROM generate_series(0, %d) i ORDER BY i",
+	h_sql(c,
+	      "INSERT INTO staged_jobs (queue, job_class, args, run_at)"
+	      " SELECT CASE WHEN i %% 2 = 1 THEN 'critical' ELSE 'default' END, 'StagedrainE2eJob',"
+	      "  jsonb_build_array(i, 'text-' || i, jsonb_build_object('k', i)),"
+	      "  CASE WHEN i >= %d THEN now() + interval '2 seconds' END"
+	      " FROM generate_series(0, %d) i ORDER BY i",
 	      JOBS - SCHEDULED, JOBS - 1);
 	h_snapshot_expected(c);
 	ck_assert_int_eq(h_relay_run("relay", (const char *const[]){ "--once", NULL }), 0);

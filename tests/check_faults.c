@@ -101,11 +101,9 @@ START_TEST(postgres_session_killed_mid_run_loses_nothing)
 	for (int kill = 0; kill < 3; kill++) {
 		ck_assert_msg(h_log_wait_count(&p, "msg=leading", kill + 1, 20000),
 			      "the relay did not lead again before kill %d; see %s", kill + 1, p.log);
-		ck_assert_msg(kill_leader_session(c) == 1, "kill %d landed on no leader; see %s", kill + 1,
-			      p.log);
+		ck_assert_msg(kill_leader_session(c) == 1, "kill %d landed on no leader; see %s", kill + 1, p.log);
 	}
-	ck_assert_msg(h_log_wait_count(&p, "msg=leading", 4, 20000), "no leader after the last kill; see %s",
-		      p.log);
+	ck_assert_msg(h_log_wait_count(&p, "msg=leading", 4, 20000), "no leader after the last kill; see %s", p.log);
 	wait_drained(c, 60000);
 	assert_nothing_lost(c, r);
 	ck_assert_int_ge(h_log_count(p.log, "reconnected to postgres"), 3);
@@ -262,18 +260,24 @@ START_TEST(start_up_errors_are_one_clear_line)
 	ck_assert_ptr_nonnull(strstr(out, "--redis-url"));
 	ck_assert_ptr_nonnull(strstr(out, "could not connect to redis at 127.0.0.1:1"));
 
-	ck_assert_int_eq(run_failing("bad-pg", (const char *const[]){ "--pg-url", "postgresql://nobody:s3cret@127.0.0.1:1/x", NULL },
+	ck_assert_int_eq(run_failing("bad-pg",
+				     (const char *const[]){ "--pg-url", "postgresql://nobody:s3cret@127.0.0.1:1/x",
+							    NULL },
 				     out, sizeof(out)),
 			 1);
 	ck_assert_int_eq(count_lines(out), 1);
 	ck_assert_ptr_nonnull(strstr(out, "--pg-url"));
 	ck_assert_ptr_null(strstr(out, "s3cret"));
 
-	ck_assert_int_eq(run_failing("bad-flag", (const char *const[]){ "--batch-size", "zero", NULL }, out, sizeof(out)), 2);
+	ck_assert_int_eq(run_failing("bad-flag", (const char *const[]){ "--batch-size", "zero", NULL }, out,
+				     sizeof(out)),
+			 2);
 	ck_assert_int_eq(count_lines(out), 1);
 	ck_assert_ptr_nonnull(strstr(out, "--batch-size"));
 
-	ck_assert_int_eq(run_failing("tls", (const char *const[]){ "--redis-url", "rediss://h:6380", NULL }, out, sizeof(out)), 2);
+	ck_assert_int_eq(run_failing("tls", (const char *const[]){ "--redis-url", "rediss://h:6380", NULL }, out,
+				     sizeof(out)),
+			 2);
 	ck_assert_ptr_nonnull(strstr(out, "rediss"));
 }
 END_TEST

@@ -14,7 +14,8 @@ static const char *const jids[] = { "0123456789abcdef01234567", "aaaaaaaaaaaaaaa
 
 START_TEST(round_trip)
 {
-	struct batch_job jobs[3] = { { .id = 7, .jid = jids[0] }, { .id = 8, .jid = jids[1] },
+	struct batch_job jobs[3] = { { .id = 7, .jid = jids[0] },
+				     { .id = 8, .jid = jids[1] },
 				     { .id = 123456789012, .jid = jids[2] } };
 	struct batch b = { .jobs = jobs, .njobs = 3 };
 	struct buf text;
@@ -69,11 +70,11 @@ START_TEST(anything_else_is_refused)
 		"epoch=",
 		"epoch=1",
 		"epoch=x jobs=1:0123456789abcdef01234567",
-		"epoch=1 jobs=1:0123456789abcdef0123456",          /* short jid */
-		"epoch=1 jobs=1:0123456789abcdef012345678",        /* long jid */
-		"epoch=1 jobs=1:0123456789ABCDEF01234567",         /* upper case */
-		"epoch=1 jobs=1:0123456789abcdef01234567,",        /* trailing comma */
-		"epoch=1 jobs=1:0123456789abcdef01234567;DROP",    /* anything after */
+		"epoch=1 jobs=1:0123456789abcdef0123456",       /* short jid */
+		"epoch=1 jobs=1:0123456789abcdef012345678",     /* long jid */
+		"epoch=1 jobs=1:0123456789ABCDEF01234567",      /* upper case */
+		"epoch=1 jobs=1:0123456789abcdef01234567,",     /* trailing comma */
+		"epoch=1 jobs=1:0123456789abcdef01234567;DROP", /* anything after */
 		"epoch=1 jobs=1}'::int8[]; DROP TABLE staged_jobs; --:0123456789abcdef01234567",
 		"epoch=1 jobs=-1:0123456789abcdef01234567",
 		"epoch=1 jobs=:0123456789abcdef01234567",

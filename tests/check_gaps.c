@@ -26,8 +26,13 @@ static void teardown(void)
 /* A read of every gap at time now, nothing held, not cut short. */
 static struct gaps_read rd(const long long *ids, size_t n, uint64_t xmin, uint64_t bound, long long now)
 {
-	return (struct gaps_read){ .ids = ids, .n = n, .xmin = xmin, .bound = bound,
-				   .young_since = GAP_OLD, .retire_below = NO_CUT, .now_ms = now };
+	return (struct gaps_read){ .ids = ids,
+				   .n = n,
+				   .xmin = xmin,
+				   .bound = bound,
+				   .young_since = GAP_OLD,
+				   .retire_below = NO_CUT,
+				   .now_ms = now };
 }
 
 static void adv(const long long *ids, size_t n, uint64_t xmin, uint64_t bound)

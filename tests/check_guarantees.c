@@ -60,8 +60,7 @@ static int count_class(redisContext *r, const char *key, const char *cls)
 	size_t i;
 	int n = 0;
 
-	json_array_foreach(jobs, i, j)
-		n += strcmp(json_string_value(json_object_get(j, "class")), cls) == 0;
+	json_array_foreach(jobs, i, j) n += strcmp(json_string_value(json_object_get(j, "class")), cls) == 0;
 	json_decref(jobs);
 	return n;
 }
@@ -147,11 +146,14 @@ START_TEST(rows_with_infinite_or_unrepresentable_times_are_dead_lettered)
 	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs"), 0);
 	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs_dead"), 5);
 	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs_dead WHERE reason LIKE 'run_at%%'"
-				  " AND job_class LIKE 'Run%%'"), 3);
+				  " AND job_class LIKE 'Run%%'"),
+			 3);
 	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs_dead WHERE reason LIKE 'created_at%%'"
-				  " AND job_class LIKE 'Made%%'"), 2);
+				  " AND job_class LIKE 'Made%%'"),
+			 2);
 	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs_dead WHERE run_at = 'infinity'"
-				  " AND reason LIKE '%%infinity%%'"), 1);
+				  " AND reason LIKE '%%infinity%%'"),
+			 1);
 	PQfinish(c);
 	redisFree(r);
 }
@@ -329,7 +331,11 @@ START_TEST(a_key_of_the_wrong_type_holds_its_jobs_and_pushes_nothing_twice)
 	{
 		json_t *jobs = h_list_jobs(r, "queue:b");
 		for (int i = 0; i < 3; i++)
-			ck_assert_int_eq(json_integer_value(json_array_get(json_object_get(json_array_get(jobs, (size_t)i), "args"), 0)), 3 - i);
+			ck_assert_int_eq(json_integer_value(
+						 json_array_get(json_object_get(json_array_get(jobs, (size_t)i),
+										"args"),
+								0)),
+					 3 - i);
 		json_decref(jobs);
 	}
 	stop_relay(&p);
@@ -456,7 +462,8 @@ START_TEST(a_batch_stops_at_its_byte_bound_and_loses_nothing)
 	ck_assert_int_eq(count_class(r, "queue:default", "Late"), 6);
 	ck_assert_int_eq(count_class(r, "queue:default", "New"), 20);
 	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs_dead WHERE job_class = 'Huge'"
-				  " AND reason LIKE 'args are larger than --max-job-bytes%%'"), 1);
+				  " AND reason LIKE 'args are larger than --max-job-bytes%%'"),
+			 1);
 	/* Rows of about 3 kB under an 8 kB bound: three at most (the third starts under it). */
 	ck_assert_int_le(largest_batch(p.log), 3);
 	ck_assert_int_ge(largest_batch(p.log), 2);
@@ -523,8 +530,7 @@ START_TEST(a_writer_holding_an_xid_does_not_make_every_read_walk_old_gaps)
 	index_reads(c, &scans2, &entries2);
 	/* Each read from the head would walk all ROUNDS x 10 drained rows: about
 	 * 1,500 x 3 reads per round x AFTER = 180,000 entries. */
-	RELAY_CHECK(&p, entries2 - entries1 < 60000, "%lld index entries read after the restart",
-		    entries2 - entries1);
+	RELAY_CHECK(&p, entries2 - entries1 < 60000, "%lld index entries read after the restart", entries2 - entries1);
 	h_sql(holder, "ROLLBACK");
 	ck_assert(wait_staged_empty(c, 10000));
 	ck_assert_int_eq(h_cmd_int(r, "LLEN queue:default"), pushed);

@@ -135,8 +135,8 @@ static void wait_ready(int port, int want_status, const char *want_body)
 	int st;
 
 	while ((st = curl(port, "GET", "/readyz", &body)) != want_status || !strstr(body, want_body)) {
-		ck_assert_msg(mono_ms() - t0 < WAIT_MS, "/readyz is %d \"%s\", not %d \"%s\"", st, body,
-			      want_status, want_body);
+		ck_assert_msg(mono_ms() - t0 < WAIT_MS, "/readyz is %d \"%s\", not %d \"%s\"", st, body, want_status,
+			      want_body);
 		free(body);
 		sleep_ms(100);
 	}
@@ -277,7 +277,8 @@ START_TEST(stuck_row_below_the_cursor_shows_its_age)
 	ck_assert_msg(wait_len(r, "queue:default", 100), "the first jobs did not arrive; see %s", p.log);
 	stuck_id = h_sql(c, "SELECT last_value - 50 FROM staged_jobs_id_seq");
 	t0 = mono_ms();
-	h_sql(c, "INSERT INTO staged_jobs (id, job_class, created_at) VALUES (%lld, 'Stuck', now() - interval '1 minute')",
+	h_sql(c,
+	      "INSERT INTO staged_jobs (id, job_class, created_at) VALUES (%lld, 'Stuck', now() - interval '1 minute')",
 	      stuck_id);
 	/* One job after another above it, each relayed within moments. */
 	while (!(age >= 59.5)) {
@@ -325,8 +326,7 @@ START_TEST(slow_oldest_reading_leaves_only_its_sample_out)
 	wait_sample(port, "stagedrain_oldest_staged_job_age_seconds", 0, 0);
 	h_sql(locker, "BEGIN");
 	h_sql(locker, "LOCK staged_jobs IN ACCESS EXCLUSIVE MODE");
-	ck_assert_msg(h_log_wait(&p, "outlasted the watcher's statement timeout", WAIT_MS), "no warning in %s",
-		      p.log);
+	ck_assert_msg(h_log_wait(&p, "outlasted the watcher's statement timeout", WAIT_MS), "no warning in %s", p.log);
 	page = scrape(port);
 	ck_assert_msg(isnan(sample(page, "stagedrain_oldest_staged_job_age_seconds")), "%s", page);
 	ck_assert_msg(sample(page, "stagedrain_backlog_jobs") >= 0, "%s", page);
@@ -535,8 +535,7 @@ START_TEST(compose_services_run_against_local_servers)
 
 	run_service(&mig, "migrate", service_argv((const char *[]){ bin, NULL }, migrate), migrate, NULL);
 	ck_assert_int_eq(wait_pid(&mig, WAIT_MS), 0);
-	json_object_set_new(json_object_get(relay, "environment"), "STAGEDRAIN_HTTP_ADDR",
-			    json_string("127.0.0.1:0"));
+	json_object_set_new(json_object_get(relay, "environment"), "STAGEDRAIN_HTTP_ADDR", json_string("127.0.0.1:0"));
 	run_service(&rp, "compose-relay", service_argv((const char *[]){ bin, NULL }, relay), relay, NULL);
 	ck_assert_msg(h_log_wait(&rp, "\"serving http\"", WAIT_MS), "relay did not serve http: %s", rp.log);
 	ck_assert(h_log_contains(rp.log, "{\"ts\":")); /* --log-format json, from the command */

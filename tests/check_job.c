@@ -52,8 +52,8 @@ static struct job_opts resque_opts(void)
 }
 
 /* Builds one job that must succeed and parses it back as an object. */
-static json_t *build_ok(const struct job_row *r, const struct job_opts *o, struct buf *b,
-			struct job_out *out, size_t flags)
+static json_t *build_ok(const struct job_row *r, const struct job_opts *o, struct buf *b, struct job_out *out,
+			size_t flags)
 {
 	char reason[JOB_REASON_SIZE];
 	json_error_t err;
@@ -65,14 +65,12 @@ static json_t *build_ok(const struct job_row *r, const struct job_opts *o, struc
 	ck_assert_uint_eq(out->off + out->len, b->len);
 	ck_assert_int_eq(b->data[b->len], '\0');
 	v = json_loadb(b->data + out->off, out->len, flags | JSON_REJECT_DUPLICATES, &err);
-	ck_assert_msg(v != NULL, "payload is not json: %s: %.*s", err.text, (int)out->len,
-		      b->data + out->off);
+	ck_assert_msg(v != NULL, "payload is not json: %s: %.*s", err.text, (int)out->len, b->data + out->off);
 	ck_assert(json_is_object(v));
 	return v;
 }
 
-static json_t *build_one(const struct job_row *r, const struct job_opts *o, struct job_out *out,
-			 struct buf *b)
+static json_t *build_one(const struct job_row *r, const struct job_opts *o, struct job_out *out, struct buf *b)
 {
 	buf_init(b);
 	return build_ok(r, o, b, out, 0);
@@ -143,8 +141,7 @@ static void expect_reject(const struct job_row *r, const struct job_opts *o, con
 	ck_assert_int_eq(buf_puts(&b, before), 0);
 	rc = job_build(r, o, &b, &out, reason, sizeof(reason));
 	ck_assert_msg(rc == JOB_REJECT, "want reject \"%s\", got %d", want, rc);
-	ck_assert_msg(strncmp(reason, want, strlen(want)) == 0, "reason \"%s\", want \"%s\"", reason,
-		      want);
+	ck_assert_msg(strncmp(reason, want, strlen(want)) == 0, "reason \"%s\", want \"%s\"", reason, want);
 	ck_assert(printable_ascii(reason));
 	ck_assert_uint_eq(b.len, strlen(before));
 	ck_assert_mem_eq(b.data, before, b.len);
@@ -157,8 +154,7 @@ static void expect_reject(const struct job_row *r, const struct job_opts *o, con
 
 START_TEST(sidekiq_v7_immediate)
 {
-	static const char *const keys[] = { "class", "args", "queue", "jid",
-					    "retry", "created_at", "enqueued_at" };
+	static const char *const keys[] = { "class", "args", "queue", "jid", "retry", "created_at", "enqueued_at" };
 	struct job_row r = good_row();
 	struct job_opts o = sidekiq_opts(7);
 	struct job_out out;
@@ -288,8 +284,7 @@ END_TEST
 
 START_TEST(args_copied_verbatim)
 {
-	static const char args[] =
-		"[0.1, 123456789012345678901234567890, \"\xc3\xa9\", {\"a\": [1e5, -0.0, 1E-7]}]";
+	static const char args[] = "[0.1, 123456789012345678901234567890, \"\xc3\xa9\", {\"a\": [1e5, -0.0, 1E-7]}]";
 	struct job_row r = good_row();
 	struct job_opts o = sidekiq_opts(7);
 	struct job_out out;
@@ -307,8 +302,7 @@ START_TEST(args_copied_verbatim)
 	strcat(want, args);
 	strcat(want, ",");
 	ck_assert_ptr_nonnull(strstr(b.data, want));
-	ck_assert_str_eq(json_string_value(json_array_get(json_object_get(v, "args"), 2)),
-			 "\xc3\xa9");
+	ck_assert_str_eq(json_string_value(json_array_get(json_object_get(v, "args"), 2)), "\xc3\xa9");
 	free(want);
 	json_decref(v);
 	buf_free(&b);
@@ -641,8 +635,7 @@ END_TEST
 
 START_TEST(rejects_reserved_option_keys)
 {
-	static const char *const keys[] = { "class",      "args",        "queue", "jid",
-					    "created_at", "enqueued_at", "at" };
+	static const char *const keys[] = { "class", "args", "queue", "jid", "created_at", "enqueued_at", "at" };
 	struct job_row r = good_row();
 	struct job_opts o = sidekiq_opts(7);
 	char opts[64], want[64];
@@ -675,8 +668,12 @@ END_TEST
 START_TEST(rejects_bad_jid)
 {
 	static const char *const jids[] = {
-		"", "0123456789abcdef0123456", "0123456789abcdef012345678", "0123456789ABCDEF01234567",
-		"0123456789abcdef0123456g", "0123456789abcdef 1234567",
+		"",
+		"0123456789abcdef0123456",
+		"0123456789abcdef012345678",
+		"0123456789ABCDEF01234567",
+		"0123456789abcdef0123456g",
+		"0123456789abcdef 1234567",
 	};
 	struct job_row r = good_row();
 	struct job_opts o = sidekiq_opts(7);
@@ -687,7 +684,10 @@ START_TEST(rejects_bad_jid)
 	}
 	set_text(&r.jid, &r.jid_len, NULL, 0);
 	expect_reject(&r, &o, "jid is not 24 lowercase hex digits");
-	set_text(&r.jid, &r.jid_len, "0123456789abcdef\0" "1234567", 24);
+	set_text(&r.jid, &r.jid_len,
+		 "0123456789abcdef\0"
+		 "1234567",
+		 24);
 	expect_reject(&r, &o, "jid is not 24 lowercase hex digits");
 }
 END_TEST
@@ -707,8 +707,7 @@ START_TEST(rejects_over_max_job_bytes)
 	v = build_ok(&r, &o, &b, &out, 0);
 	json_decref(v);
 	o.max_job_bytes = (long)out.len - 1;
-	snprintf(want, sizeof(want), "job is %zu bytes, over --max-job-bytes %ld", out.len,
-		 o.max_job_bytes);
+	snprintf(want, sizeof(want), "job is %zu bytes, over --max-job-bytes %ld", out.len, o.max_job_bytes);
 	expect_reject(&r, &o, want);
 	buf_free(&b);
 }
@@ -941,9 +940,9 @@ static unsigned long long rnd(unsigned long long *s)
 static size_t random_text(unsigned long long *s, char *dst, size_t cap)
 {
 	static const char *const atoms[] = {
-		"[", "]", "{", "}", ",", ":", "\"", "\"k\"", "1", "-0.5e3", "null", "true", " ",
-		"\\", "\\u00e9", "\\ud800", "\xc3\xa9", "\xff", "\xe2\x82", "\x01",
-		"123456789012345678901234567890",
+		"[",       "]",       "{",        "}",    ",",        ":",    "\"",
+		"\"k\"",   "1",       "-0.5e3",   "null", "true",     " ",    "\\",
+		"\\u00e9", "\\ud800", "\xc3\xa9", "\xff", "\xe2\x82", "\x01", "123456789012345678901234567890",
 	};
 	size_t n = 0, parts = rnd(s) % 12;
 
@@ -968,8 +967,8 @@ static size_t random_text(unsigned long long *s, char *dst, size_t cap)
 	return n;
 }
 
-static void check_random_result(const struct job_row *r, int rc, const struct buf *b,
-				size_t before, const struct job_out *out, const char *reason)
+static void check_random_result(const struct job_row *r, int rc, const struct buf *b, size_t before,
+				const struct job_out *out, const char *reason)
 {
 	json_t *v, *want;
 
@@ -984,8 +983,7 @@ static void check_random_result(const struct job_row *r, int rc, const struct bu
 		return;
 	}
 	ck_assert_uint_eq(out->off, before);
-	v = json_loadb(b->data + out->off, out->len,
-		       JSON_DECODE_INT_AS_REAL | JSON_REJECT_DUPLICATES, NULL);
+	v = json_loadb(b->data + out->off, out->len, JSON_DECODE_INT_AS_REAL | JSON_REJECT_DUPLICATES, NULL);
 	ck_assert_msg(v != NULL, "invalid payload %.*s", (int)out->len, b->data + out->off);
 	want = json_stringn(r->job_class, r->class_len);
 	ck_assert_ptr_nonnull(want);

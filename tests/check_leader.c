@@ -62,8 +62,9 @@ END_TEST
  * again like anyone else, and stand by, not carry on as leader. */
 START_TEST(a_leader_that_lost_its_session_mid_batch_stands_by)
 {
-	static const char *const a_args[] = { "--poll-interval", "20ms", "--batch-size", "100",
-					      "--redis-timeout", "1s", NULL };
+	static const char *const a_args[] = {
+		"--poll-interval", "20ms", "--batch-size", "100", "--redis-timeout", "1s", NULL
+	};
 	static const char *const queues[] = { "queue:default", NULL };
 	PGconn *c = h_pg();
 	redisContext *r = h_redis();
@@ -150,8 +151,7 @@ START_TEST(a_failing_lock_query_is_retried_and_nothing_is_pushed_without_the_loc
 	h_sql(c, "REVOKE EXECUTE ON FUNCTION pg_try_advisory_lock(bigint) FROM PUBLIC");
 	h_snapshot_expected(c);
 	h_stage_expected(c, "default", 1, 50);
-	h_relay_start(&p, "lockless",
-		      (const char *const[]){ "--poll-interval", "20ms", "--pg-url", url, NULL });
+	h_relay_start(&p, "lockless", (const char *const[]){ "--poll-interval", "20ms", "--pg-url", url, NULL });
 	retried = h_log_wait_count(&p, "could not take the leader lock", 3, 20000);
 	ck_assert_msg(h_cmd_int(r, "LLEN queue:default") == 0, "pushed without the lock; see %s", p.log);
 	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs"), 50);

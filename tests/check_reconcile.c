@@ -42,8 +42,7 @@ static void one_row_text(PGconn *c, const char *sql, char *out, size_t len)
 {
 	PGresult *res = PQexec(c, sql);
 
-	ck_assert_msg(PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1, "%s: %s", sql,
-		      PQerrorMessage(c));
+	ck_assert_msg(PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1, "%s: %s", sql, PQerrorMessage(c));
 	snprintf(out, len, "%s", PQgetvalue(res, 0, 0));
 	PQclear(res);
 }
@@ -180,8 +179,8 @@ static void drain_past_fence(redisContext *r, const char *name, const char *text
 		h_relay_kill(&p, SIGKILL);
 		(void)h_relay_wait(&p, 5000);
 	}
-	ck_assert_msg(st == 0, "with fence \"%s\" the relay did not drain and exit (status %d); see %s", text,
-		      st, p.log);
+	ck_assert_msg(st == 0, "with fence \"%s\" the relay did not drain and exit (status %d); see %s", text, st,
+		      p.log);
 	ck_assert_msg(!h_log_contains(p.log, "not pushing them again"),
 		      "fence \"%s\" made the relay delete staged rows it never pushed; see %s", text, p.log);
 	ck_assert_msg(h_log_contains(p.log, "ignoring a fence that is not stagedrain's"),
@@ -206,14 +205,15 @@ START_TEST(a_fence_that_is_not_ours_is_ignored)
 	drain_past_fence(r, "garbage", "epoch=abc");
 
 	h_stage_expected(c, "default", 11, 10);
-	one_row_text(c, "SELECT id || ':' || jid FROM staged_jobs ORDER BY id OFFSET 2 LIMIT 1", named,
-		 sizeof(named));
+	one_row_text(c, "SELECT id || ':' || jid FROM staged_jobs ORDER BY id OFFSET 2 LIMIT 1", named, sizeof(named));
 	snprintf(text, sizeof(text), "epoch=abc jobs=%s", named);
 	drain_past_fence(r, "bad-epoch", text);
 
 	h_stage_expected(c, "default", 21, 10);
-	one_row_text(c, "SELECT string_agg(id || ':' || jid, ',' ORDER BY id) FROM"
-		    " (SELECT id, jid FROM staged_jobs ORDER BY id LIMIT 2) x", named, sizeof(named));
+	one_row_text(c,
+		     "SELECT string_agg(id || ':' || jid, ',' ORDER BY id) FROM"
+		     " (SELECT id, jid FROM staged_jobs ORDER BY id LIMIT 2) x",
+		     named, sizeof(named));
 	snprintf(text, sizeof(text), "epoch=1 jobs=%s,junk", named);
 	drain_past_fence(r, "bad-tail", text);
 

@@ -123,9 +123,10 @@ START_TEST(fifo_per_queue_across_batches)
 	redisContext *r = h_redis();
 
 	for (int t = 0; t < 5; t++) {
-		h_sql(c, "INSERT INTO staged_jobs (queue, job_class, args)"
-			 " SELECT CASE WHEN i %% 3 = 0 THEN 'a' ELSE 'b' END, 'W', jsonb_build_array(i)"
-			 " FROM generate_series(%d, %d) i ORDER BY i",
+		h_sql(c,
+		      "INSERT INTO staged_jobs (queue, job_class, args)"
+		      " SELECT CASE WHEN i %% 3 = 0 THEN 'a' ELSE 'b' END, 'W', jsonb_build_array(i)"
+		      " FROM generate_series(%d, %d) i ORDER BY i",
 		      t * 500, t * 500 + 499);
 	}
 	ck_assert_int_eq(h_relay_run("relay", ONCE("--batch-size", "333")), 0);
@@ -163,9 +164,10 @@ START_TEST(future_jobs_go_to_the_schedule)
 	json_t *j;
 	long long due = h_sql(c, "SELECT extract(epoch FROM now() + interval '1 hour')::int8");
 
-	h_sql(c, "INSERT INTO staged_jobs (job_class, run_at, jid) VALUES"
-		 " ('Later', to_timestamp(%lld.5), 'bbbbbbbbbbbbbbbbbbbbbbbb'),"
-		 " ('Past', now() - interval '1 minute', 'cccccccccccccccccccccccc')",
+	h_sql(c,
+	      "INSERT INTO staged_jobs (job_class, run_at, jid) VALUES"
+	      " ('Later', to_timestamp(%lld.5), 'bbbbbbbbbbbbbbbbbbbbbbbb'),"
+	      " ('Past', now() - interval '1 minute', 'cccccccccccccccccccccccc')",
 	      due);
 	ck_assert_int_eq(h_relay_run("relay", ONCE("--sidekiq-version", "8")), 0);
 
@@ -207,13 +209,17 @@ START_TEST(rows_that_cannot_be_jobs_go_to_the_dead_table)
 	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs"), 0);
 	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs_dead"), 4);
 	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs_dead WHERE job_class = 'NotArray'"
-				  " AND reason LIKE '%%args%%array%%' AND args = '{\"a\": 1}'"), 1);
+				  " AND reason LIKE '%%args%%array%%' AND args = '{\"a\": 1}'"),
+			 1);
 	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs_dead WHERE job_class = ''"
-				  " AND reason LIKE '%%class%%'"), 1);
+				  " AND reason LIKE '%%class%%'"),
+			 1);
 	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs_dead WHERE job_class = 'Huge'"
-				  " AND reason LIKE '%%max-job-bytes%%'"), 1);
+				  " AND reason LIKE '%%max-job-bytes%%'"),
+			 1);
 	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs_dead WHERE job_class = 'BadOpts'"
-				  " AND reason LIKE '%%options%%' AND failed_at IS NOT NULL"), 1);
+				  " AND reason LIKE '%%options%%' AND failed_at IS NOT NULL"),
+			 1);
 	PQfinish(c);
 	redisFree(r);
 }
@@ -227,8 +233,10 @@ START_TEST(resque_format_and_namespace)
 	long long due = h_sql(c, "SELECT extract(epoch FROM now() + interval '1 day')::int8");
 
 	h_sql(c, "INSERT INTO staged_jobs (queue, job_class, args) VALUES ('high', 'Archive', '[7, \"x\"]')");
-	h_sql(c, "INSERT INTO staged_jobs (queue, job_class, args, run_at) VALUES"
-		 " ('low', 'Later', '[]', to_timestamp(%lld))", due);
+	h_sql(c,
+	      "INSERT INTO staged_jobs (queue, job_class, args, run_at) VALUES"
+	      " ('low', 'Later', '[]', to_timestamp(%lld))",
+	      due);
 	ck_assert_int_eq(h_relay_run("relay", ONCE("--format", "resque")), 0);
 
 	ck_assert_int_eq(h_cmd_int(r, "SISMEMBER resque:queues high"), 1);

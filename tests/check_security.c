@@ -21,8 +21,8 @@ static void denied(PGconn *c, const char *sql)
 	const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
 
 	ck_assert_msg(PQresultStatus(res) == PGRES_FATAL_ERROR && state && strcmp(state, "42501") == 0,
-	              "%s was not refused for lack of privilege: %s", sql,
-	              PQresultStatus(res) == PGRES_FATAL_ERROR ? PQerrorMessage(c) : "it succeeded");
+		      "%s was not refused for lack of privilege: %s", sql,
+		      PQresultStatus(res) == PGRES_FATAL_ERROR ? PQerrorMessage(c) : "it succeeded");
 	PQclear(res);
 }
 
@@ -58,8 +58,8 @@ static void apply_roles(const char *psql_opts)
 	char services[512], cmd[1600];
 
 	snprintf(services, sizeof(services), "%s", h_env("TEST_SERVICES"));
-	snprintf(cmd, sizeof(cmd), "psql -X -q -v ON_ERROR_STOP=1 %s -d '%s' -f '%s/../sql/roles.sql'",
-	         psql_opts, h_env("TEST_PG_URL"), dirname(services));
+	snprintf(cmd, sizeof(cmd), "psql -X -q -v ON_ERROR_STOP=1 %s -d '%s' -f '%s/../sql/roles.sql'", psql_opts,
+		 h_env("TEST_PG_URL"), dirname(services));
 	ck_assert_msg(system(cmd) == 0, "%s failed", cmd);
 }
 
@@ -67,36 +67,35 @@ static void apply_roles(const char *psql_opts)
 static void login_role(PGconn *c, const char *name, const char *group, const char *password)
 {
 	h_sql(c, "DROP ROLE IF EXISTS %s", name);
-	h_sql(c, "CREATE ROLE %s LOGIN %s%s%s IN ROLE %s", name, password ? "PASSWORD '" : "",
-	      password ? password : "", password ? "'" : "", group);
+	h_sql(c, "CREATE ROLE %s LOGIN %s%s%s IN ROLE %s", name, password ? "PASSWORD '" : "", password ? password : "",
+	      password ? "'" : "", group);
 }
 
 /* Every privilege the two groups hold on any relation or column, sorted. */
-#define GRANTS_SQL                                                                                           \
-	"SELECT coalesce(string_agg(g, ' ' ORDER BY g COLLATE \"C\"), '') FROM ("                            \
-	" SELECT c.relname || ':' || r.rolname || ':' || a.privilege_type AS g"                              \
-	" FROM pg_class c, aclexplode(c.relacl) a, pg_roles r"                                               \
-	" WHERE r.oid = a.grantee AND r.rolname LIKE 'stagedrain\\_%%'"                                      \
-	" UNION ALL"                                                                                         \
-	" SELECT c.relname || '.' || t.attname || ':' || r.rolname || ':' || a.privilege_type"               \
-	" FROM pg_attribute t JOIN pg_class c ON c.oid = t.attrelid, aclexplode(t.attacl) a,"                \
+#define GRANTS_SQL                                                                                                     \
+	"SELECT coalesce(string_agg(g, ' ' ORDER BY g COLLATE \"C\"), '') FROM ("                                      \
+	" SELECT c.relname || ':' || r.rolname || ':' || a.privilege_type AS g"                                        \
+	" FROM pg_class c, aclexplode(c.relacl) a, pg_roles r"                                                         \
+	" WHERE r.oid = a.grantee AND r.rolname LIKE 'stagedrain\\_%%'"                                                \
+	" UNION ALL"                                                                                                   \
+	" SELECT c.relname || '.' || t.attname || ':' || r.rolname || ':' || a.privilege_type"                         \
+	" FROM pg_attribute t JOIN pg_class c ON c.oid = t.attrelid, aclexplode(t.attacl) a,"                          \
 	" pg_roles r WHERE r.oid = a.grantee AND r.rolname LIKE 'stagedrain\\_%%') x"
 
 /* In byte order (COLLATE "C" in GRANTS_SQL): "." sorts before ":". The app may
  * insert every column but id; with app_returning_id it may also read id, which
  * sorts between created_at and jid. */
-#define APP_INSERTS_BEFORE_ID                                                                                \
-	"staged_jobs.args:stagedrain_app:INSERT staged_jobs.created_at:stagedrain_app:INSERT "
-#define APP_INSERTS_AFTER_ID                                                                                 \
-	"staged_jobs.jid:stagedrain_app:INSERT staged_jobs.job_class:stagedrain_app:INSERT"                  \
-	" staged_jobs.options:stagedrain_app:INSERT staged_jobs.queue:stagedrain_app:INSERT"                 \
+#define APP_INSERTS_BEFORE_ID "staged_jobs.args:stagedrain_app:INSERT staged_jobs.created_at:stagedrain_app:INSERT "
+#define APP_INSERTS_AFTER_ID                                                                                           \
+	"staged_jobs.jid:stagedrain_app:INSERT staged_jobs.job_class:stagedrain_app:INSERT"                            \
+	" staged_jobs.options:stagedrain_app:INSERT staged_jobs.queue:stagedrain_app:INSERT"                           \
 	" staged_jobs.run_at:stagedrain_app:INSERT"
-#define OTHER_GRANTS                                                                                         \
-	" staged_jobs:stagedrain_relay:DELETE staged_jobs:stagedrain_relay:SELECT"                           \
-	" staged_jobs_dead:stagedrain_relay:INSERT staged_jobs_id_seq:stagedrain_app:USAGE"               \
+#define OTHER_GRANTS                                                                                                   \
+	" staged_jobs:stagedrain_relay:DELETE staged_jobs:stagedrain_relay:SELECT"                                     \
+	" staged_jobs_dead:stagedrain_relay:INSERT staged_jobs_id_seq:stagedrain_app:USAGE"                            \
 	" staged_jobs_id_seq:stagedrain_relay:SELECT"
 #define EXPECTED_GRANTS APP_INSERTS_BEFORE_ID APP_INSERTS_AFTER_ID OTHER_GRANTS
-#define EXPECTED_GRANTS_RETURNING                                                                            \
+#define EXPECTED_GRANTS_RETURNING                                                                                      \
 	APP_INSERTS_BEFORE_ID "staged_jobs.id:stagedrain_app:SELECT " APP_INSERTS_AFTER_ID OTHER_GRANTS
 
 START_TEST(roles_grant_exactly_what_each_needs)
@@ -169,15 +168,13 @@ START_TEST(relay_runs_as_the_relay_role)
 	url_as(url, sizeof(url), "sd_relay", "");
 	h_stage(c, "default", 1, 5);
 	h_sql(c, "INSERT INTO staged_jobs (job_class, args) VALUES ('Bad', '{}')");
-	ck_assert_int_eq(h_relay_run("roles-relay", (const char *const[]){"--once", "--pg-url", url, NULL}),
-	                 0);
+	ck_assert_int_eq(h_relay_run("roles-relay", (const char *const[]){ "--once", "--pg-url", url, NULL }), 0);
 	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs"), 0);
 	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs_dead WHERE job_class = 'Bad'"), 1);
 	ck_assert_int_eq(h_cmd_int(r, "LLEN queue:default"), 5);
 
 	h_stage(c, "default", 6, 3);
-	ck_assert_int_eq(h_relay_run("roles-relay-2", (const char *const[]){"--once", "--pg-url", url, NULL}),
-	                 0);
+	ck_assert_int_eq(h_relay_run("roles-relay-2", (const char *const[]){ "--once", "--pg-url", url, NULL }), 0);
 	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs"), 0);
 	ck_assert_int_eq(h_cmd_int(r, "LLEN queue:default"), 8);
 	redisFree(r);
@@ -195,9 +192,9 @@ static bool wait_len(redisContext *r, const char *key, long long n)
 
 /* ---- passwords never logged ---- */
 
-#define PG_URL_PW  "pgUrlPw41"
+#define PG_URL_PW "pgUrlPw41"
 #define PG_FILE_PW "pgFilePw42"
-#define RD_URL_PW  "rdUrlPw43"
+#define RD_URL_PW "rdUrlPw43"
 #define RD_FILE_PW "rdFilePw44"
 
 static void write_file(const char *path, const char *text)
@@ -248,7 +245,7 @@ static void require_password(PGconn *c)
 
 static void assert_no_password(const char *log)
 {
-	static const char *const pws[] = {PG_URL_PW, PG_FILE_PW, RD_URL_PW, RD_FILE_PW, NULL};
+	static const char *const pws[] = { PG_URL_PW, PG_FILE_PW, RD_URL_PW, RD_FILE_PW, NULL };
 
 	for (const char *const *p = pws; *p; p++)
 		ck_assert_msg(!h_log_contains(log, *p), "%s contains the password %s", log, *p);
@@ -269,31 +266,26 @@ START_TEST(logs_never_contain_passwords)
 	write_file(pg_file, PG_FILE_PW "\n");
 	write_file(redis_file, RD_FILE_PW "\n");
 	/* The URLs' passwords are wrong: the files' must replace them. */
-	snprintf(pg_url, sizeof(pg_url),
-	         "postgresql://sd_pw:%s@127.0.0.1:%s/postgres?application_name=sd_secrets", PG_URL_PW,
-	         pg_port());
-	snprintf(redis_url, sizeof(redis_url), "redis://sd_rd:%s@127.0.0.1:%s/0", RD_URL_PW,
-	         h_env("TEST_REDIS_PORT"));
+	snprintf(pg_url, sizeof(pg_url), "postgresql://sd_pw:%s@127.0.0.1:%s/postgres?application_name=sd_secrets",
+		 PG_URL_PW, pg_port());
+	snprintf(redis_url, sizeof(redis_url), "redis://sd_rd:%s@127.0.0.1:%s/0", RD_URL_PW, h_env("TEST_REDIS_PORT"));
 
 	h_relay_start(&p, "secrets",
-	              (const char *const[]){"--pg-url", pg_url, "--pg-password-file", pg_file, "--redis-url",
-	                                    redis_url, "--redis-password-file", redis_file, "--log-level",
-	                                    "debug", NULL});
+		      (const char *const[]){ "--pg-url", pg_url, "--pg-password-file", pg_file, "--redis-url",
+					     redis_url, "--redis-password-file", redis_file, "--log-level", "debug",
+					     NULL });
 	h_stage(c, "default", 1, 5);
 	RELAY_CHECK(&p, wait_len(r, "queue:default", 5), "jobs did not arrive; see %s", p.log);
 
 	/* A lost Postgres session: warned about, then reconnected with the file's password. */
-	h_sql(c,
-	      "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'sd_secrets'");
-	RELAY_CHECK(&p, h_log_wait(&p, "reconnected to postgres", 30000), "no postgres reconnect; see %s",
-	            p.log);
+	h_sql(c, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'sd_secrets'");
+	RELAY_CHECK(&p, h_log_wait(&p, "reconnected to postgres", 30000), "no postgres reconnect; see %s", p.log);
 
 	/* Redis refusing the password for a while: errors, then a reconnect. */
 	freeReplyObject(h_cmd(r, "ACL SETUSER sd_rd resetpass >someOtherPw"));
 	freeReplyObject(h_cmd(r, "CLIENT KILL USER sd_rd"));
 	h_stage(c, "default", 6, 1);
-	RELAY_CHECK(&p, h_log_wait(&p, "could not reconnect to redis", 30000), "no redis auth error; see %s",
-	            p.log);
+	RELAY_CHECK(&p, h_log_wait(&p, "could not reconnect to redis", 30000), "no redis auth error; see %s", p.log);
 	freeReplyObject(h_cmd(r, "ACL SETUSER sd_rd resetpass >%s", RD_FILE_PW));
 	RELAY_CHECK(&p, h_log_wait(&p, "reconnected to redis", 30000), "no redis reconnect; see %s", p.log);
 	RELAY_CHECK(&p, wait_len(r, "queue:default", 6), "the last job did not arrive; see %s", p.log);
@@ -304,19 +296,18 @@ START_TEST(logs_never_contain_passwords)
 
 	/* Start-up errors: only the URLs' wrong passwords, for each server in turn;
 	 * and a URL libpq cannot parse, whose message would quote the password. */
-	ck_assert_int_eq(h_relay_run("secrets-bad-pg", (const char *const[]){"--pg-url", pg_url,
-	                                                                     "--redis-url", redis_url, NULL}),
-	                 1);
-	ck_assert_int_eq(
-	    h_relay_run("secrets-bad-redis", (const char *const[]){"--pg-url", pg_url, "--pg-password-file",
-	                                                           pg_file, "--redis-url", redis_url, NULL}),
-	    1);
-	snprintf(pg_url, sizeof(pg_url), "postgresql://sd_pw:%s%%zz@127.0.0.1:%s/postgres", PG_URL_PW,
-	         pg_port());
-	ck_assert_int_eq(h_relay_run("secrets-bad-url", (const char *const[]){"--pg-url", pg_url, NULL}), 2);
+	ck_assert_int_eq(h_relay_run("secrets-bad-pg",
+				     (const char *const[]){ "--pg-url", pg_url, "--redis-url", redis_url, NULL }),
+			 1);
+	ck_assert_int_eq(h_relay_run("secrets-bad-redis",
+				     (const char *const[]){ "--pg-url", pg_url, "--pg-password-file", pg_file,
+							    "--redis-url", redis_url, NULL }),
+			 1);
+	snprintf(pg_url, sizeof(pg_url), "postgresql://sd_pw:%s%%zz@127.0.0.1:%s/postgres", PG_URL_PW, pg_port());
+	ck_assert_int_eq(h_relay_run("secrets-bad-url", (const char *const[]){ "--pg-url", pg_url, NULL }), 2);
 	for (int i = 0; i < 3; i++)
 		snprintf(bad_log[i], sizeof(bad_log[i]), "%s/secrets-bad-%s.log", h_env("TEST_DIR"),
-		         (const char *[]){"pg", "redis", "url"}[i]);
+			 (const char *[]){ "pg", "redis", "url" }[i]);
 	ck_assert(h_log_contains(bad_log[0], "password authentication failed"));
 	ck_assert(h_log_contains(bad_log[1], "WRONGPASS"));
 	ck_assert(h_log_contains(bad_log[2], "invalid --pg-url"));
@@ -339,10 +330,10 @@ static void make_cert(const char *name)
 	const char *dir = h_env("TEST_DIR");
 
 	snprintf(cmd, sizeof(cmd),
-	         "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2"
-	         " -subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1"
-	         " -keyout '%s/%s.key' -out '%s/%s.crt' >/dev/null 2>&1",
-	         dir, name, dir, name);
+		 "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2"
+		 " -subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1"
+		 " -keyout '%s/%s.key' -out '%s/%s.crt' >/dev/null 2>&1",
+		 dir, name, dir, name);
 	ck_assert_msg(system(cmd) == 0, "%s failed", cmd);
 	/* The server refuses a key that others can read or it does not own. */
 	snprintf(key, sizeof(key), "%s/%s.key", dir, name);
@@ -388,33 +379,29 @@ START_TEST(jobs_drain_over_verified_tls)
 	ck_assert_msg(probe != NULL, "the server did not turn ssl on");
 	PQfinish(probe);
 
-	snprintf(extra, sizeof(extra),
-	         "sslmode=verify-full sslrootcert=%s/server.crt application_name=sd_tls", dir);
+	snprintf(extra, sizeof(extra), "sslmode=verify-full sslrootcert=%s/server.crt application_name=sd_tls", dir);
 	url_as(url, sizeof(url), "postgres", extra);
 	h_stage(c, "default", 1, 20);
-	h_relay_start(&p, "tls", (const char *const[]){"--pg-url", url, NULL});
+	h_relay_start(&p, "tls", (const char *const[]){ "--pg-url", url, NULL });
 	RELAY_CHECK(&p, wait_len(r, "queue:default", 20), "jobs did not arrive over tls; see %s", p.log);
 	RELAY_CHECK(&p,
-	            h_sql(c, "SELECT count(*) FROM pg_stat_ssl s JOIN pg_stat_activity a USING (pid)"
-	                     " WHERE a.application_name = 'sd_tls' AND s.ssl") == 1,
-	            "the relay's session is not encrypted");
+		    h_sql(c, "SELECT count(*) FROM pg_stat_ssl s JOIN pg_stat_activity a USING (pid)"
+			     " WHERE a.application_name = 'sd_tls' AND s.ssl") == 1,
+		    "the relay's session is not encrypted");
 	h_relay_kill(&p, SIGTERM);
 	ck_assert_int_eq(h_relay_wait(&p, 30000), 0);
 
 	/* The certificate really is checked: another root, or another name, is refused. */
 	snprintf(extra, sizeof(extra), "sslmode=verify-full sslrootcert=%s/other.crt", dir);
-	ck_assert_int_eq(
-	    h_relay_run("tls-wrong-root",
-	                (const char *const[]){"--once", "--pg-url",
-	                                      url_as(url, sizeof(url), "postgres", extra), NULL}),
-	    1);
+	ck_assert_int_eq(h_relay_run("tls-wrong-root",
+				     (const char *const[]){ "--once", "--pg-url",
+							    url_as(url, sizeof(url), "postgres", extra), NULL }),
+			 1);
 	snprintf(log, sizeof(log), "%s/tls-wrong-root.log", dir);
 	ck_assert(h_log_contains(log, "certificate verify failed"));
 	snprintf(extra, sizeof(extra), "sslmode=verify-full sslrootcert=%s/server.crt", dir);
-	snprintf(url, sizeof(url), "host=localhost port=%s dbname=postgres user=postgres %s", pg_port(),
-	         extra);
-	ck_assert_int_eq(
-	    h_relay_run("tls-wrong-name", (const char *const[]){"--once", "--pg-url", url, NULL}), 1);
+	snprintf(url, sizeof(url), "host=localhost port=%s dbname=postgres user=postgres %s", pg_port(), extra);
+	ck_assert_int_eq(h_relay_run("tls-wrong-name", (const char *const[]){ "--once", "--pg-url", url, NULL }), 1);
 	snprintf(log, sizeof(log), "%s/tls-wrong-name.log", dir);
 	ck_assert(h_log_contains(log, "does not match host name"));
 	redisFree(r);

@@ -38,15 +38,22 @@ static void teardown(void)
 /* n jobs on queue "default" with ids from first; every scheduled-th one runs in an hour. */
 static void make_batch(struct batch *b, char (*jids)[25], long long first, int n, int scheduled)
 {
-	struct job_opts opts = { .format = FORMAT_SIDEKIQ, .sidekiq_version = 7,
-				 .max_job_bytes = 1 << 20, .now_us = mono_ms() * 1000 };
+	struct job_opts opts = {
+		.format = FORMAT_SIDEKIQ, .sidekiq_version = 7, .max_job_bytes = 1 << 20, .now_us = mono_ms() * 1000
+	};
 
 	ck_assert_int_eq(batch_reset(b, (size_t)n), 0);
 	for (int i = 0; i < n; i++) {
 		char args[32];
-		struct job_row row = { .id = first + i, .queue = "default", .queue_len = 7,
-				       .job_class = "C", .class_len = 1, .args = args,
-				       .jid = jids[i], .jid_len = 24, .created_at_us = opts.now_us };
+		struct job_row row = { .id = first + i,
+				       .queue = "default",
+				       .queue_len = 7,
+				       .job_class = "C",
+				       .class_len = 1,
+				       .args = args,
+				       .jid = jids[i],
+				       .jid_len = 24,
+				       .created_at_us = opts.now_us };
 		snprintf(jids[i], 25, "%024llx", first + i);
 		row.args_len = (size_t)snprintf(args, sizeof(args), "[%lld]", first + i);
 		row.has_run_at = scheduled && i % scheduled == 0;

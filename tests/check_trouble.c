@@ -84,18 +84,14 @@ static void assert_backs_off(const char *log, const char *word, int min_lines, i
 	int d[MAX_LINES];
 	int n = retry_delays(log, word, d, MAX_LINES);
 
-	ck_assert_msg(n >= min_lines, "%d warn lines with %s, expected at least %d; see %s", n, word,
-		      min_lines, log);
-	ck_assert_msg(n <= max_lines, "%d warn lines with %s: the relay does not back off; see %s", n,
-		      word, log);
+	ck_assert_msg(n >= min_lines, "%d warn lines with %s, expected at least %d; see %s", n, word, min_lines, log);
+	ck_assert_msg(n <= max_lines, "%d warn lines with %s: the relay does not back off; see %s", n, word, log);
 	for (int i = 0; i < n; i++)
 		ck_assert_msg(d[i] > 0, "retry_in_ms=%d: the relay retries at once (%s)", d[i], word);
 	for (int i = 1; i < n; i++)
-		ck_assert_msg(d[i] >= d[i - 1], "retry_in_ms shrank from %d to %d (%s)", d[i - 1], d[i],
-			      word);
+		ck_assert_msg(d[i] >= d[i - 1], "retry_in_ms shrank from %d to %d (%s)", d[i - 1], d[i], word);
 	if (n >= 3)
-		ck_assert_msg(d[n - 1] > d[0], "retry_in_ms did not grow: %d then %d (%s)", d[0], d[n - 1],
-			      word);
+		ck_assert_msg(d[n - 1] > d[0], "retry_in_ms did not grow: %d then %d (%s)", d[0], d[n - 1], word);
 }
 
 /* The relay is still running (it did not exit on the fault), and stops cleanly. */
@@ -245,8 +241,7 @@ START_TEST(redis_loading_after_restart_backs_off_and_resumes)
 	wait_info(r, "persistence", "aof_rewrite_in_progress:0");
 	wait_info(r, "persistence", "aof_rewrite_scheduled:0");
 	freeReplyObject(h_cmd(r, "EVAL %s 0 %d",
-			      "for i = 1, tonumber(ARGV[1]) do redis.call('SET', 'pad:' .. i, 'x') end",
-			      10000));
+			      "for i = 1, tonumber(ARGV[1]) do redis.call('SET', 'pad:' .. i, 'x') end", 10000));
 	redisFree(r);
 
 	h_services("redis-stop");
@@ -282,8 +277,9 @@ START_TEST(redis_timeout_rolls_back_and_retries)
 	PGconn *c = h_pg();
 	redisContext *r = h_redis();
 	struct relay_proc p;
-	const char *const args[] = { "--batch-size", "200", "--poll-interval", "20ms",
-				     "--redis-timeout", "300ms", NULL };
+	const char *const args[] = {
+		"--batch-size", "200", "--poll-interval", "20ms", "--redis-timeout", "300ms", NULL
+	};
 	long long t0, oldest = 0;
 
 	start_draining(c, &p, "timeout", args);
@@ -335,8 +331,10 @@ END_TEST
 /* The relay's sessions in a state (a LIKE pattern), and how many of them hold the leader lock. */
 static long long relay_sessions(PGconn *c, const char *state)
 {
-	return h_sql(c, "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'stagedrain'"
-			" AND coalesce(state, '') LIKE '%s'", state);
+	return h_sql(c,
+		     "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'stagedrain'"
+		     " AND coalesce(state, '') LIKE '%s'",
+		     state);
 }
 
 static long long relay_lock_holders(PGconn *c)
@@ -382,11 +380,11 @@ START_TEST(postgres_lost_while_idle_reconnects_and_leads_again)
 	 * it can notice the loss itself, not leave it to the next read. */
 	sleep_ms(2500);
 	for (int kill = 0; !h_log_contains(p.log, "lost postgres while idle"); kill++) {
-		ck_assert_msg(kill < 5, "5 sessions lost while idle, none reported by the idle wait; see %s",
-			      p.log);
+		ck_assert_msg(kill < 5, "5 sessions lost while idle, none reported by the idle wait; see %s", p.log);
 		freeze_between_reads(c, &p);
 		ck_assert_int_eq(h_sql(c, "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
-					  " WHERE application_name = 'stagedrain'"), 1);
+					  " WHERE application_name = 'stagedrain'"),
+				 1);
 		while (relay_sessions(c, "%") > 0)
 			sleep_ms(10);
 		h_relay_kill(&p, SIGCONT);
@@ -437,8 +435,7 @@ START_TEST(postgres_failover_to_promoted_standby)
 	snprintf(url1, sizeof(url1), "postgresql://postgres@127.0.0.1:%d/postgres", p1);
 	snprintf(url2, sizeof(url2), "postgresql://postgres@127.0.0.1:%d/postgres", p2);
 	snprintf(both, sizeof(both),
-		 "postgresql://postgres@127.0.0.1:%d,127.0.0.1:%d/postgres?target_session_attrs=read-write",
-		 p1, p2);
+		 "postgresql://postgres@127.0.0.1:%d,127.0.0.1:%d/postgres?target_session_attrs=read-write", p1, p2);
 	ck_assert_int_eq(h_relay_run("migrate-fo", migrate), 0);
 	c1 = pg_at(url1);
 	h_snapshot_expected(c1);
@@ -543,8 +540,9 @@ START_TEST(relay_bounds_its_own_statements_by_default)
 	PGconn *c = h_pg(), *locker;
 	redisContext *r = h_redis();
 	struct relay_proc p;
-	const char *const args[] = { "--batch-size", "200", "--poll-interval", "20ms",
-				     "--redis-timeout", "300ms", NULL };
+	const char *const args[] = {
+		"--batch-size", "200", "--poll-interval", "20ms", "--redis-timeout", "300ms", NULL
+	};
 
 	start_draining(c, &p, "stmt-default", args);
 	locker = lock_table();
@@ -619,8 +617,7 @@ static void stop_extra_servers(void)
 
 	if (!svc || !dir)
 		return;
-	snprintf(cmd, sizeof(cmd), "bash '%s' redis2-stop '%s' && bash '%s' pgfo-stop '%s'", svc, dir,
-		 svc, dir);
+	snprintf(cmd, sizeof(cmd), "bash '%s' redis2-stop '%s' && bash '%s' pgfo-stop '%s'", svc, dir, svc, dir);
 	if (system(cmd) != 0)
 		fprintf(stderr, "trouble: %s failed\n", cmd);
 }

@@ -81,19 +81,21 @@ void h_reset(void)
 
 void h_stage(PGconn *c, const char *queue, int first, int n)
 {
-	h_sql(c, "INSERT INTO staged_jobs (queue, job_class, args)"
-		 " SELECT '%s', 'HardWorker', jsonb_build_array(i)"
-		 " FROM generate_series(%d, %d) i ORDER BY i",
+	h_sql(c,
+	      "INSERT INTO staged_jobs (queue, job_class, args)"
+	      " SELECT '%s', 'HardWorker', jsonb_build_array(i)"
+	      " FROM generate_series(%d, %d) i ORDER BY i",
 	      queue, first, first + n - 1);
 }
 
 void h_stage_expected(PGconn *c, const char *queue, int first, int n)
 {
-	h_sql(c, "WITH s AS (INSERT INTO staged_jobs (queue, job_class, args)"
-		 " SELECT '%s', 'HardWorker', jsonb_build_array(i)"
-		 " FROM generate_series(%d, %d) i ORDER BY i"
-		 " RETURNING id, jid, queue, job_class, args)"
-		 " INSERT INTO expected SELECT * FROM s",
+	h_sql(c,
+	      "WITH s AS (INSERT INTO staged_jobs (queue, job_class, args)"
+	      " SELECT '%s', 'HardWorker', jsonb_build_array(i)"
+	      " FROM generate_series(%d, %d) i ORDER BY i"
+	      " RETURNING id, jid, queue, job_class, args)"
+	      " INSERT INTO expected SELECT * FROM s",
 	      queue, first, first + n - 1);
 }
 

@@ -58,13 +58,13 @@ int h_relay_wait(struct relay_proc *p, int timeout_ms);
 void h_relay_kill(struct relay_proc *p, int sig);
 /* A failed check must not leave the relay running after the test
  * (a Check assertion; p is a struct relay_proc *). */
-#define RELAY_CHECK(p, cond, ...)                                                                            \
-	do {                                                                                                 \
-		if (!(cond)) {                                                                               \
-			h_relay_kill((p), SIGKILL);                                                          \
-			(void)h_relay_wait((p), 5000);                                                       \
-			ck_abort_msg(__VA_ARGS__);                                                           \
-		}                                                                                            \
+#define RELAY_CHECK(p, cond, ...)                                                                                      \
+	do {                                                                                                           \
+		if (!(cond)) {                                                                                         \
+			h_relay_kill((p), SIGKILL);                                                                    \
+			(void)h_relay_wait((p), 5000);                                                                 \
+			ck_abort_msg(__VA_ARGS__);                                                                     \
+		}                                                                                                      \
 	} while (0)
 
 /* Runs the relay with args to completion (it must exit within 60 s); returns its exit status. */

@@ -41,32 +41,31 @@ void check_stop(void)
 
 static void usage(FILE *out)
 {
-	fprintf(out,
-	        "usage: bench [options]\n"
-	        "  --runs N            runs per figure (default 3; median, min and max are shown)\n"
-	        "  --jobs N            backlog size (default 1000000)\n"
-	        "  --minutes N         long-transaction scenario length (default 10)\n"
-	        "  --big-jobs N        memory scenario: jobs one relay drains (default 10000000; 0 skips)\n"
-	        "  --steady-seconds N  length of each steady-load measurement (default 30)\n"
-	        "  --trigger-seconds N length of each trigger on/off measurement (default 10)\n"
-	        "  --batch-size N      relay and naive loop batch size (default 1000)\n"
-	        "  --xid-seconds N     xid-holder: seconds an xid-holding transaction stays open before\n"
-	        "                      the relay restarts under it, and again after (default 60)\n"
-	        "  --xid-backlog N     xid-holder: rows drained just after the holder begins, which the\n"
-	        "                      restarted relay finds dead below it (default 200000)\n"
-	        "  --xid-rate N        xid-holder: staging transactions/s, single-row (default 2000)\n"
-	        "  --xid-rollback PCT  xid-holder: share of them rolled back (default 15)\n"
-	        "  --xid-holders LIST  xid-holder: idle (idle in transaction after a write) and/or\n"
-	        "                      prepared (PREPARE TRANSACTION), one after the other (default both)\n"
-	        "  --only LIST         comma-separated: backlog,steady,trigger,long,memory,xid-holder\n"
-	        "                      (the xid-holding long transaction alone, about 5 minutes:\n"
-	        "                      --only xid-holder --runs 1)\n"
-	        "  --bin PATH          relay binary (default bin/stagedrain)\n"
-	        "  --relay-args ARGS   extra relay flags, split on spaces\n"
-	        "  --redis-fsync MODE  redis appendfsync: always, everysec (default) or no\n"
-	        "  --services PATH     tests/services.sh\n"
-	        "  --out PATH          where the table is also written (default build/bench.txt)\n"
-	        "  --keep              keep the servers' directory, with the relay logs, after the run\n");
+	fprintf(out, "usage: bench [options]\n"
+		     "  --runs N            runs per figure (default 3; median, min and max are shown)\n"
+		     "  --jobs N            backlog size (default 1000000)\n"
+		     "  --minutes N         long-transaction scenario length (default 10)\n"
+		     "  --big-jobs N        memory scenario: jobs one relay drains (default 10000000; 0 skips)\n"
+		     "  --steady-seconds N  length of each steady-load measurement (default 30)\n"
+		     "  --trigger-seconds N length of each trigger on/off measurement (default 10)\n"
+		     "  --batch-size N      relay and naive loop batch size (default 1000)\n"
+		     "  --xid-seconds N     xid-holder: seconds an xid-holding transaction stays open before\n"
+		     "                      the relay restarts under it, and again after (default 60)\n"
+		     "  --xid-backlog N     xid-holder: rows drained just after the holder begins, which the\n"
+		     "                      restarted relay finds dead below it (default 200000)\n"
+		     "  --xid-rate N        xid-holder: staging transactions/s, single-row (default 2000)\n"
+		     "  --xid-rollback PCT  xid-holder: share of them rolled back (default 15)\n"
+		     "  --xid-holders LIST  xid-holder: idle (idle in transaction after a write) and/or\n"
+		     "                      prepared (PREPARE TRANSACTION), one after the other (default both)\n"
+		     "  --only LIST         comma-separated: backlog,steady,trigger,long,memory,xid-holder\n"
+		     "                      (the xid-holding long transaction alone, about 5 minutes:\n"
+		     "                      --only xid-holder --runs 1)\n"
+		     "  --bin PATH          relay binary (default bin/stagedrain)\n"
+		     "  --relay-args ARGS   extra relay flags, split on spaces\n"
+		     "  --redis-fsync MODE  redis appendfsync: always, everysec (default) or no\n"
+		     "  --services PATH     tests/services.sh\n"
+		     "  --out PATH          where the table is also written (default build/bench.txt)\n"
+		     "  --keep              keep the servers' directory, with the relay logs, after the run\n");
 }
 
 /* A non-empty list of a and b only. */
@@ -106,48 +105,48 @@ static long long parse_num(const char *s, const char *flag, long long min, long 
 static void parse_opts(struct bench_opts *o, int argc, char **argv)
 {
 	static const struct option longopts[] = {
-	    {"runs", required_argument, NULL, 'r'},
-	    {"jobs", required_argument, NULL, 'j'},
-	    {"minutes", required_argument, NULL, 'm'},
-	    {"big-jobs", required_argument, NULL, 'b'},
-	    {"steady-seconds", required_argument, NULL, 's'},
-	    {"trigger-seconds", required_argument, NULL, 't'},
-	    {"batch-size", required_argument, NULL, 'B'},
-	    {"only", required_argument, NULL, 'o'},
-	    {"bin", required_argument, NULL, 'x'},
-	    {"relay-args", required_argument, NULL, 'a'},
-	    {"redis-fsync", required_argument, NULL, 'f'},
-	    {"services", required_argument, NULL, 'S'},
-	    {"out", required_argument, NULL, 'O'},
-	    {"xid-seconds", required_argument, NULL, 1000},
-	    {"xid-backlog", required_argument, NULL, 1001},
-	    {"xid-rate", required_argument, NULL, 1002},
-	    {"xid-rollback", required_argument, NULL, 1003},
-	    {"xid-holders", required_argument, NULL, 1004},
-	    {"keep", no_argument, NULL, 'k'},
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
+		{ "runs", required_argument, NULL, 'r' },
+		{ "jobs", required_argument, NULL, 'j' },
+		{ "minutes", required_argument, NULL, 'm' },
+		{ "big-jobs", required_argument, NULL, 'b' },
+		{ "steady-seconds", required_argument, NULL, 's' },
+		{ "trigger-seconds", required_argument, NULL, 't' },
+		{ "batch-size", required_argument, NULL, 'B' },
+		{ "only", required_argument, NULL, 'o' },
+		{ "bin", required_argument, NULL, 'x' },
+		{ "relay-args", required_argument, NULL, 'a' },
+		{ "redis-fsync", required_argument, NULL, 'f' },
+		{ "services", required_argument, NULL, 'S' },
+		{ "out", required_argument, NULL, 'O' },
+		{ "xid-seconds", required_argument, NULL, 1000 },
+		{ "xid-backlog", required_argument, NULL, 1001 },
+		{ "xid-rate", required_argument, NULL, 1002 },
+		{ "xid-rollback", required_argument, NULL, 1003 },
+		{ "xid-holders", required_argument, NULL, 1004 },
+		{ "keep", no_argument, NULL, 'k' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
 	};
 	int c;
 
-	*o = (struct bench_opts){.runs = 3,
-	                         .jobs = 1000000,
-	                         .minutes = 10,
-	                         .big_jobs = 10000000,
-	                         .steady_seconds = 30,
-	                         .trigger_seconds = 10,
-	                         .batch_size = 1000,
-	                         .only = "",
-	                         .bin = "bin/stagedrain",
-	                         .out = "build/bench.txt",
-	                         .redis_fsync = "everysec",
-	                         .relay_args = "",
-	                         .services = "tests/services.sh",
-	                         .xid_seconds = 60,
-	                         .xid_backlog = 200000,
-	                         .xid_rate = 2000,
-	                         .xid_rollback = 15,
-	                         .xid_holders = "idle,prepared"};
+	*o = (struct bench_opts){ .runs = 3,
+				  .jobs = 1000000,
+				  .minutes = 10,
+				  .big_jobs = 10000000,
+				  .steady_seconds = 30,
+				  .trigger_seconds = 10,
+				  .batch_size = 1000,
+				  .only = "",
+				  .bin = "bin/stagedrain",
+				  .out = "build/bench.txt",
+				  .redis_fsync = "everysec",
+				  .relay_args = "",
+				  .services = "tests/services.sh",
+				  .xid_seconds = 60,
+				  .xid_backlog = 200000,
+				  .xid_rate = 2000,
+				  .xid_rollback = 15,
+				  .xid_holders = "idle,prepared" };
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'r':
@@ -219,8 +218,7 @@ static void parse_opts(struct bench_opts *o, int argc, char **argv)
 		usage(stderr);
 		exit(2);
 	}
-	if (strcmp(o->redis_fsync, "always") && strcmp(o->redis_fsync, "everysec") &&
-	    strcmp(o->redis_fsync, "no")) {
+	if (strcmp(o->redis_fsync, "always") && strcmp(o->redis_fsync, "everysec") && strcmp(o->redis_fsync, "no")) {
 		fprintf(stderr, "bench: --redis-fsync must be always, everysec or no\n");
 		exit(2);
 	}
@@ -326,7 +324,7 @@ static void scenario_backlog(int run)
 	long long n = env.opts->jobs, t0, hwm;
 	double raw, relay, naive;
 	struct relay rel;
-	struct naive nv = {.env = &env, .batch_size = env.opts->batch_size};
+	struct naive nv = { .env = &env, .batch_size = env.opts->batch_size };
 	char fig[96], h[24];
 
 	human(n, h, sizeof(h));
@@ -386,7 +384,7 @@ static void scenario_backlog(int run)
 
 struct lat latencies(const struct load *l, long long from_us, long long to_us)
 {
-	struct lat out = {NAN, NAN, NAN, 0, 0};
+	struct lat out = { NAN, NAN, NAN, 0, 0 };
 	long long *v = malloc(sizeof(*v) * (size_t)(l->nseq ? l->nseq : 1));
 	size_t n = 0;
 
@@ -417,14 +415,14 @@ struct lat latencies(const struct load *l, long long from_us, long long to_us)
 static void scenario_steady(int run, int rate, int rows)
 {
 	struct relay rel;
-	struct load l = {.env = &env,
-	                 .table = "staged_jobs",
-	                 .queue = "bench",
-	                 .rate = rate,
-	                 .rows_per_tx = rows,
-	                 .producers = rows == 1 ? 2 : 1,
-	                 .seconds = env.opts->steady_seconds,
-	                 .consume = true};
+	struct load l = { .env = &env,
+			  .table = "staged_jobs",
+			  .queue = "bench",
+			  .rate = rate,
+			  .rows_per_tx = rows,
+			  .producers = rows == 1 ? 2 : 1,
+			  .seconds = env.opts->steady_seconds,
+			  .consume = true };
 	struct lat lat;
 	char scen[24], fig[96];
 
@@ -442,24 +440,20 @@ static void scenario_steady(int run, int rate, int rows)
 		note("the relay did not exit cleanly; see %s", rel.log);
 	lat = latencies(&l, 0, mono_us() + 1);
 	snprintf(scen, sizeof(scen), "steady");
-	snprintf(fig, sizeof(fig), "%d/s %s: latency p50 (ms)", rate,
-	         rows == 1 ? "1-row tx" : "multi-row tx");
+	snprintf(fig, sizeof(fig), "%d/s %s: latency p50 (ms)", rate, rows == 1 ? "1-row tx" : "multi-row tx");
 	table_add(scen, fig, 2, lat.p50);
 	if (rate == 2000 && rows == 1)
 		table_target(scen, fig, CMP_LE, 2, "<= 2");
-	snprintf(fig, sizeof(fig), "%d/s %s: latency p99 (ms)", rate,
-	         rows == 1 ? "1-row tx" : "multi-row tx");
+	snprintf(fig, sizeof(fig), "%d/s %s: latency p99 (ms)", rate, rows == 1 ? "1-row tx" : "multi-row tx");
 	table_add(scen, fig, 2, lat.p99);
 	if (rate == 2000 && rows == 1)
 		table_target(scen, fig, CMP_LE, 10, "<= 10");
-	snprintf(fig, sizeof(fig), "%d/s %s: latency max (ms)", rate,
-	         rows == 1 ? "1-row tx" : "multi-row tx");
+	snprintf(fig, sizeof(fig), "%d/s %s: latency max (ms)", rate, rows == 1 ? "1-row tx" : "multi-row tx");
 	table_add(scen, fig, 2, lat.max);
 	snprintf(fig, sizeof(fig), "%d/s %s: producers committed (jobs/s)", rate,
-	         rows == 1 ? "1-row tx" : "multi-row tx");
+		 rows == 1 ? "1-row tx" : "multi-row tx");
 	table_add(scen, fig, 0, (double)l.committed * 1e6 / (double)(l.end_us - l.start_us));
-	snprintf(fig, sizeof(fig), "%d/s %s: lost + duplicated jobs", rate,
-	         rows == 1 ? "1-row tx" : "multi-row tx");
+	snprintf(fig, sizeof(fig), "%d/s %s: lost + duplicated jobs", rate, rows == 1 ? "1-row tx" : "multi-row tx");
 	table_add(scen, fig, 0, (double)(lat.lost + lat.dup));
 	table_target(scen, fig, CMP_LE, 0, "0");
 	load_free(&l);
@@ -469,14 +463,14 @@ static void scenario_steady(int run, int rate, int rows)
 
 static double unthrottled(int rows)
 {
-	struct load l = {.env = &env,
-	                 .table = "staged_jobs",
-	                 .queue = "bench",
-	                 .rate = 0,
-	                 .rows_per_tx = rows,
-	                 .producers = rows == 1 ? 4 : 2,
-	                 .seconds = env.opts->trigger_seconds,
-	                 .consume = false};
+	struct load l = { .env = &env,
+			  .table = "staged_jobs",
+			  .queue = "bench",
+			  .rate = 0,
+			  .rows_per_tx = rows,
+			  .producers = rows == 1 ? 4 : 2,
+			  .seconds = env.opts->trigger_seconds,
+			  .consume = false };
 	double rate;
 
 	bench_reset(&env);
@@ -491,8 +485,7 @@ static double unthrottled(int rows)
 
 /* Producers' throughput with a piece of schema on and off, in alternating
  * order per run so a drift in the machine's speed cancels out. */
-static void compare(PGconn *c, int run, int rows, const char *on_sql, const char *off_sql, double *on,
-                    double *off)
+static void compare(PGconn *c, int run, int rows, const char *on_sql, const char *off_sql, double *on, double *off)
 {
 	for (int k = 0; k < 2; k++) {
 		bool enabled = (k == 0) == (run % 2 == 0);
@@ -524,12 +517,11 @@ static void add_costs(const char *what, int rows, double on, double off, bool ju
  */
 static void scenario_trigger(int run)
 {
-	static const int shapes[] = {1, 100};
-	static const char id_on[] =
-	    "ALTER TABLE staged_jobs ALTER COLUMN id SET DEFAULT CASE WHEN pg_current_xact_id()"
-	    " IS NOT NULL THEN nextval('staged_jobs_id_seq'::regclass) END";
+	static const int shapes[] = { 1, 100 };
+	static const char id_on[] = "ALTER TABLE staged_jobs ALTER COLUMN id SET DEFAULT CASE WHEN pg_current_xact_id()"
+				    " IS NOT NULL THEN nextval('staged_jobs_id_seq'::regclass) END";
 	static const char id_off[] =
-	    "ALTER TABLE staged_jobs ALTER COLUMN id SET DEFAULT nextval('staged_jobs_id_seq')";
+		"ALTER TABLE staged_jobs ALTER COLUMN id SET DEFAULT nextval('staged_jobs_id_seq')";
 	static const char notify_off[] = "DROP TRIGGER IF EXISTS staged_jobs_notify ON staged_jobs";
 	PGconn *c = pg_connect(&env);
 	char notify_on[2048];
@@ -549,8 +541,8 @@ static void scenario_trigger(int run)
 		add_costs("xid-first id default", rows, on, off, true);
 		on = off = NAN;
 		if (n) {
-			note("schema run %d: unthrottled %s producers, optional notify trigger on and off",
-			     run + 1, rows == 1 ? "single-row" : "100-row");
+			note("schema run %d: unthrottled %s producers, optional notify trigger on and off", run + 1,
+			     rows == 1 ? "single-row" : "100-row");
 			compare(c, run, rows, notify_on, notify_off, &on, &off);
 			sql(c, "%s", notify_off);
 		}
@@ -574,23 +566,21 @@ struct minute {
 static void long_part(int run, bool naive)
 {
 	int minutes = env.opts->minutes, rate = 2000;
-	struct load l = {.env = &env,
-	                 .table = "staged_jobs",
-	                 .queue = "default",
-	                 .rate = rate,
-	                 .rows_per_tx = 1,
-	                 .producers = 2,
-	                 .seconds = minutes * 60,
-	                 .consume = true};
-	struct minute mins[BENCH_MAX_MINUTES] = {{0, 0}};
-	struct naive_stats nst[BENCH_MAX_MINUTES] = {{0, 0, 0, 0, 0, 0}};
+	struct load l = { .env = &env,
+			  .table = "staged_jobs",
+			  .queue = "default",
+			  .rate = rate,
+			  .rows_per_tx = 1,
+			  .producers = 2,
+			  .seconds = minutes * 60,
+			  .consume = true };
+	struct minute mins[BENCH_MAX_MINUTES] = { { 0, 0 } };
+	struct naive_stats nst[BENCH_MAX_MINUTES] = { { 0, 0, 0, 0, 0, 0 } };
 	struct batch_minute bm[BENCH_MAX_MINUTES];
-	struct naive nv = {.env = &env,
-	                   .batch_size = env.opts->batch_size,
-	                   .poll_ms = 100,
-	                   .minutes = minutes,
-	                   .per_minute = nst};
-	struct relay rel = {{0, -1}, ""};
+	struct naive nv = {
+		.env = &env, .batch_size = env.opts->batch_size, .poll_ms = 100, .minutes = minutes, .per_minute = nst
+	};
+	struct relay rel = { { 0, -1 }, "" };
 	PGconn *holder = pg_connect(&env), *stats = pg_connect(&env);
 	const char *who = naive ? "naive" : "relay";
 	long long t0_wall;
@@ -598,8 +588,8 @@ static void long_part(int run, bool naive)
 	struct lat lat;
 	char fig[96];
 
-	note("long run %d: %s, %d jobs/s for %d min with a repeatable read transaction left open", run + 1,
-	     who, rate, minutes);
+	note("long run %d: %s, %d jobs/s for %d min with a repeatable read transaction left open", run + 1, who, rate,
+	     minutes);
 	bench_reset(&env);
 	if (!naive) {
 		relay_start(&rel, &env, "long", "debug");
@@ -623,13 +613,13 @@ static void long_part(int run, bool naive)
 			mins[m].backlog_max = backlog;
 		if (m != last_min && last_min >= 0)
 			mins[last_min].dead_tuples = sql(stats, "SELECT n_dead_tup FROM pg_stat_user_tables"
-			                                        " WHERE relname = 'staged_jobs'");
+								" WHERE relname = 'staged_jobs'");
 		last_min = m;
 		sleep_ms(1000);
 	}
 	if (last_min >= 0)
 		mins[last_min].dead_tuples = sql(stats, "SELECT n_dead_tup FROM pg_stat_user_tables"
-		                                        " WHERE relname = 'staged_jobs'");
+							" WHERE relname = 'staged_jobs'");
 	load_finish(&l, 120);
 	check_stop();
 	sql(holder, "ROLLBACK");
@@ -659,8 +649,7 @@ static void long_part(int run, bool naive)
 		} else {
 			const struct batch_minute *b = &bm[m];
 			double nb = b->batches ? (double)b->batches : NAN;
-			snprintf(fig, sizeof(fig), "relay: fetch+push+commit per batch, minute %d (ms)",
-			         m + 1);
+			snprintf(fig, sizeof(fig), "relay: fetch+push+commit per batch, minute %d (ms)", m + 1);
 			table_add("long", fig, 2, (b->fetch_us + b->push_us + b->commit_us) / nb / 1000);
 			snprintf(fig, sizeof(fig), "relay: jobs per batch, minute %d", m + 1);
 			table_add("long", fig, 1, (double)b->jobs / nb);
@@ -677,28 +666,27 @@ static void long_part(int run, bool naive)
 	if (naive) {
 		const struct naive_stats *a = &nst[0], *z = &nst[minutes - 1];
 		table_add("long", "naive: SELECT last / first minute", 2,
-		          a->batches && z->batches ? ((double)z->select_us / (double)z->batches) /
-		                                         ((double)a->select_us / (double)a->batches)
-		                                   : NAN);
+			  a->batches && z->batches ? ((double)z->select_us / (double)z->batches) /
+							     ((double)a->select_us / (double)a->batches)
+						   : NAN);
 		table_add("long", "naive: DELETE last / first minute", 2,
-		          a->batches && z->batches ? ((double)z->delete_us / (double)z->batches) /
-		                                         ((double)a->delete_us / (double)a->batches)
-		                                   : NAN);
+			  a->batches && z->batches ? ((double)z->delete_us / (double)z->batches) /
+							     ((double)a->delete_us / (double)a->batches)
+						   : NAN);
 	} else {
 		const struct batch_minute *a = &bm[0], *z = &bm[minutes - 1];
 		double fa = (a->fetch_us + a->push_us + a->commit_us) / (double)a->batches;
 		double fz = (z->fetch_us + z->push_us + z->commit_us) / (double)z->batches;
-		const char *parts[] = {"fetch", "push", "commit"};
-		const double va[] = {a->fetch_us, a->push_us, a->commit_us};
-		const double vz[] = {z->fetch_us, z->push_us, z->commit_us};
+		const char *parts[] = { "fetch", "push", "commit" };
+		const double va[] = { a->fetch_us, a->push_us, a->commit_us };
+		const double vz[] = { z->fetch_us, z->push_us, z->commit_us };
 		for (int k = 0; k < 3; k++) {
 			snprintf(fig, sizeof(fig), "relay: %s per batch, first minute (ms)", parts[k]);
 			table_add("long", fig, 2, a->batches ? va[k] / (double)a->batches / 1000 : NAN);
 			snprintf(fig, sizeof(fig), "relay: %s per batch, last minute (ms)", parts[k]);
 			table_add("long", fig, 2, z->batches ? vz[k] / (double)z->batches / 1000 : NAN);
 		}
-		table_add("long", "relay: batch time last / first minute", 2,
-		          a->batches && z->batches ? fz / fa : NAN);
+		table_add("long", "relay: batch time last / first minute", 2, a->batches && z->batches ? fz / fa : NAN);
 		table_target("long", "relay: batch time last / first minute", CMP_LE, 1.5, "<= 1.50");
 	}
 	lat = latencies(&l, 0, mono_us() + 1);
@@ -780,24 +768,24 @@ static void header(FILE *out, const char *pgver, const char *redisver, const cha
 
 	uname(&u);
 	fprintf(out, "stagedrain bench: %s, %s %s, %ld cpus\n", relayver, u.sysname, u.release,
-	        sysconf(_SC_NPROCESSORS_ONLN));
+		sysconf(_SC_NPROCESSORS_ONLN));
 	fprintf(out,
-	        "servers: PostgreSQL %s with fsync=off, Redis %s with appendfsync=%s (throwaway, "
-	        "loopback; disk flushes are not measured)\n",
-	        pgver, redisver, o->redis_fsync);
+		"servers: PostgreSQL %s with fsync=off, Redis %s with appendfsync=%s (throwaway, "
+		"loopback; disk flushes are not measured)\n",
+		pgver, redisver, o->redis_fsync);
 	fprintf(out,
-	        "settings: --runs %d --jobs %s --minutes %d --big-jobs %lld --steady-seconds %d "
-	        "--trigger-seconds %d --batch-size %d%s%s\n",
-	        o->runs, human(o->jobs, h, sizeof(h)), o->minutes, o->big_jobs, o->steady_seconds,
-	        o->trigger_seconds, o->batch_size, *o->relay_args ? " --relay-args " : "", o->relay_args);
+		"settings: --runs %d --jobs %s --minutes %d --big-jobs %lld --steady-seconds %d "
+		"--trigger-seconds %d --batch-size %d%s%s\n",
+		o->runs, human(o->jobs, h, sizeof(h)), o->minutes, o->big_jobs, o->steady_seconds, o->trigger_seconds,
+		o->batch_size, *o->relay_args ? " --relay-args " : "", o->relay_args);
 	if (want("xid-holder"))
 		fprintf(out,
-		        "xid-holder: --xid-seconds %d --xid-backlog %s --xid-rate %d --xid-rollback %d "
-		        "--xid-holders %s\n",
-		        o->xid_seconds, human(o->xid_backlog, h, sizeof(h)), o->xid_rate, o->xid_rollback,
-		        o->xid_holders);
+			"xid-holder: --xid-seconds %d --xid-backlog %s --xid-rate %d --xid-rollback %d "
+			"--xid-holders %s\n",
+			o->xid_seconds, human(o->xid_backlog, h, sizeof(h)), o->xid_rate, o->xid_rollback,
+			o->xid_holders);
 	fprintf(out, "each figure: median, min and max over the runs; result judges the median; "
-	             "latency is COMMIT returned -> BRPOP got the job\n\n");
+		     "latency is COMMIT returned -> BRPOP got the job\n\n");
 }
 
 static void server_versions(char *pgver, size_t pglen, char *rver, size_t rlen)
@@ -845,14 +833,12 @@ int main(int argc, char **argv)
 	atexit(cleanup);
 
 	est = opts.runs *
-	      ((want("backlog") ? opts.jobs * 3 / 20000 : 0) +
-	       (want("steady") ? 2 * (opts.steady_seconds + 5) : 0) +
+	      ((want("backlog") ? opts.jobs * 3 / 20000 : 0) + (want("steady") ? 2 * (opts.steady_seconds + 5) : 0) +
 	       (want("trigger") ? 8 * opts.trigger_seconds : 0) + (want("long") ? 2 * 60 * opts.minutes : 0) +
 	       (want("memory") ? opts.big_jobs / 20000 : 0) +
-	       (want("xid-holder")
-	            ? (list_has(opts.xid_holders, "idle") + list_has(opts.xid_holders, "prepared")) *
-	                  (2 * opts.xid_seconds + 35 + opts.xid_backlog / 50000)
-	            : 0));
+	       (want("xid-holder") ? (list_has(opts.xid_holders, "idle") + list_has(opts.xid_holders, "prepared")) *
+					     (2 * opts.xid_seconds + 35 + opts.xid_backlog / 50000)
+				   : 0));
 	note("this takes roughly %lld minutes", est / 60 + 1);
 	start_servers();
 	if (want("xid-holder") && list_has(opts.xid_holders, "prepared"))

@@ -20,7 +20,7 @@
 #include "support/sql.h"
 #include "support/timing.h"
 
-#define BENCH_MAX_RUNS    15
+#define BENCH_MAX_RUNS 15
 #define BENCH_MAX_MINUTES 120
 
 struct bench_opts {

@@ -54,15 +54,15 @@ static PGresult *stage_and_roll_back(PGconn *c, const struct load *l, long long 
 
 	if (l->rows_per_tx == 1)
 		snprintf(q, sizeof(q),
-		         "BEGIN; INSERT INTO %s (queue, job_class, args)"
-		         " VALUES ('%s', 'BenchJob', jsonb_build_array(%lld::int8)); ROLLBACK",
-		         l->table, l->queue, seq);
+			 "BEGIN; INSERT INTO %s (queue, job_class, args)"
+			 " VALUES ('%s', 'BenchJob', jsonb_build_array(%lld::int8)); ROLLBACK",
+			 l->table, l->queue, seq);
 	else
 		snprintf(q, sizeof(q),
-		         "BEGIN; INSERT INTO %s (queue, job_class, args) SELECT '%s', 'BenchJob', "
-		         "jsonb_build_array(g)"
-		         " FROM generate_series(%lld::int8, %lld::int8) g; ROLLBACK",
-		         l->table, l->queue, seq, seq + l->rows_per_tx - 1);
+			 "BEGIN; INSERT INTO %s (queue, job_class, args) SELECT '%s', 'BenchJob', "
+			 "jsonb_build_array(g)"
+			 " FROM generate_series(%lld::int8, %lld::int8) g; ROLLBACK",
+			 l->table, l->queue, seq, seq + l->rows_per_tx - 1);
 	return PQexec(c, q);
 }
 
@@ -79,7 +79,7 @@ static void *producer(void *arg)
 	struct load *l = p->l;
 	PGconn *c = PQconnectdb(l->env->srv.pg_url);
 	char q[512], seqa[32], seqb[32];
-	const char *params[3] = {l->queue, seqa, seqb};
+	const char *params[3] = { l->queue, seqa, seqb };
 	long long ntx = l->rate > 0 ? (long long)l->rate * l->seconds / l->rows_per_tx : -1;
 	double tx_us = l->rate > 0 ? 1e6 * l->rows_per_tx / l->rate : 0;
 	long long end_us = l->start_us + (long long)l->seconds * 1000000;
@@ -93,14 +93,14 @@ static void *producer(void *arg)
 	}
 	if (l->rows_per_tx == 1)
 		snprintf(q, sizeof(q),
-		         "INSERT INTO %s (queue, job_class, args)"
-		         " VALUES ($1, 'BenchJob', jsonb_build_array($2::int8))",
-		         l->table);
+			 "INSERT INTO %s (queue, job_class, args)"
+			 " VALUES ($1, 'BenchJob', jsonb_build_array($2::int8))",
+			 l->table);
 	else
 		snprintf(q, sizeof(q),
-		         "INSERT INTO %s (queue, job_class, args) SELECT $1, 'BenchJob', jsonb_build_array(g)"
-		         " FROM generate_series($2::int8, $3::int8) g",
-		         l->table);
+			 "INSERT INTO %s (queue, job_class, args) SELECT $1, 'BenchJob', jsonb_build_array(g)"
+			 " FROM generate_series($2::int8, $3::int8) g",
+			 l->table);
 	res = PQprepare(c, "ins", q, 0, NULL);
 	if (PQresultStatus(res) != PGRES_COMMAND_OK)
 		fail(p, "producer could not prepare", PQresultErrorMessage(res));
@@ -115,7 +115,7 @@ static void *producer(void *arg)
 			long long due = l->start_us + (long long)(tx_us * (double)i);
 			while ((now = mono_us()) < due && !interrupted) {
 				long long wait = due - now;
-				struct timespec ts = {0, (long)(wait > 100000 ? 100000 : wait) * 1000L};
+				struct timespec ts = { 0, (long)(wait > 100000 ? 100000 : wait) * 1000L };
 				nanosleep(&ts, NULL);
 			}
 		}

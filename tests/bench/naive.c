@@ -29,8 +29,8 @@ static int json_str(struct buf *b, const char *s, size_t len)
 }
 
 /* The minimal Sidekiq job hash: what Sidekiq::Client writes for a plain job. */
-static int sidekiq_job(struct buf *b, const char *queue, size_t qlen, const char *klass, size_t klen,
-                       const char *args, size_t alen, const char *jid, const char *created, double enqueued)
+static int sidekiq_job(struct buf *b, const char *queue, size_t qlen, const char *klass, size_t klen, const char *args,
+		       size_t alen, const char *jid, const char *created, double enqueued)
 {
 	int rc = buf_puts(b, "{\"class\":");
 
@@ -40,20 +40,20 @@ static int sidekiq_job(struct buf *b, const char *queue, size_t qlen, const char
 	rc = rc ? rc : buf_puts(b, ",\"queue\":");
 	rc = rc ? rc : json_str(b, queue, qlen);
 	return rc ? rc
-	          : buf_printf(b, ",\"jid\":\"%s\",\"retry\":true,\"created_at\":%s,\"enqueued_at\":%.6f}",
-	                       jid, created, enqueued);
+		  : buf_printf(b, ",\"jid\":\"%s\",\"retry\":true,\"created_at\":%s,\"enqueued_at\":%.6f}", jid,
+			       created, enqueued);
 }
 
-#define NAIVE_SQL                                                                                            \
-	"BEGIN ISOLATION LEVEL REPEATABLE READ;"                                                             \
-	"SELECT id, queue, job_class, args::text, jid, extract(epoch FROM created_at)::text"                 \
+#define NAIVE_SQL                                                                                                      \
+	"BEGIN ISOLATION LEVEL REPEATABLE READ;"                                                                       \
+	"SELECT id, queue, job_class, args::text, jid, extract(epoch FROM created_at)::text"                           \
 	" FROM staged_jobs ORDER BY id LIMIT %d"
 
 enum { N_ID, N_QUEUE, N_CLASS, N_ARGS, N_JID, N_CREATED };
 
 /* One MULTI/EXEC: per run of rows on one queue, SADD queues and one LPUSH. */
-static int naive_push(redisContext *r, PGresult *rows, struct buf *jobs, size_t *offs, const char **argv,
-                      size_t *argl, char *err, size_t errlen)
+static int naive_push(redisContext *r, PGresult *rows, struct buf *jobs, size_t *offs, const char **argv, size_t *argl,
+		      char *err, size_t errlen)
 {
 	int n = PQntuples(rows), sent = 0, rc = 0;
 	char key[300];
@@ -63,9 +63,9 @@ static int naive_push(redisContext *r, PGresult *rows, struct buf *jobs, size_t 
 	for (int i = 0; i < n; i++) {
 		offs[i] = jobs->len;
 		if (sidekiq_job(jobs, PQgetvalue(rows, i, N_QUEUE), (size_t)PQgetlength(rows, i, N_QUEUE),
-		                PQgetvalue(rows, i, N_CLASS), (size_t)PQgetlength(rows, i, N_CLASS),
-		                PQgetvalue(rows, i, N_ARGS), (size_t)PQgetlength(rows, i, N_ARGS),
-		                PQgetvalue(rows, i, N_JID), PQgetvalue(rows, i, N_CREATED), now) < 0) {
+				PQgetvalue(rows, i, N_CLASS), (size_t)PQgetlength(rows, i, N_CLASS),
+				PQgetvalue(rows, i, N_ARGS), (size_t)PQgetlength(rows, i, N_ARGS),
+				PQgetvalue(rows, i, N_JID), PQgetvalue(rows, i, N_CREATED), now) < 0) {
 			snprintf(err, errlen, "out of memory");
 			return -ENOMEM;
 		}
@@ -100,7 +100,7 @@ static int naive_push(redisContext *r, PGresult *rows, struct buf *jobs, size_t 
 		}
 		if (rep->type == REDIS_REPLY_ERROR || (i == sent - 1 && rep->type != REDIS_REPLY_ARRAY)) {
 			snprintf(err, errlen, "redis refused the batch: %s",
-			         rep->type == REDIS_REPLY_ERROR ? rep->str : "EXEC aborted");
+				 rep->type == REDIS_REPLY_ERROR ? rep->str : "EXEC aborted");
 			rc = -EIO;
 		}
 		freeReplyObject(rep);
@@ -137,9 +137,9 @@ long long naive_drain(struct naive *n)
 	}
 	if (PQstatus(c) != CONNECTION_OK || !r || r->err) {
 		snprintf(n->err, sizeof(n->err), "could not connect: %s",
-		         PQstatus(c) != CONNECTION_OK ? PQerrorMessage(c)
-		         : r                          ? r->errstr
-		                                      : "no memory");
+			 PQstatus(c) != CONNECTION_OK ? PQerrorMessage(c)
+			 : r                          ? r->errstr
+						      : "no memory");
 		goto fail;
 	}
 	snprintf(q, sizeof(q), NAIVE_SQL, n->batch_size);
@@ -168,8 +168,7 @@ long long naive_drain(struct naive *n)
 			goto fail;
 		}
 		t2 = mono_us();
-		snprintf(del, sizeof(del), "DELETE FROM staged_jobs WHERE id <= %s",
-		         PQgetvalue(rows, nrows - 1, N_ID));
+		snprintf(del, sizeof(del), "DELETE FROM staged_jobs WHERE id <= %s", PQgetvalue(rows, nrows - 1, N_ID));
 		PQclear(rows);
 		if (!exec_ok(c, del, n->err, sizeof(n->err)))
 			goto fail;
@@ -265,8 +264,7 @@ static size_t copy_unescape(char *s, size_t len)
 			break;
 		case 'x': {
 			int v = 0, k = 0;
-			for (; k < 2 && i + 1 < len && strchr("0123456789abcdefABCDEF", s[i + 1]) && s[i + 1];
-			     k++) {
+			for (; k < 2 && i + 1 < len && strchr("0123456789abcdefABCDEF", s[i + 1]) && s[i + 1]; k++) {
 				char h = s[++i];
 				v = v * 16 + (h <= '9' ? h - '0' : (h | 0x20) - 'a' + 10);
 			}
@@ -276,8 +274,7 @@ static size_t copy_unescape(char *s, size_t len)
 		default:
 			if (c >= '0' && c <= '7') {
 				int v = c - '0';
-				for (int k = 0; k < 2 && i + 1 < len && s[i + 1] >= '0' && s[i + 1] <= '7';
-				     k++)
+				for (int k = 0; k < 2 && i + 1 < len && s[i + 1] >= '0' && s[i + 1] <= '7'; k++)
 					v = v * 8 + (s[++i] - '0');
 				s[w++] = (char)v;
 			} else {
@@ -387,8 +384,8 @@ long long raw_drain(const struct bench_env *env)
 {
 	PGconn *c = pg_connect(env);
 	char port[16], outlog[600];
-	const char *argv[] = {"redis-cli", "-h", "127.0.0.1", "-p", port, "--pipe", NULL};
-	struct group g = {.n = 0};
+	const char *argv[] = { "redis-cli", "-h", "127.0.0.1", "-p", port, "--pipe", NULL };
+	struct group g = { .n = 0 };
 	struct buf out;
 	long long rows = 0, commands = 0, errors = -1, replies = -1;
 	double now = (double)wall_us() / 1e6;
@@ -396,7 +393,7 @@ long long raw_drain(const struct bench_env *env)
 	char *line;
 	int len, wfd = -1, st;
 	struct proc cli;
-	struct proc_opts o = {.argv = argv, .log = outlog, .stdin_pipe = &wfd};
+	struct proc_opts o = { .argv = argv, .log = outlog, .stdin_pipe = &wfd };
 
 	snprintf(port, sizeof(port), "%d", env->srv.redis_port);
 	snprintf(outlog, sizeof(outlog), "%s/redis-pipe.out", env->srv.dir);
@@ -409,7 +406,7 @@ long long raw_drain(const struct bench_env *env)
 	sql(c, "BEGIN ISOLATION LEVEL REPEATABLE READ");
 	child_start(&cli, &o);
 	res = PQexec(c, "COPY (SELECT queue, job_class, args::text, jid, extract(epoch FROM created_at)"
-	                " FROM staged_jobs ORDER BY id) TO STDOUT");
+			" FROM staged_jobs ORDER BY id) TO STDOUT");
 	if (PQresultStatus(res) != PGRES_COPY_OUT)
 		die("copy out: %s", PQresultErrorMessage(res));
 	PQclear(res);
@@ -443,8 +440,8 @@ long long raw_drain(const struct bench_env *env)
 	close(wfd);
 	st = child_wait(&cli, 600000);
 	if (st != 0 || pipe_summary(outlog, &errors, &replies) < 0 || errors != 0 || replies != commands)
-		die("redis-cli --pipe failed (exit %d, errors %lld, replies %lld of %lld); see %s", st,
-		    errors, replies, commands, outlog);
+		die("redis-cli --pipe failed (exit %d, errors %lld, replies %lld of %lld); see %s", st, errors, replies,
+		    commands, outlog);
 	sql(c, "DELETE FROM staged_jobs");
 	sql(c, "COMMIT");
 	buf_free(&out);

@@ -55,7 +55,7 @@ int child_wait(struct proc *p, int timeout_ms)
 void children_stop_all(void)
 {
 	for (int i = 0; i < MAX_CHILDREN; i++) {
-		struct proc p = {children[i], -1};
+		struct proc p = { children[i], -1 };
 		if (p.pid > 0)
 			(void)proc_stop(&p, SIGTERM, 10000);
 		children[i] = 0;
@@ -89,7 +89,7 @@ void relay_start(struct relay *r, const struct bench_env *env, const char *name,
 			argv[n++] = t;
 	}
 	argv[n] = NULL;
-	child_start(&r->proc, &(struct proc_opts){.argv = argv, .log = r->log});
+	child_start(&r->proc, &(struct proc_opts){ .argv = argv, .log = r->log });
 	free(extra); /* the child has its own copy */
 }
 
@@ -145,7 +145,7 @@ static long long parse_ts(const char *s)
 
 	memset(&tm, 0, sizeof(tm));
 	if (sscanf(s, "%d-%d-%dT%d:%d:%d.%dZ", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour, &tm.tm_min,
-	           &tm.tm_sec, &ms) != 7)
+		   &tm.tm_sec, &ms) != 7)
 		return -1;
 	tm.tm_year -= 1900;
 	tm.tm_mon -= 1;
@@ -210,7 +210,7 @@ int relay_log_list(const char *log, long long t0_wall_us, struct batch_rec **v, 
 	if (!f)
 		return -1;
 	while (fgets(line, sizeof(line), f)) {
-		struct batch_rec b = {0, 0, 0, 0, 0, 0, false};
+		struct batch_rec b = { 0, 0, 0, 0, 0, 0, false };
 		json_t *o, *ts;
 		double fe = 0, pu = 0, co = 0;
 
@@ -223,10 +223,9 @@ int relay_log_list(const char *log, long long t0_wall_us, struct batch_rec **v, 
 		b.end_us = json_is_string(ts) ? parse_ts(json_string_value(ts)) - t0_wall_us : -1;
 		b.jobs = (long long)json_integer_value(json_object_get(o, "jobs"));
 		b.gaps = json_is_integer(json_object_get(o, "gaps"))
-		             ? (long long)json_integer_value(json_object_get(o, "gaps"))
-		             : -1;
-		if (add_field(o, "fetch_us", &fe) && add_field(o, "push_us", &pu) &&
-		    add_field(o, "commit_us", &co)) {
+				 ? (long long)json_integer_value(json_object_get(o, "gaps"))
+				 : -1;
+		if (add_field(o, "fetch_us", &fe) && add_field(o, "push_us", &pu) && add_field(o, "commit_us", &co)) {
 			b.timed = true;
 			b.fetch_us = fe;
 			b.push_us = pu;

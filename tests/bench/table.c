@@ -104,19 +104,19 @@ static void print_row(FILE *out, const struct row *r)
 	if (r->cmp != CMP_NONE)
 		res = n == 0                                                 ? "n/a"
 		      : (r->cmp == CMP_LE ? m <= r->target : m >= r->target) ? (*r->pass ? r->pass : "PASS")
-		                                                             : (*r->miss ? r->miss : "MISS");
+									     : (*r->miss ? r->miss : "MISS");
 	fmt(med, sizeof(med), m, r->decimals);
 	fmt(lo, sizeof(lo), a, r->decimals);
 	fmt(hi, sizeof(hi), b, r->decimals);
 	fprintf(out, "%-10s %-52s %12s %12s %12s %4d  %-22s %s\n", r->scenario, r->figure, med, lo, hi, n,
-	        r->target_text, res);
+		r->target_text, res);
 }
 
 /* Rows grouped by scenario (in order of first appearance), then as added. */
 void table_print(FILE *out)
 {
-	fprintf(out, "%-10s %-52s %12s %12s %12s %4s  %-22s %s\n", "scenario", "figure", "median", "min",
-	        "max", "runs", "target", "result");
+	fprintf(out, "%-10s %-52s %12s %12s %12s %4s  %-22s %s\n", "scenario", "figure", "median", "min", "max", "runs",
+		"target", "result");
 	for (size_t i = 0; i < nrows; i++) {
 		bool first = true;
 		for (size_t k = 0; k < i && first; k++)

@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 static void vnote(const char *fmt, va_list ap) SD_PRINTF(1, 0);
 static void vnote(const char *fmt, va_list ap)
 {
@@ -99,8 +98,7 @@ void stage_backlog(const struct bench_env *env, const char *queue, long long fir
 				die("copy: %s", PQerrorMessage(c));
 			len = 0;
 		}
-		len += (size_t)snprintf(buf + len, sizeof(buf) - len, "%s\tBenchJob\t[%lld]\n", queue,
-		                        first + i);
+		len += (size_t)snprintf(buf + len, sizeof(buf) - len, "%s\tBenchJob\t[%lld]\n", queue, first + i);
 	}
 	if ((len && PQputCopyData(c, buf, (int)len) != 1) || PQputCopyEnd(c, NULL) != 1)
 		die("copy: %s", PQerrorMessage(c));

@@ -15,7 +15,7 @@
 
 enum holder { HOLDER_IDLE, HOLDER_PREPARED };
 
-static const char *const holder_names[] = {"idle", "prepared"};
+static const char *const holder_names[] = { "idle", "prepared" };
 
 /* Seconds since the load began, [from, to). */
 struct span {
@@ -97,7 +97,7 @@ static struct span fifth(struct span s, int k)
 {
 	int len = s.to - s.from;
 
-	return (struct span){s.from + len * k / 5, s.from + len * (k + 1) / 5};
+	return (struct span){ s.from + len * k / 5, s.from + len * (k + 1) / 5 };
 }
 
 /* The windows compared: the first and last minute of a phase of five minutes
@@ -109,17 +109,17 @@ static const char *window_word(struct span s)
 
 static struct span first_window(struct span s)
 {
-	return s.to - s.from >= 300 ? (struct span){s.from, s.from + 60} : fifth(s, 0);
+	return s.to - s.from >= 300 ? (struct span){ s.from, s.from + 60 } : fifth(s, 0);
 }
 
 static struct span last_window(struct span s)
 {
-	return s.to - s.from >= 300 ? (struct span){s.to - 60, s.to} : fifth(s, 4);
+	return s.to - s.from >= 300 ? (struct span){ s.to - 60, s.to } : fifth(s, 4);
 }
 
 static struct window batches_in(const struct batch_rec *v, size_t n, struct span s)
 {
-	struct window w = {0, 0, 0, -1, 0, 0};
+	struct window w = { 0, 0, 0, -1, 0, 0 };
 	long long from = (long long)s.from * 1000000, to = (long long)s.to * 1000000;
 
 	for (size_t i = 0; i < n; i++) {
@@ -175,7 +175,7 @@ static void add(const struct xid_result *x, const char *what, int decimals, doub
 
 /* A row judged against its target; "flat" for the ratios, "0" for losses. */
 static void judged(const struct xid_result *x, const char *what, int decimals, double v, double target,
-                   const char *text)
+		   const char *text)
 {
 	char fig[96];
 
@@ -202,10 +202,10 @@ static void report_fifths(const struct xid_result *x, struct span phase, const c
 
 static void report(const struct xid_result *x, int held_seconds)
 {
-	struct span held = {0, held_seconds}, restarted = {x->restart_at, x->seconds};
+	struct span held = { 0, held_seconds }, restarted = { x->restart_at, x->seconds };
 	struct window first = in_span(x, first_window(held)), last_held = in_span(x, last_window(held)),
-	              last_re = in_span(x, last_window(restarted)),
-	              before = batches_in(x->pre, x->npre, (struct span){0, BEFORE_SECONDS});
+		      last_re = in_span(x, last_window(restarted)),
+		      before = batches_in(x->pre, x->npre, (struct span){ 0, BEFORE_SECONDS });
 	const char *w = window_word(held), *wr = window_word(restarted);
 	char what[80];
 
@@ -312,8 +312,8 @@ static long long before_holder(const struct load *main_load, struct xid_result *
  * kills the relay (as a crash would) and starts a new one under the same
  * holder, whose first reads find every row drained so far dead below them.
  */
-static void run_phases(const struct bench_env *env, struct load *l, struct relay *rel, struct xid_result *x,
-                       int held, PGconn *stats)
+static void run_phases(const struct bench_env *env, struct load *l, struct relay *rel, struct xid_result *x, int held,
+		       PGconn *stats)
 {
 	int phase = 0;
 	long long t;
@@ -352,17 +352,17 @@ static void xid_part(const struct bench_env *env, int run, enum holder kind)
 {
 	const struct bench_opts *o = env->opts;
 	int held = o->xid_seconds;
-	struct load l = {.env = env,
-	                 .table = "staged_jobs",
-	                 .queue = "default",
-	                 .rate = o->xid_rate,
-	                 .rows_per_tx = 1,
-	                 .producers = 2,
-	                 .seconds = 2 * held,
-	                 .consume = true,
-	                 .rollback_pct = o->xid_rollback};
-	struct xid_result x = {.name = holder_names[kind], .seconds = 2 * held, .restart_at = 2 * held};
-	struct relay rel = {{0, -1}, ""};
+	struct load l = { .env = env,
+			  .table = "staged_jobs",
+			  .queue = "default",
+			  .rate = o->xid_rate,
+			  .rows_per_tx = 1,
+			  .producers = 2,
+			  .seconds = 2 * held,
+			  .consume = true,
+			  .rollback_pct = o->xid_rollback };
+	struct xid_result x = { .name = holder_names[kind], .seconds = 2 * held, .restart_at = 2 * held };
+	struct relay rel = { { 0, -1 }, "" };
 	PGconn *holder = pg_connect(env), *stats = pg_connect(env);
 	redisContext *r = redis_connect(env);
 	char name[64], logs[2][1024], h[24];

@@ -124,8 +124,8 @@ static long long epoch_counter(struct chaos *c)
 
 /* ---- relays: real processes of the built binary ---- */
 
-static const char *const relay_args[] = { "--batch-size", "500", "--poll-interval", "10ms", "--lock-key",
-					   KEYS_LOCK_DEFAULT_TEXT, NULL };
+static const char *const relay_args[] = { "--batch-size",         "500", "--poll-interval", "10ms", "--lock-key",
+					  KEYS_LOCK_DEFAULT_TEXT, NULL };
 
 /* Starts a relay in slot i and waits until it is connected to both servers, so
  * no fault lands while it is still starting (start-up errors are fatal by design). */
@@ -170,9 +170,9 @@ static int relay_slot(const struct chaos *c, pid_t pid)
 static int find_leader(struct chaos *c, pid_t *relay_pid, long long *backend_pid)
 {
 	PGresult *res = PQexec(c->env.pg, "SELECT a.application_name, a.pid FROM pg_locks l"
-				      " JOIN pg_stat_activity a ON a.pid = l.pid"
-				      " WHERE l.locktype = 'advisory' AND l.granted"
-				      " AND a.application_name LIKE 'stagedrain-%'");
+					  " JOIN pg_stat_activity a ON a.pid = l.pid"
+					  " WHERE l.locktype = 'advisory' AND l.granted"
+					  " AND a.application_name LIKE 'stagedrain-%'");
 	int rc = -1;
 
 	if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1) {
@@ -200,12 +200,12 @@ struct producer {
 static int producer_exec(struct producer *p, const char *sql, const char *want_status)
 {
 	PGresult *res = PQexec(p->conn, sql);
-	int ok = PQresultStatus(res) == PGRES_COMMAND_OK &&
-		 (!want_status || strcmp(PQcmdStatus(res), want_status) == 0);
+	int ok =
+		PQresultStatus(res) == PGRES_COMMAND_OK && (!want_status || strcmp(PQcmdStatus(res), want_status) == 0);
 
 	if (!ok)
-		fprintf(stderr, "chaos: producer %d: %s failed: %s %s\n", p->idx, want_status ? want_status : "statement",
-			PQcmdStatus(res), PQerrorMessage(p->conn));
+		fprintf(stderr, "chaos: producer %d: %s failed: %s %s\n", p->idx,
+			want_status ? want_status : "statement", PQcmdStatus(res), PQerrorMessage(p->conn));
 	PQclear(res);
 	return ok ? 0 : -1;
 }
@@ -221,8 +221,9 @@ static int producer_tx(struct producer *p)
 	char *s = p->sql;
 	const char *end_sql = s;
 
-	len = (size_t)snprintf(s, sizeof(p->sql),
-			       "BEGIN; WITH s AS (INSERT INTO staged_jobs (queue, job_class, args, run_at, jid) VALUES ");
+	len = (size_t)
+		snprintf(s, sizeof(p->sql),
+			 "BEGIN; WITH s AS (INSERT INTO staged_jobs (queue, job_class, args, run_at, jid) VALUES ");
 	rlen = (size_t)snprintf(p->rolled, sizeof(p->rolled), "INSERT INTO chaos_rolledback (jid) VALUES ");
 	for (int i = 0; i < n; i++) {
 		char jid[32];
@@ -240,7 +241,9 @@ static int producer_tx(struct producer *p)
 				" RETURNING id, jid, queue, args, run_at IS NOT NULL AS scheduled)"
 				" INSERT INTO chaos_committed (id, jid, queue, args, scheduled)"
 				" SELECT id, jid, queue, args, scheduled FROM s;%s",
-				hold ? "" : rollback ? "ROLLBACK" : "COMMIT");
+				hold       ? ""
+				: rollback ? "ROLLBACK"
+					   : "COMMIT");
 	atomic_fetch_add(&p->st->staged, n);
 	atomic_fetch_add(&p->st->txns, 1);
 	if (hold) {
@@ -303,7 +306,7 @@ static int producer_main(void *arg, int idx)
 	return status;
 }
 
-#define TOTAL(c, f)                                                                                            \
+#define TOTAL(c, f)                                                                                                    \
 	sum_field((c)->sh->p, sizeof(struct producer_stats), (c)->o.producers, offsetof(struct producer_stats, f))
 
 /* ---- the killer ---- */
@@ -396,8 +399,8 @@ static int kill_paused_leader_backend(struct chaos *c)
 	snprintf(sql, sizeof(sql), "SELECT count(pg_terminate_backend(%lld))", backend);
 	n = env_val(&c->env, sql);
 	c->backend_kills++;
-	note_event(c, "backend kill (paused leader)", "relay pid %d paused, backend %lld terminated (%lld)",
-		   (int)pid, backend, n);
+	note_event(c, "backend kill (paused leader)", "relay pid %d paused, backend %lld terminated (%lld)", (int)pid,
+		   backend, n);
 	/* Resume it only once the standby has pushed in its new epoch. */
 	until = mono_ms() + 5000;
 	while (fence_epoch(c) <= epoch && mono_ms() < until && !should_stop(c))
@@ -416,11 +419,11 @@ static int kill_backends(struct chaos *c)
 	if (mode == 2)
 		return kill_paused_leader_backend(c);
 	n = env_val(&c->env, mode == 0 ? "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
-				   " WHERE application_name LIKE 'stagedrain-%'"
-				 : "SELECT count(pg_terminate_backend(a.pid)) FROM pg_locks l"
-				   " JOIN pg_stat_activity a ON a.pid = l.pid"
-				   " WHERE l.locktype = 'advisory' AND l.granted"
-				   " AND a.application_name LIKE 'stagedrain-%'");
+					 " WHERE application_name LIKE 'stagedrain-%'"
+				       : "SELECT count(pg_terminate_backend(a.pid)) FROM pg_locks l"
+					 " JOIN pg_stat_activity a ON a.pid = l.pid"
+					 " WHERE l.locktype = 'advisory' AND l.granted"
+					 " AND a.application_name LIKE 'stagedrain-%'");
 	if (n < 0)
 		return -1;
 	c->backend_kills++;
@@ -447,8 +450,8 @@ static int restart_redis(struct chaos *c)
 static void progress(struct chaos *c)
 {
 	say("t=%llds staged=%lld committed=%lld leader-kills=%d backend-kills=%d redis-restarts=%d",
-	    (mono_ms() - c->start_ms) / 1000, TOTAL(c, staged), TOTAL(c, committed), c->leader_kills,
-	    c->backend_kills, c->redis_restarts);
+	    (mono_ms() - c->start_ms) / 1000, TOTAL(c, staged), TOTAL(c, committed), c->leader_kills, c->backend_kills,
+	    c->redis_restarts);
 }
 
 /* Waits until `when` (monotonic ms), keeping both relays alive meanwhile. */
@@ -478,9 +481,9 @@ static int run_killer(struct chaos *c)
 	if (!plan)
 		return -1;
 	for (int i = 0; i < n; i++)
-		plan[i] = i < c->o.kills ? EV_LEADER_KILL
+		plan[i] = i < c->o.kills                        ? EV_LEADER_KILL
 			  : i < c->o.kills + c->o.backend_kills ? EV_BACKEND_KILL
-								 : EV_REDIS_RESTART;
+								: EV_REDIS_RESTART;
 	for (int i = n - 1; i > 0; i--) {
 		int j = (int)(rnd(&c->rng) % (unsigned)(i + 1));
 		enum event_kind t = plan[i];
@@ -543,11 +546,11 @@ static void stop_relays(struct chaos *c, bool graceful)
 static void duplicate_causes(struct chaos *c, struct results *r)
 {
 	PGresult *res = PQexec(c->env.pg, "SELECT coalesce(e.kind, 'none'), count(*) FROM"
-				      " (SELECT enq_us, row_number() OVER (PARTITION BY jid ORDER BY enq_us) AS rn"
-				      "  FROM chaos_seen WHERE jid IS NOT NULL) d"
-				      " LEFT JOIN LATERAL (SELECT kind FROM chaos_events"
-				      "  WHERE t_us <= d.enq_us ORDER BY t_us DESC LIMIT 1) e ON true"
-				      " WHERE d.rn > 1 GROUP BY 1 ORDER BY 2 DESC");
+					  " (SELECT enq_us, row_number() OVER (PARTITION BY jid ORDER BY enq_us) AS rn"
+					  "  FROM chaos_seen WHERE jid IS NOT NULL) d"
+					  " LEFT JOIN LATERAL (SELECT kind FROM chaos_events"
+					  "  WHERE t_us <= d.enq_us ORDER BY t_us DESC LIMIT 1) e ON true"
+					  " WHERE d.rn > 1 GROUP BY 1 ORDER BY 2 DESC");
 	size_t len = 0;
 
 	r->causes[0] = '\0';
@@ -591,9 +594,9 @@ static bool report(struct chaos *c, const struct results *r, const struct result
 		med = c->failover_ms[c->nfailover / 2];
 		max = c->failover_ms[c->nfailover - 1];
 	}
-	ok = r->missing == 0 && r->duplicates == 0 && r->rolled_back == 0 && r->phantoms == 0 &&
-	     r->mismatched == 0 && r->order_violations == 0 && r->dead == 0 && r->left_staged == 0 &&
-	     r->unregistered == 0 && r->present == committed && r->committed_rows == committed && staged >= c->o.jobs &&
+	ok = r->missing == 0 && r->duplicates == 0 && r->rolled_back == 0 && r->phantoms == 0 && r->mismatched == 0 &&
+	     r->order_violations == 0 && r->dead == 0 && r->left_staged == 0 && r->unregistered == 0 &&
+	     r->present == committed && r->committed_rows == committed && staged >= c->o.jobs &&
 	     c->leader_kills >= c->o.kills && c->backend_kills >= c->o.backend_kills &&
 	     c->redis_restarts >= c->o.redis_restarts && c->unexpected_exits == 0 && c->failover_timeouts == 0 &&
 	     c->bad_stops == 0 && c->producers.failures == 0 && self_rc == 0;
@@ -652,12 +655,17 @@ static int parse_args(struct opts *o, int argc, char **argv)
 		{ "seed", FLAG_UINT, &o->seed },
 	};
 
-	*o = (struct opts){ .jobs = 200000, .kills = 50, .backend_kills = -1, .redis_restarts = 3,
-			    .producers = 6, .timeout = 900, .seed = (unsigned)time(NULL) };
+	*o = (struct opts){ .jobs = 200000,
+			    .kills = 50,
+			    .backend_kills = -1,
+			    .redis_restarts = 3,
+			    .producers = 6,
+			    .timeout = 900,
+			    .seed = (unsigned)time(NULL) };
 	if (parse_flags(argc, argv, flags, sizeof(flags) / sizeof(flags[0]), &o->keep) < 0)
 		return usage(usage_text);
-	if (!o->bin || !o->services || o->jobs < 1 || o->kills < 0 || o->redis_restarts < 0 ||
-	    o->producers < 1 || o->producers > MAX_PRODUCERS || o->timeout < 10)
+	if (!o->bin || !o->services || o->jobs < 1 || o->kills < 0 || o->redis_restarts < 0 || o->producers < 1 ||
+	    o->producers > MAX_PRODUCERS || o->timeout < 10)
 		return usage(usage_text);
 	if (o->backend_kills < 0)
 		o->backend_kills = o->kills / 5;

@@ -320,7 +320,11 @@ static void copy_field(struct strbuf *l, const char *s)
 		return;
 	}
 	for (; *s; s++) {
-		const char *esc = *s == '\\' ? "\\\\" : *s == '\t' ? "\\t" : *s == '\n' ? "\\n" : *s == '\r' ? "\\r" : NULL;
+		const char *esc = *s == '\\'   ? "\\\\"
+				  : *s == '\t' ? "\\t"
+				  : *s == '\n' ? "\\n"
+				  : *s == '\r' ? "\\r"
+					       : NULL;
 		strbuf_put(l, esc ? esc : s, esc ? 2 : 1);
 	}
 }
@@ -428,8 +432,9 @@ int seen_load(struct env *e, long long *entries)
 			freeReplyObject(len);
 			for (long long from = 0; rc == 0 && from < llen; from += 10000) {
 				redisReply *r = env_cmd(e, "LRANGE %s %lld %lld", key, from, from + 9999);
-				rc = r && r->type == REDIS_REPLY_ARRAY ? copy_reply(e, &l, "queue", key + 6, from, llen, r)
-								       : -1;
+				rc = r && r->type == REDIS_REPLY_ARRAY
+					     ? copy_reply(e, &l, "queue", key + 6, from, llen, r)
+					     : -1;
 				*entries += r ? (long long)r->elements : 0;
 				freeReplyObject(r);
 			}
@@ -552,11 +557,13 @@ int check_self_test(struct env *e, const struct results *before, struct results 
 	long long llen;
 	int rc = 0;
 
-	env_text(e, "SELECT a.list FROM chaos_seen a JOIN chaos_seen b ON b.src = 'queue' AND b.list = a.list"
-		    " AND b.pos = a.pos + 1 AND b.enq = a.enq WHERE a.src = 'queue' ORDER BY a.pos LIMIT 1",
+	env_text(e,
+		 "SELECT a.list FROM chaos_seen a JOIN chaos_seen b ON b.src = 'queue' AND b.list = a.list"
+		 " AND b.pos = a.pos + 1 AND b.enq = a.enq WHERE a.src = 'queue' ORDER BY a.pos LIMIT 1",
 		 list, sizeof(list));
-	env_text(e, "SELECT a.pos FROM chaos_seen a JOIN chaos_seen b ON b.src = 'queue' AND b.list = a.list"
-		    " AND b.pos = a.pos + 1 AND b.enq = a.enq WHERE a.src = 'queue' ORDER BY a.pos LIMIT 1",
+	env_text(e,
+		 "SELECT a.pos FROM chaos_seen a JOIN chaos_seen b ON b.src = 'queue' AND b.list = a.list"
+		 " AND b.pos = a.pos + 1 AND b.enq = a.enq WHERE a.src = 'queue' ORDER BY a.pos LIMIT 1",
 		 pos, sizeof(pos));
 	env_text(e, "SELECT jid FROM chaos_rolledback LIMIT 1", jid, sizeof(jid));
 	if (!*list || !*jid) {

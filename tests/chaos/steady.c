@@ -103,10 +103,10 @@ struct latency {
 /* One session and the transaction open on it. */
 struct session {
 	PGconn *conn;
-	long long tx;           /* the transaction's number: worker << 40 | sequence */
+	long long tx; /* the transaction's number: worker << 40 | sequence */
 	enum tx_kind kind;
-	struct strbuf jids;     /* its jobs so far, as ('jid'),('jid') */
-	struct strbuf sp_jids;  /* those staged since the savepoint */
+	struct strbuf jids;    /* its jobs so far, as ('jid'),('jid') */
+	struct strbuf sp_jids; /* those staged since the savepoint */
 	int n, sp_n;
 };
 
@@ -148,8 +148,7 @@ static void tx_open(struct worker *w, struct session *s, enum tx_kind kind)
 
 /* The statement that stages n jobs of s's transaction and records them in
  * chaos_committed in the same transaction; pre and post wrap it (BEGIN, COMMIT). */
-static void stage_sql(struct worker *w, struct session *s, int n, bool in_savepoint, const char *pre,
-		      const char *post)
+static void stage_sql(struct worker *w, struct session *s, int n, bool in_savepoint, const char *pre, const char *post)
 {
 	struct strbuf *jids = in_savepoint ? &s->sp_jids : &s->jids;
 
@@ -305,8 +304,9 @@ static int tx_body(struct worker *w, struct session *s)
 /* A producer's mix, in percent: mostly single rows, as the report's pgbench ran. */
 static enum tx_kind pick_kind(struct worker *w)
 {
-	static const int weight[] = { [TX_SINGLE] = 40, [TX_MULTI] = 15, [TX_EARLY] = 15,
-				      [TX_SPLIT] = 12,  [TX_SAVEPOINT] = 15, [TX_HELD] = 3 };
+	static const int weight[] = {
+		[TX_SINGLE] = 40, [TX_MULTI] = 15, [TX_EARLY] = 15, [TX_SPLIT] = 12, [TX_SAVEPOINT] = 15, [TX_HELD] = 3
+	};
 	int p = (int)(rnd(&w->rng) % 100), k = TX_SINGLE;
 
 	while (k < TX_HELD && (p -= weight[k]) >= 0)
@@ -392,8 +392,9 @@ static int pair_scenario(struct worker *w, _Atomic int *quiet_flag)
 		sleep_ms(10);
 		atomic_fetch_sub(quiet_flag, 1);
 	}
-	sleep_ms(quiet ? rnd_range(&w->rng, 400, 700)
-		       : rnd(&w->rng) % 2 ? rnd_range(&w->rng, 15, 60) : rnd_range(&w->rng, 100, 500));
+	sleep_ms(quiet              ? rnd_range(&w->rng, 400, 700)
+		 : rnd(&w->rng) % 2 ? rnd_range(&w->rng, 15, 60)
+				    : rnd_range(&w->rng, 100, 500));
 	if (variant) {
 		if (run_sql(w, x, "COMMIT", "COMMIT") < 0)
 			return -1;
@@ -432,8 +433,8 @@ static int worker_main(void *arg, int idx)
 	}
 	while (!atomic_load(&c->sh->stop) && status == 0) {
 		double due = rate * (double)(mono_ms() - start) / 1000.0;
-		if (!pair && ((double)atomic_load(&w->st->staged) > due + MAX_MULTI_ROWS ||
-			      atomic_load(&c->sh->quiet) > 0)) {
+		if (!pair &&
+		    ((double)atomic_load(&w->st->staged) > due + MAX_MULTI_ROWS || atomic_load(&c->sh->quiet) > 0)) {
 			sleep_ms(1);
 			continue;
 		}
@@ -667,16 +668,18 @@ static bool report(struct steady *c, const struct results *r, const struct laten
 	print_us(", p99", l->p99_us, l->p99_us == LLONG_MAX);
 	print_us("                               max", l->max_us, l->never > 0);
 	snprintf(label, sizeof(label), "over %d ms", c->o.bound_ms);
-	printf("  %-28s %lld (never arrived %lld, pushed before COMMIT %lld, untimed %lld)\n", label, l->over,
-	       l->never, l->negative, l->untimed);
+	printf("  %-28s %lld (never arrived %lld, pushed before COMMIT %lld, untimed %lld)\n", label, l->over, l->never,
+	       l->negative, l->untimed);
 	fputs(l->over_by_kind, stdout);
 	printf("  relay                        pid %s, \"became leader\" %d time(s), holds the lock at the end: %s,"
 	       " SIGTERM exit: %s\n",
 	       c->relay_exited ? "exited during the run" : "unchanged", c->leader_lines, c->lock_ours ? "yes" : "no",
 	       c->relay_bad_stop ? "not 0" : "0");
 	printf("  worker failures              %d\n", c->workers.failures);
-	return report_end(ok, self_rc < 0 ? NULL : self_rc == 0 ? "injected 5 faults: all caught"
-								 : "injected 5 faults: NOT ALL CAUGHT",
+	return report_end(ok,
+			  self_rc < 0    ? NULL
+			  : self_rc == 0 ? "injected 5 faults: all caught"
+					 : "injected 5 faults: NOT ALL CAUGHT",
 			  c->start_ms);
 }
 
@@ -687,15 +690,24 @@ static const char usage_text[] =
 static int parse_args(struct opts *o, int argc, char **argv)
 {
 	const struct flag flags[] = {
-		{ "bin", FLAG_STR, &o->bin },		{ "services", FLAG_STR, &o->services },
-		{ "seconds", FLAG_INT, &o->seconds },	{ "rate", FLAG_INT, &o->rate },
-		{ "producers", FLAG_INT, &o->producers }, { "pairs", FLAG_INT, &o->pairs },
-		{ "grace", FLAG_INT, &o->grace },	{ "bound-ms", FLAG_INT, &o->bound_ms },
+		{ "bin", FLAG_STR, &o->bin },
+		{ "services", FLAG_STR, &o->services },
+		{ "seconds", FLAG_INT, &o->seconds },
+		{ "rate", FLAG_INT, &o->rate },
+		{ "producers", FLAG_INT, &o->producers },
+		{ "pairs", FLAG_INT, &o->pairs },
+		{ "grace", FLAG_INT, &o->grace },
+		{ "bound-ms", FLAG_INT, &o->bound_ms },
 		{ "seed", FLAG_UINT, &o->seed },
 	};
 
-	*o = (struct opts){ .seconds = 120, .rate = 1500, .producers = 4, .pairs = 3, .grace = 15,
-			    .bound_ms = 2000, .seed = (unsigned)time(NULL) };
+	*o = (struct opts){ .seconds = 120,
+			    .rate = 1500,
+			    .producers = 4,
+			    .pairs = 3,
+			    .grace = 15,
+			    .bound_ms = 2000,
+			    .seed = (unsigned)time(NULL) };
 	if (parse_flags(argc, argv, flags, sizeof(flags) / sizeof(flags[0]), &o->keep) < 0)
 		return usage(usage_text);
 	if (!o->bin || !o->services || o->seconds < 1 || o->rate < 1 || o->producers < 1 || o->pairs < 1 ||

@@ -37,8 +37,8 @@
  * Each column gets its own exactly-sized allocation so ASan catches overreads.
  */
 #define HDR_SIZE 31
-#define HUGE     (2u << 20)
-#define HUGE_ON  0x48
+#define HUGE (2u << 20)
+#define HUGE_ON 0x48
 
 enum { F_CLASS, F_QUEUE, F_JID, F_OPTIONS, F_ARGS, F_COUNT };
 
@@ -50,10 +50,10 @@ static void fail(const char *what, const char *detail)
 	abort();
 }
 
-#define CHECK(cond, detail)                                                                                  \
-	do {                                                                                                 \
-		if (!(cond))                                                                                 \
-			fail(#cond, (detail));                                                               \
+#define CHECK(cond, detail)                                                                                            \
+	do {                                                                                                           \
+		if (!(cond))                                                                                           \
+			fail(#cond, (detail));                                                                         \
 	} while (0)
 
 static uint64_t get_le(const uint8_t *hdr, size_t off, size_t n)
@@ -125,8 +125,7 @@ static bool one_line(const char *s, size_t max)
 
 static bool string_is(const json_t *v, const char *p, size_t n)
 {
-	return json_is_string(v) && json_string_length(v) == n &&
-	       (n == 0 || memcmp(json_string_value(v), p, n) == 0);
+	return json_is_string(v) && json_string_length(v) == n && (n == 0 || memcmp(json_string_value(v), p, n) == 0);
 }
 
 static size_t depth(json_t *v)
@@ -164,7 +163,7 @@ static json_t *parse(const char *p, size_t n, size_t flags)
  * class, queue, jid, args and options unchanged.
  */
 static void check_payload(const struct job_row *row, const struct job_opts *opts, const struct job_out *out,
-                          const char *payload)
+			  const char *payload)
 {
 	json_t *job, *col, *val;
 	const char *key;
@@ -185,8 +184,7 @@ static void check_payload(const struct job_row *row, const struct job_opts *opts
 
 	if (opts->format == FORMAT_RESQUE) {
 		if (out->scheduled)
-			CHECK(string_is(json_object_get(job, "queue"), row->queue, row->queue_len),
-			      "queue differs");
+			CHECK(string_is(json_object_get(job, "queue"), row->queue, row->queue_len), "queue differs");
 		CHECK(json_object_size(job) == (out->scheduled ? 3u : 2u), "resque payload has other keys");
 		json_decref(job);
 		return;
@@ -196,7 +194,7 @@ static void check_payload(const struct job_row *row, const struct job_opts *opts
 	CHECK(string_is(json_object_get(job, "jid"), row->jid, row->jid_len), "jid differs");
 	CHECK(json_is_number(json_object_get(job, "created_at")), "created_at is not a number");
 	CHECK(out->scheduled ? !json_object_get(job, "enqueued_at")
-	                     : json_is_number(json_object_get(job, "enqueued_at")),
+			     : json_is_number(json_object_get(job, "enqueued_at")),
 	      "enqueued_at wrong for the schedule");
 	/* class args queue jid created_at retry [enqueued_at], then each option but retry */
 	keys = out->scheduled ? 6 : 7;
@@ -216,12 +214,12 @@ static void check_payload(const struct job_row *row, const struct job_opts *opts
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	uint8_t hdr[HDR_SIZE] = {0};
+	uint8_t hdr[HDR_SIZE] = { 0 };
 	const uint8_t *p = data + (size < HDR_SIZE ? size : HDR_SIZE), *end = data + size, *sep;
 	char *col[F_COUNT], prefix[256], reason[JOB_REASON_SIZE];
 	size_t len[F_COUNT], prefix_len, i;
-	struct job_row row = {0};
-	struct job_opts opts = {0};
+	struct job_row row = { 0 };
+	struct job_opts opts = { 0 };
 	struct job_out out;
 	struct buf b;
 	bool nulls;
@@ -233,8 +231,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		sep = i < F_ARGS ? memchr(p, hdr[30], (size_t)(end - p)) : NULL;
 		len[i] = (size_t)((sep ? sep : end) - p);
 		if (i == F_ARGS && hdr[28] == HUGE_ON)
-			col[i] = repeat_args(p, len[i], hdr[29] < HUGE >> 14 ? (size_t)hdr[29] << 14 : HUGE,
-			                     &len[i]);
+			col[i] = repeat_args(p, len[i], hdr[29] < HUGE >> 14 ? (size_t)hdr[29] << 14 : HUGE, &len[i]);
 		else if (i == F_OPTIONS)
 			col[i] = hdr[0] & 0x10 ? NULL : dup_field(p, len[i], false); /* "" is not {} */
 		else
@@ -256,8 +253,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	row.has_run_at = hdr[0] & 0x08;
 	row.run_at_us = get_i64(hdr, 11);
 	opts.format = hdr[0] & 0x01 ? FORMAT_RESQUE : FORMAT_SIDEKIQ;
-	opts.sidekiq_version = (int[]){7, 8, 6, 9}[(hdr[0] >> 1) & 3];
-	opts.max_job_bytes = (long[]){0, (long)get_le(hdr, 1, 2), 1L << 20, -1}[(hdr[0] >> 5) & 3];
+	opts.sidekiq_version = (int[]){ 7, 8, 6, 9 }[(hdr[0] >> 1) & 3];
+	opts.max_job_bytes = (long[]){ 0, (long)get_le(hdr, 1, 2), 1L << 20, -1 }[(hdr[0] >> 5) & 3];
 	opts.now_us = get_i64(hdr, 19);
 
 	/* Earlier jobs of the batch, which must survive; 0 leaves the buffer unallocated. */
@@ -279,8 +276,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	CHECK(b.data == NULL || b.data[b.len] == '\0', "buffer not nul-terminated");
 	if (rc == JOB_REJECT) {
 		CHECK(b.len == prefix_len, "rejected row left bytes in the buffer");
-		CHECK(one_line(reason, sizeof(reason)),
-		      "reason empty, unterminated or not one printable line");
+		CHECK(one_line(reason, sizeof(reason)), "reason empty, unterminated or not one printable line");
 	} else {
 		CHECK(out.off == prefix_len && out.len > 0 && b.len == out.off + out.len, "out is wrong");
 		CHECK(opts.max_job_bytes <= 0 || out.len <= (size_t)opts.max_job_bytes, "over max_job_bytes");

@@ -9,8 +9,8 @@
 redisContext *redis_open(int port, int timeout_ms, char err[REDIS_ERRLEN])
 {
 	struct timeval tv = { timeout_ms / 1000, (timeout_ms % 1000) * 1000 };
-	redisContext *r = timeout_ms > 0 ? redisConnectWithTimeout("127.0.0.1", port, tv)
-					 : redisConnect("127.0.0.1", port);
+	redisContext *r =
+		timeout_ms > 0 ? redisConnectWithTimeout("127.0.0.1", port, tv) : redisConnect("127.0.0.1", port);
 
 	if (!r || r->err) {
 		snprintf(err, REDIS_ERRLEN, "could not connect to redis on port %d: %s", port,

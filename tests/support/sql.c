@@ -56,7 +56,8 @@ int sql_vrun(PGconn *c, long long *out, char err[SQL_ERRLEN], const char *fmt, v
 	if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
 		snprintf(err, SQL_ERRLEN, "%.400s: %s", q, res ? PQresultErrorMessage(res) : PQerrorMessage(c));
 		rc = -1;
-	} else if (out && st == PGRES_TUPLES_OK && PQntuples(res) > 0 && PQnfields(res) > 0 && !PQgetisnull(res, 0, 0)) {
+	} else if (out && st == PGRES_TUPLES_OK && PQntuples(res) > 0 && PQnfields(res) > 0 &&
+		   !PQgetisnull(res, 0, 0)) {
 		*out = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
 	}
 	PQclear(res);
