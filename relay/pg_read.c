@@ -28,11 +28,11 @@
 #define TIME_US(col)                                                                                                   \
 	"CASE WHEN isfinite(s." col ") THEN floor(extract(epoch FROM s." col ") * 1000000)::text"                      \
 	" ELSE s." col "::text END"
-#define COLUMNS                                                                                                        \
-	"s.id, s.queue, s.job_class, s.args::text AS args, s.options::text AS options, s.jid, " TIME_US(               \
-		"created_at") " AS created_us, " TIME_US("run_at") " AS run_at_us"
+#define TIMES TIME_US("created_at") " AS created_us, " TIME_US("run_at") " AS run_at_us"
+#define COLUMNS "s.id, s.queue, s.job_class, s.args::text AS args, s.options::text AS options, s.jid, " TIMES
 
 enum { COL_ID, COL_QUEUE, COL_CLASS, COL_ARGS, COL_OPTIONS, COL_JID, COL_CREATED, COL_RUN_AT, COL_NALL };
+
 void pg_read_init(struct pg_read *r)
 {
 	memset(r, 0, sizeof(*r));
