@@ -40,11 +40,9 @@ struct setting {
 	const char *file_for; /* V_FILE: the flag whose value the file holds */
 };
 
-/* The table's length; settings.c checks it at build time. */
-#define SETTINGS_COUNT 23
-
-/* In the order they are applied and shown. */
-extern const struct setting *const settings;
+/* In the order they are applied and shown; settings_count of them. */
+extern const struct setting settings[];
+extern const size_t settings_count;
 /* The commands that may come first on the command line; ends at a NULL name. */
 extern const struct choice settings_commands[];
 

@@ -264,9 +264,9 @@ static void resolve(struct pick *picks)
 	bool info = false;
 	const char *v;
 
-	for (size_t i = 0; i < SETTINGS_COUNT; i++)
+	for (size_t i = 0; i < settings_count; i++)
 		info |= settings[i].type == V_ACTION && picks[i].set;
-	for (size_t i = 0; i < SETTINGS_COUNT; i++) {
+	for (size_t i = 0; i < settings_count; i++) {
 		const struct setting *s = &settings[i];
 		const char *names[] = { s->env, s->env_fallback };
 
@@ -349,7 +349,7 @@ static int read_files(struct pick *picks, char *err, size_t errlen)
 {
 	char why[160], shown[96], from[160], from2[160];
 
-	for (size_t i = 0; i < SETTINGS_COUNT; i++) {
+	for (size_t i = 0; i < settings_count; i++) {
 		const struct setting *s = &settings[i], *t = s;
 		const char *path = picks[i].val;
 		char *text = NULL;
@@ -396,7 +396,7 @@ static int apply_one(struct config *cfg, const struct setting *s, const struct p
 static int apply_all(struct config *cfg, const struct pick *picks, char *err, size_t errlen)
 {
 	for (int pass = 0; pass < 2; pass++) {
-		for (size_t i = 0; i < SETTINGS_COUNT; i++) {
+		for (size_t i = 0; i < settings_count; i++) {
 			int rc;
 
 			if ((settings[i].type == V_SECRET) != (pass == 0))
@@ -410,11 +410,12 @@ static int apply_all(struct config *cfg, const struct pick *picks, char *err, si
 
 int config_load(struct config *cfg, int argc, char **argv, char *err, size_t errlen)
 {
-	struct pick picks[SETTINGS_COUNT];
+	struct pick *picks = calloc(settings_count, sizeof(*picks));
 	int rc;
 
 	memset(cfg, 0, sizeof(*cfg));
-	memset(picks, 0, sizeof(picks));
+	if (!picks)
+		return value_fail(err, errlen, -ENOMEM, "out of memory reading the settings");
 	rc = scan_args(cfg, picks, argc, argv, err, errlen);
 	if (rc == 0) {
 		resolve(picks);
@@ -422,8 +423,9 @@ int config_load(struct config *cfg, int argc, char **argv, char *err, size_t err
 	}
 	if (rc == 0)
 		rc = apply_all(cfg, picks, err, errlen);
-	for (size_t i = 0; i < SETTINGS_COUNT; i++)
+	for (size_t i = 0; i < settings_count; i++)
 		free(picks[i].owned);
+	free(picks);
 	if (rc < 0)
 		config_free(cfg);
 	return rc;

@@ -64,7 +64,7 @@ static const struct numkind period = {
 /* Laid out by hand: one setting per paragraph, its identity first and its help
  * last, reads better than clang-format's one designator per line. */
 /* clang-format off */
-static const struct setting table[] = {
+const struct setting settings[] = {
 	{ .flag = "pg-url", .env = "STAGEDRAIN_PG_URL", .env_fallback = "DATABASE_URL",
 	  .type = V_PG, .metavar = "URL", .def = "", .off = OFF(pg_url), .secret = true,
 	  .def_doc = "empty, so libpq uses PGHOST, PGDATABASE and its other PG* variables",
@@ -161,13 +161,11 @@ static const struct setting table[] = {
 };
 /* clang-format on */
 
-_Static_assert(sizeof(table) / sizeof(table[0]) == SETTINGS_COUNT, "SETTINGS_COUNT is not the table's length");
-
-const struct setting *const settings = table;
+const size_t settings_count = sizeof(settings) / sizeof(settings[0]);
 
 const struct setting *settings_find_flag(const char *arg, size_t n)
 {
-	for (const struct setting *s = settings; s < settings + SETTINGS_COUNT; s++) {
+	for (const struct setting *s = settings; s < settings + settings_count; s++) {
 		if (arg[1] != '-' ? n == 2 && arg[1] == s->short_name
 				  : n - 2 == strlen(s->flag) && strncmp(arg + 2, s->flag, n - 2) == 0)
 			return s;
@@ -177,7 +175,7 @@ const struct setting *settings_find_flag(const char *arg, size_t n)
 
 const struct setting *settings_find(const char *flag)
 {
-	for (const struct setting *s = settings; s < settings + SETTINGS_COUNT; s++)
+	for (const struct setting *s = settings; s < settings + settings_count; s++)
 		if (strcmp(s->flag, flag) == 0)
 			return s;
 	return NULL;

@@ -43,7 +43,7 @@ static void each_setting(FILE *out, const char *sep, emit_fn *emit)
 {
 	struct doc d;
 
-	for (size_t i = 0; i < SETTINGS_COUNT; i++) {
+	for (size_t i = 0; i < settings_count; i++) {
 		describe(&settings[i], sep, &d);
 		emit(out, &settings[i], &d);
 	}
