@@ -322,14 +322,14 @@ static int push_batch(struct drain *d)
 static int drain_batch(struct drain *d)
 {
 	struct batch_times t;
-	long long t0 = mono_us();
+	long long t0 = mono_us(), young_since = gaps_to_read(d);
 	int nrows = 0, rc;
 
-	if (pg_source_fetch(&d->pg, &d->gaps, d->cfg->batch_size, gaps_to_read(d), &nrows) < 0) {
+	if (pg_source_fetch(&d->pg, &d->gaps, d->cfg->batch_size, young_since, &nrows) < 0) {
 		pg_trouble(d, "could not read a batch; will retry");
 		return -EIO;
 	}
-	if (pg_source_seen(&d->pg)->young_since == GAP_OLD)
+	if (young_since == GAP_OLD)
 		d->old_read_cost_ms = (mono_us() - t0) / 1000;
 	if (nrows == 0) {
 		pg_source_rollback(&d->pg);
