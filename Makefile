@@ -12,7 +12,7 @@ OUT = build
 OPT = -O2 -g
 endif
 
-LIBS_PC = libpq hiredis jansson libmicrohttpd
+LIBS_PC = libpq hiredis jansson libmicrohttpd openssl
 CPPFLAGS += -Iinclude -I$(OUT) $(shell $(PKG_CONFIG) --cflags $(LIBS_PC) 2>/dev/null)
 CFLAGS += $(WARN) $(OPT)
 LDFLAGS += $(filter -fsanitize%,$(OPT)) -pthread

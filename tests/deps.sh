@@ -2,7 +2,7 @@
 # Installs the Debian packages stagedrain builds, tests and demos with, if any is
 # missing. apt-get needs root; without it, says what to install and fails.
 set -eu
-PKGS="gcc make pkg-config libc6-dev libpq-dev libhiredis-dev libjansson-dev check
+PKGS="gcc make pkg-config libc6-dev libpq-dev libhiredis-dev libjansson-dev libssl-dev check
       postgresql redis-server redis-tools ruby-sidekiq procps util-linux
       openssl libmicrohttpd-dev curl python3 python3-yaml mandoc man-db shellcheck"
 
