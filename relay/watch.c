@@ -274,6 +274,9 @@ static void watch_redis(struct watch *w)
 	redisReply *r = NULL;
 	int rc;
 
+	/* After a failover the probe follows the drain to the new master. */
+	if (redis_conn_master_moved(&w->redis))
+		redis_conn_close(&w->redis);
 	if (!redis_conn_connected(&w->redis))
 		rc = redis_conn_connect(&w->redis);
 	else
