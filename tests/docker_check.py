@@ -136,7 +136,9 @@ def check_dockerfile(path, sidecar):
 
 # Runtime packages of the build stage's -dev packages (Debian bookworm).
 RUNTIME = {"libpq-dev": "libpq5", "libhiredis-dev": "libhiredis0.14", "libjansson-dev": "libjansson4",
-           "libmicrohttpd-dev": "libmicrohttpd12"}
+           "libmicrohttpd-dev": "libmicrohttpd12", "libssl-dev": "libssl3"}
+# The -dev package of a pkg-config name in the Makefile's LIBS_PC, where it is not lib<name>-dev.
+DEV = {"openssl": "libssl-dev"}
 
 
 def apt_packages(body):
@@ -155,11 +157,13 @@ def check_sidecar_image(name, st, final):
     with open(os.path.join(ROOT, "Makefile")) as f:
         libs = re.search(r"^LIBS_PC = (.*)$", f.read(), re.M).group(1).split()
     for lib in libs:
-        dev = f"{lib if lib.startswith('lib') else 'lib' + lib}-dev"
+        dev = DEV.get(lib, f"{lib if lib.startswith('lib') else 'lib' + lib}-dev")
         if dev not in build_pkgs:
             problem(name, "libraries", f"build stage lacks {dev} (Makefile links {lib})")
         elif RUNTIME.get(dev) not in run_pkgs:
             problem(name, "libraries", f"final stage lacks the runtime package of {dev}")
+    if "ca-certificates" not in run_pkgs:
+        problem(name, "libraries", "final stage lacks ca-certificates: a rediss:// URL is verified against the system CAs")
     extra = {p for p in run_pkgs if p.endswith("-dev") or p in ("gcc", "make", "pkg-config", "libc6-dev")}
     if extra:
         problem(name, "size", f"final stage installs build tools: {' '.join(sorted(extra))}")
