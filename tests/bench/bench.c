@@ -57,9 +57,11 @@ static void usage(FILE *out)
 		     "  --xid-rollback PCT  xid-holder: share of them rolled back (default 15)\n"
 		     "  --xid-holders LIST  xid-holder: idle (idle in transaction after a write) and/or\n"
 		     "                      prepared (PREPARE TRANSACTION), one after the other (default both)\n"
-		     "  --only LIST         comma-separated: backlog,steady,trigger,long,memory,xid-holder\n"
+		     "  --only LIST         comma-separated: backlog,steady,trigger,long,memory,xid-holder,wait\n"
 		     "                      (the xid-holding long transaction alone, about 5 minutes:\n"
-		     "                      --only xid-holder --runs 1)\n"
+		     "                      --only xid-holder --runs 1; what --redis-wait-replicas 1 costs\n"
+		     "                      against no replica and an unwaited one, on min(--jobs, 200k)\n"
+		     "                      jobs, under a minute: --only wait)\n"
 		     "  --bin PATH          relay binary (default bin/stagedrain)\n"
 		     "  --relay-args ARGS   extra relay flags, split on spaces\n"
 		     "  --redis-fsync MODE  redis appendfsync: always, everysec (default) or no\n"
@@ -784,6 +786,9 @@ static void header(FILE *out, const char *pgver, const char *redisver, const cha
 			"--xid-holders %s\n",
 			o->xid_seconds, human(o->xid_backlog, h, sizeof(h)), o->xid_rate, o->xid_rollback,
 			o->xid_holders);
+	if (want("wait"))
+		fprintf(out, "wait: %s jobs per drain, relay at --log-level debug (push_us of each batch)\n",
+			human(wait_jobs(o), h, sizeof(h)));
 	fprintf(out, "each figure: median, min and max over the runs; result judges the median; "
 		     "latency is COMMIT returned -> BRPOP got the job\n\n");
 }
@@ -838,7 +843,8 @@ int main(int argc, char **argv)
 	       (want("memory") ? opts.big_jobs / 20000 : 0) +
 	       (want("xid-holder") ? (list_has(opts.xid_holders, "idle") + list_has(opts.xid_holders, "prepared")) *
 					     (2 * opts.xid_seconds + 35 + opts.xid_backlog / 50000)
-				   : 0));
+				   : 0) +
+	       (want("wait") ? 3 * (1 + wait_jobs(&opts) / 60000) : 0));
 	note("this takes roughly %lld minutes", est / 60 + 1);
 	start_servers();
 	if (want("xid-holder") && list_has(opts.xid_holders, "prepared"))
@@ -863,6 +869,8 @@ int main(int argc, char **argv)
 			scenario_memory(run);
 		if (want("xid-holder"))
 			scenario_xid_holder(&env, run);
+		if (want("wait"))
+			scenario_wait(&env, run);
 		check_stop();
 	}
 

@@ -106,6 +106,9 @@ struct relay {
 
 /* Starts bin/stagedrain against the bench servers with the given log level. */
 void relay_start(struct relay *r, const struct bench_env *env, const char *name, const char *level);
+/* The same with more relay flags (NULL-terminated, NULL: none), after --relay-args. */
+void relay_start_with(struct relay *r, const struct bench_env *env, const char *name, const char *level,
+		      const char *const *flags);
 /* SIGTERM, wait (then SIGKILL after 30 s); returns the exit status or -1. */
 int relay_stop(struct relay *r);
 /* SIGKILL, as a crash would, and reap it. */
@@ -119,6 +122,8 @@ long long proc_hwm_kib(pid_t pid);
 void child_start(struct proc *p, const struct proc_opts *o);
 /* proc_wait for such a child. */
 int child_wait(struct proc *p, int timeout_ms);
+/* proc_stop for such a child: sig, then SIGKILL after timeout_ms; -1 if killed. */
+int child_stop(struct proc *p, int sig, int timeout_ms);
 /* Stops every child still running (exit clean-up). */
 void children_stop_all(void);
 /* Per-minute relay batch timings parsed from a JSON debug log. */
@@ -222,5 +227,13 @@ void table_free(void);
 /* Lets Postgres prepare transactions (a restart); before any scenario runs. */
 void xid_setup_servers(const struct bench_env *env);
 void scenario_xid_holder(const struct bench_env *env, int run);
+
+/* ---- wait.c: what --redis-wait-replicas costs ---- */
+/* The scenario's backlog: --jobs, but at most this many. */
+#define WAIT_MAX_JOBS 200000
+long long wait_jobs(const struct bench_opts *o);
+/* Drains the backlog with no replica, with one (not waited for), with one
+ * waited for; starts and stops the replica itself. */
+void scenario_wait(const struct bench_env *env, int run);
 
 #endif

@@ -51,6 +51,15 @@ int child_wait(struct proc *p, int timeout_ms)
 	return st;
 }
 
+int child_stop(struct proc *p, int sig, int timeout_ms)
+{
+	pid_t pid = p->pid;
+	int st = proc_stop(p, sig, timeout_ms);
+
+	untrack(pid);
+	return st;
+}
+
 /* SIGTERM, then SIGKILL after 10 s. */
 void children_stop_all(void)
 {
@@ -64,7 +73,14 @@ void children_stop_all(void)
 
 void relay_start(struct relay *r, const struct bench_env *env, const char *name, const char *level)
 {
-	const char *argv[40];
+	relay_start_with(r, env, name, level, NULL);
+}
+
+/* The scenario's own flags go after --relay-args: what a scenario compares wins. */
+void relay_start_with(struct relay *r, const struct bench_env *env, const char *name, const char *level,
+		      const char *const *flags)
+{
+	const char *argv[48];
 	char batch[32], *extra = NULL, *save = NULL;
 	int n = 0;
 
@@ -88,6 +104,8 @@ void relay_start(struct relay *r, const struct bench_env *env, const char *name,
 		for (char *t = strtok_r(extra, " ", &save); t && n < 38; t = strtok_r(NULL, " ", &save))
 			argv[n++] = t;
 	}
+	for (size_t i = 0; flags && flags[i] && n < 46; i++)
+		argv[n++] = flags[i];
 	argv[n] = NULL;
 	child_start(&r->proc, &(struct proc_opts){ .argv = argv, .log = r->log });
 	free(extra); /* the child has its own copy */
