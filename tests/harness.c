@@ -208,6 +208,54 @@ void h_services(const char *subcmd)
 	ck_assert_msg(services_run(servers(), subcmd, NULL) == 0, "services.sh %s failed", subcmd);
 }
 
+int h_port(const char *name)
+{
+	char path[600];
+	int port = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s.port", h_env("TEST_DIR"), name);
+	f = fopen(path, "r");
+	ck_assert_msg(f != NULL, "no %s: did services.sh start that server?", path);
+	ck_assert_int_eq(fscanf(f, "%d", &port), 1);
+	fclose(f);
+	return port;
+}
+
+char *h_tls_cli(const char *port_name, const char *cmd)
+{
+	const char *dir = h_env("TEST_DIR");
+	char line[2048], *out = NULL;
+	size_t len = 0;
+	FILE *f;
+
+	snprintf(line, sizeof(line),
+		 "redis-cli --tls --cacert %s/tls/ca.crt --cert %s/tls/client.crt --key %s/tls/client.key"
+		 " -h 127.0.0.1 -p %d %s",
+		 dir, dir, dir, h_port(port_name), cmd);
+	f = popen(line, "r");
+	ck_assert_msg(f != NULL, "could not run %s", line);
+	out = calloc(1, 1);
+	while (fgets(line, sizeof(line), f)) {
+		size_t n = strlen(line);
+		out = realloc(out, len + n + 1);
+		memcpy(out + len, line, n + 1);
+		len += n;
+	}
+	ck_assert_msg(pclose(f) == 0, "redis-cli %s failed: %s", cmd, out);
+	return out;
+}
+
+long long h_tls_cli_int(const char *port_name, const char *cmd)
+{
+	char *out = h_tls_cli(port_name, cmd), *end;
+	long long v = strtoll(out, &end, 10);
+
+	ck_assert_msg(end != out && (*end == '\n' || !*end), "redis-cli %s: not an integer: %s", cmd, out);
+	free(out);
+	return v;
+}
+
 json_t *h_list_jobs(redisContext *r, const char *key)
 {
 	redisReply *rep = h_cmd(r, "LRANGE %s 0 -1", key);

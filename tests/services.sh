@@ -26,6 +26,8 @@
 #                                 (DIR/sentinel{1,2,3}.port) watching stagedrain-test
 #   services.sh sentinel-cut DIR  the current primary stops feeding its replica
 #   services.sh sentinel-kill DIR SIGKILL the current primary
+#   services.sh sentinel-revive DIR
+#                                 start that one again (the sentinels make it a replica)
 #   services.sh sentinel-stop DIR stop them all
 set -euo pipefail
 
@@ -225,6 +227,7 @@ tls_redis() {
 }
 
 tls_start() {
+	tls_stop "$1" # a test that failed may have left them running
 	tls_certs "$1"
 	tls_redis "$1" tls no
 	tls_redis "$1" tlsauth yes
@@ -316,6 +319,7 @@ sentinel_field() {
 # the two other sentinels: only then is a failover sure to find a quorum.
 sentinel_start() {
 	local dir=$1 n p ok
+	sentinel_stop "$dir" # a test that failed may have left them running
 	rm -rf "$dir/sentinel"
 	mkdir -p "$dir/sentinel"
 	sentinel_redis "$dir" 1
@@ -367,6 +371,15 @@ sentinel_kill() {
 	for _ in $(seq 1 50); do
 		kill -0 "$pid" 2>/dev/null || { rm -f "$d/r$n.pid"; return 0; }
 		sleep 0.1
+	done
+}
+
+# Starts again whichever of the two Redis is not running (a killed primary):
+# the sentinels make it a replica of the current primary.
+sentinel_revive() {
+	local d=$1/sentinel n
+	for n in 1 2; do
+		[ -f "$d/r$n.pid" ] || redis-server "$d/r$n.conf" >/dev/null
 	done
 }
 
@@ -433,13 +446,14 @@ tls-stop) tls_stop "$1" ;;
 sentinel-start) sentinel_start "$1" ;;
 sentinel-cut) sentinel_cut "$1" ;;
 sentinel-kill) sentinel_kill "$1" ;;
+sentinel-revive) sentinel_revive "$1" ;;
 sentinel-stop) sentinel_stop "$1" ;;
 pgfo-stop)
 	pg_stop "$1" pgfo1
 	pg_stop "$1" pgfo2
 	;;
 *)
-	sed -n '2,30p' "$0" >&2
+	sed -n '2,32p' "$0" >&2
 	exit 2
 	;;
 esac
