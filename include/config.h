@@ -19,6 +19,13 @@ struct config {
 	char *redis_url;      /* as given, or read from --redis-url-file */
 	char *redis_password; /* NULL, or from --redis-password-file: already in redis */
 	struct redis_target redis;
+	char *redis_tls_ca_file;     /* NULL: the system's CAs */
+	char *redis_tls_cert_file;   /* NULL: no client certificate */
+	char *redis_tls_key_file;    /* NULL unless redis_tls_cert_file is set */
+	char *redis_tls_server_name; /* NULL: the host connected to */
+	bool redis_tls_insecure;
+	int redis_wait_replicas; /* 0: no WAIT */
+	int redis_wait_timeout_ms;
 	enum job_format format;
 	int sidekiq_version; /* 6 or 7: float seconds; 8: integer milliseconds */
 	char *key_prefix;    /* "" or "ns:"; from --namespace, "resque:" by default for resque */

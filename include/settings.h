@@ -20,6 +20,7 @@ enum value_type {
 	V_LONG,   /* long, with .num units and .min/.max */
 	V_I64,    /* long long, decimal or 0x hex */
 	V_ADDR,   /* char * http_addr, "" or HOST:PORT, also split into http_host and http_port */
+	V_STR,    /* char *, as given (a path, a name); NULL when unset or empty */
 };
 
 struct setting {

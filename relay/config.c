@@ -183,6 +183,8 @@ static int apply(struct config *cfg, const struct setting *s, const char *raw, c
 		return apply_namespace(cfg, raw, why, len);
 	case V_ADDR:
 		return apply_addr(cfg, raw, why, len);
+	case V_STR:
+		return raw && *raw ? value_set_str(field(cfg, s), raw) : 0;
 	case V_INT:
 	case V_LONG:
 		return apply_number(cfg, s, raw, why, len);
@@ -408,6 +410,27 @@ static int apply_all(struct config *cfg, const struct pick *picks, char *err, si
 	return 0;
 }
 
+/* Settings that only mean something together. */
+static int check_tls(const struct config *cfg, char *err, size_t errlen)
+{
+	const char *flag = cfg->redis_tls_ca_file       ? "redis-tls-ca-file"
+			   : cfg->redis_tls_cert_file   ? "redis-tls-cert-file"
+			   : cfg->redis_tls_key_file    ? "redis-tls-key-file"
+			   : cfg->redis_tls_server_name ? "redis-tls-server-name"
+			   : cfg->redis_tls_insecure    ? "redis-tls-insecure"
+							: NULL;
+
+	if (flag && !cfg->redis.tls)
+		return value_fail(err, errlen, -EINVAL,
+				  "--%s is set but --redis-url does not use TLS (use rediss:// or rediss-sentinel://)",
+				  flag);
+	if (!cfg->redis_tls_cert_file != !cfg->redis_tls_key_file)
+		return value_fail(err, errlen, -EINVAL,
+				  "--redis-tls-cert-file and --redis-tls-key-file go together: "
+				  "set both or neither");
+	return 0;
+}
+
 int config_load(struct config *cfg, int argc, char **argv, char *err, size_t errlen)
 {
 	struct pick *picks = calloc(settings_count, sizeof(*picks));
@@ -423,6 +446,8 @@ int config_load(struct config *cfg, int argc, char **argv, char *err, size_t err
 	}
 	if (rc == 0)
 		rc = apply_all(cfg, picks, err, errlen);
+	if (rc == 0 && !cfg->help && !cfg->version)
+		rc = check_tls(cfg, err, errlen);
 	for (size_t i = 0; i < settings_count; i++)
 		free(picks[i].owned);
 	free(picks);
@@ -442,6 +467,10 @@ void config_free(struct config *cfg)
 	free(cfg->key_prefix);
 	free(cfg->http_addr);
 	free(cfg->http_host);
+	free(cfg->redis_tls_ca_file);
+	free(cfg->redis_tls_cert_file);
+	free(cfg->redis_tls_key_file);
+	free(cfg->redis_tls_server_name);
 	redis_target_free(&cfg->redis);
 	memset(cfg, 0, sizeof(*cfg));
 }

@@ -1,4 +1,6 @@
-/* Redis URLs, redis://[[user]:password@]host[:port][/db] and unix://[[user]:password@]/path[?query]. */
+/* Redis URLs: redis:// and rediss://[[user]:password@]host[:port][/db],
+ * unix://[[user]:password@]/path[?query], and redis-sentinel:// or
+ * rediss-sentinel://[[user]:password@]host1[:port1],host2[:port2]/MASTER_NAME[/db]. */
 #include "fmacros.h"
 
 #include <ctype.h>
@@ -103,33 +105,98 @@ static int split_host(char *s, char **host, char **port, char *err, size_t errle
 	return 0;
 }
 
-/* host[:port][/db] after an optional userinfo; s is a scratch copy. The last @
- * ends the userinfo, so a password with a raw @ or / still works. */
-static int parse_tcp(struct redis_target *t, char *s, char *err, size_t errlen)
+static int parse_port(const char *s, int *port, char *err, size_t errlen)
 {
-	char *at = strrchr(s, '@'), *path, *host, *port;
 	long long v;
+
+	if (value_parse_scaled(s, value_count.units, &v) < 0 || v < 1 || v > 65535)
+		return value_fail(err, errlen, -EINVAL, "port must be a number from 1 to 65535");
+	*port = (int)v;
+	return 0;
+}
+
+/* host[:port] into an address, def_port when the port is absent; s is a scratch copy. */
+static int parse_addr(struct redis_addr *a, char *s, int def_port, char *err, size_t errlen)
+{
+	char *host, *port;
 	int rc;
 
-	if (at) {
-		*at = '\0';
-		if ((rc = parse_userinfo(t, s, err, errlen)) < 0)
-			return rc;
-		s = at + 1;
-	}
-	if ((path = strchr(s, '/')))
-		*path++ = '\0';
 	if ((rc = split_host(s, &host, &port, err, errlen)) < 0)
 		return rc;
-	t->port = 6379;
-	if (port) {
-		if (value_parse_scaled(port, value_count.units, &v) < 0 || v < 1 || v > 65535)
-			return value_fail(err, errlen, -EINVAL, "port must be a number from 1 to 65535");
-		t->port = (int)v;
-	}
+	a->port = def_port;
+	if (port && (rc = parse_port(port, &a->port, err, errlen)) < 0)
+		return rc;
+	return value_set_str(&a->host, host);
+}
+
+/* Splits off an optional userinfo before the last @, so a password with a raw
+ * @ or / still works; returns what follows it. */
+static int parse_credentials(struct redis_target *t, char **s, char *err, size_t errlen)
+{
+	char *at = strrchr(*s, '@');
+	int rc;
+
+	if (!at)
+		return 0;
+	*at = '\0';
+	if ((rc = parse_userinfo(t, *s, err, errlen)) < 0)
+		return rc;
+	*s = at + 1;
+	return 0;
+}
+
+/* host[:port][/db] after an optional userinfo; s is a scratch copy. */
+static int parse_tcp(struct redis_target *t, char *s, char *err, size_t errlen)
+{
+	struct redis_addr a = { NULL, 0 };
+	char *path;
+	int rc;
+
+	if ((rc = parse_credentials(t, &s, err, errlen)) < 0)
+		return rc;
+	if ((path = strchr(s, '/')))
+		*path++ = '\0';
+	if ((rc = parse_addr(&a, s, 6379, err, errlen)) < 0)
+		return rc;
+	t->host = a.host;
+	t->port = a.port;
 	if (path && *path && (rc = parse_db(path, &t->db, err, errlen)) < 0)
 		return rc;
-	return value_set_str(&t->host, host);
+	return 0;
+}
+
+/* host1[:port1],host2[:port2],.../MASTER_NAME[/db] after an optional userinfo. */
+static int parse_sentinel(struct redis_target *t, char *s, char *err, size_t errlen)
+{
+	char *name, *db, *one, *next;
+	size_t n = 1;
+	int rc;
+
+	if ((rc = parse_credentials(t, &s, err, errlen)) < 0)
+		return rc;
+	if (!(name = strchr(s, '/')) || !name[1] || name[1] == '/')
+		return value_fail(
+			err, errlen, -EINVAL,
+			"missing master name (expected redis-sentinel://host1:26379,host2:26379/MASTER_NAME/db)");
+	*name++ = '\0';
+	if ((db = strchr(name, '/')))
+		*db++ = '\0';
+	if (db && *db && (rc = parse_db(db, &t->db, err, errlen)) < 0)
+		return rc;
+	for (const char *p = s; *p; p++)
+		n += *p == ',';
+	if (!(t->sentinels = calloc(n, sizeof(*t->sentinels))))
+		return -ENOMEM;
+	/* Not strtok: "h1,,h2" is a mistake to report, not two hosts. */
+	for (one = s; one; one = next) {
+		if ((next = strchr(one, ',')))
+			*next++ = '\0';
+		if ((rc = parse_addr(&t->sentinels[t->nsentinels++], one, 26379, err, errlen)) < 0)
+			return rc;
+	}
+	if (pct_decode(name) < 0)
+		return value_fail(err, errlen, -EINVAL, "bad percent-encoding in master name");
+	return value_set_str(&t->master_name, name);
 }
 
 /* db=N&password=P after a unix socket path. */
@@ -181,28 +248,40 @@ static int parse_unix(struct redis_target *t, char *s, char *err, size_t errlen)
 	return value_set_str(&t->path, path);
 }
 
+static const struct scheme {
+	const char *prefix;
+	bool tls;
+	int (*parse)(struct redis_target *t, char *s, char *err, size_t errlen);
+} schemes[] = {
+	{ "redis://", false, parse_tcp },
+	{ "rediss://", true, parse_tcp },
+	{ "unix://", false, parse_unix },
+	{ "redis-sentinel://", false, parse_sentinel },
+	{ "rediss-sentinel://", true, parse_sentinel },
+};
+
 static int parse_url(struct redis_target *t, const char *url, char *err, size_t errlen)
 {
+	const struct scheme *sc = NULL;
 	char *copy;
 	int rc;
 
 	if (!url || !*url)
 		return value_fail(err, errlen, -EINVAL, "empty url");
-	if (has_prefix(url, "rediss://"))
-		return value_fail(err, errlen, -EINVAL,
-				  "rediss:// (TLS) is not supported yet; run a TLS tunnel such as stunnel "
-				  "or spiped on localhost and point a redis:// url at it");
 	if (!strstr(url, "://"))
 		return value_fail(err, errlen, -EINVAL,
 				  "not a url (expected redis://host:port/db or unix:///path/to/redis.sock)");
-	if (!has_prefix(url, "redis://") && !has_prefix(url, "unix://"))
-		return value_fail(err, errlen, -EINVAL, "unsupported scheme (expected redis:// or unix://)");
+	for (size_t i = 0; !sc && i < sizeof(schemes) / sizeof(schemes[0]); i++)
+		if (has_prefix(url, schemes[i].prefix))
+			sc = &schemes[i];
+	if (!sc)
+		return value_fail(err, errlen, -EINVAL,
+				  "unsupported scheme (expected redis://, rediss://, unix://, redis-sentinel:// "
+				  "or rediss-sentinel://)");
 	if (!(copy = strdup(url)))
 		return value_fail(err, errlen, -ENOMEM, "out of memory");
-	if (has_prefix(url, "unix://"))
-		rc = parse_unix(t, copy + strlen("unix://"), err, errlen);
-	else
-		rc = parse_tcp(t, copy + strlen("redis://"), err, errlen);
+	t->tls = sc->tls;
+	rc = sc->parse(t, copy + strlen(sc->prefix), err, errlen);
 	free(copy);
 	if (rc == -ENOMEM)
 		return value_fail(err, errlen, rc, "out of memory");
@@ -237,17 +316,42 @@ void redis_target_free(struct redis_target *t)
 		return;
 	free(t->host);
 	free(t->path);
+	for (size_t i = 0; i < t->nsentinels; i++)
+		free(t->sentinels[i].host);
+	free(t->sentinels);
+	free(t->master_name);
 	free(t->user);
 	free(t->password);
 	memset(t, 0, sizeof(*t));
 }
 
+/* host:port, with brackets around an IPv6 address. */
+void redis_addr_describe(const char *host, int port, char *out, size_t outlen)
+{
+	snprintf(out, outlen, strchr(host, ':') ? "[%s]:%d" : "%s:%d", host, port);
+}
+
 void redis_target_describe(const struct redis_target *t, char *out, size_t outlen)
 {
-	if (t->is_unix)
+	size_t n = 0;
+
+	if (t->is_unix) {
 		snprintf(out, outlen, "unix:%s?db=%d", t->path ? t->path : "", t->db);
-	else if (t->host && strchr(t->host, ':'))
-		snprintf(out, outlen, "[%s]:%d/%d", t->host, t->port, t->db);
-	else
-		snprintf(out, outlen, "%s:%d/%d", t->host ? t->host : "", t->port, t->db);
+		return;
+	}
+	if (!t->master_name) {
+		redis_addr_describe(t->host ? t->host : "", t->port, out, outlen);
+		n = strlen(out);
+		snprintf(out + n, outlen - n, "/%d", t->db);
+		return;
+	}
+	n = (size_t)snprintf(out, outlen, "sentinel:");
+	for (size_t i = 0; i < t->nsentinels && n < outlen; i++) {
+		if (i > 0 && n + 1 < outlen)
+			out[n++] = ',';
+		redis_addr_describe(t->sentinels[i].host, t->sentinels[i].port, out + n, outlen - n);
+		n += strlen(out + n);
+	}
+	if (n < outlen)
+		snprintf(out + n, outlen - n, "/%s/%d", t->master_name, t->db);
 }

@@ -82,9 +82,10 @@ const struct setting settings[] = {
 	{ .flag = "redis-url", .env = "STAGEDRAIN_REDIS_URL", .env_fallback = "REDIS_URL",
 	  .type = V_REDIS, .metavar = "URL", .def = "redis://127.0.0.1:6379/0",
 	  .off = OFF(redis_url), .secret = true,
-	  .help = "redis to push jobs to: redis://[[user]:password@]host[:port][/db] or "
-		  "unix://[[user]:password@]/path/to/redis.sock[?db=N]; rediss:// (TLS) is "
-		  "not supported, use a TLS tunnel such as stunnel on localhost" },
+	  .help = "redis to push jobs to: redis://[[user]:password@]host[:port][/db], "
+		  "rediss://... for TLS, unix://[[user]:password@]/path/to/redis.sock[?db=N], "
+		  "or through sentinels: redis-sentinel://[[user]:password@]h1[:p1],h2[:p2]/MASTER[/db] "
+		  "(rediss-sentinel:// for TLS)" },
 	{ .flag = "redis-url-file", .env = "STAGEDRAIN_REDIS_URL_FILE", .type = V_FILE,
 	  .metavar = "PATH", .def_doc = "none", .file_for = "redis-url",
 	  .help = "read --redis-url from this file, e.g. a mounted secret; one trailing "
@@ -93,6 +94,34 @@ const struct setting settings[] = {
 	  .type = V_SECRET, .metavar = "PATH", .def_doc = "none", .off = OFF(redis_password),
 	  .help = "read the redis password (AUTH) from this file; it replaces any "
 		  "password in --redis-url" },
+	{ .flag = "redis-tls-ca-file", .env = "STAGEDRAIN_REDIS_TLS_CA_FILE", .type = V_STR,
+	  .metavar = "PATH", .def_doc = "the system's CA certificates", .off = OFF(redis_tls_ca_file),
+	  .help = "CA certificates (PEM) that verify a rediss:// server's certificate" },
+	{ .flag = "redis-tls-cert-file", .env = "STAGEDRAIN_REDIS_TLS_CERT_FILE", .type = V_STR,
+	  .metavar = "PATH", .def_doc = "none", .off = OFF(redis_tls_cert_file),
+	  .help = "client certificate (PEM) for a server that requires one; needs "
+		  "--redis-tls-key-file" },
+	{ .flag = "redis-tls-key-file", .env = "STAGEDRAIN_REDIS_TLS_KEY_FILE", .type = V_STR,
+	  .metavar = "PATH", .def_doc = "none", .off = OFF(redis_tls_key_file),
+	  .help = "private key (PEM) of --redis-tls-cert-file" },
+	{ .flag = "redis-tls-server-name", .env = "STAGEDRAIN_REDIS_TLS_SERVER_NAME", .type = V_STR,
+	  .metavar = "NAME", .def_doc = "the url's host, or the address a sentinel gave",
+	  .off = OFF(redis_tls_server_name),
+	  .help = "name sent as SNI and required in the server's certificate" },
+	{ .flag = "redis-tls-insecure", .env = "STAGEDRAIN_REDIS_TLS_INSECURE", .type = V_BOOL,
+	  .def = "off", .choices = bool_words, .off = OFF(redis_tls_insecure),
+	  .help = "encrypt but do not verify the server's certificate (a warning at start); "
+		  "anyone on the path can then read and change the jobs" },
+	{ .flag = "redis-wait-replicas", .env = "STAGEDRAIN_REDIS_WAIT_REPLICAS", .type = V_INT,
+	  .metavar = "N", .def = "0", .num = &value_count, .min = 0, .max = 100,
+	  .off = OFF(redis_wait_replicas),
+	  .help = "delete a batch's rows only after N replicas acknowledged its push (WAIT); "
+		  "fewer within --redis-wait-timeout and the batch is rolled back and tried "
+		  "again; 0 trusts the primary's acknowledgement alone" },
+	{ .flag = "redis-wait-timeout", .env = "STAGEDRAIN_REDIS_WAIT_TIMEOUT", .type = V_INT,
+	  .metavar = "DURATION", .def = "1s", .num = &duration, .min = 1, .max = 60000,
+	  .off = OFF(redis_wait_timeout_ms),
+	  .help = "how long a batch waits for --redis-wait-replicas to acknowledge it" },
 	{ .flag = "format", .env = "STAGEDRAIN_FORMAT", .type = V_CHOICE, .def = "sidekiq",
 	  .choices = formats, .off = OFF(format),
 	  .help = "job layout in redis, as the worker library writes it" },

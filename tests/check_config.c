@@ -409,7 +409,7 @@ START_TEST(help_ignores_bad_settings)
 	struct config cfg;
 
 	setenv("STAGEDRAIN_BATCH_SIZE", "abc", 1);
-	setenv("REDIS_URL", "rediss://x", 1);
+	setenv("REDIS_URL", "gopher://x", 1);
 	load_ok(&cfg, ARGV("--poll-interval", "forever", "--help"));
 	ck_assert(cfg.help);
 	ck_assert_int_eq(cfg.batch_size, 1000);
@@ -572,9 +572,17 @@ static const struct err_case {
 	/* redis urls are never echoed: they may hold a password */
 	{ NULL, NULL, { "--redis-url", "redis://:hunter2@h:99999" },
 	  "invalid --redis-url: port must be a number from 1 to 65535" },
-	{ "REDIS_URL", "rediss://:hunter2@h", { NULL },
-	  "invalid --redis-url (from REDIS_URL): rediss:// (TLS) is not supported yet; run a TLS "
-	  "tunnel such as stunnel or spiped on localhost and point a redis:// url at it" },
+	{ "REDIS_URL", "rediss-sentinel://:hunter2@h", { NULL },
+	  "invalid --redis-url (from REDIS_URL): missing master name (expected "
+	  "redis-sentinel://host1:26379,host2:26379/MASTER_NAME/db)" },
+	{ "STAGEDRAIN_REDIS_TLS_CA_FILE", "/ca.pem", { NULL },
+	  "--redis-tls-ca-file is set but --redis-url does not use TLS (use rediss:// or rediss-sentinel://)" },
+	{ NULL, NULL, { "--redis-url", "unix:///s", "--redis-tls-insecure" },
+	  "--redis-tls-insecure is set but --redis-url does not use TLS (use rediss:// or rediss-sentinel://)" },
+	{ NULL, NULL, { "--redis-url", "rediss://h", "--redis-tls-cert-file", "c.pem" },
+	  "--redis-tls-cert-file and --redis-tls-key-file go together: set both or neither" },
+	{ NULL, NULL, { "--redis-url", "rediss://h", "--redis-wait-replicas", "-1" },
+	  "invalid --redis-wait-replicas \"-1\": must be between 0 and 100" },
 	{ "STAGEDRAIN_REDIS_URL", "", { NULL }, "invalid --redis-url (from STAGEDRAIN_REDIS_URL): empty url" },
 	/* nor are postgres urls, though libpq's own message would quote the password */
 	{ NULL, NULL, { "--pg-url", "postgresql://u:hunter2%zz@h/db" },

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "redis_url.h"
 #include "suites.h"
@@ -36,6 +37,12 @@ static const struct url_case {
 	{ "unix:///s?password=p%40ss&db=1", "unix:/s?db=1", NULL, "p@ss" },
 	{ "unix://u@/s?password=sesame", "unix:/s?db=0", "u", "sesame" },
 	{ "unix:///tmp/my%20r.sock", "unix:/tmp/my r.sock?db=0", NULL, NULL },
+	{ "rediss://:secret@h:6380/2", "h:6380/2", NULL, "secret" },
+	{ "REDISS://h", "h:6379/0", NULL, NULL },
+	{ "redis-sentinel://s1,s2:26380,[::1]:7/mymaster", "sentinel:s1:26379,s2:26380,[::1]:7/mymaster/0", NULL,
+	  NULL },
+	{ "rediss-sentinel://u:p%40ss@s1:1/my%20master/3", "sentinel:s1:1/my master/3", "u", "p@ss" },
+	{ "redis-sentinel://:pw@s1/m/", "sentinel:s1:26379/m/0", NULL, "pw" },
 };
 
 START_TEST(redis_urls_parse)
@@ -52,6 +59,8 @@ START_TEST(redis_urls_parse)
 	if (t.password)
 		ck_assert_msg(!strstr(where, t.password), "%s leaks %s", where, t.password);
 	ck_assert(t.is_unix == (strncmp(uc->url, "unix:", 5) == 0));
+	ck_assert(t.tls == (strncasecmp(uc->url, "rediss", 6) == 0));
+	ck_assert((t.master_name != NULL) == (strstr(uc->url, "-sentinel:") != NULL));
 	redis_target_free(&t);
 	redis_target_free(&t);
 }
@@ -80,15 +89,24 @@ END_TEST
 #define BAD_DB "db must be a whole number, 0 or more"
 #define NOT_ABSOLUTE "socket path must be absolute, as in unix:///path/to/redis.sock"
 #define BAD_CREDS "bad percent-encoding in user name or password"
+#define NO_MASTER "missing master name (expected redis-sentinel://host1:26379,host2:26379/MASTER_NAME/db)"
 
 static const struct bad_url {
 	const char *url, *msg;
 } bad_urls[] = {
 	{ "", "empty url" },
-	{ "rediss://:hunter2@h:6380",
-	  "rediss:// (TLS) is not supported yet; run a TLS tunnel such as stunnel or spiped on "
-	  "localhost and point a redis:// url at it" },
-	{ "http://h", "unsupported scheme (expected redis:// or unix://)" },
+	{ "http://h", "unsupported scheme (expected redis://, rediss://, unix://, redis-sentinel:// or "
+		      "rediss-sentinel://)" },
+	{ "rediss://:hunter2@h:0", BAD_PORT },
+	{ "redis-sentinel://:hunter2@h1,h2", NO_MASTER },
+	{ "redis-sentinel://h1/", NO_MASTER },
+	{ "redis-sentinel://h1//0", NO_MASTER },
+	{ "redis-sentinel:///m", "missing host" },
+	{ "redis-sentinel://h1,,h2/m", "missing host" },
+	{ "redis-sentinel://,/m", "missing host" },
+	{ "redis-sentinel://h1:0/m", BAD_PORT },
+	{ "redis-sentinel://h1/m/x", BAD_DB },
+	{ "redis-sentinel://h1/m%zz", "bad percent-encoding in master name" },
 	{ "localhost:6379", "not a url (expected redis://host:port/db or unix:///path/to/redis.sock)" },
 	{ "redis://", "missing host" },
 	{ "redis://:6379", "missing host" },
