@@ -43,6 +43,7 @@ struct drain {
 	long long wrongtype_log_ms; /* when keys of the wrong type were last logged; 0: not since */
 	struct fence fence;
 	struct buf fence_text;
+	char redis_where[300]; /* the Redis server last connected to, to tell a failover */
 	long long relayed;
 	long long dead;
 	struct metrics *metrics; /* NULL: none; set by the caller after drain_init */

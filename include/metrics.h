@@ -55,6 +55,10 @@ struct metrics {
 	bool probe_ok[METRICS_NSERVERS];
 	char probe_err[METRICS_NSERVERS][200];
 	struct metrics_db db;
+	char redis_address[200]; /* the Redis server the drain uses: host:port/db, never a password */
+	char redis_master[128];  /* behind sentinels, the master's name; "" otherwise */
+	bool redis_tls;
+	unsigned long long wait_short; /* batches fewer replicas acknowledged than asked */
 };
 
 extern const double metrics_bucket_bounds[METRICS_NBUCKETS];
@@ -76,6 +80,10 @@ void metrics_leader(struct metrics *m, bool leader, long long cursor);
 void metrics_epoch(struct metrics *m, long long epoch);
 /* The drain's own connection went up or down; reconnect counts one more. */
 void metrics_connected(struct metrics *m, enum metrics_server s, bool up, bool reconnect);
+/* The Redis server the drain connected to (behind sentinels: the master now). */
+void metrics_redis_server(struct metrics *m, const char *address, const char *master_name, bool tls);
+/* A push or fence that fewer replicas acknowledged than --redis-wait-replicas. */
+void metrics_wait_short(struct metrics *m);
 /* The watcher's probe of a server; err (may be NULL) says why it failed. */
 void metrics_probe(struct metrics *m, enum metrics_server s, bool ok, const char *err);
 void metrics_db_reading(struct metrics *m, const struct metrics_db *db);

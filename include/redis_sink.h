@@ -2,13 +2,13 @@
 #ifndef STAGEDRAIN_REDIS_SINK_H
 #define STAGEDRAIN_REDIS_SINK_H
 
-#include <hiredis/hiredis.h>
 #include <stdbool.h>
 
 #include "batch.h"
 #include "buf.h"
 #include "config.h"
 #include "fmacros.h"
+#include "redis_conn.h"
 
 /* An argument of a queued command: ptr, or (ptr NULL) an offset into scratch,
  * which may move while the batch's commands are built. */
@@ -24,7 +24,7 @@ struct sink_cmd {
 };
 
 struct redis_sink {
-	redisContext *ctx;
+	struct redis_conn conn;
 	const struct config *cfg;
 	struct buf scratch; /* key names and scores of the batch being pushed */
 	struct sink_arg *args;
@@ -41,13 +41,17 @@ struct redis_sink {
 	char errstr[256];
 };
 
-/* Errors: -EIO or -ESTALE (errstr says why; the connection is closed), -ENOMEM. */
+/* Errors: -EIO or -ESTALE (errstr says why; the connection is closed), -ENOMEM,
+ * and -ETIMEDOUT when fewer than --redis-wait-replicas replicas acknowledged
+ * (errstr says how many; the connection stays open). */
 
 /* redis_sink_push found keys of the wrong type and wrote nothing. */
 #define REDIS_SINK_WRONGTYPE 1
 
 void redis_sink_init(struct redis_sink *rs, const struct config *cfg);
-/* Connects, authenticates, selects the database and checks with PING. */
+/* Connects, authenticates, selects the database and checks with PING
+ * (redis_conn_connect); rs->conn.where names the server, rs->conn.blame the
+ * setting to fix after a failure. */
 int redis_sink_connect(struct redis_sink *rs) SD_MUSTCHECK;
 bool redis_sink_connected(const struct redis_sink *rs);
 /* Pushes the batch's jobs and its fence in one round trip, as one atomic
@@ -55,7 +59,9 @@ bool redis_sink_connected(const struct redis_sink *rs);
  * all applied; -ESTALE when a newer epoch was taken (nothing applied);
  * REDIS_SINK_WRONGTYPE when a key it would write has another type (nothing
  * applied; redis_sink_bad_key names them). After -EIO the push's outcome is
- * unknown: it may still land, until the epoch moves. */
+ * unknown: it may still land, until the epoch moves. With --redis-wait-replicas
+ * it is 0 only once that many replicas have the batch too; -ETIMEDOUT when
+ * they did not in time (the push landed on the primary). */
 int redis_sink_push(struct redis_sink *rs, const struct batch *b) SD_MUSTCHECK;
 /* The i-th key of the wrong type (i < nbad), and its type. */
 const char *redis_sink_bad_key(const struct redis_sink *rs, size_t i, const char **type);
@@ -63,7 +69,9 @@ const char *redis_sink_bad_key(const struct redis_sink *rs, size_t i, const char
 bool redis_sink_blocked(struct redis_sink *rs, const struct batch *b, const struct batch_job *j);
 /* Takes the next leader epoch (INCR) into rs->epoch. */
 int redis_sink_new_epoch(struct redis_sink *rs) SD_MUSTCHECK;
-/* Reads the last batch's fence into out; out stays empty when there is none. */
+/* Reads the last batch's fence into out; out stays empty when there is none.
+ * With --redis-wait-replicas, -ETIMEDOUT unless that many replicas have all
+ * this connection wrote (the epoch, so the fence read before it too). */
 int redis_sink_get_fence(struct redis_sink *rs, struct buf *out) SD_MUSTCHECK;
 void redis_sink_close(struct redis_sink *rs);
 void redis_sink_free(struct redis_sink *rs);

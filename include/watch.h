@@ -10,7 +10,7 @@
 #include "config.h"
 #include "fmacros.h"
 #include "metrics.h"
-#include "redis_sink.h"
+#include "redis_conn.h"
 
 #define WATCH_MAX_WARNED 16
 
@@ -26,7 +26,7 @@ struct watch {
 	const struct config *cfg;
 	struct metrics *m;
 	PGconn *pg;
-	struct redis_sink probe;
+	struct redis_conn redis; /* its own connection, never the drain's */
 	pthread_t thread;
 	pthread_mutex_t lock;
 	pthread_cond_t wake;

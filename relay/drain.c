@@ -5,6 +5,7 @@
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -43,6 +44,7 @@ void drain_init(struct drain *d, const struct config *cfg, volatile sig_atomic_t
 	d->wrongtype_log_ms = 0;
 	fence_init(&d->fence);
 	buf_init(&d->fence_text);
+	d->redis_where[0] = '\0';
 	d->relayed = d->dead = 0;
 	d->metrics = NULL;
 }
@@ -85,19 +87,41 @@ static void nap(struct drain *d, int ms)
 	}
 }
 
+/* Which Redis server the drain now writes to (behind sentinels, the master
+ * they named), and whether that is news: a failover. */
+static void note_redis_server(struct drain *d)
+{
+	const struct redis_target *t = &d->cfg->redis;
+	const char *where = d->redis.conn.where, *name = t->master_name ? t->master_name : "";
+
+	if (d->redis_where[0] && strcmp(d->redis_where, where) != 0)
+		log_warn("redis master changed",
+			 LOGF(F_STR("from", d->redis_where), F_STR("to", where), F_STR("master_name", name)));
+	snprintf(d->redis_where, sizeof(d->redis_where), "%s", where);
+	metrics_redis_server(d->metrics, where, t->master_name, t->tls);
+}
+
 static void log_connected(struct drain *d)
 {
-	char pgw[300], rw[300];
+	const struct redis_target *t = &d->cfg->redis;
+	char pgw[300];
 
 	pg_source_describe(&d->pg, pgw, sizeof(pgw));
-	redis_target_describe(&d->cfg->redis, rw, sizeof(rw));
-	log_info("connected", LOGF(F_STR("postgres", pgw), F_STR("redis", rw),
+	note_redis_server(d);
+	log_info("connected", LOGF(F_STR("postgres", pgw), F_STR("redis", d->redis_where),
+				   F_STR("master_name", t->master_name ? t->master_name : ""),
+				   F_STR("tls", t->tls ? "true" : "false"),
 				   F_STR("format", d->cfg->format == FORMAT_SIDEKIQ ? "sidekiq" : "resque")));
+	if (d->cfg->redis_tls_insecure)
+		log_warn("--redis-tls-insecure: the redis server's certificate is not verified; anyone on the "
+			 "network path can read and change the jobs",
+			 NULL);
 }
 
 int drain_start(struct drain *d)
 {
 	int rc = pg_source_connect(&d->pg);
+	const char *blame;
 
 	if (rc == 0)
 		rc = pg_source_check_schema(&d->pg);
@@ -107,7 +131,8 @@ int drain_start(struct drain *d)
 	}
 	rc = redis_sink_connect(&d->redis);
 	if (rc < 0) {
-		log_error("cannot start", LOGF(F_STR("setting", "--redis-url"), F_STR("error", d->redis.errstr)));
+		blame = d->redis.conn.blame ? d->redis.conn.blame : "--redis-url";
+		log_error("cannot start", LOGF(F_STR("setting", blame), F_STR("error", d->redis.errstr)));
 		return rc;
 	}
 	log_connected(d);
@@ -356,6 +381,8 @@ static int drain_batch(struct drain *d)
 		 * and the fence, read after, names it if it came first. */
 		fall_back(d, DRAIN_NEED_EPOCH);
 		pg_source_rollback(&d->pg);
+		if (rc == -ETIMEDOUT)
+			metrics_wait_short(d->metrics);
 		redis_trouble(d, "could not push a batch to redis; rolled back, will retry");
 		return -EIO;
 	}
@@ -392,7 +419,7 @@ static void count_fenced(struct drain *d, long long deleted)
 static bool take_epoch(struct drain *d)
 {
 	if (redis_sink_new_epoch(&d->redis) < 0) {
-		redis_trouble(d, "could not read the fence from redis; will retry");
+		redis_trouble(d, "could not take a new epoch in redis; will retry");
 		return false;
 	}
 	d->state = DRAIN_NEED_FENCE;
@@ -409,10 +436,14 @@ static bool take_epoch(struct drain *d)
 static bool settle_fence(struct drain *d)
 {
 	long long deleted = 0;
+	int rc;
 
 	/* A failed GET also closes the connection, so no push can follow until
-	 * a reconnect and this read succeed. */
-	if (redis_sink_get_fence(&d->redis, &d->fence_text) < 0) {
+	 * a reconnect and this read succeed. Too few replicas: the rows the fence
+	 * names stay until they have it. */
+	if ((rc = redis_sink_get_fence(&d->redis, &d->fence_text)) < 0) {
+		if (rc == -ETIMEDOUT)
+			metrics_wait_short(d->metrics);
 		redis_trouble(d, "could not read the fence from redis; will retry");
 		return false;
 	}
@@ -469,15 +500,28 @@ static bool take_lead(struct drain *d)
 	return true;
 }
 
+/* Any state from NEED_EPOCH up falls back to it: the new connection may
+ * reach another server (a failover), whose epoch and fence are its own. */
 static bool reconnect_redis(struct drain *d)
 {
+	fall_back(d, DRAIN_NEED_EPOCH);
 	if (redis_sink_connect(&d->redis) < 0) {
 		redis_trouble(d, "could not reconnect to redis; will retry");
 		return false;
 	}
-	log_info("reconnected to redis", NULL);
+	note_redis_server(d);
+	log_info("reconnected to redis", LOGF(F_STR("redis", d->redis_where)));
 	metrics_connected(d->metrics, METRICS_REDIS, true, true);
 	return true;
+}
+
+/* The sentinels announced a failover: leave the old master before the next push. */
+static void follow_failover(struct drain *d)
+{
+	if (!redis_sink_connected(&d->redis) || !redis_conn_master_moved(&d->redis.conn))
+		return;
+	log_info("the sentinels announced a new redis master; reconnecting", LOGF(F_STR("from", d->redis_where)));
+	redis_sink_close(&d->redis);
 }
 
 /* Climbs the ladder to READY, restoring the sessions on the way: true when a
@@ -488,6 +532,7 @@ static bool ensure_ready(struct drain *d)
 		return false;
 	if (d->state == DRAIN_STANDBY && !take_lead(d))
 		return false;
+	follow_failover(d);
 	if (!redis_sink_connected(&d->redis) && !reconnect_redis(d))
 		return false;
 	if (d->state == DRAIN_NEED_EPOCH && !take_epoch(d))

@@ -144,6 +144,26 @@ void metrics_epoch(struct metrics *m, long long epoch)
 	pthread_mutex_unlock(&m->lock);
 }
 
+void metrics_redis_server(struct metrics *m, const char *address, const char *master_name, bool tls)
+{
+	if (!m)
+		return;
+	pthread_mutex_lock(&m->lock);
+	snprintf(m->redis_address, sizeof(m->redis_address), "%s", address);
+	snprintf(m->redis_master, sizeof(m->redis_master), "%s", master_name ? master_name : "");
+	m->redis_tls = tls;
+	pthread_mutex_unlock(&m->lock);
+}
+
+void metrics_wait_short(struct metrics *m)
+{
+	if (!m)
+		return;
+	pthread_mutex_lock(&m->lock);
+	m->wait_short++;
+	pthread_mutex_unlock(&m->lock);
+}
+
 void metrics_connected(struct metrics *m, enum metrics_server s, bool up, bool reconnect)
 {
 	if (!m)
@@ -283,6 +303,26 @@ static int format_state(struct metrics *m, struct buf *out)
 	return rc;
 }
 
+/* Which Redis the relay writes to: after a failover, the master it follows. */
+static int format_redis(struct metrics *m, struct buf *out)
+{
+	int rc = head(out, "redis_wait_short_total", "counter",
+		      "Pushes and fences fewer replicas acknowledged than --redis-wait-replicas; rolled back "
+		      "and tried again.");
+
+	if (rc == 0)
+		rc = buf_printf(out, "stagedrain_redis_wait_short_total %llu\n", m->wait_short);
+	if (rc == 0 && m->redis_address[0])
+		rc = head(out, "redis_master_info", "gauge",
+			  "The Redis server the relay pushes to (behind sentinels, the master it follows).");
+	if (rc == 0 && m->redis_address[0] && (rc = buf_puts(out, "stagedrain_redis_master_info{address=\"")) == 0 &&
+	    (rc = put_label(out, m->redis_address, strlen(m->redis_address))) == 0 &&
+	    (rc = buf_puts(out, "\",master_name=\"")) == 0 &&
+	    (rc = put_label(out, m->redis_master, strlen(m->redis_master))) == 0)
+		rc = buf_printf(out, "\",tls=\"%s\"} 1\n", m->redis_tls ? "true" : "false");
+	return rc;
+}
+
 static bool ready_locked(const struct metrics *m)
 {
 	for (int s = 0; s < METRICS_NSERVERS; s++)
@@ -326,6 +366,8 @@ int metrics_format(struct metrics *m, struct buf *out)
 		rc = format_batches(m, out);
 	if (rc == 0)
 		rc = format_state(m, out);
+	if (rc == 0)
+		rc = format_redis(m, out);
 	if (rc == 0)
 		rc = format_db(m, out);
 	pthread_mutex_unlock(&m->lock);

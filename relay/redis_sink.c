@@ -16,6 +16,7 @@ void redis_sink_init(struct redis_sink *rs, const struct config *cfg)
 {
 	memset(rs, 0, sizeof(*rs));
 	rs->cfg = cfg;
+	redis_conn_init(&rs->conn, cfg);
 	buf_init(&rs->scratch);
 	buf_init(&rs->bad);
 	buf_init(&rs->key);
@@ -23,21 +24,19 @@ void redis_sink_init(struct redis_sink *rs, const struct config *cfg)
 
 bool redis_sink_connected(const struct redis_sink *rs)
 {
-	return rs->ctx != NULL;
+	return redis_conn_connected(&rs->conn);
 }
 
 void redis_sink_close(struct redis_sink *rs)
 {
-	if (rs->ctx)
-		redisFree(rs->ctx);
-	rs->ctx = NULL;
+	redis_conn_close(&rs->conn);
 }
 
 void redis_sink_free(struct redis_sink *rs)
 {
 	if (!rs)
 		return;
-	redis_sink_close(rs);
+	redis_conn_free(&rs->conn);
 	buf_free(&rs->scratch);
 	buf_free(&rs->bad);
 	buf_free(&rs->key);
@@ -61,64 +60,13 @@ static int sink_fail(struct redis_sink *rs, const char *fmt, ...)
 	return -EIO;
 }
 
-/* The connection's error. hiredis reports a reply that did not come within
- * the timeout as the socket's EAGAIN, "Resource temporarily unavailable";
- * an operator should read "timeout". Call right after the failed call. */
-static const char *ctx_error(struct redis_sink *rs)
-{
-	int err = errno;
-	redisContext *c = rs->ctx;
-
-	if (c->err == REDIS_ERR_IO && (err == EAGAIN || err == EWOULDBLOCK))
-		snprintf(c->errstr, sizeof(c->errstr), "timeout: no reply within %d ms", rs->cfg->redis_timeout_ms);
-	return c->errstr;
-}
-
-/* Sends one command and fails unless the reply is a non-error. */
-static int simple_cmd(struct redis_sink *rs, int argc, const char **argv, const char *what)
-{
-	char where[300];
-	redisReply *r = redisCommandArgv(rs->ctx, argc, argv, NULL);
-	int rc = 0;
-
-	redis_target_describe(&rs->cfg->redis, where, sizeof(where));
-	if (!r)
-		rc = sink_fail(rs, "%s at %s failed: %s", what, where, ctx_error(rs));
-	else if (r->type == REDIS_REPLY_ERROR)
-		rc = sink_fail(rs, "%s at %s failed: %s", what, where, r->str);
-	freeReplyObject(r);
-	return rc;
-}
-
 int redis_sink_connect(struct redis_sink *rs)
 {
-	const struct redis_target *t = &rs->cfg->redis;
-	struct timeval tv = { rs->cfg->redis_timeout_ms / 1000, (rs->cfg->redis_timeout_ms % 1000) * 1000 };
-	char where[300], db[16];
-	const char *auth[3] = { "AUTH" }, *sel[2] = { "SELECT", db }, *ping[1] = { "PING" };
-	int rc = 0;
-
-	redis_sink_close(rs);
-	redis_target_describe(t, where, sizeof(where));
-	rs->ctx = t->is_unix ? redisConnectUnixWithTimeout(t->path, tv) : redisConnectWithTimeout(t->host, t->port, tv);
-	if (!rs->ctx)
-		return -ENOMEM;
-	if (rs->ctx->err)
-		return sink_fail(rs, "could not connect to redis at %s: %s", where, rs->ctx->errstr);
-	/* Bounds every reply wait, so a batch's transaction in Postgres stays short. */
-	if (redisSetTimeout(rs->ctx, tv) != REDIS_OK || (!t->is_unix && redisEnableKeepAlive(rs->ctx) != REDIS_OK))
-		return sink_fail(rs, "could not set up the redis connection to %s: %s", where, rs->ctx->errstr);
-	if (t->password) {
-		int n = 1;
-		if (t->user)
-			auth[n++] = t->user;
-		auth[n++] = t->password;
-		rc = simple_cmd(rs, n, auth, "AUTH");
+	if (redis_conn_connect(&rs->conn) < 0) {
+		snprintf(rs->errstr, sizeof(rs->errstr), "%s", rs->conn.errstr);
+		return -EIO;
 	}
-	snprintf(db, sizeof(db), "%d", t->db);
-	if (rc == 0 && t->db != 0)
-		rc = simple_cmd(rs, 2, sel, "SELECT");
-	return rc == 0 ? simple_cmd(rs, 1, ping, "PING") : rc;
+	return 0;
 }
 
 /* ---- building the batch's commands ---- */
@@ -435,8 +383,8 @@ static int append_eval(struct redis_sink *rs)
 			}
 		}
 	}
-	if (redisAppendCommandArgv(rs->ctx, (int)n, rs->argv, rs->argvlen) != REDIS_OK)
-		return sink_fail(rs, "could not queue the batch for redis: %s", rs->ctx->errstr);
+	if (redis_conn_append(&rs->conn, (int)n, rs->argv, rs->argvlen) < 0)
+		return sink_fail(rs, "could not queue the batch for redis: %s", rs->conn.errstr);
 	return 0;
 }
 
@@ -456,19 +404,47 @@ static int note_wrong_types(struct redis_sink *rs, const redisReply *r)
 	return rs->nbad ? REDIS_SINK_WRONGTYPE : sink_fail(rs, "redis answered the batch with a malformed WRONGTYPE");
 }
 
-int redis_sink_push(struct redis_sink *rs, const struct batch *b)
+/* WAIT N timeout, queued after the command whose writes it waits for. */
+static int append_wait(struct redis_sink *rs)
+{
+	char n[16], ms[16];
+	const char *argv[] = { "WAIT", n, ms };
+
+	snprintf(n, sizeof(n), "%d", rs->cfg->redis_wait_replicas);
+	snprintf(ms, sizeof(ms), "%d", rs->cfg->redis_wait_timeout_ms);
+	if (redis_conn_append(&rs->conn, 3, argv, NULL) < 0)
+		return sink_fail(rs, "%s", rs->conn.errstr);
+	return 0;
+}
+
+/* WAIT's reply: how many replicas acknowledged; fewer than asked is -ETIMEDOUT. */
+static int read_wait(struct redis_sink *rs)
+{
+	int want = rs->cfg->redis_wait_replicas;
+	redisReply *r = NULL;
+	int rc = 0;
+
+	if (redis_conn_reply(&rs->conn, &r, rs->cfg->redis_wait_timeout_ms) < 0)
+		return sink_fail(rs, "WAIT failed: %s", rs->conn.errstr);
+	if (r->type == REDIS_REPLY_ERROR)
+		rc = sink_fail(rs, "WAIT failed: %s", r->str);
+	else if (r->type != REDIS_REPLY_INTEGER || r->integer < want) {
+		snprintf(rs->errstr, sizeof(rs->errstr), "only %lld of %d replicas acknowledged within %d ms",
+			 r->type == REDIS_REPLY_INTEGER ? r->integer : 0, want, rs->cfg->redis_wait_timeout_ms);
+		rc = -ETIMEDOUT;
+	}
+	freeReplyObject(r);
+	return rc;
+}
+
+/* The script's reply: 0, -ESTALE, -EIO or REDIS_SINK_WRONGTYPE. */
+static int read_push(struct redis_sink *rs)
 {
 	redisReply *r = NULL;
-	int rc;
+	int rc = 0;
 
-	if (!rs->ctx)
-		return sink_fail(rs, "not connected to redis");
-	if (b->njobs == 0)
-		return 0;
-	if ((rc = build_commands(rs, b)) < 0 || (rc = append_eval(rs)) < 0)
-		return rc;
-	if (redisGetReply(rs->ctx, (void **)&r) != REDIS_OK)
-		return sink_fail(rs, "redis push failed: %s", ctx_error(rs));
+	if (redis_conn_reply(&rs->conn, &r, 0) < 0)
+		return sink_fail(rs, "redis push failed: %s", rs->conn.errstr);
 	if (r->type == REDIS_REPLY_ERROR)
 		rc = strncmp(r->str, "STALE ", 6) == 0 ? -ESTALE : -EIO;
 	else if (r->type == REDIS_REPLY_ARRAY && r->elements > 0 && r->element[0]->type == REDIS_REPLY_STRING &&
@@ -478,6 +454,27 @@ int redis_sink_push(struct redis_sink *rs, const struct batch *b)
 		sink_fail(rs, "redis refused the batch: %s", r->str);
 	freeReplyObject(r);
 	return rc;
+}
+
+int redis_sink_push(struct redis_sink *rs, const struct batch *b)
+{
+	bool wait = rs->cfg->redis_wait_replicas > 0;
+	int rc, wrc = 0;
+
+	if (!redis_sink_connected(rs))
+		return sink_fail(rs, "not connected to redis");
+	if (b->njobs == 0)
+		return 0;
+	if ((rc = build_commands(rs, b)) < 0 || (rc = append_eval(rs)) < 0)
+		return rc;
+	/* One round trip: WAIT goes with the script, and its reply is read
+	 * whatever the script's was, while the connection is still open. */
+	if (wait && (rc = append_wait(rs)) < 0)
+		return rc;
+	rc = read_push(rs);
+	if (wait && redis_sink_connected(rs))
+		wrc = read_wait(rs);
+	return rc == 0 ? wrc : rc;
 }
 
 const char *redis_sink_bad_key(const struct redis_sink *rs, size_t i, const char **type)
@@ -523,30 +520,34 @@ bool redis_sink_blocked(struct redis_sink *rs, const struct batch *b, const stru
 	       is_bad(rs, "%stimestamps:%.*s", p, (int)j->out.len, payload);
 }
 
-/* Sends `CMD <own key>` and returns the reply, or NULL after recording why. */
-static redisReply *own_key_cmd(struct redis_sink *rs, const char *cmd, const char *key)
+/* Queues `CMD <own key>`. */
+static int append_own_key_cmd(struct redis_sink *rs, const char *cmd, const char *key)
 {
 	const char *argv[2];
 	size_t argvlen[2];
-	redisReply *r;
 
-	if (!rs->ctx) {
-		sink_fail(rs, "not connected to redis");
-		return NULL;
-	}
+	if (!redis_sink_connected(rs))
+		return sink_fail(rs, "not connected to redis");
 	buf_reset(&rs->scratch);
 	rs->nargs = rs->ncmds = 0;
-	if (cmd_begin(rs) < 0 || arg_own_key(rs, key) < 0) {
-		sink_fail(rs, "out of memory");
-		return NULL;
-	}
+	if (cmd_begin(rs) < 0 || arg_own_key(rs, key) < 0)
+		return sink_fail(rs, "out of memory");
 	argv[0] = cmd;
 	argvlen[0] = strlen(cmd);
 	argv[1] = rs->scratch.data + rs->args[0].off;
 	argvlen[1] = rs->args[0].len;
-	r = redisCommandArgv(rs->ctx, 2, argv, argvlen);
-	if (!r)
-		sink_fail(rs, "%s failed: %s", cmd, ctx_error(rs));
+	if (redis_conn_append(&rs->conn, 2, argv, argvlen) < 0)
+		return sink_fail(rs, "%s", rs->conn.errstr);
+	return 0;
+}
+
+/* The reply to `CMD <own key>`, or NULL after recording why. */
+static redisReply *own_key_reply(struct redis_sink *rs, const char *cmd)
+{
+	redisReply *r = NULL;
+
+	if (redis_conn_reply(&rs->conn, &r, 0) < 0)
+		sink_fail(rs, "%s failed: %s", cmd, rs->conn.errstr);
 	else if (r->type == REDIS_REPLY_ERROR) {
 		sink_fail(rs, "%s failed: %s", cmd, r->str);
 		freeReplyObject(r);
@@ -557,9 +558,9 @@ static redisReply *own_key_cmd(struct redis_sink *rs, const char *cmd, const cha
 
 int redis_sink_new_epoch(struct redis_sink *rs)
 {
-	redisReply *r = own_key_cmd(rs, "INCR", KEYS_EPOCH);
+	redisReply *r;
 
-	if (!r)
+	if (append_own_key_cmd(rs, "INCR", KEYS_EPOCH) < 0 || !(r = own_key_reply(rs, "INCR")))
 		return -EIO;
 	rs->epoch = r->type == REDIS_REPLY_INTEGER ? r->integer : 0;
 	freeReplyObject(r);
@@ -568,14 +569,18 @@ int redis_sink_new_epoch(struct redis_sink *rs)
 
 int redis_sink_get_fence(struct redis_sink *rs, struct buf *out)
 {
-	redisReply *r = own_key_cmd(rs, "GET", KEYS_FENCE);
+	bool wait = rs->cfg->redis_wait_replicas > 0;
+	redisReply *r;
 	int rc = 0;
 
 	buf_reset(out);
-	if (!r)
+	if (append_own_key_cmd(rs, "GET", KEYS_FENCE) < 0 || (wait && append_wait(rs) < 0))
+		return -EIO;
+	if (!(r = own_key_reply(rs, "GET")))
 		return -EIO;
 	if (r->type == REDIS_REPLY_STRING)
 		rc = buf_append(out, r->str, r->len);
 	freeReplyObject(r);
-	return rc;
+	/* The rows the fence names are deleted next: only once replicas have it. */
+	return rc == 0 && wait ? read_wait(rs) : rc;
 }

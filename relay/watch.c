@@ -270,19 +270,19 @@ static void watch_pg(struct watch *w)
 
 static void watch_redis(struct watch *w)
 {
+	const char *ping[] = { "PING" };
 	redisReply *r = NULL;
-	int rc = 0;
+	int rc;
 
-	if (!redis_sink_connected(&w->probe))
-		rc = redis_sink_connect(&w->probe);
-	else if (!(r = redisCommand(w->probe.ctx, "PING")) || r->type == REDIS_REPLY_ERROR) {
-		snprintf(w->probe.errstr, sizeof(w->probe.errstr), "PING failed: %s",
-			 r ? r->str : w->probe.ctx->errstr);
-		redis_sink_close(&w->probe);
-		rc = -EIO;
-	}
+	/* After a failover the probe follows the drain to the new master. */
+	if (redis_conn_master_moved(&w->redis))
+		redis_conn_close(&w->redis);
+	if (!redis_conn_connected(&w->redis))
+		rc = redis_conn_connect(&w->redis);
+	else
+		rc = redis_conn_command(&w->redis, 1, ping, NULL, &r);
 	freeReplyObject(r);
-	note(w, METRICS_REDIS, rc == 0, w->probe.errstr);
+	note(w, METRICS_REDIS, rc == 0, w->redis.errstr);
 }
 
 static void *watch_main(void *arg)
@@ -318,7 +318,7 @@ int watch_start(struct watch *w, const struct config *cfg, struct metrics *m)
 	memset(w, 0, sizeof(*w));
 	w->cfg = cfg;
 	w->m = m;
-	redis_sink_init(&w->probe, cfg);
+	redis_conn_init(&w->redis, cfg);
 	if ((rc = pthread_condattr_init(&attr)) != 0)
 		goto fail_attr;
 	if ((rc = pthread_condattr_setclock(&attr, CLOCK_MONOTONIC)) != 0 ||
@@ -338,7 +338,7 @@ fail_mutex:
 fail_cond:
 	pthread_condattr_destroy(&attr);
 fail_attr:
-	redis_sink_free(&w->probe);
+	redis_conn_free(&w->redis);
 	return -rc;
 }
 
@@ -355,6 +355,6 @@ void watch_stop(struct watch *w)
 	pthread_mutex_destroy(&w->lock);
 	PQfinish(w->pg);
 	w->pg = NULL;
-	redis_sink_free(&w->probe);
+	redis_conn_free(&w->redis);
 	w->running = false;
 }

@@ -275,10 +275,14 @@ START_TEST(start_up_errors_are_one_clear_line)
 	ck_assert_int_eq(count_lines(out), 1);
 	ck_assert_ptr_nonnull(strstr(out, "--batch-size"));
 
-	ck_assert_int_eq(run_failing("tls", (const char *const[]){ "--redis-url", "rediss://h:6380", NULL }, out,
-				     sizeof(out)),
+	ck_assert_int_eq(run_failing("tls",
+				     (const char *const[]){ "--redis-url", "redis://h:6380", "--redis-tls-ca-file",
+							    "/ca.pem", NULL },
+				     out, sizeof(out)),
 			 2);
-	ck_assert_ptr_nonnull(strstr(out, "rediss"));
+	ck_assert_int_eq(count_lines(out), 1);
+	ck_assert_ptr_nonnull(strstr(out, "--redis-tls-ca-file"));
+	ck_assert_ptr_nonnull(strstr(out, "rediss://"));
 }
 END_TEST
 

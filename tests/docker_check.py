@@ -136,7 +136,9 @@ def check_dockerfile(path, sidecar):
 
 # Runtime packages of the build stage's -dev packages (Debian bookworm).
 RUNTIME = {"libpq-dev": "libpq5", "libhiredis-dev": "libhiredis0.14", "libjansson-dev": "libjansson4",
-           "libmicrohttpd-dev": "libmicrohttpd12"}
+           "libmicrohttpd-dev": "libmicrohttpd12", "libssl-dev": "libssl3"}
+# The -dev package of a pkg-config name in the Makefile's LIBS_PC, where it is not lib<name>-dev.
+DEV = {"openssl": "libssl-dev"}
 
 
 def apt_packages(body):
@@ -155,11 +157,13 @@ def check_sidecar_image(name, st, final):
     with open(os.path.join(ROOT, "Makefile")) as f:
         libs = re.search(r"^LIBS_PC = (.*)$", f.read(), re.M).group(1).split()
     for lib in libs:
-        dev = f"{lib if lib.startswith('lib') else 'lib' + lib}-dev"
+        dev = DEV.get(lib, f"{lib if lib.startswith('lib') else 'lib' + lib}-dev")
         if dev not in build_pkgs:
             problem(name, "libraries", f"build stage lacks {dev} (Makefile links {lib})")
         elif RUNTIME.get(dev) not in run_pkgs:
             problem(name, "libraries", f"final stage lacks the runtime package of {dev}")
+    if "ca-certificates" not in run_pkgs:
+        problem(name, "libraries", "final stage lacks ca-certificates: a rediss:// URL is verified against the system CAs")
     extra = {p for p in run_pkgs if p.endswith("-dev") or p in ("gcc", "make", "pkg-config", "libc6-dev")}
     if extra:
         problem(name, "size", f"final stage installs build tools: {' '.join(sorted(extra))}")
@@ -197,12 +201,91 @@ def url_host(url):
     return urllib.parse.urlsplit(url).hostname
 
 
+def mount_of(svc, volume):
+    """Where service svc mounts the named volume, or None."""
+    for v in svc.get("volumes") or []:
+        if isinstance(v, dict):
+            if v.get("type", "volume") == "volume" and v.get("source") == volume:
+                return v.get("target")
+        elif str(v).split(":")[0] == volume and ":" in str(v):
+            return str(v).split(":")[1]
+    return None
+
+
+def flag_value(argv, flag):
+    """The argument after flag in a command list, or None."""
+    argv = [str(a) for a in argv] if isinstance(argv, list) else shlex.split(str(argv))
+    return argv[argv.index(flag) + 1] if flag in argv[:-1] else None
+
+
+def in_volume(where, what, file, svc, svcs, volume):
+    """file must lie in the named volume as svc mounts it, and be a file the
+    service that fills that volume writes (named in its script)."""
+    mount = mount_of(svc, volume)
+    if not file or not mount:
+        problem(where, "tls", f"{what}: {file!r} is not in the {volume} volume (mounted at {mount!r})")
+        return
+    rel = os.path.relpath(file, mount)
+    if rel.startswith(".."):
+        problem(where, "tls", f"{what}: {file} is outside the {volume} volume, mounted at {mount}")
+    elif not re.search(rf"-out\s+{re.escape(rel)}\b|-keyout\s+{re.escape(rel)}\b",
+                       json.dumps(svcs["certs"].get("command"))):
+        problem(where, "tls", f"{what}: certs does not write {rel}")
+
+
+def check_tls(name, svcs, env, volumes):
+    """Redis is TLS-only; the relay and the worker verify it against the CA the
+    one-shot certs service makes into a named volume."""
+    certs, redis, relay, worker = svcs["certs"], svcs["redis"], svcs["relay"], svcs["worker"]
+    volume = next((str(v).split(":")[0] for v in certs.get("volumes") or [] if not isinstance(v, dict)), None)
+    if not volume or volume not in volumes:
+        problem(f"{name}: certs", "tls", "must write into a named volume (top-level volumes:)")
+        return
+    script = json.dumps(certs.get("command")) + json.dumps(certs.get("entrypoint"))
+    if "openssl req" not in script or "openssl x509" not in script:
+        problem(f"{name}: certs", "tls", "must make the CA and the server certificate with the openssl command")
+    if certs.get("restart", "no") != "no":
+        problem(f"{name}: certs", "restart", "a one-shot service must not be restarted")
+    if "DNS:redis" not in script:
+        problem(f"{name}: certs", "tls", "the server certificate must carry the name redis (subjectAltName)")
+    cmd = redis.get("command") or []
+    tls_port = flag_value(cmd, "--tls-port")
+    if flag_value(cmd, "--port") != "0" or not tls_port:
+        problem(f"{name}: redis", "tls", "must listen on --tls-port only (--port 0)")
+    for flag in ("--tls-cert-file", "--tls-key-file", "--tls-ca-cert-file"):
+        in_volume(f"{name}: redis", flag, flag_value(cmd, flag), redis, svcs, volume)
+    if (redis.get("depends_on") or {}).get("certs", {}).get("condition") != "service_completed_successfully":
+        problem(f"{name}: redis", "depends_on", "must wait for certs to complete")
+    health = (redis.get("healthcheck") or {}).get("test") or []
+    if "--tls" not in health or not flag_value(health, "--cacert"):
+        problem(f"{name}: redis", "healthcheck", "must ping over TLS, verifying the CA (--tls --cacert)")
+    else:
+        in_volume(f"{name}: redis", "healthcheck --cacert", flag_value(health, "--cacert"), redis, svcs, volume)
+    url = urllib.parse.urlsplit(env.get("STAGEDRAIN_REDIS_URL", ""))
+    if url.scheme != "rediss" or str(url.port or 6379) != tls_port:
+        problem(f"{name}: relay", "tls", f"STAGEDRAIN_REDIS_URL must be rediss:// to redis's --tls-port {tls_port}")
+    ca = env.get("STAGEDRAIN_REDIS_TLS_CA_FILE")
+    in_volume(f"{name}: relay", "STAGEDRAIN_REDIS_TLS_CA_FILE", ca, relay, svcs, volume)
+    if ca and ca != flag_value(cmd, "--tls-ca-cert-file"):
+        problem(f"{name}: relay", "tls", "STAGEDRAIN_REDIS_TLS_CA_FILE must be the CA that signed redis's certificate")
+    if env.get("STAGEDRAIN_REDIS_TLS_INSECURE") or "--redis-tls-insecure" in json.dumps(relay.get("command")):
+        problem(f"{name}: relay", "tls", "an example must verify the server, not --redis-tls-insecure")
+    wenv = service_env(worker, name)
+    if wenv.get("REDIS_TLS_CA_FILE") != ca:
+        problem(f"{name}: worker", "tls", "REDIS_TLS_CA_FILE must be the relay's STAGEDRAIN_REDIS_TLS_CA_FILE")
+    in_volume(f"{name}: worker", "REDIS_TLS_CA_FILE", wenv.get("REDIS_TLS_CA_FILE"), worker, svcs, volume)
+    with open(os.path.join(ROOT, "docker", "worker", "worker.rb")) as f:
+        rb = f.read()
+    if "REDIS_TLS_CA_FILE" not in rb or "ssl_params" not in rb or "ca_file" not in rb:
+        problem("docker/worker/worker.rb", "tls", "must pass REDIS_TLS_CA_FILE to Sidekiq's Redis as ssl_params ca_file")
+
+
 def check_compose(path):
     name = os.path.relpath(path, ROOT)
     with open(path) as f:
         doc = yaml.safe_load(f)
     svcs = doc.get("services") or {}
-    for need in ("postgres", "redis", "migrate", "relay", "app", "worker"):
+    for need in ("certs", "postgres", "redis", "migrate", "relay", "app", "worker"):
         if need not in svcs:
             problem(name, "services", f"no {need} service")
     if problems:
@@ -252,6 +335,7 @@ def check_compose(path):
     worker = svcs["worker"]
     if service_env(worker, name).get("REDIS_URL") != env.get("STAGEDRAIN_REDIS_URL"):
         problem(f"{name}: worker", "environment", "REDIS_URL must be the relay's STAGEDRAIN_REDIS_URL")
+    check_tls(name, svcs, env, doc.get("volumes") or {})
     app_text = json.dumps(svcs["app"].get("command"))
     queues = [a for i, a in enumerate(worker.get("command", [])) if i and worker["command"][i - 1] == "-q"]
     for q in re.findall(r"SELECT '([\w-]+)', '\w+'", app_text):

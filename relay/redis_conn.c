@@ -1,0 +1,204 @@
+/* A connection to the Redis a URL names. Everything that talks to Redis (the
+ * drain's sink and the watcher) connects through here, each with its own. */
+#include "fmacros.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "redis_conn.h"
+
+static int conn_fail(struct redis_conn *c, const char *blame, const char *fmt, ...) SD_PRINTF(3, 4);
+static int conn_fail(struct redis_conn *c, const char *blame, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(c->errstr, sizeof(c->errstr), fmt, ap);
+	va_end(ap);
+	c->blame = blame;
+	redis_io_close(&c->io);
+	return -EIO;
+}
+
+void redis_conn_init(struct redis_conn *c, const struct config *cfg)
+{
+	const struct redis_target *t = &cfg->redis;
+
+	memset(c, 0, sizeof(*c));
+	c->cfg = cfg;
+	redis_io_init(&c->io);
+	redis_target_describe(t, c->where, sizeof(c->where));
+	redis_sentinel_init(&c->sentinel, t, t->tls ? &c->tls : NULL, cfg->redis_timeout_ms);
+}
+
+/* The TLS context is made at the first connect, so a file that cannot be
+ * used fails start-up with the setting's name: -EINVAL, or -ENOMEM. */
+static int load_tls(struct redis_conn *c)
+{
+	struct redis_tls_error err = { "", NULL };
+	int rc = redis_tls_init(&c->tls, c->cfg, &err);
+
+	if (rc == -ENOMEM)
+		snprintf(c->errstr, sizeof(c->errstr), "out of memory");
+	else if (rc < 0)
+		snprintf(c->errstr, sizeof(c->errstr), "%s", err.errstr);
+	c->blame = err.blame;
+	return rc;
+}
+
+void redis_conn_close(struct redis_conn *c)
+{
+	redis_io_close(&c->io);
+}
+
+void redis_conn_free(struct redis_conn *c)
+{
+	if (!c)
+		return;
+	redis_io_free(&c->io);
+	redis_sentinel_free(&c->sentinel);
+	redis_tls_free(&c->tls);
+}
+
+bool redis_conn_connected(const struct redis_conn *c)
+{
+	return redis_io_is_open(&c->io);
+}
+
+int redis_conn_append(struct redis_conn *c, int argc, const char **argv, const size_t *argvlen)
+{
+	if (!redis_io_is_open(&c->io))
+		return conn_fail(c, NULL, "not connected to redis");
+	if (redis_io_append(&c->io, argc, argv, argvlen) < 0)
+		return conn_fail(c, NULL, "out of memory");
+	return 0;
+}
+
+int redis_conn_reply(struct redis_conn *c, redisReply **reply, int extra_ms)
+{
+	if (redis_io_reply(&c->io, reply, extra_ms) < 0)
+		return conn_fail(c, c->io.err.blame, "redis at %s: %s", c->where, c->io.err.errstr);
+	/* A failover demoted this server: find the master again. */
+	if ((*reply)->type == REDIS_REPLY_ERROR && strncmp((*reply)->str, "READONLY", 8) == 0)
+		redis_io_close(&c->io);
+	return 0;
+}
+
+int redis_conn_command(struct redis_conn *c, int argc, const char **argv, const size_t *argvlen, redisReply **reply)
+{
+	int rc = redis_conn_append(c, argc, argv, argvlen);
+
+	*reply = NULL;
+	if (rc == 0)
+		rc = redis_conn_reply(c, reply, 0);
+	if (rc == 0 && (*reply)->type == REDIS_REPLY_ERROR) {
+		rc = conn_fail(c, NULL, "%s at %s failed: %s", argv[0], c->where, (*reply)->str);
+		freeReplyObject(*reply);
+		*reply = NULL;
+	}
+	return rc;
+}
+
+/* Sends one command of the handshake and checks it succeeded. */
+static int hello_cmd(struct redis_conn *c, int argc, const char **argv, const char *blame)
+{
+	redisReply *r = NULL;
+	int rc = redis_conn_command(c, argc, argv, NULL, &r);
+
+	if (rc < 0 && !c->blame)
+		c->blame = blame;
+	freeReplyObject(r);
+	return rc;
+}
+
+/* Behind sentinels, the server they named may not have taken over yet, or
+ * may already have lost the role again. */
+static int check_master(struct redis_conn *c)
+{
+	const char *role[] = { "ROLE" };
+	redisReply *r = NULL;
+	int rc = redis_conn_command(c, 1, role, NULL, &r);
+
+	if (rc == 0 && (r->type != REDIS_REPLY_ARRAY || r->elements < 1 || r->element[0]->type != REDIS_REPLY_STRING ||
+			strcmp(r->element[0]->str, "master") != 0))
+		rc = conn_fail(c, NULL, "redis at %s is not a master (ROLE says %s); will ask the sentinels again",
+			       c->where,
+			       r->type == REDIS_REPLY_ARRAY && r->elements > 0 && r->element[0]->str
+				       ? r->element[0]->str
+				       : "something else");
+	freeReplyObject(r);
+	return rc;
+}
+
+/* AUTH, SELECT, ROLE behind sentinels, and PING: the server answers as the relay needs. */
+static int hello(struct redis_conn *c)
+{
+	const struct redis_target *t = &c->cfg->redis;
+	const char *auth[3] = { "AUTH" }, *sel[2] = { "SELECT" }, *ping[1] = { "PING" };
+	char db[16];
+	int n = 1, rc = 0;
+
+	if (t->password) {
+		if (t->user)
+			auth[n++] = t->user;
+		auth[n++] = t->password;
+		rc = hello_cmd(c, n, auth, "--redis-url");
+	}
+	snprintf(db, sizeof(db), "%d", t->db);
+	sel[1] = db;
+	if (rc == 0 && t->db != 0)
+		rc = hello_cmd(c, 2, sel, "--redis-url");
+	if (rc == 0 && t->master_name)
+		rc = check_master(c);
+	return rc == 0 ? hello_cmd(c, 1, ping, NULL) : rc;
+}
+
+/* Where to connect: the url's server, or the master the sentinels name. */
+static int find_server(struct redis_conn *c, char *host, size_t hostlen, int *port)
+{
+	const struct redis_target *t = &c->cfg->redis;
+	const char *blame = NULL;
+	char addr[200];
+
+	if (!t->master_name) {
+		snprintf(host, hostlen, "%s", t->host ? t->host : "");
+		*port = t->port;
+		return 0;
+	}
+	if (redis_sentinel_master(&c->sentinel, host, hostlen, port, &blame) < 0)
+		return conn_fail(c, blame, "no sentinel named the master %s: %s", t->master_name, c->sentinel.errstr);
+	redis_addr_describe(host, *port, addr, sizeof(addr));
+	if (snprintf(c->where, sizeof(c->where), "%s/%d", addr, t->db) < 0)
+		c->where[0] = '\0';
+	return 0;
+}
+
+int redis_conn_connect(struct redis_conn *c)
+{
+	const struct redis_target *t = &c->cfg->redis;
+	char host[256] = "";
+	int port = 0, rc;
+
+	redis_io_close(&c->io);
+	c->blame = NULL;
+	if (t->tls && !c->tls.ctx && (rc = load_tls(c)) < 0)
+		return rc;
+	if (!t->is_unix && (rc = find_server(c, host, sizeof(host), &port)) < 0)
+		return rc;
+	rc = redis_io_connect(&c->io, host, port, t->is_unix ? t->path : NULL, t->tls ? &c->tls : NULL,
+			      c->cfg->redis_timeout_ms);
+	if (rc == -ENOMEM)
+		return conn_fail(c, NULL, "out of memory");
+	if (rc < 0)
+		return conn_fail(c, c->io.err.blame, "could not connect to redis at %s: %s", c->where,
+				 c->io.err.errstr);
+	return hello(c);
+}
+
+bool redis_conn_master_moved(struct redis_conn *c)
+{
+	return c->cfg->redis.master_name && redis_sentinel_switched(&c->sentinel);
+}
