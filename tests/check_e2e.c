@@ -100,6 +100,7 @@ static void insert_ran(PGconn *c, const char *json)
 /* Loads each recorded execution (jid, queue, args) into table `ran`. */
 static void load_ran(PGconn *c, struct target *t)
 {
+	h_sql(c, "DROP TABLE IF EXISTS ran"); /* the other case's */
 	h_sql(c, "CREATE TABLE ran (jid text, queue text, args jsonb)");
 	if (t->tls) {
 		/* redis-cli's raw output: one element per line (the JSON is compact). */
