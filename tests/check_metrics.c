@@ -141,6 +141,29 @@ START_TEST(empty_page)
 	lacks(text, "\nstagedrain_oldest_transaction_age_seconds ");
 	lacks(text, "\nstagedrain_staged_dead_tuples ");
 	lacks(text, "\nstagedrain_jobs_relayed_total{");
+	/* No Redis connected yet: no server to name. */
+	has_line(text, "stagedrain_redis_wait_short_total 0");
+	lacks(text, "stagedrain_redis_master_info");
+	well_formed(text);
+	free(text);
+}
+END_TEST
+
+/* The server in use is named (after a failover, the new master), its label escaped; short WAITs are counted. */
+START_TEST(redis_server_and_short_waits)
+{
+	char *text;
+
+	metrics_redis_server(&m, "127.0.0.1:6380/0", NULL, false);
+	metrics_redis_server(&m, "10.0.0.2:6379/3", "my\"master", true);
+	metrics_wait_short(&m);
+	metrics_wait_short(&m);
+	text = page();
+	has_line(
+		text,
+		"stagedrain_redis_master_info{address=\"10.0.0.2:6379/3\",master_name=\"my\\\"master\",tls=\"true\"} 1");
+	lacks(text, "6380");
+	has_line(text, "stagedrain_redis_wait_short_total 2");
 	well_formed(text);
 	free(text);
 }
@@ -378,6 +401,8 @@ START_TEST(null_metrics_are_ignored)
 	metrics_connected(NULL, METRICS_PG, true, true);
 	metrics_probe(NULL, METRICS_PG, true, NULL);
 	metrics_db_reading(NULL, &db);
+	metrics_redis_server(NULL, "h:1/0", "m", true);
+	metrics_wait_short(NULL);
 	ck_assert(!metrics_leader_cursor(NULL, &cursor));
 	metrics_free(NULL);
 }
@@ -397,6 +422,7 @@ Suite *metrics_suite(void)
 	tcase_add_test(tc, queue_names_are_escaped);
 	tcase_add_test(tc, queue_count_is_bounded);
 	tcase_add_test(tc, leader_epoch_and_reconnects);
+	tcase_add_test(tc, redis_server_and_short_waits);
 	tcase_add_test(tc, database_readings);
 	tcase_add_test(tc, ready_needs_both_servers_twice);
 	tcase_add_test(tc, null_metrics_are_ignored);
