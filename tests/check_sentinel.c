@@ -171,6 +171,33 @@ static bool log_line_has(const char *path, const char *a, const char *b)
 	return found;
 }
 
+/* /readyz says ready and /metrics names the master at port, behind the sentinels. */
+static void assert_ready_on(struct relay_proc *p, int port)
+{
+	int http = h_http_port(p), st = 0;
+	long long t0 = mono_ms();
+	char info[256], *body = NULL;
+
+	snprintf(info, sizeof(info),
+		 "stagedrain_redis_master_info{address=\"127.0.0.1:%d/0\",master_name=\"" MASTER
+		 "\",tls=\"false\"} 1\n",
+		 port);
+	for (;;) {
+		free(body);
+		body = h_http_get(http, "/metrics", &st);
+		if ((st == 200 && strstr(body, info) && strstr(body, "\nstagedrain_ready 1\n")) ||
+		    mono_ms() - t0 > WAIT_MS)
+			break;
+		sleep_ms(100);
+	}
+	RELAY_CHECK(p, st == 200 && strstr(body, info), "/metrics lacks %s", info);
+	RELAY_CHECK(p, strstr(body, "\nstagedrain_ready 1\n"), "/metrics: not ready after the failover");
+	free(body);
+	body = h_http_get(http, "/readyz", &st);
+	RELAY_CHECK(p, st == 200 && strstr(body, "ready leader"), "/readyz: %d %s", st, body);
+	free(body);
+}
+
 /* A failover the sentinels are asked for. Without WAIT a job pushed to the old
  * primary after the sentinels promoted the replica but before the relay heard
  * of it would be lost when the old primary resyncs from the new one; with
@@ -183,7 +210,8 @@ START_TEST(follows_a_requested_failover)
 	int next = 0, old = master_port(), now;
 
 	start_relay(&p, "sentinel-failover",
-		    (const char *const[]){ "--redis-wait-replicas", "1", "--redis-wait-timeout", "200ms", NULL });
+		    (const char *const[]){ "--redis-wait-replicas", "1", "--redis-wait-timeout", "200ms", "--http-addr",
+					   "127.0.0.1:0", "--watch-interval", "200ms", NULL });
 	produce(c, &next, 1000);
 	s = open_port(h_port("sentinel1"));
 	freeReplyObject(h_cmd(s, "SENTINEL FAILOVER %s", MASTER));
@@ -193,6 +221,7 @@ START_TEST(follows_a_requested_failover)
 	produce(c, &next, 2000);
 	wait_drained(&p, c);
 	assert_master_changed(&p, now);
+	assert_ready_on(&p, now);
 	stop_relay(&p);
 	assert_all_on(c, now, "failover");
 	PQfinish(c);

@@ -250,45 +250,6 @@ START_TEST(tls_flag_with_a_plain_url_is_a_config_error)
 }
 END_TEST
 
-/* curl http://127.0.0.1:port/path: the body (caller frees) and the status. */
-static char *http_get(int port, const char *path, int *status)
-{
-	char cmd[256], line[4096], *body = NULL, *last;
-	size_t len = 0;
-	FILE *f, *out = open_memstream(&body, &len);
-
-	snprintf(cmd, sizeof(cmd), "curl -sS --max-time 10 -w '\\n%%{http_code}' http://127.0.0.1:%d%s", port, path);
-	f = popen(cmd, "r");
-	ck_assert_ptr_nonnull(f);
-	while (fgets(line, sizeof(line), f))
-		fputs(line, out);
-	ck_assert_msg(pclose(f) == 0, "%s failed", cmd);
-	fclose(out);
-	last = strrchr(body, '\n');
-	ck_assert_ptr_nonnull(last);
-	*status = atoi(last + 1);
-	*last = '\0';
-	return body;
-}
-
-/* The port on the relay's "serving http" line. */
-static int http_port(struct relay_proc *p)
-{
-	char line[4096], *at;
-	FILE *f;
-	int port = 0;
-
-	RELAY_CHECK(p, h_log_wait(p, "serving http", WAIT_MS), "no \"serving http\" in %s", p->log);
-	f = fopen(p->log, "r");
-	ck_assert_ptr_nonnull(f);
-	while (!port && fgets(line, sizeof(line), f))
-		if (strstr(line, "serving http") && (at = strstr(line, "127.0.0.1:")))
-			port = atoi(at + strlen("127.0.0.1:"));
-	fclose(f);
-	ck_assert_int_gt(port, 0);
-	return port;
-}
-
 /* /readyz answers 200 once the relay leads over TLS, and /metrics names the server. */
 START_TEST(metrics_and_readiness_over_tls)
 {
@@ -301,17 +262,17 @@ START_TEST(metrics_and_readiness_over_tls)
 	start_relay(&p, "tls-http", tls_url("127.0.0.1", "tls"),
 		    (const char *const[]){ "--redis-tls-ca-file", tls_file("ca.crt"), "--http-addr", "127.0.0.1:0",
 					   "--watch-interval", "200ms", NULL });
-	port = http_port(&p);
+	port = h_http_port(&p);
 	for (;;) {
 		free(body);
-		body = http_get(port, "/readyz", &st);
+		body = h_http_get(port, "/readyz", &st);
 		if (st == 200 || mono_ms() - t0 > WAIT_MS)
 			break;
 		sleep_ms(100);
 	}
 	RELAY_CHECK(&p, st == 200 && strstr(body, "ready leader"), "/readyz: %d %s", st, body);
 	free(body);
-	body = http_get(port, "/metrics", &st);
+	body = h_http_get(port, "/metrics", &st);
 	RELAY_CHECK(&p, st == 200, "/metrics: %d", st);
 	/* HOST:PORT/DB, as the README says (spec11.md wrote HOST:PORT). */
 	snprintf(info, sizeof(info),
