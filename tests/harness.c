@@ -3,6 +3,7 @@
 #include "fmacros.h"
 
 #include <check.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -206,6 +207,91 @@ const char *h_epoch_key(void)
 void h_services(const char *subcmd)
 {
 	ck_assert_msg(services_run(servers(), subcmd, NULL) == 0, "services.sh %s failed", subcmd);
+}
+
+int h_port(const char *name)
+{
+	char path[600];
+	int port = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s.port", h_env("TEST_DIR"), name);
+	f = fopen(path, "r");
+	ck_assert_msg(f != NULL, "no %s: did services.sh start that server?", path);
+	ck_assert_int_eq(fscanf(f, "%d", &port), 1);
+	fclose(f);
+	return port;
+}
+
+char *h_tls_cli(const char *port_name, const char *cmd)
+{
+	const char *dir = h_env("TEST_DIR");
+	char line[2048], *out = NULL;
+	size_t len = 0;
+	FILE *f;
+
+	snprintf(line, sizeof(line),
+		 "redis-cli --tls --cacert %s/tls/ca.crt --cert %s/tls/client.crt --key %s/tls/client.key"
+		 " -h 127.0.0.1 -p %d %s",
+		 dir, dir, dir, h_port(port_name), cmd);
+	f = popen(line, "r");
+	ck_assert_msg(f != NULL, "could not run %s", line);
+	out = calloc(1, 1);
+	while (fgets(line, sizeof(line), f)) {
+		size_t n = strlen(line);
+		out = realloc(out, len + n + 1);
+		memcpy(out + len, line, n + 1);
+		len += n;
+	}
+	ck_assert_msg(pclose(f) == 0, "redis-cli %s failed: %s", cmd, out);
+	return out;
+}
+
+long long h_tls_cli_int(const char *port_name, const char *cmd)
+{
+	char *out = h_tls_cli(port_name, cmd), *end;
+	long long v = strtoll(out, &end, 10);
+
+	ck_assert_msg(end != out && (*end == '\n' || !*end), "redis-cli %s: not an integer: %s", cmd, out);
+	free(out);
+	return v;
+}
+
+char *h_http_get(int port, const char *path, int *status)
+{
+	char cmd[256], line[4096], *body = NULL, *last;
+	size_t len = 0;
+	FILE *f, *out = open_memstream(&body, &len);
+
+	snprintf(cmd, sizeof(cmd), "curl -sS --max-time 10 -w '\\n%%{http_code}' http://127.0.0.1:%d%s", port, path);
+	f = popen(cmd, "r");
+	ck_assert_ptr_nonnull(f);
+	while (fgets(line, sizeof(line), f))
+		fputs(line, out);
+	ck_assert_msg(pclose(f) == 0, "%s failed", cmd);
+	fclose(out);
+	last = strrchr(body, '\n');
+	ck_assert_ptr_nonnull(last);
+	*status = atoi(last + 1);
+	*last = '\0';
+	return body;
+}
+
+int h_http_port(struct relay_proc *p)
+{
+	char line[4096], *at;
+	FILE *f;
+	int port = 0;
+
+	RELAY_CHECK(p, h_log_wait(p, "serving http", 30000), "no \"serving http\" in %s", p->log);
+	f = fopen(p->log, "r");
+	ck_assert_ptr_nonnull(f);
+	while (!port && fgets(line, sizeof(line), f))
+		if (strstr(line, "serving http") && (at = strstr(line, "127.0.0.1:")))
+			port = atoi(at + strlen("127.0.0.1:"));
+	fclose(f);
+	ck_assert_int_gt(port, 0);
+	return port;
 }
 
 json_t *h_list_jobs(redisContext *r, const char *key)

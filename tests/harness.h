@@ -84,6 +84,20 @@ const char *h_epoch_key(void);
 /* Runs tests/services.sh with a sub-command against this run's servers. */
 void h_services(const char *subcmd);
 
+/* The port services.sh wrote into TEST_DIR/NAME.port (tls, sentinel1, ...). */
+int h_port(const char *name);
+/* A command (space-separated words) to a TLS-only test Redis (services.sh
+ * tls-start; port_name tls or tlsauth), through redis-cli with the test CA and
+ * client certificate: its raw output, one line per element (caller frees). */
+char *h_tls_cli(const char *port_name, const char *cmd);
+/* The same for a command that answers an integer. */
+long long h_tls_cli_int(const char *port_name, const char *cmd);
+
+/* curl http://127.0.0.1:port/path: the body (caller frees), the status in *status. */
+char *h_http_get(int port, const char *path, int *status);
+/* The port on the relay's "serving http" line (it ran with --http-addr 127.0.0.1:0). */
+int h_http_port(struct relay_proc *p);
+
 /* Every job payload in a Redis list, parsed (caller json_decref's). */
 json_t *h_list_jobs(redisContext *r, const char *key);
 /* Records the staged rows' jids in table `expected`, before a relay runs. */

@@ -16,6 +16,19 @@
 #                                 (ports in DIR/pgfo1.port, DIR/pgfo2.port)
 #   services.sh pgfo-promote DIR  stop that primary (fast), promote the standby
 #   services.sh pgfo-stop DIR     stop both; `stop` stops these extra servers too
+#   services.sh tls-start DIR     a throwaway CA under DIR/tls and two TLS-only Redis:
+#                                 DIR/tls.port (no client certificate asked) and
+#                                 DIR/tlsauth.port (a client certificate required)
+#   services.sh tls-stop DIR      stop both
+#   services.sh sentinel-start DIR
+#                                 a Redis primary (DIR/sentinel-r1.port), its replica
+#                                 (DIR/sentinel-r2.port) and three sentinels
+#                                 (DIR/sentinel{1,2,3}.port) watching stagedrain-test
+#   services.sh sentinel-cut DIR  the current primary stops feeding its replica
+#   services.sh sentinel-kill DIR SIGKILL the current primary
+#   services.sh sentinel-revive DIR
+#                                 start that one again (the sentinels make it a replica)
+#   services.sh sentinel-stop DIR stop them all
 set -euo pipefail
 
 pgbin() {
@@ -163,6 +176,219 @@ pg_stop() {
 	kill -9 "$pid" 2>/dev/null || true
 }
 
+# openssl_cert DIR NAME CA SUBJECT EXT: a P-256 key DIR/NAME.key and a
+# certificate for it signed by DIR/CA (two days, enough for any test run).
+openssl_cert() {
+	local d=$1 name=$2 ca=$3 subj=$4 ext=$5
+	openssl req -new -nodes -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 \
+		-keyout "$d/$name.key" -out "$d/$name.csr" -subj "$subj" 2>/dev/null
+	printf '%s\n' "$ext" >"$d/$name.ext"
+	openssl x509 -req -in "$d/$name.csr" -CA "$d/$ca.crt" -CAkey "$d/$ca.key" -CAcreateserial \
+		-days 2 -out "$d/$name.crt" -extfile "$d/$name.ext" 2>/dev/null
+}
+
+# A CA of its own (and a second, unrelated one), a server certificate for
+# redis.test and 127.0.0.1 only (not localhost: the name-mismatch case), a
+# client certificate.
+tls_certs() {
+	local d=$1/tls ca
+	mkdir -p "$d"
+	for ca in ca other-ca; do
+		openssl req -x509 -new -nodes -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 \
+			-keyout "$d/$ca.key" -out "$d/$ca.crt" -days 2 -subj "/CN=stagedrain test $ca" 2>/dev/null
+	done
+	openssl_cert "$d" server ca /CN=redis.test \
+		"$(printf 'subjectAltName=DNS:redis.test,IP:127.0.0.1\nextendedKeyUsage=serverAuth')"
+	openssl_cert "$d" client ca /CN=stagedrain-test-client 'extendedKeyUsage=clientAuth'
+}
+
+# tls_redis DIR NAME AUTH: a Redis on a TLS port only, DIR/NAME.port; AUTH is
+# its --tls-auth-clients (yes: a client certificate is required).
+tls_redis() {
+	local dir=$1 name=$2 auth=$3 d=$1/tls port try
+	mkdir -p "$dir/$name"
+	for try in 1 2 3; do
+		port=$(free_port)
+		redis-server --bind 127.0.0.1 --port 0 --tls-port "$port" --tls-cert-file "$d/server.crt" \
+			--tls-key-file "$d/server.key" --tls-ca-cert-file "$d/ca.crt" --tls-auth-clients "$auth" \
+			--dir "$dir/$name" --daemonize yes --pidfile "$dir/$name.pid" --logfile "$dir/$name.log" \
+			--save '' --appendonly no >/dev/null
+		for _ in $(seq 1 50); do
+			if redis-cli --tls --cacert "$d/ca.crt" --cert "$d/client.crt" --key "$d/client.key" \
+				-h 127.0.0.1 -p "$port" ping 2>/dev/null | grep -q PONG; then
+				echo "$port" >"$dir/$name.port"
+				return
+			fi
+			sleep 0.1
+		done
+		redis_stop "$dir" "$name"
+		[ "$try" != 3 ] || { tail -n 5 "$dir/$name.log" >&2; exit 1; }
+	done
+}
+
+tls_start() {
+	tls_stop "$1" # a test that failed may have left them running
+	tls_certs "$1"
+	tls_redis "$1" tls no
+	tls_redis "$1" tlsauth yes
+}
+
+tls_stop() {
+	redis_stop "$1" tls
+	redis_stop "$1" tlsauth
+}
+
+# Sentinel's servers: DIR/sentinel/rN (the Redis, N = 1 primary, 2 replica) and
+# DIR/sentinel/sN (the sentinels). The replica logs in to its primary as the ACL
+# user repl, which may replicate and nothing else: sentinel-cut switches it off
+# there, so the replica stops receiving writes and cannot resync. Both Redis
+# carry the user and the masteruser setting, since either may be primary after a
+# failover.
+SENTINEL_MASTER=stagedrain-test
+
+sentinel_redis() {
+	local dir=$1 n=$2 primary=${3:-} d=$1/sentinel port try
+	mkdir -p "$d/r$n"
+	for try in 1 2 3; do
+		port=$(free_port)
+		cat >"$d/r$n.conf" <<-CONF
+		bind 127.0.0.1
+		port $port
+		dir $d/r$n
+		daemonize yes
+		pidfile $d/r$n.pid
+		logfile $d/r$n.log
+		save ""
+		appendonly no
+		repl-diskless-sync-delay 0
+		user default on nopass ~* &* +@all
+		user repl on >repl-secret -@all +psync +sync +replconf +ping
+		masteruser repl
+		masterauth repl-secret
+		CONF
+		[ -z "$primary" ] || echo "replicaof 127.0.0.1 $primary" >>"$d/r$n.conf"
+		redis-server "$d/r$n.conf" >/dev/null
+		for _ in $(seq 1 50); do
+			if redis-cli -p "$port" ping 2>/dev/null | grep -q PONG; then
+				echo "$port" >"$dir/sentinel-r$n.port"
+				return
+			fi
+			sleep 0.1
+		done
+		redis_stop "$d" "r$n"
+		[ "$try" != 3 ] || { tail -n 5 "$d/r$n.log" >&2; exit 1; }
+	done
+}
+
+sentinel_one() {
+	local dir=$1 n=$2 primary=$3 d=$1/sentinel port try
+	for try in 1 2 3; do
+		port=$(free_port)
+		cat >"$d/s$n.conf" <<-CONF
+		bind 127.0.0.1
+		port $port
+		dir $d
+		daemonize yes
+		pidfile $d/s$n.pid
+		logfile $d/s$n.log
+		sentinel monitor $SENTINEL_MASTER 127.0.0.1 $primary 2
+		sentinel down-after-milliseconds $SENTINEL_MASTER 1000
+		sentinel failover-timeout $SENTINEL_MASTER 3000
+		sentinel parallel-syncs $SENTINEL_MASTER 1
+		CONF
+		redis-server "$d/s$n.conf" --sentinel >/dev/null
+		for _ in $(seq 1 50); do
+			if redis-cli -p "$port" ping 2>/dev/null | grep -q PONG; then
+				echo "$port" >"$dir/sentinel$n.port"
+				return
+			fi
+			sleep 0.1
+		done
+		redis_stop "$d" "s$n"
+		[ "$try" != 3 ] || { tail -n 5 "$d/s$n.log" >&2; exit 1; }
+	done
+}
+
+# sentinel_field PORT FIELD: a field of SENTINEL MASTER as sentinel PORT sees it.
+sentinel_field() {
+	redis-cli -p "$1" sentinel master "$SENTINEL_MASTER" 2>/dev/null |
+		awk -v f="$2" 'prev == f { print; exit } { prev = $0 }'
+}
+
+# Ready when the replica is in sync and every sentinel knows the replica and
+# the two other sentinels: only then is a failover sure to find a quorum.
+sentinel_start() {
+	local dir=$1 n p ok
+	sentinel_stop "$dir" # a test that failed may have left them running
+	rm -rf "$dir/sentinel"
+	mkdir -p "$dir/sentinel"
+	sentinel_redis "$dir" 1
+	sentinel_redis "$dir" 2 "$(cat "$dir/sentinel-r1.port")"
+	for n in 1 2 3; do sentinel_one "$dir" "$n" "$(cat "$dir/sentinel-r1.port")"; done
+	for _ in $(seq 1 300); do
+		ok=1
+		redis-cli -p "$(cat "$dir/sentinel-r2.port")" info replication |
+			grep -q '^master_link_status:up' || ok=0
+		for n in 1 2 3; do
+			p=$(cat "$dir/sentinel$n.port")
+			[ "$(sentinel_field "$p" num-slaves)" = 1 ] || ok=0
+			[ "$(sentinel_field "$p" num-other-sentinels)" = 2 ] || ok=0
+		done
+		[ "$ok" = 0 ] || return 0
+		sleep 0.1
+	done
+	echo "services.sh: sentinels did not see the replica and each other in 30 s" >&2
+	exit 1
+}
+
+# The port of the primary the sentinels name now.
+sentinel_primary() {
+	redis-cli -p "$(cat "$1/sentinel1.port")" sentinel get-master-addr-by-name "$SENTINEL_MASTER" | tail -n 1
+}
+
+# The N of DIR/sentinel/rN.pid for the Redis on port PORT.
+sentinel_which() {
+	local dir=$1 port=$2 n
+	for n in 1 2; do
+		[ "$(cat "$dir/sentinel-r$n.port")" != "$port" ] || { echo "$n"; return; }
+	done
+	echo "services.sh: no sentinel Redis on port $port" >&2
+	exit 1
+}
+
+sentinel_cut() {
+	local port
+	port=$(sentinel_primary "$1")
+	redis-cli -p "$port" acl setuser repl off >/dev/null
+	redis-cli -p "$port" client kill user repl >/dev/null
+}
+
+sentinel_kill() {
+	local d=$1/sentinel n pid
+	n=$(sentinel_which "$1" "$(sentinel_primary "$1")")
+	pid=$(cat "$d/r$n.pid")
+	kill -9 "$pid"
+	for _ in $(seq 1 50); do
+		kill -0 "$pid" 2>/dev/null || { rm -f "$d/r$n.pid"; return 0; }
+		sleep 0.1
+	done
+}
+
+# Starts again whichever of the two Redis is not running (a killed primary):
+# the sentinels make it a replica of the current primary.
+sentinel_revive() {
+	local d=$1/sentinel n
+	for n in 1 2; do
+		[ -f "$d/r$n.pid" ] || redis-server "$d/r$n.conf" >/dev/null
+	done
+}
+
+sentinel_stop() {
+	local d=$1/sentinel n
+	for n in 1 2 3; do redis_stop "$d" "s$n"; done
+	for n in 1 2; do redis_stop "$d" "r$n"; done
+}
+
 start() {
 	local dir=$1
 	chmod 755 "$dir"
@@ -184,6 +410,8 @@ start() {
 }
 
 stop() {
+	sentinel_stop "$1"
+	tls_stop "$1"
 	pg_stop "$1" pgfo1
 	pg_stop "$1" pgfo2
 	pg_stop "$1"
@@ -213,12 +441,19 @@ redis2-stop) redis_stop "$1" redis2 ;;
 pg-restart) pg_restart "$1" ;;
 pgfo-start) pgfo_start "$1" ;;
 pgfo-promote) pgfo_promote "$1" ;;
+tls-start) tls_start "$1" ;;
+tls-stop) tls_stop "$1" ;;
+sentinel-start) sentinel_start "$1" ;;
+sentinel-cut) sentinel_cut "$1" ;;
+sentinel-kill) sentinel_kill "$1" ;;
+sentinel-revive) sentinel_revive "$1" ;;
+sentinel-stop) sentinel_stop "$1" ;;
 pgfo-stop)
 	pg_stop "$1" pgfo1
 	pg_stop "$1" pgfo2
 	;;
 *)
-	sed -n '2,19p' "$0" >&2
+	sed -n '2,32p' "$0" >&2
 	exit 2
 	;;
 esac

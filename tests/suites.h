@@ -24,5 +24,7 @@ Suite *trouble_suite(void);
 Suite *http_suite(void);
 Suite *reconcile_suite(void);
 Suite *guarantees_suite(void);
+Suite *tls_suite(void);
+Suite *sentinel_suite(void);
 
 #endif

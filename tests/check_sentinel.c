@@ -1,0 +1,351 @@
+/* Redis Sentinel, against real servers (services.sh sentinel-start: a primary,
+ * one replica, three sentinels): the relay finds the master through the
+ * sentinels, follows a failover without losing a job, and with
+ * --redis-wait-replicas keeps a job staged until a replica holds it. */
+#include "fmacros.h"
+
+#include <check.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "suites.h"
+
+#define MASTER "stagedrain-test"
+#define WAIT_MS 30000
+
+static const char *const queues[] = { "queue:default", NULL };
+
+static void sentinel_up(void)
+{
+	PGconn *c;
+
+	h_reset();
+	h_services("sentinel-start");
+	c = h_pg();
+	h_snapshot_expected(c); /* empty: h_stage_expected fills it */
+	PQfinish(c);
+}
+
+/* Stopped here too, so each case starts from the same topology. */
+static void sentinel_down(void)
+{
+	h_services("sentinel-stop");
+}
+
+static redisContext *open_port(int port)
+{
+	char err[REDIS_ERRLEN];
+	redisContext *r = redis_open(port, 5000, err);
+
+	ck_assert_msg(r != NULL, "%s", err);
+	return r;
+}
+
+/* The master's port as the first sentinel names it now. */
+static int master_port(void)
+{
+	redisContext *r = open_port(h_port("sentinel1"));
+	redisReply *rep = h_cmd(r, "SENTINEL get-master-addr-by-name %s", MASTER);
+	int port;
+
+	ck_assert_int_eq(rep->type, REDIS_REPLY_ARRAY);
+	ck_assert_int_eq(rep->elements, 2);
+	port = atoi(rep->element[1]->str);
+	freeReplyObject(rep);
+	redisFree(r);
+	return port;
+}
+
+/* Waits until the sentinels name a master other than old; returns its port. */
+static int wait_new_master(int old)
+{
+	long long t0 = mono_ms();
+	int port;
+
+	while ((port = master_port()) == old) {
+		ck_assert_msg(mono_ms() - t0 < WAIT_MS, "no failover away from port %d within %d ms", old, WAIT_MS);
+		sleep_ms(100);
+	}
+	return port;
+}
+
+static const char *sentinel_url(void)
+{
+	static char url[256];
+
+	snprintf(url, sizeof(url), "redis-sentinel://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d/%s/0", h_port("sentinel1"),
+		 h_port("sentinel2"), h_port("sentinel3"), MASTER);
+	return url;
+}
+
+/* Starts the relay through the sentinels with args after the URLs, and waits
+ * for its first connection, which must name the primary and the master name. */
+static void start_relay(struct relay_proc *p, const char *name, const char *const *args)
+{
+	const char *argv[40] = { "--pg-url", h_env("TEST_PG_URL"), "--redis-url", sentinel_url(), "--batch-size",
+				 "50",       "--poll-interval",    "20ms" };
+	char want[64];
+	int n = 8;
+
+	for (; args && *args && n < 39; args++)
+		argv[n++] = *args;
+	argv[n] = NULL;
+	h_relay_start_bare(p, name, argv);
+	RELAY_CHECK(p, h_log_wait(p, "msg=connected ", WAIT_MS), "relay %s did not connect; see %s", name, p->log);
+	snprintf(want, sizeof(want), "redis=127.0.0.1:%d/0", h_port("sentinel-r1"));
+	RELAY_CHECK(p, h_log_contains(p->log, want), "the connected line lacks %s; see %s", want, p->log);
+	RELAY_CHECK(p, h_log_contains(p->log, "master_name=" MASTER), "no master_name= in %s", p->log);
+}
+
+static void stop_relay(struct relay_proc *p)
+{
+	h_relay_kill(p, SIGTERM);
+	ck_assert_int_eq(h_relay_wait(p, WAIT_MS), 0);
+}
+
+static long long staged(PGconn *c)
+{
+	return h_sql(c, "SELECT count(*) FROM staged_jobs");
+}
+
+static void wait_drained(struct relay_proc *p, PGconn *c)
+{
+	long long t0 = mono_ms();
+
+	while (staged(c) > 0) {
+		RELAY_CHECK(p, mono_ms() - t0 < WAIT_MS, "%lld jobs still staged after %d ms; see %s", staged(c),
+			    WAIT_MS, p->log);
+		sleep_ms(50);
+	}
+}
+
+/* Stages 10 jobs every 50 ms for ms milliseconds from *next on. */
+static void produce(PGconn *c, int *next, int ms)
+{
+	long long t0 = mono_ms();
+
+	while (mono_ms() - t0 < ms) {
+		h_stage_expected(c, "default", *next, 10);
+		*next += 10;
+		sleep_ms(50);
+	}
+}
+
+/* The relay logged that it moved from the first primary to port. */
+static void assert_master_changed(struct relay_proc *p, int port)
+{
+	char to[64];
+
+	snprintf(to, sizeof(to), "to=127.0.0.1:%d", port);
+	RELAY_CHECK(p, h_log_wait(p, "msg=\"redis master changed\"", WAIT_MS), "no master change in %s", p->log);
+	RELAY_CHECK(p, h_log_contains(p->log, to), "the master change does not say %s; see %s", to, p->log);
+}
+
+/* Every expected job is on the Redis at port; prints (not asserts) the duplicates. */
+static void assert_all_on(PGconn *c, int port, const char *what)
+{
+	redisContext *r = open_port(port);
+
+	h_load_seen(c, r, queues);
+	ck_assert_int_eq(h_missing(c), 0);
+	printf("sentinel %s: %lld jobs, %lld duplicates\n", what, h_sql(c, "SELECT count(*) FROM expected"),
+	       h_duplicates(c));
+	fflush(stdout);
+	redisFree(r);
+}
+
+/* True if one line of the log at path contains both a and b. */
+static bool log_line_has(const char *path, const char *a, const char *b)
+{
+	char line[4096];
+	bool found = false;
+	FILE *f = fopen(path, "r");
+
+	ck_assert_msg(f != NULL, "no log %s", path);
+	while (!found && fgets(line, sizeof(line), f))
+		found = strstr(line, a) && strstr(line, b);
+	fclose(f);
+	return found;
+}
+
+/* /readyz says ready and /metrics names the master at port, behind the sentinels. */
+static void assert_ready_on(struct relay_proc *p, int port)
+{
+	int http = h_http_port(p), st = 0;
+	long long t0 = mono_ms();
+	char info[256], *body = NULL;
+
+	snprintf(info, sizeof(info),
+		 "stagedrain_redis_master_info{address=\"127.0.0.1:%d/0\",master_name=\"" MASTER
+		 "\",tls=\"false\"} 1\n",
+		 port);
+	for (;;) {
+		free(body);
+		body = h_http_get(http, "/metrics", &st);
+		if ((st == 200 && strstr(body, info) && strstr(body, "\nstagedrain_ready 1\n")) ||
+		    mono_ms() - t0 > WAIT_MS)
+			break;
+		sleep_ms(100);
+	}
+	RELAY_CHECK(p, st == 200 && strstr(body, info), "/metrics lacks %s", info);
+	RELAY_CHECK(p, strstr(body, "\nstagedrain_ready 1\n"), "/metrics: not ready after the failover");
+	free(body);
+	body = h_http_get(http, "/readyz", &st);
+	RELAY_CHECK(p, st == 200 && strstr(body, "ready leader"), "/readyz: %d %s", st, body);
+	free(body);
+}
+
+/* A failover the sentinels are asked for. Without WAIT a job pushed to the old
+ * primary after the sentinels promoted the replica but before the relay heard
+ * of it would be lost when the old primary resyncs from the new one; with
+ * --redis-wait-replicas 1 no such job is taken as pushed, so none may go missing. */
+START_TEST(follows_a_requested_failover)
+{
+	PGconn *c = h_pg();
+	struct relay_proc p;
+	redisContext *s;
+	int next = 0, old = master_port(), now;
+
+	start_relay(&p, "sentinel-failover",
+		    (const char *const[]){ "--redis-wait-replicas", "1", "--redis-wait-timeout", "200ms", "--http-addr",
+					   "127.0.0.1:0", "--watch-interval", "200ms", NULL });
+	produce(c, &next, 1000);
+	s = open_port(h_port("sentinel1"));
+	freeReplyObject(h_cmd(s, "SENTINEL FAILOVER %s", MASTER));
+	redisFree(s);
+	produce(c, &next, 3000);
+	now = wait_new_master(old);
+	produce(c, &next, 2000);
+	wait_drained(&p, c);
+	assert_master_changed(&p, now);
+	assert_ready_on(&p, now);
+	stop_relay(&p);
+	assert_all_on(c, now, "failover");
+	PQfinish(c);
+}
+END_TEST
+
+/* The primary is killed. A job is taken as pushed once the primary answered
+ * the script, and the primary writes the script to its replica in the same
+ * event-loop pass as that answer: the kill would have to fall between the two
+ * writes for a job to be lost, so none may be. */
+START_TEST(follows_the_promotion_after_the_primary_dies)
+{
+	PGconn *c = h_pg();
+	struct relay_proc p;
+	int next = 0, old = master_port(), now;
+
+	start_relay(&p, "sentinel-kill", NULL);
+	produce(c, &next, 1000);
+	h_services("sentinel-kill");
+	produce(c, &next, 2000);
+	now = wait_new_master(old);
+	produce(c, &next, 1000);
+	wait_drained(&p, c);
+	assert_master_changed(&p, now);
+	stop_relay(&p);
+	assert_all_on(c, now, "kill");
+	PQfinish(c);
+	/* spec11: the reconnect line names the master the way the first one does. */
+	ck_assert_msg(log_line_has(p.log, "msg=\"reconnected to redis\"", "master_name=" MASTER " tls=false"),
+		      "the reconnect line lacks master_name= and tls=; see %s", p.log);
+}
+END_TEST
+
+/* Jobs 0..99 before the cut, drained and on the replica; the replica then
+ * stops receiving writes (services.sh sentinel-cut) and jobs 100..199 are staged. */
+static void stage_across_a_cut(PGconn *c, struct relay_proc *p)
+{
+	redisContext *r2 = open_port(h_port("sentinel-r2"));
+	long long t0 = mono_ms();
+
+	h_stage_expected(c, "default", 0, 100);
+	wait_drained(p, c);
+	while (h_cmd_int(r2, "LLEN queue:default") < 100) {
+		RELAY_CHECK(p, mono_ms() - t0 < WAIT_MS, "the replica did not get the first 100 jobs");
+		sleep_ms(20);
+	}
+	redisFree(r2);
+	h_services("sentinel-cut");
+	h_stage_expected(c, "default", 100, 100);
+}
+
+/* How many of the jobs staged during the cut the Redis at port lacks. */
+static long long missing_after_cut(PGconn *c, int port)
+{
+	redisContext *r = open_port(port);
+
+	h_load_seen(c, r, queues);
+	redisFree(r);
+	return h_sql(c, "SELECT count(*) FROM expected e WHERE (e.args->>0)::int >= 100"
+			" AND NOT EXISTS (SELECT 1 FROM seen s WHERE s.jid = e.jid)");
+}
+
+/* With --redis-wait-replicas 1 a job only the primary holds stays staged.
+ * The primary dies and its replica, which never saw those jobs, is promoted:
+ * still nothing is deleted while no replica can acknowledge; once the old
+ * primary is back as the new one's replica the jobs reach the new master and
+ * leave staged_jobs. */
+START_TEST(wait_keeps_jobs_staged_until_a_replica_has_them)
+{
+	PGconn *c = h_pg();
+	struct relay_proc p;
+	int old = master_port(), now;
+
+	start_relay(&p, "sentinel-wait",
+		    (const char *const[]){ "--redis-wait-replicas", "1", "--redis-wait-timeout", "200ms", NULL });
+	stage_across_a_cut(c, &p);
+	RELAY_CHECK(&p, h_log_wait(&p, "only 0 of 1 replicas acknowledged", WAIT_MS), "no short WAIT in %s", p.log);
+	sleep_ms(1000); /* several batches' WAITs come back short meanwhile */
+	RELAY_CHECK(&p, staged(c) == 100, "%lld staged, not the 100 no replica has; see %s", staged(c), p.log);
+	h_services("sentinel-kill");
+	now = wait_new_master(old);
+	assert_master_changed(&p, now);
+	sleep_ms(1000); /* the new master has no replica yet */
+	RELAY_CHECK(&p, staged(c) == 100, "%lld staged with no replica to acknowledge; see %s", staged(c), p.log);
+	h_services("sentinel-revive");
+	wait_drained(&p, c);
+	stop_relay(&p);
+	ck_assert_int_eq(missing_after_cut(c, now), 0);
+	assert_all_on(c, now, "wait");
+	PQfinish(c);
+}
+END_TEST
+
+/* The control: without WAIT the same jobs are deleted from staged_jobs while
+ * only the primary holds them, and the promoted replica never gets them. */
+START_TEST(without_wait_the_cut_loses_jobs)
+{
+	PGconn *c = h_pg();
+	struct relay_proc p;
+	int old = master_port(), now;
+
+	start_relay(&p, "sentinel-nowait", NULL);
+	stage_across_a_cut(c, &p);
+	wait_drained(&p, c);
+	stop_relay(&p);
+	h_services("sentinel-kill");
+	now = wait_new_master(old);
+	ck_assert_int_eq(missing_after_cut(c, now), 100);
+	ck_assert_int_eq(h_missing(c), 100); /* and the 100 from before the cut are there */
+	PQfinish(c);
+}
+END_TEST
+
+Suite *sentinel_suite(void)
+{
+	Suite *s = suite_create("sentinel");
+	TCase *tc = tcase_create("sentinel");
+
+	tcase_add_checked_fixture(tc, sentinel_up, sentinel_down);
+	tcase_set_timeout(tc, 90);
+	tcase_add_test(tc, follows_a_requested_failover);
+	tcase_add_test(tc, follows_the_promotion_after_the_primary_dies);
+	tcase_add_test(tc, wait_keeps_jobs_staged_until_a_replica_has_them);
+	tcase_add_test(tc, without_wait_the_cut_loses_jobs);
+	suite_add_tcase(s, tc);
+	return s;
+}
