@@ -510,7 +510,10 @@ static bool reconnect_redis(struct drain *d)
 		return false;
 	}
 	note_redis_server(d);
-	log_info("reconnected to redis", LOGF(F_STR("redis", d->redis_where)));
+	log_info("reconnected to redis",
+		 LOGF(F_STR("redis", d->redis_where),
+		      F_STR("master_name", d->cfg->redis.master_name ? d->cfg->redis.master_name : ""),
+		      F_STR("tls", d->cfg->redis.tls ? "true" : "false")));
 	metrics_connected(d->metrics, METRICS_REDIS, true, true);
 	return true;
 }

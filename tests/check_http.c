@@ -437,7 +437,8 @@ static char *env_pair(const char *name, const char *value)
 	return s;
 }
 
-/* Points the compose network's host names in value at this run's servers. */
+/* Points the compose network's host names in value at this run's servers,
+ * and the certs volume's CA at services.sh tls-start's. */
 static char *local(const char *value)
 {
 	char *out = malloc(1024);
@@ -445,13 +446,16 @@ static char *local(const char *value)
 	size_t n = 0;
 
 	ck_assert_ptr_nonnull(out);
-	while (*p && n < 900) {
+	while (*p && n < 400) {
 		if (strncmp(p, "@postgres:5432/", 15) == 0) {
 			n += (size_t)snprintf(out + n, 64, "@127.0.0.1:%d/", pg_port());
 			p += 15;
-		} else if (strncmp(p, "redis://redis:6379/", 19) == 0) {
-			n += (size_t)snprintf(out + n, 64, "redis://127.0.0.1:%s/", h_env("TEST_REDIS_PORT"));
-			p += 19;
+		} else if (strncmp(p, "rediss://redis:6379/", 20) == 0) {
+			n += (size_t)snprintf(out + n, 64, "rediss://127.0.0.1:%d/", h_port("tls"));
+			p += 20;
+		} else if (strncmp(p, "/certs/ca.crt", 13) == 0) {
+			n += (size_t)snprintf(out + n, 600, "%s/tls/ca.crt", h_env("TEST_DIR"));
+			p += 13;
 		} else {
 			out[n++] = *p++;
 		}
@@ -513,7 +517,8 @@ static int wait_pid(struct relay_proc *p, int timeout_ms)
 
 /* The compose file's migrate, relay, app and worker services, with their
  * exact command lines and environments, against this run's servers: only
- * host names become 127.0.0.1 and its ports, and the relay's metrics port 0.
+ * host names become 127.0.0.1 and its ports (Redis: the TLS-only test server,
+ * its CA for the certs volume's), and the relay's metrics port 0.
  * The app stages 5 transactions (one rolls back); Sidekiq runs the 8 jobs. */
 START_TEST(compose_services_run_against_local_servers)
 {
@@ -527,6 +532,7 @@ START_TEST(compose_services_run_against_local_servers)
 	int port;
 
 	ck_assert_ptr_nonnull(realpath(h_env("STAGEDRAIN_BIN"), bin)); /* the services run in TEST_DIR */
+	h_services("tls-start");                                       /* the example's Redis speaks TLS only */
 	/* What the postgres image makes of POSTGRES_USER, _PASSWORD and _DB. */
 	h_sql(c, "DROP DATABASE IF EXISTS app");
 	h_sql(c, "DROP ROLE IF EXISTS app");
@@ -569,8 +575,11 @@ START_TEST(compose_services_run_against_local_servers)
 	h_relay_kill(&sk_log, SIGTERM);
 	ck_assert_int_eq(wait_pid(&sk_log, 20000), 0);
 	ck_assert_int_eq(count_lines(sk_log.log, "welcome mail to user", "@example.com>"), 4);
-	ck_assert_int_eq(h_cmd_int(r, "ZCARD retry"), 0);
+	ck_assert_int_eq(h_tls_cli_int("tls", "ZCARD retry"), 0);
+	ck_assert_int_eq(h_tls_cli_int("tls", "LLEN queue:default") + h_tls_cli_int("tls", "LLEN queue:critical"), 0);
+	ck_assert_int_eq(h_cmd_int(r, "DBSIZE"), 0); /* nothing went to the plain server */
 	stop_relay(&rp);
+	h_services("tls-stop");
 
 	json_decref(migrate);
 	json_decref(relay);
