@@ -111,20 +111,6 @@ static void start_draining(PGconn *c, struct relay_proc *p, const char *name, co
 	wait_drained(c, 20000);
 }
 
-static int read_port(const char *name)
-{
-	char path[600];
-	int port = 0;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "%s/%s", h_env("TEST_DIR"), name);
-	f = fopen(path, "r");
-	ck_assert_msg(f != NULL, "%s missing", path);
-	ck_assert_int_eq(fscanf(f, "%d", &port), 1);
-	fclose(f);
-	return port;
-}
-
 /* Sends a command whose reply does not matter (the server may refuse it). */
 static void try_cmd(redisContext *r, const char *cmd)
 {
@@ -191,7 +177,7 @@ START_TEST(redis_readonly_replica_backs_off_until_promoted)
 	char port[16];
 
 	h_services("redis2-start");
-	r2 = redisConnect("127.0.0.1", read_port("redis2.port"));
+	r2 = redisConnect("127.0.0.1", h_port("redis2"));
 	ck_assert(r2 && !r2->err);
 	start_draining(c, &p, "readonly", relay_args);
 
@@ -202,7 +188,7 @@ START_TEST(redis_readonly_replica_backs_off_until_promoted)
 	freeReplyObject(h_cmd(r2, "REPLICAOF 127.0.0.1 %s", port));
 	wait_info(r2, "replication", "master_link_status:up");
 	freeReplyObject(h_cmd(r2, "REPLICAOF NO ONE"));
-	freeReplyObject(h_cmd(r, "REPLICAOF 127.0.0.1 %d", read_port("redis2.port")));
+	freeReplyObject(h_cmd(r, "REPLICAOF 127.0.0.1 %d", h_port("redis2")));
 	wait_info(r, "replication", "master_link_status:up");
 
 	stage_expected(c, 501, 500);
@@ -430,8 +416,8 @@ START_TEST(postgres_failover_to_promoted_standby)
 	int p1, p2;
 
 	h_services("pgfo-start");
-	p1 = read_port("pgfo1.port");
-	p2 = read_port("pgfo2.port");
+	p1 = h_port("pgfo1");
+	p2 = h_port("pgfo2");
 	snprintf(url1, sizeof(url1), "postgresql://postgres@127.0.0.1:%d/postgres", p1);
 	snprintf(url2, sizeof(url2), "postgresql://postgres@127.0.0.1:%d/postgres", p2);
 	snprintf(both, sizeof(both),

@@ -246,6 +246,15 @@ tls_stop() {
 # failover.
 SENTINEL_MASTER=stagedrain-test
 
+# await_pong PORT: true once a server on PORT answers PING, within 5 s.
+await_pong() {
+	for _ in $(seq 1 50); do
+		if redis-cli -p "$1" ping 2>/dev/null | grep -q PONG; then return 0; fi
+		sleep 0.1
+	done
+	return 1
+}
+
 sentinel_redis() {
 	local dir=$1 n=$2 primary=${3:-} d=$1/sentinel port try
 	mkdir -p "$d/r$n"
@@ -268,13 +277,10 @@ sentinel_redis() {
 		CONF
 		[ -z "$primary" ] || echo "replicaof 127.0.0.1 $primary" >>"$d/r$n.conf"
 		redis-server "$d/r$n.conf" >/dev/null
-		for _ in $(seq 1 50); do
-			if redis-cli -p "$port" ping 2>/dev/null | grep -q PONG; then
-				echo "$port" >"$dir/sentinel-r$n.port"
-				return
-			fi
-			sleep 0.1
-		done
+		if await_pong "$port"; then
+			echo "$port" >"$dir/sentinel-r$n.port"
+			return
+		fi
 		redis_stop "$d" "r$n"
 		[ "$try" != 3 ] || { tail -n 5 "$d/r$n.log" >&2; exit 1; }
 	done
@@ -297,13 +303,10 @@ sentinel_one() {
 		sentinel parallel-syncs $SENTINEL_MASTER 1
 		CONF
 		redis-server "$d/s$n.conf" --sentinel >/dev/null
-		for _ in $(seq 1 50); do
-			if redis-cli -p "$port" ping 2>/dev/null | grep -q PONG; then
-				echo "$port" >"$dir/sentinel$n.port"
-				return
-			fi
-			sleep 0.1
-		done
+		if await_pong "$port"; then
+			echo "$port" >"$dir/sentinel$n.port"
+			return
+		fi
 		redis_stop "$d" "s$n"
 		[ "$try" != 3 ] || { tail -n 5 "$d/s$n.log" >&2; exit 1; }
 	done

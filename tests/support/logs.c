@@ -9,7 +9,7 @@
 #include "support/logs.h"
 #include "support/timing.h"
 
-int logs_count(const char *path, const char *text)
+int logs_count_both(const char *path, const char *a, const char *b)
 {
 	char *line = NULL;
 	size_t cap = 0;
@@ -20,10 +20,15 @@ int logs_count(const char *path, const char *text)
 		return -errno;
 	/* Whole lines, however long: a JSON line must not be counted twice. */
 	while (getline(&line, &cap, f) > 0)
-		n += strstr(line, text) != NULL;
+		n += strstr(line, a) && (!b || strstr(line, b));
 	free(line);
 	fclose(f);
 	return n;
+}
+
+int logs_count(const char *path, const char *text)
+{
+	return logs_count_both(path, text, NULL);
 }
 
 bool logs_contains(const char *path, const char *text)
