@@ -29,6 +29,18 @@ static void sentinel_up(void)
 	PQfinish(c);
 }
 
+/* The same topology on TLS only: rediss-sentinel:// with tls-start's CA. */
+static void sentinel_tls_up(void)
+{
+	PGconn *c;
+
+	h_reset();
+	h_services("sentinel-tls-start");
+	c = h_pg();
+	h_snapshot_expected(c);
+	PQfinish(c);
+}
+
 /* Stopped here too, so each case starts from the same topology. */
 static void sentinel_down(void)
 {
@@ -72,11 +84,11 @@ static int wait_new_master(int old)
 	return port;
 }
 
-static const char *sentinel_url(void)
+static const char *sentinel_url(const char *scheme)
 {
 	static char url[256];
 
-	snprintf(url, sizeof(url), "redis-sentinel://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d/%s/0", h_port("sentinel1"),
+	snprintf(url, sizeof(url), "%s://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d/%s/0", scheme, h_port("sentinel1"),
 		 h_port("sentinel2"), h_port("sentinel3"), MASTER);
 	return url;
 }
@@ -85,8 +97,10 @@ static const char *sentinel_url(void)
  * for its first connection, which must name the primary and the master name. */
 static void start_relay(struct relay_proc *p, const char *name, const char *const *args)
 {
-	const char *argv[40] = { "--pg-url", h_env("TEST_PG_URL"), "--redis-url", sentinel_url(), "--batch-size",
-				 "50",       "--poll-interval",    "20ms" };
+	const char *argv[40] = { "--pg-url",        h_env("TEST_PG_URL"),
+				 "--redis-url",     sentinel_url("redis-sentinel"),
+				 "--batch-size",    "50",
+				 "--poll-interval", "20ms" };
 	char want[64];
 	int n = 8;
 
@@ -321,10 +335,64 @@ START_TEST(without_wait_the_cut_loses_jobs)
 }
 END_TEST
 
+/* rediss-sentinel://: TLS to the sentinels and to the master they name, and a
+ * requested failover followed over TLS with WAIT: every job once on the new
+ * master, which /metrics names with tls="true". */
+START_TEST(follows_a_failover_over_tls)
+{
+	PGconn *c = h_pg();
+	struct relay_proc p;
+	char ca[600], want[128], info[256], *body;
+	int next = 0, st = 0, r2 = h_port("sentinel-r2");
+	const char *argv[] = { "--pg-url",
+			       h_env("TEST_PG_URL"),
+			       "--redis-url",
+			       sentinel_url("rediss-sentinel"),
+			       "--redis-tls-ca-file",
+			       ca,
+			       "--redis-wait-replicas",
+			       "1",
+			       "--redis-wait-timeout",
+			       "200ms",
+			       "--batch-size",
+			       "50",
+			       "--poll-interval",
+			       "20ms",
+			       "--http-addr",
+			       "127.0.0.1:0",
+			       NULL };
+
+	snprintf(ca, sizeof(ca), "%s/tls/ca.crt", h_env("TEST_DIR"));
+	h_relay_start_bare(&p, "sentinel-tls", argv);
+	RELAY_CHECK(&p, h_log_wait(&p, "msg=connected ", WAIT_MS), "relay did not connect; see %s", p.log);
+	RELAY_CHECK(&p, logs_count_both(p.log, "msg=connected ", "master_name=" MASTER " tls=true") == 1,
+		    "the connected line lacks master_name= and tls=true; see %s", p.log);
+	produce(c, &next, 1000);
+	free(h_tls_cli("sentinel1", "SENTINEL FAILOVER " MASTER));
+	produce(c, &next, 3000);
+	snprintf(want, sizeof(want), "to=127.0.0.1:%d/0", r2);
+	RELAY_CHECK(&p, h_log_wait(&p, "msg=\"redis master changed\"", WAIT_MS), "no master change in %s", p.log);
+	RELAY_CHECK(&p, h_log_contains(p.log, want), "the master change does not say %s; see %s", want, p.log);
+	wait_drained(&p, c);
+	snprintf(info, sizeof(info),
+		 "stagedrain_redis_master_info{address=\"127.0.0.1:%d/0\",master_name=\"" MASTER "\",tls=\"true\"} 1",
+		 r2);
+	body = h_http_get(h_http_port(&p), "/metrics", &st);
+	RELAY_CHECK(&p, st == 200 && strstr(body, info), "/metrics lacks %s", info);
+	free(body);
+	stop_relay(&p);
+	/* With WAIT nothing is lost, and a batch the old master took in the
+	 * failover's window was not taken as pushed: none twice either. */
+	ck_assert_int_eq(h_tls_cli_int("sentinel-r2", "LLEN queue:default"), next);
+	ck_assert_int_eq(staged(c), 0);
+	PQfinish(c);
+}
+END_TEST
+
 Suite *sentinel_suite(void)
 {
 	Suite *s = suite_create("sentinel");
-	TCase *tc = tcase_create("sentinel");
+	TCase *tc = tcase_create("sentinel"), *tls;
 
 	tcase_add_checked_fixture(tc, sentinel_up, sentinel_down);
 	tcase_set_timeout(tc, 90);
@@ -333,5 +401,10 @@ Suite *sentinel_suite(void)
 	tcase_add_test(tc, wait_keeps_jobs_staged_until_a_replica_has_them);
 	tcase_add_test(tc, without_wait_the_cut_loses_jobs);
 	suite_add_tcase(s, tc);
+	tls = tcase_create("tls");
+	tcase_add_checked_fixture(tls, sentinel_tls_up, sentinel_down);
+	tcase_set_timeout(tls, 90);
+	tcase_add_test(tls, follows_a_failover_over_tls);
+	suite_add_tcase(s, tls);
 	return s;
 }

@@ -24,6 +24,8 @@
 #                                 a Redis primary (DIR/sentinel-r1.port), its replica
 #                                 (DIR/sentinel-r2.port) and three sentinels
 #                                 (DIR/sentinel{1,2,3}.port) watching stagedrain-test
+#   services.sh sentinel-tls-start DIR
+#                                 the same, every one of them on TLS only (tls-start's CA)
 #   services.sh sentinel-cut DIR  the current primary stops feeding its replica
 #   services.sh sentinel-kill DIR SIGKILL the current primary
 #   services.sh sentinel-revive DIR
@@ -246,10 +248,34 @@ tls_stop() {
 # failover.
 SENTINEL_MASTER=stagedrain-test
 
-# await_pong PORT: true once a server on PORT answers PING, within 5 s.
+# scli DIR ARGS...: redis-cli to a server of the sentinel topology in DIR, over
+# TLS when sentinel-tls-start started it.
+scli() {
+	local dir=$1
+	shift
+	if [ -f "$dir/sentinel/tls" ]; then
+		redis-cli --tls --cacert "$dir/tls/ca.crt" -h 127.0.0.1 "$@"
+	else
+		redis-cli -h 127.0.0.1 "$@"
+	fi
+}
+
+# listen_conf DIR PORT: the configuration lines that listen on PORT, in clear
+# or (sentinel-tls-start) on TLS only, replication over TLS too.
+listen_conf() {
+	local dir=$1 port=$2 t=$1/tls
+	if [ ! -f "$dir/sentinel/tls" ]; then
+		echo "port $port"
+		return
+	fi
+	printf 'port 0\ntls-port %s\ntls-cert-file %s\ntls-key-file %s\n' "$port" "$t/server.crt" "$t/server.key"
+	printf 'tls-ca-cert-file %s\ntls-auth-clients no\ntls-replication yes\n' "$t/ca.crt"
+}
+
+# await_pong DIR PORT: true once a server on PORT answers PING, within 5 s.
 await_pong() {
 	for _ in $(seq 1 50); do
-		if redis-cli -p "$1" ping 2>/dev/null | grep -q PONG; then return 0; fi
+		if scli "$1" -p "$2" ping 2>/dev/null | grep -q PONG; then return 0; fi
 		sleep 0.1
 	done
 	return 1
@@ -260,9 +286,9 @@ sentinel_redis() {
 	mkdir -p "$d/r$n"
 	for try in 1 2 3; do
 		port=$(free_port)
-		cat >"$d/r$n.conf" <<-CONF
+		listen_conf "$dir" "$port" >"$d/r$n.conf"
+		cat >>"$d/r$n.conf" <<-CONF
 		bind 127.0.0.1
-		port $port
 		dir $d/r$n
 		daemonize yes
 		pidfile $d/r$n.pid
@@ -277,7 +303,7 @@ sentinel_redis() {
 		CONF
 		[ -z "$primary" ] || echo "replicaof 127.0.0.1 $primary" >>"$d/r$n.conf"
 		redis-server "$d/r$n.conf" >/dev/null
-		if await_pong "$port"; then
+		if await_pong "$dir" "$port"; then
 			echo "$port" >"$dir/sentinel-r$n.port"
 			return
 		fi
@@ -290,9 +316,9 @@ sentinel_one() {
 	local dir=$1 n=$2 primary=$3 d=$1/sentinel port try
 	for try in 1 2 3; do
 		port=$(free_port)
-		cat >"$d/s$n.conf" <<-CONF
+		listen_conf "$dir" "$port" >"$d/s$n.conf"
+		cat >>"$d/s$n.conf" <<-CONF
 		bind 127.0.0.1
-		port $port
 		dir $d
 		daemonize yes
 		pidfile $d/s$n.pid
@@ -303,7 +329,7 @@ sentinel_one() {
 		sentinel parallel-syncs $SENTINEL_MASTER 1
 		CONF
 		redis-server "$d/s$n.conf" --sentinel >/dev/null
-		if await_pong "$port"; then
+		if await_pong "$dir" "$port"; then
 			echo "$port" >"$dir/sentinel$n.port"
 			return
 		fi
@@ -312,30 +338,34 @@ sentinel_one() {
 	done
 }
 
-# sentinel_field PORT FIELD: a field of SENTINEL MASTER as sentinel PORT sees it.
+# sentinel_field DIR PORT FIELD: a field of SENTINEL MASTER as sentinel PORT sees it.
 sentinel_field() {
-	redis-cli -p "$1" sentinel master "$SENTINEL_MASTER" 2>/dev/null |
-		awk -v f="$2" 'prev == f { print; exit } { prev = $0 }'
+	scli "$1" -p "$2" sentinel master "$SENTINEL_MASTER" 2>/dev/null |
+		awk -v f="$3" 'prev == f { print; exit } { prev = $0 }'
 }
 
 # Ready when the replica is in sync and every sentinel knows the replica and
 # the two other sentinels: only then is a failover sure to find a quorum.
 sentinel_start() {
-	local dir=$1 n p ok
+	local dir=$1 tls=${2:-} n p ok
 	sentinel_stop "$dir" # a test that failed may have left them running
 	rm -rf "$dir/sentinel"
 	mkdir -p "$dir/sentinel"
+	if [ -n "$tls" ]; then
+		[ -f "$dir/tls/ca.crt" ] || tls_certs "$dir"
+		touch "$dir/sentinel/tls"
+	fi
 	sentinel_redis "$dir" 1
 	sentinel_redis "$dir" 2 "$(cat "$dir/sentinel-r1.port")"
 	for n in 1 2 3; do sentinel_one "$dir" "$n" "$(cat "$dir/sentinel-r1.port")"; done
 	for _ in $(seq 1 300); do
 		ok=1
-		redis-cli -p "$(cat "$dir/sentinel-r2.port")" info replication |
+		scli "$dir" -p "$(cat "$dir/sentinel-r2.port")" info replication |
 			grep -q '^master_link_status:up' || ok=0
 		for n in 1 2 3; do
 			p=$(cat "$dir/sentinel$n.port")
-			[ "$(sentinel_field "$p" num-slaves)" = 1 ] || ok=0
-			[ "$(sentinel_field "$p" num-other-sentinels)" = 2 ] || ok=0
+			[ "$(sentinel_field "$dir" "$p" num-slaves)" = 1 ] || ok=0
+			[ "$(sentinel_field "$dir" "$p" num-other-sentinels)" = 2 ] || ok=0
 		done
 		[ "$ok" = 0 ] || return 0
 		sleep 0.1
@@ -346,7 +376,7 @@ sentinel_start() {
 
 # The port of the primary the sentinels name now.
 sentinel_primary() {
-	redis-cli -p "$(cat "$1/sentinel1.port")" sentinel get-master-addr-by-name "$SENTINEL_MASTER" | tail -n 1
+	scli "$1" -p "$(cat "$1/sentinel1.port")" sentinel get-master-addr-by-name "$SENTINEL_MASTER" | tail -n 1
 }
 
 # The N of DIR/sentinel/rN.pid for the Redis on port PORT.
@@ -362,8 +392,8 @@ sentinel_which() {
 sentinel_cut() {
 	local port
 	port=$(sentinel_primary "$1")
-	redis-cli -p "$port" acl setuser repl off >/dev/null
-	redis-cli -p "$port" client kill user repl >/dev/null
+	scli "$1" -p "$port" acl setuser repl off >/dev/null
+	scli "$1" -p "$port" client kill user repl >/dev/null
 }
 
 sentinel_kill() {
@@ -447,6 +477,7 @@ pgfo-promote) pgfo_promote "$1" ;;
 tls-start) tls_start "$1" ;;
 tls-stop) tls_stop "$1" ;;
 sentinel-start) sentinel_start "$1" ;;
+sentinel-tls-start) sentinel_start "$1" tls ;;
 sentinel-cut) sentinel_cut "$1" ;;
 sentinel-kill) sentinel_kill "$1" ;;
 sentinel-revive) sentinel_revive "$1" ;;
@@ -456,7 +487,7 @@ pgfo-stop)
 	pg_stop "$1" pgfo2
 	;;
 *)
-	sed -n '2,32p' "$0" >&2
+	sed -n '2,34p' "$0" >&2
 	exit 2
 	;;
 esac
