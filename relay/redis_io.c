@@ -154,9 +154,10 @@ static int connect_tcp(struct redis_io *io, const char *host, int port, long lon
 	for (a = res; a && io->fd < 0; a = a->ai_next)
 		rc = connect_one(io, a->ai_family, a->ai_addr, a->ai_addrlen, deadline);
 	freeaddrinfo(res);
+	if (io->fd < 0 && rc == -ETIMEDOUT)
+		return io_fail(io, "timeout: no connection within %d ms", io->timeout_ms);
 	if (io->fd < 0)
-		return io_fail(io, "%s",
-			       rc == -ETIMEDOUT ? "timeout: no connection within the timeout" : strerror(-rc));
+		return io_fail(io, "%s", strerror(-rc));
 	tune_tcp(io->fd);
 	return 0;
 }
