@@ -158,10 +158,14 @@ static void pg_trouble(struct drain *d, const char *what)
 	nap(d, delay);
 }
 
-static void redis_trouble(struct drain *d, const char *what)
+/* Any Redis fault rc: log it and wait. -ETIMEDOUT is too few replicas
+ * acknowledging (--redis-wait-replicas), which the metrics count apart. */
+static void redis_trouble(struct drain *d, int rc, const char *what)
 {
 	int delay = backoff_next(&d->redis_backoff);
 
+	if (rc == -ETIMEDOUT)
+		metrics_wait_short(d->metrics);
 	log_warn(what, LOGF(F_STR("error", d->redis.errstr), F_INT("retry_in_ms", delay)));
 	metrics_connected(d->metrics, METRICS_REDIS, redis_sink_connected(&d->redis), false);
 	nap(d, delay);
@@ -381,9 +385,7 @@ static int drain_batch(struct drain *d)
 		 * and the fence, read after, names it if it came first. */
 		fall_back(d, DRAIN_NEED_EPOCH);
 		pg_source_rollback(&d->pg);
-		if (rc == -ETIMEDOUT)
-			metrics_wait_short(d->metrics);
-		redis_trouble(d, "could not push a batch to redis; rolled back, will retry");
+		redis_trouble(d, rc, "could not push a batch to redis; rolled back, will retry");
 		return -EIO;
 	}
 	t.push_us = mono_us() - t0 - t.fetch_us;
@@ -418,8 +420,10 @@ static void count_fenced(struct drain *d, long long deleted)
  * older one that arrives late. False to try again. */
 static bool take_epoch(struct drain *d)
 {
-	if (redis_sink_new_epoch(&d->redis) < 0) {
-		redis_trouble(d, "could not take a new epoch in redis; will retry");
+	int rc = redis_sink_new_epoch(&d->redis);
+
+	if (rc < 0) {
+		redis_trouble(d, rc, "could not take a new epoch in redis; will retry");
 		return false;
 	}
 	d->state = DRAIN_NEED_FENCE;
@@ -442,9 +446,7 @@ static bool settle_fence(struct drain *d)
 	 * a reconnect and this read succeed. Too few replicas: the rows the fence
 	 * names stay until they have it. */
 	if ((rc = redis_sink_get_fence(&d->redis, &d->fence_text)) < 0) {
-		if (rc == -ETIMEDOUT)
-			metrics_wait_short(d->metrics);
-		redis_trouble(d, "could not read the fence from redis; will retry");
+		redis_trouble(d, rc, "could not read the fence from redis; will retry");
 		return false;
 	}
 	if (d->fence_text.len && fence_parse(&d->fence, d->fence_text.data, d->fence_text.len) < 0) {
@@ -504,9 +506,11 @@ static bool take_lead(struct drain *d)
  * reach another server (a failover), whose epoch and fence are its own. */
 static bool reconnect_redis(struct drain *d)
 {
+	int rc;
+
 	fall_back(d, DRAIN_NEED_EPOCH);
-	if (redis_sink_connect(&d->redis) < 0) {
-		redis_trouble(d, "could not reconnect to redis; will retry");
+	if ((rc = redis_sink_connect(&d->redis)) < 0) {
+		redis_trouble(d, rc, "could not reconnect to redis; will retry");
 		return false;
 	}
 	note_redis_server(d);

@@ -3,13 +3,13 @@
 #include "fmacros.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 #include "redis_sentinel.h"
+#include "values.h"
 
 void redis_sentinel_init(struct redis_sentinel *s, const struct redis_target *t, const struct redis_tls *tls,
 			 int timeout_ms)
@@ -26,18 +26,6 @@ void redis_sentinel_free(struct redis_sentinel *s)
 	if (!s)
 		return;
 	redis_io_free(&s->sub);
-}
-
-/* Records why the sentinels gave no master. */
-static int why(struct redis_sentinel *s, int rc, const char *fmt, ...) SD_PRINTF(3, 4);
-static int why(struct redis_sentinel *s, int rc, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(s->errstr, sizeof(s->errstr), fmt, ap);
-	va_end(ap);
-	return rc;
 }
 
 /* Sends argv and keeps the reply; -EIO with why after a transport fault. */
@@ -74,10 +62,11 @@ static int parse_master(struct redis_sentinel *s, const redisReply *r, const cha
 			int *port)
 {
 	if (r->type == REDIS_REPLY_ERROR)
-		return why(s, -ENOENT, "sentinel %s answered: %s", who, r->str);
+		return value_fail(s->errstr, sizeof(s->errstr), -ENOENT, "sentinel %s answered: %s", who, r->str);
 	if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 || r->element[0]->type != REDIS_REPLY_STRING ||
 	    r->element[1]->type != REDIS_REPLY_STRING)
-		return why(s, -ENOENT, "sentinel %s does not know a master named %s", who, s->t->master_name);
+		return value_fail(s->errstr, sizeof(s->errstr), -ENOENT, "sentinel %s does not know a master named %s",
+				  who, s->t->master_name);
 	snprintf(host, hostlen, "%s", r->element[0]->str);
 	*port = atoi(r->element[1]->str);
 	return 0;
@@ -112,7 +101,7 @@ static int ask_one(struct redis_sentinel *s, size_t i, char *host, size_t hostle
 	if ((rc = redis_io_connect(&io, a->host, a->port, NULL, s->tls, s->timeout_ms)) == 0)
 		rc = get_master(s, &io, &r);
 	if (rc < 0) {
-		why(s, rc, "could not ask sentinel %s: %s", who, io.err.errstr);
+		value_fail(s->errstr, sizeof(s->errstr), rc, "could not ask sentinel %s: %s", who, io.err.errstr);
 		*blame = io.err.blame;
 	} else if ((rc = parse_master(s, r, who, host, hostlen, port)) == 0)
 		subscribe(s, &io);
