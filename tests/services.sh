@@ -281,61 +281,56 @@ await_pong() {
 	return 1
 }
 
-sentinel_redis() {
-	local dir=$1 n=$2 primary=${3:-} d=$1/sentinel port try
-	mkdir -p "$d/r$n"
+# sentinel_node DIR NAME PORTFILE CONF [ARGS...]: starts the server whose
+# configuration is listen_conf on a free port plus the function CONF's lines
+# (CONF DIR NAME), with ARGS; its port goes to DIR/PORTFILE.port. A port found
+# free can be taken before the server binds it: another is tried, twice.
+sentinel_node() {
+	local dir=$1 name=$2 portfile=$3 conf=$4 d=$1/sentinel port try
+	shift 4
 	for try in 1 2 3; do
 		port=$(free_port)
-		listen_conf "$dir" "$port" >"$d/r$n.conf"
-		cat >>"$d/r$n.conf" <<-CONF
-		bind 127.0.0.1
-		dir $d/r$n
-		daemonize yes
-		pidfile $d/r$n.pid
-		logfile $d/r$n.log
-		save ""
-		appendonly no
-		repl-diskless-sync-delay 0
-		user default on nopass ~* &* +@all
-		user repl on >repl-secret -@all +psync +sync +replconf +ping
-		masteruser repl
-		masterauth repl-secret
-		CONF
-		[ -z "$primary" ] || echo "replicaof 127.0.0.1 $primary" >>"$d/r$n.conf"
-		redis-server "$d/r$n.conf" >/dev/null
+		{
+			listen_conf "$dir" "$port"
+			printf 'bind 127.0.0.1\ndaemonize yes\npidfile %s\nlogfile %s\n' "$d/$name.pid" "$d/$name.log"
+			"$conf" "$dir" "$name"
+		} >"$d/$name.conf"
+		redis-server "$d/$name.conf" "$@" >/dev/null
 		if await_pong "$dir" "$port"; then
-			echo "$port" >"$dir/sentinel-r$n.port"
+			echo "$port" >"$dir/$portfile.port"
 			return
 		fi
-		redis_stop "$d" "r$n"
-		[ "$try" != 3 ] || { tail -n 5 "$d/r$n.log" >&2; exit 1; }
+		redis_stop "$d" "$name"
+		[ "$try" != 3 ] || { tail -n 5 "$d/$name.log" >&2; exit 1; }
 	done
 }
 
-sentinel_one() {
-	local dir=$1 n=$2 primary=$3 d=$1/sentinel port try
-	for try in 1 2 3; do
-		port=$(free_port)
-		listen_conf "$dir" "$port" >"$d/s$n.conf"
-		cat >>"$d/s$n.conf" <<-CONF
-		bind 127.0.0.1
-		dir $d
-		daemonize yes
-		pidfile $d/s$n.pid
-		logfile $d/s$n.log
-		sentinel monitor $SENTINEL_MASTER 127.0.0.1 $primary 2
-		sentinel down-after-milliseconds $SENTINEL_MASTER 1000
-		sentinel failover-timeout $SENTINEL_MASTER 3000
-		sentinel parallel-syncs $SENTINEL_MASTER 1
-		CONF
-		redis-server "$d/s$n.conf" --sentinel >/dev/null
-		if await_pong "$dir" "$port"; then
-			echo "$port" >"$dir/sentinel$n.port"
-			return
-		fi
-		redis_stop "$d" "s$n"
-		[ "$try" != 3 ] || { tail -n 5 "$d/s$n.log" >&2; exit 1; }
-	done
+# The data servers' lines; SENTINEL_PRIMARY, when set, is the port to replicate.
+redis_node_conf() {
+	local d=$1/sentinel name=$2
+	mkdir -p "$d/$name"
+	cat <<-CONF
+	dir $d/$name
+	save ""
+	appendonly no
+	repl-diskless-sync-delay 0
+	user default on nopass ~* &* +@all
+	user repl on >repl-secret -@all +psync +sync +replconf +ping
+	masteruser repl
+	masterauth repl-secret
+	CONF
+	[ -z "${SENTINEL_PRIMARY:-}" ] || echo "replicaof 127.0.0.1 $SENTINEL_PRIMARY"
+}
+
+# A sentinel's lines: it watches the primary on port SENTINEL_PRIMARY.
+sentinel_node_conf() {
+	cat <<-CONF
+	dir $1/sentinel
+	sentinel monitor $SENTINEL_MASTER 127.0.0.1 $SENTINEL_PRIMARY 2
+	sentinel down-after-milliseconds $SENTINEL_MASTER 1000
+	sentinel failover-timeout $SENTINEL_MASTER 3000
+	sentinel parallel-syncs $SENTINEL_MASTER 1
+	CONF
 }
 
 # sentinel_field DIR PORT FIELD: a field of SENTINEL MASTER as sentinel PORT sees it.
@@ -347,7 +342,7 @@ sentinel_field() {
 # Ready when the replica is in sync and every sentinel knows the replica and
 # the two other sentinels: only then is a failover sure to find a quorum.
 sentinel_start() {
-	local dir=$1 tls=${2:-} n p ok
+	local dir=$1 tls=${2:-} n p ok SENTINEL_PRIMARY=
 	sentinel_stop "$dir" # a test that failed may have left them running
 	rm -rf "$dir/sentinel"
 	mkdir -p "$dir/sentinel"
@@ -355,9 +350,10 @@ sentinel_start() {
 		[ -f "$dir/tls/ca.crt" ] || tls_certs "$dir"
 		touch "$dir/sentinel/tls"
 	fi
-	sentinel_redis "$dir" 1
-	sentinel_redis "$dir" 2 "$(cat "$dir/sentinel-r1.port")"
-	for n in 1 2 3; do sentinel_one "$dir" "$n" "$(cat "$dir/sentinel-r1.port")"; done
+	sentinel_node "$dir" r1 sentinel-r1 redis_node_conf
+	SENTINEL_PRIMARY=$(cat "$dir/sentinel-r1.port")
+	sentinel_node "$dir" r2 sentinel-r2 redis_node_conf
+	for n in 1 2 3; do sentinel_node "$dir" "s$n" "sentinel$n" sentinel_node_conf --sentinel; done
 	for _ in $(seq 1 300); do
 		ok=1
 		scli "$dir" -p "$(cat "$dir/sentinel-r2.port")" info replication |
