@@ -154,10 +154,7 @@ START_TEST(a_gap_larger_than_a_batch_is_read_to_its_end)
 	h_sql(late, "COMMIT");
 	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM expected"), 130);
 	wait_staged_empty(c);
-	h_load_seen(c, r, queues);
-	ck_assert_int_eq(h_missing(c), 0);
-	ck_assert_int_eq(h_duplicates(c), 0);
-	ck_assert_int_eq(h_cmd_int(r, "LLEN queue:default"), 130);
+	h_assert_each_once(c, r, queues, "queue:default", 130);
 	h_relay_kill(&p, SIGTERM);
 	ck_assert_int_eq(h_relay_wait(&p, 5000), 0);
 	PQfinish(late);

@@ -153,10 +153,7 @@ START_TEST(redis_failing_during_the_reconcile_is_retried_before_any_push)
 
 	ck_assert(h_log_wait(&p, "not pushing them again", 10000));
 	wait_drained(c);
-	h_load_seen(c, r, queues);
-	ck_assert_int_eq(h_missing(c), 0);
-	ck_assert_int_eq(h_duplicates(c), 0);
-	ck_assert_int_eq(h_cmd_int(r, "LLEN queue:default"), 30);
+	h_assert_each_once(c, r, queues, "queue:default", 30);
 	h_relay_kill(&p, SIGTERM);
 	ck_assert_int_eq(h_relay_wait(&p, 5000), 0);
 	PQfinish(c);
@@ -220,10 +217,7 @@ START_TEST(a_fence_that_is_not_ours_is_ignored)
 
 	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs"), 0);
 	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs_dead"), 0);
-	h_load_seen(c, r, queues);
-	ck_assert_int_eq(h_missing(c), 0);
-	ck_assert_int_eq(h_duplicates(c), 0);
-	ck_assert_int_eq(h_cmd_int(r, "LLEN queue:default"), 30);
+	h_assert_each_once(c, r, queues, "queue:default", 30);
 	PQfinish(c);
 	redisFree(r);
 }

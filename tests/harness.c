@@ -359,6 +359,14 @@ long long h_duplicates(PGconn *c)
 	return h_sql(c, "SELECT coalesce(sum(n - 1), 0) FROM (SELECT count(*) AS n FROM seen GROUP BY jid) x");
 }
 
+void h_assert_each_once(PGconn *c, redisContext *r, const char *const *keys, const char *list, long long n)
+{
+	h_load_seen(c, r, keys);
+	ck_assert_int_eq(h_missing(c), 0);
+	ck_assert_int_eq(h_duplicates(c), 0);
+	ck_assert_int_eq(h_cmd_int(r, "LLEN %s", list), n);
+}
+
 void h_relay_role(PGconn *c, const char *name, char *conninfo, size_t len)
 {
 	char services[512], cmd[1600], *slash;

@@ -108,6 +108,9 @@ void h_load_seen(PGconn *c, redisContext *r, const char *const *keys);
 long long h_missing(PGconn *c);
 /* How many entries of `seen` repeat a jid seen before (0: each job once). */
 long long h_duplicates(PGconn *c);
+/* Every expected job arrived exactly once in the keys (h_load_seen), and
+ * list holds n jobs: the relay's promise, checked the one way every test does. */
+void h_assert_each_once(PGconn *c, redisContext *r, const char *const *keys, const char *list, long long n);
 
 /* Runs sql/roles.sql as an admin would and makes name a login role (not a
  * superuser) in stagedrain_relay; conninfo gets a --pg-url that logs in as it. */
