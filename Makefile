@@ -23,7 +23,8 @@ PYTHON ?= $(shell test -x /usr/bin/python3 && echo /usr/bin/python3 || echo pyth
 
 # Modules shared by the daemon and the tests; main.c only wires them.
 LIB_SRC = relay/buf.c relay/log.c relay/values.c relay/settings.c relay/redis_url.c relay/config.c \
-          relay/usage.c relay/job.c relay/pg_source.c \
+          relay/usage.c relay/job.c relay/payload.c relay/format.c relay/format_sidekiq.c relay/format_resque.c \
+          relay/format_activejob.c relay/format_celery.c relay/format_laravel.c relay/redis_cmds.c relay/pg_source.c \
           relay/redis_tls.c relay/redis_io.c relay/redis_sentinel.c relay/redis_conn.c relay/redis_sink.c relay/drain.c relay/migrate.c relay/backoff.c relay/batch.c relay/fence.c relay/gaps.c \
           relay/metrics.c relay/watch.c relay/http.c relay/pg_conn.c relay/pg_read.c
 LIB_OBJ = $(LIB_SRC:relay/%.c=$(OUT)/%.o) $(OUT)/sql_embed.o

@@ -12,6 +12,9 @@
 
 enum config_command { CMD_RUN = 0, CMD_MIGRATE };
 
+/* --sidekiq-version auto: read off the running Sidekiq processes (sidekiq_probe.h). */
+#define SIDEKIQ_VERSION_AUTO 0
+
 struct config {
 	enum config_command command;
 	char *pg_url;         /* libpq conninfo or URI; "" uses libpq's PG* defaults */
@@ -27,8 +30,10 @@ struct config {
 	int redis_wait_replicas; /* 0: no WAIT */
 	int redis_wait_timeout_ms;
 	enum job_format format;
-	int sidekiq_version; /* 6 or 7: float seconds; 8: integer milliseconds */
-	char *key_prefix;    /* "" or "ns:"; from --namespace, "resque:" by default for resque */
+	int sidekiq_version; /* 6 or 7: float seconds; 8: integer milliseconds; SIDEKIQ_VERSION_AUTO */
+	enum rails_version rails_version;
+	char *laravel_prefix; /* NULL: none; the key prefix of --format laravel */
+	char *key_prefix;     /* "" or "ns:"; from --namespace, "resque:" by default for resque */
 	int batch_size;
 	long max_job_bytes;
 	long batch_max_bytes; /* a batch stops taking rows once they hold this much */

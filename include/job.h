@@ -1,4 +1,4 @@
-/* Turning a staged row into a Sidekiq or Resque job: pure, no I/O. */
+/* Turning a staged row into a job of the relay's format: pure, no I/O. */
 #ifndef STAGEDRAIN_JOB_H
 #define STAGEDRAIN_JOB_H
 
@@ -9,7 +9,11 @@
 #include "fmacros.h"
 
 /* The layout a job takes in redis, as that worker library's own client writes it. */
-enum job_format { FORMAT_SIDEKIQ = 0, FORMAT_RESQUE };
+enum job_format { FORMAT_SIDEKIQ = 0, FORMAT_RESQUE, FORMAT_ACTIVEJOB, FORMAT_CELERY, FORMAT_LARAVEL };
+
+/* Which Rails wrote the ActiveJob payload: 6.1 and 7.0 write times to the
+ * second with no scheduled_at; 7.1 and later nine digits and scheduled_at. */
+enum rails_version { RAILS_6_1 = 61, RAILS_7_1 = 71 };
 
 /* One staged row as read from Postgres; strings need not be NUL-terminated. */
 struct job_row {
@@ -30,6 +34,8 @@ struct job_row {
 	/* Set when a column holds what no job can carry (a time of infinity, an
 	 * args text too large to read): the row is rejected with this reason. */
 	const char *unfit;
+	const char *uuid; /* 36 characters, fixed at staging: ActiveJob's job_id, Celery's task id, Laravel's uuid */
+	size_t uuid_len;
 };
 
 struct job_opts {
@@ -37,6 +43,8 @@ struct job_opts {
 	int sidekiq_version;
 	long max_job_bytes;
 	long long now_us; /* enqueued_at, and the line between immediate and scheduled */
+	enum rails_version rails_version;
+	const char *origin; /* Celery's origin header: "stagedrain@<host>"; NULL: "stagedrain" */
 };
 
 /* Where one built job sits in the batch buffer. */

@@ -1,4 +1,4 @@
-/* The Redis side: one atomic script call per batch, keys as Sidekiq's or Resque's client writes them. */
+/* The Redis side: one atomic script call per batch, keys as the format's worker library writes them. */
 #ifndef STAGEDRAIN_REDIS_SINK_H
 #define STAGEDRAIN_REDIS_SINK_H
 
@@ -8,36 +8,20 @@
 #include "buf.h"
 #include "config.h"
 #include "fmacros.h"
+#include "redis_cmds.h"
 #include "redis_conn.h"
-
-/* An argument of a queued command: ptr, or (ptr NULL) an offset into scratch,
- * which may move while the batch's commands are built. */
-struct sink_arg {
-	const char *ptr;
-	size_t off;
-	size_t len;
-};
-
-struct sink_cmd {
-	size_t first;
-	size_t argc;
-};
 
 struct redis_sink {
 	struct redis_conn conn;
 	const struct config *cfg;
-	struct buf scratch; /* key names and scores of the batch being pushed */
-	struct sink_arg *args;
-	size_t nargs, argcap;
-	struct sink_cmd *cmds;
-	size_t ncmds, cmdcap;
+	struct redis_cmds cmds; /* the batch being pushed, as its format lays it out */
 	const char **argv;
 	size_t *argvlen;
 	size_t argvcap;
 	long long epoch; /* this leader's epoch, written into each batch's fence */
 	struct buf bad;  /* keys of the wrong type the last push found: "key\0type\0" each */
 	size_t nbad;
-	struct buf key; /* a job's key, formatted to compare with the bad ones */
+	struct redis_cmds one; /* one job's commands, to compare their keys with the bad ones */
 	char errstr[256];
 };
 

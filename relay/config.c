@@ -16,6 +16,7 @@
 
 /* Choices are stored through an int pointer, so each enum must be int-sized. */
 _Static_assert(sizeof(enum job_format) == sizeof(int), "enum job_format is not int-sized");
+_Static_assert(sizeof(enum rails_version) == sizeof(int), "enum rails_version is not int-sized");
 _Static_assert(sizeof(enum log_level) == sizeof(int), "enum log_level is not int-sized");
 _Static_assert(sizeof(enum log_format) == sizeof(int), "enum log_format is not int-sized");
 _Static_assert(sizeof(enum config_command) == sizeof(int), "enum config_command is not int-sized");
@@ -62,6 +63,13 @@ static int apply_namespace(struct config *cfg, const char *raw, char *why, size_
 {
 	size_t n;
 
+	/* Laravel's prefix has no colon of its own: it is another setting. */
+	if (cfg->format == FORMAT_LARAVEL) {
+		if (raw)
+			return value_fail(why, len, -EINVAL,
+					  "is not used with --format laravel: set --laravel-prefix instead");
+		return value_set_str(&cfg->key_prefix, cfg->laravel_prefix ? cfg->laravel_prefix : "");
+	}
 	if (!raw)
 		raw = cfg->format == FORMAT_RESQUE ? "resque" : "";
 	for (const char *p = raw; *p; p++)
@@ -471,6 +479,7 @@ void config_free(struct config *cfg)
 	free(cfg->redis_tls_cert_file);
 	free(cfg->redis_tls_key_file);
 	free(cfg->redis_tls_server_name);
+	free(cfg->laravel_prefix);
 	redis_target_free(&cfg->redis);
 	memset(cfg, 0, sizeof(*cfg));
 }

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "drain.h"
+#include "format.h"
 #include "log.h"
 
 #define BACKOFF_BASE_MS 100
@@ -108,10 +109,10 @@ static void log_connected(struct drain *d)
 
 	pg_source_describe(&d->pg, pgw, sizeof(pgw));
 	note_redis_server(d);
-	log_info("connected", LOGF(F_STR("postgres", pgw), F_STR("redis", d->redis_where),
-				   F_STR("master_name", t->master_name ? t->master_name : ""),
-				   F_STR("tls", t->tls ? "true" : "false"),
-				   F_STR("format", d->cfg->format == FORMAT_SIDEKIQ ? "sidekiq" : "resque")));
+	log_info("connected",
+		 LOGF(F_STR("postgres", pgw), F_STR("redis", d->redis_where),
+		      F_STR("master_name", t->master_name ? t->master_name : ""),
+		      F_STR("tls", t->tls ? "true" : "false"), F_STR("format", format_of(d->cfg->format)->name)));
 	if (d->cfg->redis_tls_insecure)
 		log_warn("--redis-tls-insecure: the redis server's certificate is not verified; anyone on the "
 			 "network path can read and change the jobs",

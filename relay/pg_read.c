@@ -29,9 +29,11 @@
 	"CASE WHEN isfinite(s." col ") THEN floor(extract(epoch FROM s." col ") * 1000000)::text"                      \
 	" ELSE s." col "::text END"
 #define TIMES TIME_US("created_at") " AS created_us, " TIME_US("run_at") " AS run_at_us"
-#define COLUMNS "s.id, s.queue, s.job_class, s.args::text AS args, s.options::text AS options, s.jid, " TIMES
+#define COLUMNS                                                                                                        \
+	"s.id, s.queue, s.job_class, s.args::text AS args, s.options::text AS options, s.jid, " TIMES                  \
+	", s.uuid::text AS uuid"
 
-enum { COL_ID, COL_QUEUE, COL_CLASS, COL_ARGS, COL_OPTIONS, COL_JID, COL_CREATED, COL_RUN_AT, COL_NALL };
+enum { COL_ID, COL_QUEUE, COL_CLASS, COL_ARGS, COL_OPTIONS, COL_JID, COL_CREATED, COL_RUN_AT, COL_NALL, COL_UUID };
 
 void pg_read_init(struct pg_read *r)
 {
@@ -85,7 +87,7 @@ static int append_rows(struct buf *sql, const struct config *cfg, const struct g
 	bool gaps = reads_any_gap(g, young_since);
 	int rc = buf_printf(sql,
 			    "SELECT id, queue, job_class, CASE WHEN args_len > %ld THEN NULL ELSE args END,"
-			    " options, jid, created_us, run_at_us, nall FROM ("
+			    " options, jid, created_us, run_at_us, nall, uuid FROM ("
 			    "SELECT r.*, sum(r.bytes) OVER (ORDER BY r.id ROWS UNBOUNDED PRECEDING) AS total,"
 			    " count(*) OVER () AS nall FROM ("
 			    "SELECT u.*, octet_length(u.args) AS args_len, least(octet_length(u.args), %ld)"
@@ -229,6 +231,8 @@ void pg_read_row(const struct pg_read *read, int i, struct job_row *row)
 	row->options_len = (size_t)PQgetlength(r, i, COL_OPTIONS);
 	row->jid = PQgetvalue(r, i, COL_JID);
 	row->jid_len = (size_t)PQgetlength(r, i, COL_JID);
+	row->uuid = PQgetvalue(r, i, COL_UUID);
+	row->uuid_len = (size_t)PQgetlength(r, i, COL_UUID);
 	row->created_at_us = time_us(r, i, COL_CREATED, &row->unfit);
 	row->has_run_at = !PQgetisnull(r, i, COL_RUN_AT);
 	row->run_at_us = row->has_run_at ? time_us(r, i, COL_RUN_AT, &row->unfit) : 0;

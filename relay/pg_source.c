@@ -109,7 +109,9 @@ bool pg_source_broken(const struct pg_source *pg)
 	"SELECT 'staged_jobs_dead'::regclass IS NOT NULL,"                                                             \
 	" coalesce(pg_get_expr(d.adbin, d.adrelid), '') LIKE '%pg_current_xact_id()%nextval(%',"                       \
 	" (SELECT seqcache FROM pg_sequence"                                                                           \
-	"  WHERE seqrelid = pg_get_serial_sequence('staged_jobs', 'id')::regclass)"                                    \
+	"  WHERE seqrelid = pg_get_serial_sequence('staged_jobs', 'id')::regclass),"                                   \
+	" EXISTS (SELECT FROM pg_attribute u WHERE u.attrelid IN ('staged_jobs'::regclass,"                            \
+	"  'staged_jobs_dead'::regclass) AND u.attname = 'uuid' AND NOT u.attisdropped HAVING count(*) = 2)"           \
 	" FROM pg_attribute a LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum"                 \
 	" WHERE a.attrelid = 'staged_jobs'::regclass AND a.attname = 'id'"
 
@@ -133,6 +135,10 @@ int pg_source_check_schema(struct pg_source *pg)
 			 "sequence of staged_jobs.id has CACHE %s; the relay needs ids in order: "
 			 "ALTER SEQUENCE staged_jobs_id_seq CACHE 1",
 			 PQgetvalue(res, 0, 2));
+		rc = -EIO;
+	} else if (strcmp(PQgetvalue(res, 0, 3), "t") != 0) {
+		snprintf(pg->errstr, sizeof(pg->errstr),
+			 "staged_jobs has no uuid column (migration 004): run `stagedrain migrate`");
 		rc = -EIO;
 	}
 	PQclear(res);
@@ -351,8 +357,8 @@ static int append_dead(struct pg_source *pg, const struct batch *b)
 		  : buf_puts(sql, "), moved AS (DELETE FROM staged_jobs s USING bad"
 				  " WHERE s.id = bad.id RETURNING s.*, bad.reason)"
 				  " INSERT INTO staged_jobs_dead"
-				  " (id, queue, job_class, args, run_at, options, created_at, jid, reason)"
-				  " SELECT id, queue, job_class, args, run_at, options, created_at, jid,"
+				  " (id, queue, job_class, args, run_at, options, created_at, jid, uuid, reason)"
+				  " SELECT id, queue, job_class, args, run_at, options, created_at, jid, uuid,"
 				  " reason FROM moved");
 }
 

@@ -1,4 +1,4 @@
-/* The Redis side: one script call per batch, keys as Sidekiq's or Resque's client writes them. */
+/* The Redis side: one script call per batch, its commands laid out by the format. */
 #include "fmacros.h"
 
 #include <errno.h>
@@ -9,6 +9,7 @@
 #include <sys/time.h>
 
 #include "fence.h"
+#include "format.h"
 #include "keys.h"
 #include "redis_sink.h"
 
@@ -17,9 +18,9 @@ void redis_sink_init(struct redis_sink *rs, const struct config *cfg)
 	memset(rs, 0, sizeof(*rs));
 	rs->cfg = cfg;
 	redis_conn_init(&rs->conn, cfg);
-	buf_init(&rs->scratch);
+	cmds_init(&rs->cmds);
+	cmds_init(&rs->one);
 	buf_init(&rs->bad);
-	buf_init(&rs->key);
 }
 
 bool redis_sink_connected(const struct redis_sink *rs)
@@ -37,11 +38,9 @@ void redis_sink_free(struct redis_sink *rs)
 	if (!rs)
 		return;
 	redis_conn_free(&rs->conn);
-	buf_free(&rs->scratch);
+	cmds_free(&rs->cmds);
+	cmds_free(&rs->one);
 	buf_free(&rs->bad);
-	buf_free(&rs->key);
-	free(rs->args);
-	free(rs->cmds);
 	free(rs->argv);
 	free(rs->argvlen);
 	memset(rs, 0, sizeof(*rs));
@@ -71,189 +70,11 @@ int redis_sink_connect(struct redis_sink *rs)
 
 /* ---- building the batch's commands ---- */
 
-static int grow(void **p, size_t *cap, size_t need, size_t size)
-{
-	size_t n = *cap ? *cap : 16;
-	void *q;
-
-	if (need <= *cap)
-		return 0;
-	while (n < need)
-		n *= 2;
-	q = realloc(*p, n * size);
-	if (!q)
-		return -ENOMEM;
-	*p = q;
-	*cap = n;
-	return 0;
-}
-
-static int cmd_begin(struct redis_sink *rs)
-{
-	if (grow((void **)&rs->cmds, &rs->cmdcap, rs->ncmds + 1, sizeof(*rs->cmds)) < 0)
-		return -ENOMEM;
-	rs->cmds[rs->ncmds].first = rs->nargs;
-	rs->cmds[rs->ncmds].argc = 0;
-	rs->ncmds++;
-	return 0;
-}
-
-/* Adds an argument: ptr, or when ptr is NULL, scratch bytes [off, off+len). */
-static int push_arg(struct redis_sink *rs, const char *ptr, size_t off, size_t len)
-{
-	if (grow((void **)&rs->args, &rs->argcap, rs->nargs + 1, sizeof(*rs->args)) < 0)
-		return -ENOMEM;
-	rs->args[rs->nargs++] = (struct sink_arg){ .ptr = ptr, .off = off, .len = len };
-	rs->cmds[rs->ncmds - 1].argc++;
-	return 0;
-}
-
-/* An argument that lives elsewhere and stays put: a payload, a queue name, a literal. */
-static int arg_ref(struct redis_sink *rs, const char *p, size_t len)
-{
-	return push_arg(rs, p, 0, len);
-}
-
-/* An argument formatted into scratch: key names and scores. */
-static int arg_fmt(struct redis_sink *rs, const char *fmt, ...) SD_PRINTF(2, 3);
-static int arg_fmt(struct redis_sink *rs, const char *fmt, ...)
-{
-	size_t off = rs->scratch.len;
-	va_list ap;
-	int rc;
-
-	va_start(ap, fmt);
-	rc = buf_vprintf(&rs->scratch, fmt, ap);
-	va_end(ap);
-	return rc < 0 ? rc : push_arg(rs, NULL, off, rs->scratch.len - off);
-}
-
-#define LIT(rs, s) arg_ref((rs), (s), sizeof(s) - 1)
-
-/* The push script unpacks each command's arguments, and Lua unpacks at most
- * a few thousand values at once: longer commands continue in a copy of their
- * first head arguments (LPUSH a b then LPUSH c d keeps the order of LPUSH a b c d). */
-#define CMD_MAX_ARGS 1000
-
-static int make_room(struct redis_sink *rs, size_t head)
-{
-	size_t first = rs->cmds[rs->ncmds - 1].first;
-	int rc;
-
-	if (rs->cmds[rs->ncmds - 1].argc < CMD_MAX_ARGS)
-		return 0;
-	if ((rc = cmd_begin(rs)) < 0)
-		return rc;
-	for (size_t a = 0; rc == 0 && a < head; a++) {
-		struct sink_arg copy = rs->args[first + a]; /* push_arg may move args */
-		rc = push_arg(rs, copy.ptr, copy.off, copy.len);
-	}
-	return rc;
-}
-
-static bool same_queue(const struct batch_job *a, const struct batch_job *b)
-{
-	return a->queue_len == b->queue_len && memcmp(a->queue, b->queue, a->queue_len) == 0;
-}
-
-/* True if job i is the first job pushed to its queue (not scheduled) in the batch. */
-static bool first_of_queue(const struct batch *b, size_t i)
-{
-	if (b->jobs[i].out.scheduled)
-		return false;
-	for (size_t k = 0; k < i; k++)
-		if (!b->jobs[k].out.scheduled && same_queue(&b->jobs[k], &b->jobs[i]))
-			return false;
-	return true;
-}
-
-/* SADD queues, then one multi-value push per queue with its jobs in id order:
- * LPUSH for Sidekiq (workers BRPOP the other end), RPUSH for Resque (LPOP). */
-static int add_queue_pushes(struct redis_sink *rs, const struct batch *b, const char *push)
-{
-	const char *prefix = rs->cfg->key_prefix;
-	bool any = false;
-	int rc = 0;
-
-	for (size_t i = 0; rc == 0 && i < b->njobs; i++) {
-		if (!first_of_queue(b, i))
-			continue;
-		if (!any && ((rc = cmd_begin(rs)) < 0 || (rc = LIT(rs, "SADD")) < 0 ||
-			     (rc = arg_fmt(rs, "%squeues", prefix)) < 0))
-			return rc;
-		any = true;
-		if ((rc = make_room(rs, 2)) == 0)
-			rc = arg_ref(rs, b->jobs[i].queue, b->jobs[i].queue_len);
-	}
-	for (size_t i = 0; rc == 0 && i < b->njobs; i++) {
-		const struct batch_job *j = &b->jobs[i];
-		if (!first_of_queue(b, i))
-			continue;
-		if ((rc = cmd_begin(rs)) < 0 || (rc = arg_ref(rs, push, strlen(push))) < 0 ||
-		    (rc = arg_fmt(rs, "%squeue:%.*s", prefix, (int)j->queue_len, j->queue)) < 0)
-			return rc;
-		for (size_t k = i; rc == 0 && k < b->njobs; k++)
-			if (!b->jobs[k].out.scheduled && same_queue(&b->jobs[k], j) && (rc = make_room(rs, 2)) == 0)
-				rc = arg_ref(rs, b->payloads.data + b->jobs[k].out.off, b->jobs[k].out.len);
-	}
-	return rc;
-}
-
-/* Sidekiq's poller moves due members of the `schedule` zset (score: epoch seconds). */
-static int add_sidekiq_schedule(struct redis_sink *rs, const struct batch *b)
-{
-	bool any = false;
-	int rc = 0;
-
-	for (size_t i = 0; rc == 0 && i < b->njobs; i++) {
-		const struct batch_job *j = &b->jobs[i];
-		char score[32];
-		if (!j->out.scheduled)
-			continue;
-		if (!any && ((rc = cmd_begin(rs)) < 0 || (rc = LIT(rs, "ZADD")) < 0 ||
-			     (rc = arg_fmt(rs, "%sschedule", rs->cfg->key_prefix)) < 0))
-			return rc;
-		any = true;
-		job_format_epoch(score, sizeof(score), j->out.run_at_us);
-		if ((rc = make_room(rs, 2)) == 0 && (rc = arg_fmt(rs, "%s", score)) == 0)
-			rc = arg_ref(rs, b->payloads.data + j->out.off, j->out.len);
-	}
-	return rc;
-}
-
-/* resque-scheduler's delayed_push: a list per timestamp, the timestamp in a zset,
- * and a reverse index from job to timestamps. */
-static int add_resque_delayed(struct redis_sink *rs, const struct batch *b)
-{
-	const char *p = rs->cfg->key_prefix;
-	int rc = 0;
-
-	for (size_t i = 0; rc == 0 && i < b->njobs; i++) {
-		const struct batch_job *j = &b->jobs[i];
-		const char *payload = b->payloads.data + j->out.off;
-		long long ts = j->out.run_at_us / 1000000;
-		if (!j->out.scheduled)
-			continue;
-		if ((rc = cmd_begin(rs)) < 0 || (rc = LIT(rs, "RPUSH")) < 0 ||
-		    (rc = arg_fmt(rs, "%sdelayed:%lld", p, ts)) < 0 || (rc = arg_ref(rs, payload, j->out.len)) < 0)
-			return rc;
-		if ((rc = cmd_begin(rs)) < 0 || (rc = LIT(rs, "ZADD")) < 0 ||
-		    (rc = arg_fmt(rs, "%sdelayed_queue_schedule", p)) < 0 || (rc = arg_fmt(rs, "%lld", ts)) < 0 ||
-		    (rc = arg_fmt(rs, "%lld", ts)) < 0)
-			return rc;
-		if ((rc = cmd_begin(rs)) < 0 || (rc = LIT(rs, "SADD")) < 0 ||
-		    (rc = arg_fmt(rs, "%stimestamps:%.*s", p, (int)j->out.len, payload)) < 0)
-			return rc;
-		rc = arg_fmt(rs, "delayed:%lld", ts);
-	}
-	return rc;
-}
-
 /* The relay's own keys sit under the job prefix and the lock key, so relay
  * groups sharing a Redis do not overwrite each other's fence. */
 static int arg_own_key(struct redis_sink *rs, const char *name)
 {
-	return arg_fmt(rs, KEYS_OWN_FMT, rs->cfg->key_prefix, rs->cfg->lock_key, name);
+	return cmds_fmt(&rs->cmds, KEYS_OWN_FMT, rs->cfg->key_prefix, rs->cfg->lock_key, name);
 }
 
 /* SET fence: last in the push script, so it exists only if the pushes do. */
@@ -262,12 +83,12 @@ static int add_fence(struct redis_sink *rs, const struct batch *b)
 	size_t off;
 	int rc;
 
-	if ((rc = cmd_begin(rs)) < 0 || (rc = LIT(rs, "SET")) < 0 || (rc = arg_own_key(rs, KEYS_FENCE)) < 0)
+	if ((rc = cmds_begin(&rs->cmds, "SET")) < 0 || (rc = arg_own_key(rs, KEYS_FENCE)) < 0)
 		return rc;
-	off = rs->scratch.len;
-	if ((rc = fence_write(&rs->scratch, rs->epoch, b)) < 0)
+	off = rs->cmds.scratch.len;
+	if ((rc = fence_write(&rs->cmds.scratch, rs->epoch, b)) < 0)
 		return rc;
-	return push_arg(rs, NULL, off, rs->scratch.len - off);
+	return cmds_tail(&rs->cmds, off);
 }
 
 /*
@@ -315,18 +136,15 @@ static const char push_script[] = "if redis.call('GET', KEYS[1]) ~= ARGV[1] then
 
 static int build_commands(struct redis_sink *rs, const struct batch *b)
 {
-	bool sidekiq = rs->cfg->format == FORMAT_SIDEKIQ;
+	struct redis_cmds *c = &rs->cmds;
 	int rc;
 
-	buf_reset(&rs->scratch);
-	rs->nargs = rs->ncmds = 0;
-	if ((rc = cmd_begin(rs)) < 0 || (rc = LIT(rs, "EVAL")) < 0 ||
-	    (rc = arg_ref(rs, push_script, sizeof(push_script) - 1)) < 0 || (rc = LIT(rs, "1")) < 0 ||
-	    (rc = arg_own_key(rs, KEYS_EPOCH)) < 0 || (rc = arg_fmt(rs, "%lld", rs->epoch)) < 0)
+	cmds_reset(c);
+	if ((rc = cmds_begin(c, "EVAL")) < 0 || (rc = cmds_ref(c, push_script, sizeof(push_script) - 1)) < 0 ||
+	    (rc = CMDS_LIT(c, "1")) < 0 || (rc = arg_own_key(rs, KEYS_EPOCH)) < 0 ||
+	    (rc = cmds_fmt(c, "%lld", rs->epoch)) < 0)
 		return rc;
-	rc = add_queue_pushes(rs, b, sidekiq ? "LPUSH" : "RPUSH");
-	if (rc == 0)
-		rc = sidekiq ? add_sidekiq_schedule(rs, b) : add_resque_delayed(rs, b);
+	rc = format_of(rs->cfg->format)->commands(c, b, rs->cfg->key_prefix);
 	return rc == 0 ? add_fence(rs, b) : rc;
 }
 
@@ -335,48 +153,47 @@ static int build_commands(struct redis_sink *rs, const struct batch *b)
 /* argv and argvlen always have the same capacity. */
 static int grow_argv(struct redis_sink *rs, size_t need)
 {
-	size_t cap = rs->argvcap;
+	size_t cap = rs->argvcap ? rs->argvcap : 64;
+	const char **argv;
+	size_t *lens;
 
-	if (grow((void **)&rs->argv, &cap, need, sizeof(*rs->argv)) < 0)
+	if (need <= rs->argvcap)
+		return 0;
+	while (cap < need)
+		cap *= 2;
+	if (!(argv = realloc(rs->argv, cap * sizeof(*argv))))
 		return -ENOMEM;
-	if (cap != rs->argvcap) {
-		size_t *lens = realloc(rs->argvlen, cap * sizeof(*lens));
-		if (!lens)
-			return -ENOMEM;
-		rs->argvlen = lens;
-		rs->argvcap = cap;
-	}
+	rs->argv = argv;
+	if (!(lens = realloc(rs->argvlen, cap * sizeof(*lens))))
+		return -ENOMEM;
+	rs->argvlen = lens;
+	rs->argvcap = cap;
 	return 0;
-}
-
-static const char *arg_ptr(const struct redis_sink *rs, const struct sink_arg *a)
-{
-	return a->ptr ? a->ptr : rs->scratch.data + a->off;
 }
 
 /* Command 0 is EVAL's head (EVAL, script, 1, epoch key, epoch); each command
  * after it goes in as name, argument count, arguments. */
 static int append_eval(struct redis_sink *rs)
 {
-	size_t counts = rs->scratch.len, total = 0, n = 0;
+	struct redis_cmds *c = &rs->cmds;
+	size_t counts = c->scratch.len, total = 0, n = 0;
 	const char *count;
 	int rc = 0;
 
-	for (size_t c = 1; rc == 0 && c < rs->ncmds; c++)
-		if ((rc = buf_printf(&rs->scratch, "%zu", rs->cmds[c].argc - 1)) == 0)
-			rc = buf_append(&rs->scratch, "", 1);
-	for (size_t c = 0; c < rs->ncmds; c++)
-		total += rs->cmds[c].argc + (c > 0);
+	for (size_t k = 1; rc == 0 && k < c->ncmds; k++)
+		if ((rc = buf_printf(&c->scratch, "%zu", c->cmds[k].argc - 1)) == 0)
+			rc = buf_append(&c->scratch, "", 1);
+	for (size_t k = 0; k < c->ncmds; k++)
+		total += c->cmds[k].argc + (k > 0);
 	if (rc < 0 || (rc = grow_argv(rs, total)) < 0)
 		return rc;
 	/* scratch no longer moves: pointers into it stay valid until the send. */
-	count = rs->scratch.data + counts;
-	for (size_t c = 0; c < rs->ncmds; c++) {
-		const struct sink_cmd *cmd = &rs->cmds[c];
-		for (size_t a = 0; a < cmd->argc; a++) {
-			rs->argv[n] = arg_ptr(rs, &rs->args[cmd->first + a]);
-			rs->argvlen[n++] = rs->args[cmd->first + a].len;
-			if (c > 0 && a == 0) {
+	count = c->scratch.data + counts;
+	for (size_t k = 0; k < c->ncmds; k++) {
+		for (size_t a = 0; a < c->cmds[k].argc; a++) {
+			rs->argv[n] = cmds_arg(c, k, a, &rs->argvlen[n]);
+			n++;
+			if (k > 0 && a == 0) {
 				rs->argv[n] = count;
 				rs->argvlen[n] = strlen(count);
 				count += rs->argvlen[n++] + 1;
@@ -489,35 +306,37 @@ const char *redis_sink_bad_key(const struct redis_sink *rs, size_t i, const char
 	return p;
 }
 
-/* True if the key formatted from fmt is one the last push found of the wrong type. */
-static bool is_bad(struct redis_sink *rs, const char *fmt, ...) SD_PRINTF(2, 3);
-static bool is_bad(struct redis_sink *rs, const char *fmt, ...)
+static bool is_bad(const struct redis_sink *rs, const char *key, size_t len)
 {
-	const char *type;
-	va_list ap;
-	int rc;
+	const char *type, *bad;
 
-	buf_reset(&rs->key);
-	va_start(ap, fmt);
-	rc = buf_vprintf(&rs->key, fmt, ap);
-	va_end(ap);
-	for (size_t i = 0; rc == 0 && i < rs->nbad; i++)
-		if (strcmp(redis_sink_bad_key(rs, i, &type), rs->key.data) == 0)
+	for (size_t i = 0; i < rs->nbad; i++) {
+		bad = redis_sink_bad_key(rs, i, &type);
+		if (strlen(bad) == len && memcmp(bad, key, len) == 0)
 			return true;
-	return rc < 0; /* out of memory: hold the job rather than push it wrongly */
+	}
+	return false;
 }
 
+/* Lays out the commands of a batch of j alone, as the format would, and
+ * looks for a bad key among their keys (each command's first argument). */
 bool redis_sink_blocked(struct redis_sink *rs, const struct batch *b, const struct batch_job *j)
 {
-	const char *p = rs->cfg->key_prefix, *payload = b->payloads.data + j->out.off;
-	long long ts = j->out.run_at_us / 1000000;
+	struct batch one = *b;
+	const char *key;
+	size_t len;
 
-	if (!j->out.scheduled)
-		return is_bad(rs, "%squeues", p) || is_bad(rs, "%squeue:%.*s", p, (int)j->queue_len, j->queue);
-	if (rs->cfg->format == FORMAT_SIDEKIQ)
-		return is_bad(rs, "%sschedule", p);
-	return is_bad(rs, "%sdelayed:%lld", p, ts) || is_bad(rs, "%sdelayed_queue_schedule", p) ||
-	       is_bad(rs, "%stimestamps:%.*s", p, (int)j->out.len, payload);
+	one.jobs = (struct batch_job *)j;
+	one.njobs = 1;
+	cmds_reset(&rs->one);
+	if (format_of(rs->cfg->format)->commands(&rs->one, &one, rs->cfg->key_prefix) < 0)
+		return true; /* out of memory: hold the job rather than push it wrongly */
+	for (size_t k = 0; k < rs->one.ncmds; k++) {
+		key = cmds_arg(&rs->one, k, 1, &len);
+		if (is_bad(rs, key, len))
+			return true;
+	}
+	return false;
 }
 
 /* Queues `CMD <own key>`. */
@@ -528,14 +347,11 @@ static int append_own_key_cmd(struct redis_sink *rs, const char *cmd, const char
 
 	if (!redis_sink_connected(rs))
 		return sink_fail(rs, "not connected to redis");
-	buf_reset(&rs->scratch);
-	rs->nargs = rs->ncmds = 0;
-	if (cmd_begin(rs) < 0 || arg_own_key(rs, key) < 0)
+	cmds_reset(&rs->cmds);
+	if (cmds_begin(&rs->cmds, cmd) < 0 || arg_own_key(rs, key) < 0)
 		return sink_fail(rs, "out of memory");
-	argv[0] = cmd;
-	argvlen[0] = strlen(cmd);
-	argv[1] = rs->scratch.data + rs->args[0].off;
-	argvlen[1] = rs->args[0].len;
+	argv[0] = cmds_arg(&rs->cmds, 0, 0, &argvlen[0]);
+	argv[1] = cmds_arg(&rs->cmds, 0, 1, &argvlen[1]);
 	if (redis_conn_append(&rs->conn, 2, argv, argvlen) < 0)
 		return sink_fail(rs, "%s", rs->conn.errstr);
 	return 0;

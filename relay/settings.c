@@ -14,15 +14,17 @@ const struct choice settings_commands[] = {
 	{ NULL, 0, NULL },
 };
 static const struct choice formats[] = {
-	{ "sidekiq", FORMAT_SIDEKIQ, NULL },
-	{ "resque", FORMAT_RESQUE, NULL },
-	{ NULL, 0, NULL },
+	{ "sidekiq", FORMAT_SIDEKIQ, NULL },     { "resque", FORMAT_RESQUE, NULL },
+	{ "activejob", FORMAT_ACTIVEJOB, NULL }, { "celery", FORMAT_CELERY, NULL },
+	{ "laravel", FORMAT_LARAVEL, NULL },     { NULL, 0, NULL },
 };
 static const struct choice sidekiq_versions[] = {
-	{ "6", 6, NULL },
-	{ "7", 7, NULL },
-	{ "8", 8, NULL },
-	{ NULL, 0, NULL },
+	{ "auto", SIDEKIQ_VERSION_AUTO, NULL }, { "6", 6, NULL }, { "7", 7, NULL }, { "8", 8, NULL }, { NULL, 0, NULL },
+};
+/* 7.0 writes what 6.1 does; 7.2 and 8 what 7.1 does. */
+static const struct choice rails_versions[] = {
+	{ "6.1", RAILS_6_1, NULL }, { "7.0", RAILS_6_1, NULL }, { "7.1", RAILS_7_1, NULL },
+	{ "7.2", RAILS_7_1, NULL }, { "8.0", RAILS_7_1, NULL }, { NULL, 0, NULL },
 };
 static const struct choice log_formats[] = {
 	{ "kv", LOG_FORMAT_KV, NULL },
@@ -126,13 +128,23 @@ const struct setting settings[] = {
 	  .choices = formats, .off = OFF(format),
 	  .help = "job layout in redis, as the worker library writes it" },
 	{ .flag = "sidekiq-version", .env = "STAGEDRAIN_SIDEKIQ_VERSION", .type = V_CHOICE,
-	  .def = "7", .choices = sidekiq_versions, .off = OFF(sidekiq_version),
+	  .def = "auto", .choices = sidekiq_versions, .off = OFF(sidekiq_version),
 	  .help = "sidekiq major version: 6 and 7 store timestamps as float seconds, "
-		  "8 as integer milliseconds" },
+		  "8 as integer milliseconds; auto reads the running Sidekiq processes' "
+		  "versions from redis and writes milliseconds only while every one is 8" },
+	{ .flag = "rails-version", .env = "STAGEDRAIN_RAILS_VERSION", .type = V_CHOICE,
+	  .def = "7.1", .choices = rails_versions, .off = OFF(rails_version),
+	  .help = "rails version whose ActiveJob payload to write: 6.1 and 7.0 write "
+		  "times to the second, 7.1 and later to the nanosecond with scheduled_at "
+		  "(which 6.1 and 7.0 workers ignore)" },
+	{ .flag = "laravel-prefix", .env = "STAGEDRAIN_LARAVEL_PREFIX", .type = V_STR,
+	  .metavar = "PREFIX", .def = "laravel_database_", .off = OFF(laravel_prefix),
+	  .help = "--format laravel: the redis connection's prefix (config/database.php, "
+		  "REDIS_PREFIX), written before queues:NAME as is; empty for none" },
 	{ .flag = "namespace", .env = "STAGEDRAIN_NAMESPACE", .type = V_NS, .metavar = "NAME",
-	  .off = OFF(key_prefix), .def_doc = "none for sidekiq, \"resque\" for resque",
+	  .off = OFF(key_prefix), .def_doc = "none (\"resque\" for resque)",
 	  .help = "key prefix as redis-namespace writes it: NAME:queue:default; the colon "
-		  "is added, and an empty NAME means no prefix" },
+		  "is added, and an empty NAME means no prefix (laravel: --laravel-prefix)" },
 	{ .flag = "batch-size", .env = "STAGEDRAIN_BATCH_SIZE", .type = V_INT, .metavar = "N",
 	  .def = "1000", .num = &value_count, .min = 1, .max = 100000, .off = OFF(batch_size),
 	  .help = "rows moved per transaction" },

@@ -10,7 +10,8 @@
 --   stagedrain_relay  SELECT, DELETE on staged_jobs; INSERT on staged_jobs_dead;
 --                     SELECT on the id sequence (its last value, never nextval)
 --   stagedrain_app    INSERT on staged_jobs' columns other than id (queue,
---                     job_class, args, run_at, options, created_at, jid);
+--                     job_class, args, run_at, options, created_at, jid,
+--                     uuid);
 --                     USAGE on its id sequence
 --
 -- and nothing else: each run first revokes whatever these two roles hold on
@@ -32,8 +33,9 @@
 -- is unset.
 --
 -- An ORM that inserts with RETURNING id (ActiveRecord's create!) also needs to
--- read the id column; run with -v app_returning_id=on to grant SELECT (id) on
--- staged_jobs to stagedrain_app, which shows ids and nothing of the jobs.
+-- read the id column; run with -v app_returning_id=on to grant SELECT (id, uuid)
+-- on staged_jobs to stagedrain_app, which shows ids (and the job's uuid, for
+-- RETURNING uuid) and nothing of the jobs.
 
 DO $$
 BEGIN
@@ -79,7 +81,7 @@ BEGIN
     -- Applications only add rows, and never choose their id: an explicit id
     -- below the relay's cursor would never be delivered. Column privileges
     -- make Postgres refuse it; the id's default needs only the sequence.
-    EXECUTE format('GRANT INSERT (queue, job_class, args, run_at, options, created_at, jid)'
+    EXECUTE format('GRANT INSERT (queue, job_class, args, run_at, options, created_at, jid, uuid)'
                    ' ON TABLE %s TO stagedrain_app', jobs);
     EXECUTE format('GRANT USAGE ON SEQUENCE %s TO stagedrain_app', seq);
 END
@@ -87,6 +89,6 @@ $$;
 
 \if :{?app_returning_id}
 \if :app_returning_id
-GRANT SELECT (id) ON TABLE staged_jobs TO stagedrain_app;
+GRANT SELECT (id, uuid) ON TABLE staged_jobs TO stagedrain_app;
 \endif
 \endif

@@ -22,7 +22,7 @@ static const char *const all_vars[] = {
 	"STAGEDRAIN_LOG_FORMAT",     "STAGEDRAIN_LOG_LEVEL",  "STAGEDRAIN_ONCE",
 	"STAGEDRAIN_PG_URL_FILE",    "STAGEDRAIN_PG_PASSWORD_FILE", "STAGEDRAIN_REDIS_URL_FILE",
 	"STAGEDRAIN_REDIS_PASSWORD_FILE", "STAGEDRAIN_HTTP_ADDR", "STAGEDRAIN_WARN_XACT_AGE",
-	"STAGEDRAIN_WATCH_INTERVAL", NULL,
+	"STAGEDRAIN_WATCH_INTERVAL", "STAGEDRAIN_RAILS_VERSION", "STAGEDRAIN_LARAVEL_PREFIX", NULL,
 };
 
 static const char *const all_flags[] = {
@@ -108,7 +108,8 @@ START_TEST(defaults)
 	ck_assert_ptr_null(cfg.redis.user);
 	ck_assert_ptr_null(cfg.redis.password);
 	ck_assert_int_eq(cfg.format, FORMAT_SIDEKIQ);
-	ck_assert_int_eq(cfg.sidekiq_version, 7);
+	ck_assert_int_eq(cfg.sidekiq_version, SIDEKIQ_VERSION_AUTO);
+	ck_assert_int_eq(cfg.rails_version, RAILS_7_1);
 	ck_assert_str_eq(cfg.key_prefix, "");
 	ck_assert_int_eq(cfg.batch_size, 1000);
 	ck_assert_int_eq(cfg.max_job_bytes, 1048576);
@@ -327,6 +328,16 @@ START_TEST(namespace_defaults_follow_format)
 	load_ok(&cfg, ARGV("--namespace", "jobs"));
 	ck_assert_str_eq(cfg.key_prefix, "jobs:");
 	config_free(&cfg);
+	/* Laravel's connection prefix is written as given, with no colon added. */
+	load_ok(&cfg, ARGV("--format", "laravel"));
+	ck_assert_str_eq(cfg.key_prefix, "laravel_database_");
+	config_free(&cfg);
+	load_ok(&cfg, ARGV("--format", "laravel", "--laravel-prefix", "shop_"));
+	ck_assert_str_eq(cfg.key_prefix, "shop_");
+	config_free(&cfg);
+	load_ok(&cfg, ARGV("--format", "laravel", "--laravel-prefix", ""));
+	ck_assert_str_eq(cfg.key_prefix, "");
+	config_free(&cfg);
 }
 END_TEST
 
@@ -512,11 +523,16 @@ static const struct err_case {
 	{ NULL, NULL, { "--lock-key", " 5" },
 	  "invalid --lock-key \" 5\": not a signed 64-bit integer (decimal, or hex with 0x)" },
 	/* choices */
-	{ NULL, NULL, { "--format", "celery" }, "invalid --format \"celery\": must be one of sidekiq, resque" },
+	{ NULL, NULL, { "--format", "rq" },
+	  "invalid --format \"rq\": must be one of sidekiq, resque, activejob, celery, laravel" },
+	{ NULL, NULL, { "--rails-version", "6.0" },
+	  "invalid --rails-version \"6.0\": must be one of 6.1, 7.0, 7.1, 7.2, 8.0" },
+	{ NULL, NULL, { "--format", "laravel", "--namespace", "app" },
+	  "invalid --namespace \"app\": is not used with --format laravel: set --laravel-prefix instead" },
 	{ "STAGEDRAIN_SIDEKIQ_VERSION", "5", { NULL },
-	  "invalid --sidekiq-version \"5\" (from STAGEDRAIN_SIDEKIQ_VERSION): must be one of 6, 7, 8" },
+	  "invalid --sidekiq-version \"5\" (from STAGEDRAIN_SIDEKIQ_VERSION): must be one of auto, 6, 7, 8" },
 	{ NULL, NULL, { "--sidekiq-version", "07" },
-	  "invalid --sidekiq-version \"07\": must be one of 6, 7, 8" },
+	  "invalid --sidekiq-version \"07\": must be one of auto, 6, 7, 8" },
 	{ NULL, NULL, { "--log-format=xml" }, "invalid --log-format \"xml\": must be one of kv, json" },
 	{ "STAGEDRAIN_LOG_LEVEL", "verbose", { NULL },
 	  "invalid --log-level \"verbose\" (from STAGEDRAIN_LOG_LEVEL): must be one of debug, info, "
@@ -528,7 +544,8 @@ static const struct err_case {
 	  "invalid --once \"nah\": must be one of true, false, 1, 0, yes, no, on, off" },
 	/* a newline from the environment cannot split the message */
 	{ "STAGEDRAIN_FORMAT", "a\nb", { NULL },
-	  "invalid --format \"a?b\" (from STAGEDRAIN_FORMAT): must be one of sidekiq, resque" },
+	  "invalid --format \"a?b\" (from STAGEDRAIN_FORMAT): must be one of sidekiq, resque, activejob, "
+	  "celery, laravel" },
 	/* namespace */
 	{ NULL, NULL, { "--namespace", "app:" },
 	  "invalid --namespace \"app:\": must not end with ':' (the colon is added)" },
@@ -616,8 +633,8 @@ START_TEST(error_message_is_bounded)
 	memset(value, 'x', sizeof(value) - 1);
 	value[sizeof(value) - 1] = '\0';
 	ck_assert_int_eq(load(&cfg, err, ARGV("--format", value)), -EINVAL);
-	ck_assert(strstr(err, "...\": must be one of sidekiq, resque"));
-	ck_assert_uint_lt(strlen(err), 160);
+	ck_assert(strstr(err, "...\": must be one of sidekiq, resque, activejob, celery, laravel"));
+	ck_assert_uint_lt(strlen(err), 200);
 	/* A short or missing err buffer is truncated or skipped, never overrun. */
 	ck_assert_int_eq(config_load(&cfg, 3, (char **)ARGV("--format", value), tiny, sizeof(tiny)), -EINVAL);
 	ck_assert_uint_eq(strlen(tiny), sizeof(tiny) - 1);
@@ -659,7 +676,7 @@ START_TEST(man_page_lists_every_setting)
 	}
 	for (const char *const *v = all_vars; *v; v++)
 		ck_assert_msg(strstr(text, *v), "man page lacks %s", *v);
-	ck_assert(strstr(text, ".It Fl -format Ar sidekiq | resque\n"));
+	ck_assert(strstr(text, ".It Fl -format Ar sidekiq | resque | activejob | celery | laravel\n"));
 	ck_assert(strstr(text, "From 100ms to 1h.\n"));
 	/* Text never starts a line with a control character, so no sentence
 	 * turns into an unknown macro; the one backslash in the examples is escaped. */

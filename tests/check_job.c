@@ -39,14 +39,16 @@ static struct job_row good_row(void)
 
 static struct job_opts sidekiq_opts(int version)
 {
-	struct job_opts o = { FORMAT_SIDEKIQ, version, 1048576, NOW_US };
+	struct job_opts o = {
+		.format = FORMAT_SIDEKIQ, .sidekiq_version = version, .max_job_bytes = 1048576, .now_us = NOW_US
+	};
 
 	return o;
 }
 
 static struct job_opts resque_opts(void)
 {
-	struct job_opts o = { FORMAT_RESQUE, 0, 1048576, NOW_US };
+	struct job_opts o = { .format = FORMAT_RESQUE, .max_job_bytes = 1048576, .now_us = NOW_US };
 
 	return o;
 }

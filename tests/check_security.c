@@ -84,19 +84,20 @@ static void login_role(PGconn *c, const char *name, const char *group, const cha
 
 /* In byte order (COLLATE "C" in GRANTS_SQL): "." sorts before ":". The app may
  * insert every column but id; with app_returning_id it may also read id, which
- * sorts between created_at and jid. */
+ * sorts between created_at and jid, and uuid, last of its columns. */
 #define APP_INSERTS_BEFORE_ID "staged_jobs.args:stagedrain_app:INSERT staged_jobs.created_at:stagedrain_app:INSERT "
 #define APP_INSERTS_AFTER_ID                                                                                           \
 	"staged_jobs.jid:stagedrain_app:INSERT staged_jobs.job_class:stagedrain_app:INSERT"                            \
 	" staged_jobs.options:stagedrain_app:INSERT staged_jobs.queue:stagedrain_app:INSERT"                           \
-	" staged_jobs.run_at:stagedrain_app:INSERT"
+	" staged_jobs.run_at:stagedrain_app:INSERT staged_jobs.uuid:stagedrain_app:INSERT"
 #define OTHER_GRANTS                                                                                                   \
 	" staged_jobs:stagedrain_relay:DELETE staged_jobs:stagedrain_relay:SELECT"                                     \
 	" staged_jobs_dead:stagedrain_relay:INSERT staged_jobs_id_seq:stagedrain_app:USAGE"                            \
 	" staged_jobs_id_seq:stagedrain_relay:SELECT"
 #define EXPECTED_GRANTS APP_INSERTS_BEFORE_ID APP_INSERTS_AFTER_ID OTHER_GRANTS
 #define EXPECTED_GRANTS_RETURNING                                                                                      \
-	APP_INSERTS_BEFORE_ID "staged_jobs.id:stagedrain_app:SELECT " APP_INSERTS_AFTER_ID OTHER_GRANTS
+	APP_INSERTS_BEFORE_ID "staged_jobs.id:stagedrain_app:SELECT " APP_INSERTS_AFTER_ID                             \
+			      " staged_jobs.uuid:stagedrain_app:SELECT" OTHER_GRANTS
 
 START_TEST(roles_grant_exactly_what_each_needs)
 {
@@ -113,7 +114,7 @@ START_TEST(roles_grant_exactly_what_each_needs)
 	/* An ORM's create!: the id comes back; choosing one is still refused. */
 	ck_assert_int_gt(h_sql(app, "INSERT INTO staged_jobs (queue, job_class, args, run_at, options,"
 				    " created_at, jid) VALUES ('default', 'R', '[]', NULL, '{}', now(),"
-				    " '0123456789abcdef01234567') RETURNING id"),
+				    " '0123456789abcdef01234567') RETURNING id, uuid"),
 			 0);
 	denied(app, "INSERT INTO staged_jobs (id, job_class) VALUES (1, 'A') RETURNING id");
 	h_sql(c, "DELETE FROM staged_jobs");

@@ -1,0 +1,84 @@
+/*
+ * A job format: the payload a staged row becomes, and the Redis commands that
+ * push a batch of them, exactly as that worker library's own client writes
+ * them. One file per format (relay/format_*.c); job.c runs the checks every
+ * format shares, and the drain, the fence and the sink never see which
+ * format they carry.
+ */
+#ifndef STAGEDRAIN_FORMAT_H
+#define STAGEDRAIN_FORMAT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <jansson.h>
+
+#include "batch.h"
+#include "buf.h"
+#include "fmacros.h"
+#include "job.h"
+#include "payload.h"
+#include "redis_cmds.h"
+
+/* A row that passed the shared checks: class and queue are non-empty UTF-8
+ * without NULs, args is a JSON array no deeper than JOB_MAX_DEPTH - 1 and
+ * no larger than --max-job-bytes, options an object without duplicate keys. */
+struct job_in {
+	const struct job_row *row;
+	struct span args;      /* the args text, trimmed: copy it, never re-encode it */
+	const json_t *options; /* NULL when {} */
+	bool scheduled;        /* run_at is after opts->now_us */
+};
+
+struct format {
+	const char *name;
+	/* Appends in's payload to out: 0, JOB_REJECT with a one-line reason
+	 * (out may hold a partial payload: job.c rewinds it), or -ENOMEM. */
+	int (*payload)(const struct job_in *in, const struct job_opts *opts, struct buf *out, char *reason,
+		       size_t rlen);
+	/* Appends the commands that push every job of b, queue by queue in id
+	 * order, under key prefix (--namespace or --laravel-prefix). */
+	int (*commands)(struct redis_cmds *c, const struct batch *b, const char *prefix);
+};
+
+extern const struct format format_sidekiq, format_resque, format_activejob, format_celery, format_laravel;
+
+/* The relay's format: its layout in Redis, and every row's payload unless the
+ * row says otherwise (format_of_row). */
+const struct format *format_of(enum job_format f);
+/*
+ * The payload format of one row in a relay of format f: in a Sidekiq or
+ * ActiveJob relay, options "activejob": true or false picks ActiveJob's
+ * wrapper or a plain Sidekiq job (both go to the same keys). The key is
+ * consumed, never written. 0, or JOB_REJECT when it is not a boolean or f
+ * is another layout.
+ */
+int format_of_row(enum job_format f, const json_t *options, const struct format **out, char *reason, size_t rlen);
+
+/* The job hash Sidekiq's client writes, which ActiveJob's adapter wraps:
+ * class (and wrapped), args written by put_args, queue, jid, retry, the
+ * row's options but those in skip (NULL-terminated, or NULL), created_at,
+ * and enqueued_at unless scheduled. */
+struct sidekiq_item {
+	struct span class_name;
+	struct span wrapped; /* n == 0: no "wrapped" key */
+	int (*put_args)(struct buf *b, const struct job_in *in, const struct job_opts *opts, void *arg);
+	void *arg;
+	const char *const *skip;
+};
+int sidekiq_put_item(struct buf *b, const struct job_in *in, const struct job_opts *opts,
+		     const struct sidekiq_item *it) SD_MUSTCHECK;
+/* Sidekiq's job check: a jid of 24 lowercase hex digits. 0 or JOB_REJECT. */
+int sidekiq_check_jid(const struct job_row *row, char *reason, size_t rlen);
+/* The sidekiq layout: SADD queues, LPUSH queue:<q>, ZADD schedule. */
+int sidekiq_commands(struct redis_cmds *c, const struct batch *b, const char *prefix);
+
+/* Shared by the layouts: for each queue in order of its first job, one
+ * `<cmd> <prefix><infix><queue> payload...` of its jobs in id order;
+ * with all false only the jobs that are not scheduled. */
+int format_push_queues(struct redis_cmds *c, const struct batch *b, const char *cmd, const char *prefix,
+		       const char *infix, bool all);
+/* `SADD <prefix>queues q...` of the queues the batch pushes to now. */
+int format_add_queue_set(struct redis_cmds *c, const struct batch *b, const char *prefix);
+
+#endif

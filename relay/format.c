@@ -1,0 +1,102 @@
+/* The formats by name, the per-row ActiveJob switch, and the queue pushes
+ * the layouts share. */
+#include "fmacros.h"
+
+#include <string.h>
+
+#include "format.h"
+
+const struct format *format_of(enum job_format f)
+{
+	switch (f) {
+	case FORMAT_SIDEKIQ:
+		return &format_sidekiq;
+	case FORMAT_RESQUE:
+		return &format_resque;
+	case FORMAT_ACTIVEJOB:
+		return &format_activejob;
+	case FORMAT_CELERY:
+		return &format_celery;
+	case FORMAT_LARAVEL:
+		return &format_laravel;
+	}
+	return &format_sidekiq;
+}
+
+int format_of_row(enum job_format f, const json_t *options, const struct format **out, char *reason, size_t rlen)
+{
+	const json_t *aj = json_object_get(options, "activejob");
+	bool sidekiq_layout = f == FORMAT_SIDEKIQ || f == FORMAT_ACTIVEJOB;
+
+	*out = format_of(f);
+	if (!aj)
+		return 0;
+	if (!sidekiq_layout) {
+		payload_reason(reason, rlen, "options key \"activejob\" needs --format sidekiq or activejob, not %s",
+			       (*out)->name);
+		return JOB_REJECT;
+	}
+	if (!json_is_boolean(aj)) {
+		payload_reason(reason, rlen, "options key \"activejob\" is not true or false");
+		return JOB_REJECT;
+	}
+	*out = json_is_true(aj) ? &format_activejob : &format_sidekiq;
+	return 0;
+}
+
+static bool same_queue(const struct batch_job *a, const struct batch_job *b)
+{
+	return a->queue_len == b->queue_len && memcmp(a->queue, b->queue, a->queue_len) == 0;
+}
+
+static bool pushed(const struct batch_job *j, bool all)
+{
+	return all || !j->out.scheduled;
+}
+
+/* True if job i is the first job of its queue that the push takes. */
+static bool first_of_queue(const struct batch *b, size_t i, bool all)
+{
+	if (!pushed(&b->jobs[i], all))
+		return false;
+	for (size_t k = 0; k < i; k++)
+		if (pushed(&b->jobs[k], all) && same_queue(&b->jobs[k], &b->jobs[i]))
+			return false;
+	return true;
+}
+
+int format_add_queue_set(struct redis_cmds *c, const struct batch *b, const char *prefix)
+{
+	bool any = false;
+	int rc = 0;
+
+	for (size_t i = 0; rc == 0 && i < b->njobs; i++) {
+		if (!first_of_queue(b, i, false))
+			continue;
+		if (!any && ((rc = cmds_begin(c, "SADD")) < 0 || (rc = cmds_fmt(c, "%squeues", prefix)) < 0))
+			return rc;
+		any = true;
+		if ((rc = cmds_room(c, 2)) == 0)
+			rc = cmds_ref(c, b->jobs[i].queue, b->jobs[i].queue_len);
+	}
+	return rc;
+}
+
+int format_push_queues(struct redis_cmds *c, const struct batch *b, const char *cmd, const char *prefix,
+		       const char *infix, bool all)
+{
+	int rc = 0;
+
+	for (size_t i = 0; rc == 0 && i < b->njobs; i++) {
+		const struct batch_job *j = &b->jobs[i];
+		if (!first_of_queue(b, i, all))
+			continue;
+		if ((rc = cmds_begin(c, cmd)) < 0 ||
+		    (rc = cmds_fmt(c, "%s%s%.*s", prefix, infix, (int)j->queue_len, j->queue)) < 0)
+			return rc;
+		for (size_t k = i; rc == 0 && k < b->njobs; k++)
+			if (pushed(&b->jobs[k], all) && same_queue(&b->jobs[k], j) && (rc = cmds_room(c, 2)) == 0)
+				rc = cmds_ref(c, b->payloads.data + b->jobs[k].out.off, b->jobs[k].out.len);
+	}
+	return rc;
+}
