@@ -24,7 +24,7 @@ PYTHON ?= $(shell test -x /usr/bin/python3 && echo /usr/bin/python3 || echo pyth
 # Modules shared by the daemon and the tests; main.c only wires them.
 LIB_SRC = relay/buf.c relay/log.c relay/values.c relay/settings.c relay/redis_url.c relay/config.c \
           relay/usage.c relay/job.c relay/payload.c relay/format.c relay/format_sidekiq.c relay/format_resque.c \
-          relay/format_activejob.c relay/format_celery.c relay/format_laravel.c relay/redis_cmds.c relay/pg_source.c \
+          relay/format_activejob.c relay/format_celery.c relay/format_laravel.c relay/redis_cmds.c relay/sidekiq_probe.c relay/clock.c relay/pg_source.c \
           relay/redis_tls.c relay/redis_io.c relay/redis_sentinel.c relay/redis_conn.c relay/redis_sink.c relay/drain.c relay/migrate.c relay/backoff.c relay/batch.c relay/fence.c relay/gaps.c \
           relay/metrics.c relay/watch.c relay/http.c relay/pg_conn.c relay/pg_read.c
 LIB_OBJ = $(LIB_SRC:relay/%.c=$(OUT)/%.o) $(OUT)/sql_embed.o
@@ -33,7 +33,8 @@ UNIT_SRC = tests/unit_main.c tests/check_config.c tests/check_redis_url.c tests/
 INTEG_SRC = tests/integration_main.c tests/harness.c tests/check_relay.c \
             tests/check_faults.c tests/check_leader.c tests/check_e2e.c tests/check_sink.c \
             tests/check_cursor.c tests/check_security.c tests/check_trouble.c tests/check_http.c \
-            tests/check_reconcile.c tests/check_guarantees.c tests/check_tls.c tests/check_sentinel.c
+            tests/check_reconcile.c tests/check_guarantees.c tests/check_tls.c tests/check_sentinel.c \
+            tests/check_sidekiq_version.c
 
 # The test support library: processes, the throwaway servers, SQL, Redis, logs.
 # The Check suites, the chaos programs and the bench all link it; no Check in it.

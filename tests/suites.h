@@ -26,5 +26,6 @@ Suite *reconcile_suite(void);
 Suite *guarantees_suite(void);
 Suite *tls_suite(void);
 Suite *sentinel_suite(void);
+Suite *sidekiq_version_suite(void);
 
 #endif
