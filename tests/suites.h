@@ -27,5 +27,6 @@ Suite *guarantees_suite(void);
 Suite *tls_suite(void);
 Suite *sentinel_suite(void);
 Suite *sidekiq_version_suite(void);
+Suite *formats_suite(void);
 
 #endif

@@ -1,0 +1,207 @@
+/* The guarantees hold for every format, against the real servers: each job
+ * once, FIFO per queue in the order its worker pops, the crash fence, and
+ * dead-lettering with a reason while the drain goes on. */
+#include "fmacros.h"
+
+#include <check.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/evp.h>
+
+#include "harness.h"
+#include "suites.h"
+
+/* A format, where its queue lives, and how its worker takes the oldest job. */
+struct layout {
+	const char *format;
+	const char *prefix; /* before the queue's name */
+	const char *pop;    /* the worker's pop: RPOP after LPUSH, LPOP after RPUSH */
+};
+
+static const struct layout layouts[] = {
+	{ "sidekiq", "queue:", "RPOP" },
+	{ "resque", "resque:queue:", "LPOP" },
+	{ "activejob", "queue:", "RPOP" },
+	{ "celery", "", "RPOP" },
+	{ "laravel", "laravel_database_queues:", "LPOP" },
+};
+
+#define NLAYOUTS (int)(sizeof(layouts) / sizeof(layouts[0]))
+
+static void setup(void)
+{
+	h_reset();
+}
+
+/* Celery's body is base64 of [args, kwargs, embed]. */
+static json_t *celery_body(const json_t *job)
+{
+	const char *text = json_string_value(json_object_get(job, "body"));
+	size_t n = text ? strlen(text) : 0;
+	unsigned char *raw = malloc(n / 4 * 3 + 4);
+	int len;
+	json_t *body;
+
+	ck_assert_ptr_nonnull(raw);
+	len = EVP_DecodeBlock(raw, (const unsigned char *)(text ? text : ""), (int)n);
+	ck_assert_int_ge(len, 0);
+	while (len > 0 && n > 0 && text[--n] == '=') /* DecodeBlock counts padding as zero bytes */
+		len--;
+	body = json_loadb((const char *)raw, (size_t)len, 0, NULL);
+	free(raw);
+	ck_assert_ptr_nonnull(body);
+	return body;
+}
+
+/* The job's positional arguments, wherever its format keeps them. */
+static json_t *job_args(const char *format, const json_t *job)
+{
+	json_t *args, *body;
+
+	if (strcmp(format, "activejob") == 0)
+		return json_incref(json_object_get(json_array_get(json_object_get(job, "args"), 0), "arguments"));
+	if (strcmp(format, "laravel") == 0)
+		return json_incref(json_object_get(job, "data"));
+	if (strcmp(format, "celery") != 0)
+		return json_incref(json_object_get(job, "args"));
+	body = celery_body(job);
+	args = json_incref(json_array_get(body, 0));
+	json_decref(body);
+	return args;
+}
+
+/* Pops queue q as its worker does: args[0] must rise, n jobs in all. */
+static void assert_fifo(redisContext *r, const struct layout *l, const char *q, int n)
+{
+	char key[128];
+	redisReply *rep;
+	long long prev = -1;
+	int got = 0;
+
+	snprintf(key, sizeof(key), "%s%s", l->prefix, q);
+	while ((rep = h_cmd(r, "%s %s", l->pop, key))->type == REDIS_REPLY_STRING) {
+		json_t *job = json_loads(rep->str, 0, NULL), *args;
+		ck_assert_msg(job != NULL, "%s: not json: %s", l->format, rep->str);
+		args = job_args(l->format, job);
+		ck_assert_msg(json_array_size(args) == 1, "%s: args not [i]: %s", l->format, rep->str);
+		ck_assert_int_gt(json_integer_value(json_array_get(args, 0)), prev);
+		prev = json_integer_value(json_array_get(args, 0));
+		got++;
+		json_decref(args);
+		json_decref(job);
+		freeReplyObject(rep);
+	}
+	freeReplyObject(rep);
+	ck_assert_int_eq(got, n);
+}
+
+START_TEST(each_job_once_fifo_per_queue)
+{
+	const struct layout *l = &layouts[_i];
+	PGconn *c = h_pg();
+	redisContext *r = h_redis();
+
+	for (int t = 0; t < 3; t++)
+		h_sql(c,
+		      "INSERT INTO staged_jobs (queue, job_class, args)"
+		      " SELECT CASE WHEN i %% 3 = 0 THEN 'a' ELSE 'b' END, 'App\\Jobs\\W@handle',"
+		      " jsonb_build_array(i) FROM generate_series(%d, %d) i ORDER BY i",
+		      t * 100, t * 100 + 99);
+	ck_assert_int_eq(h_relay_run("relay", (const char *const[]){ "--once", "--format", l->format, "--batch-size",
+								     "70", NULL }),
+			 0);
+	assert_fifo(r, l, "a", 100);
+	assert_fifo(r, l, "b", 200);
+	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs"), 0);
+	PQfinish(c);
+	redisFree(r);
+}
+END_TEST
+
+static long long queue_len(redisContext *r, const struct layout *l, const char *q)
+{
+	char key[128];
+
+	snprintf(key, sizeof(key), "%s%s", l->prefix, q);
+	return h_cmd_int(r, "LLEN %s", key);
+}
+
+/* A relay killed between its push and its delete: the next leader reads the
+ * fence and deletes the batch instead of pushing it again. */
+START_TEST(crash_between_push_and_delete_is_not_pushed_again)
+{
+	const struct layout *l = &layouts[_i];
+	PGconn *c = h_pg(), *locker = h_pg();
+	redisContext *r = h_redis();
+	struct relay_proc p;
+	long long t0;
+
+	h_stage(c, "default", 1, 10);
+	h_sql(locker, "BEGIN");
+	h_sql(locker, "SELECT 1 FROM staged_jobs WHERE id = 5 FOR UPDATE");
+	h_relay_start(&p, "relay", (const char *const[]){ "--format", l->format, "--poll-interval", "20ms", NULL });
+	for (t0 = mono_ms(); queue_len(r, l, "default") < 10; sleep_ms(5))
+		RELAY_CHECK(&p, mono_ms() - t0 < 10000, "%s: jobs not pushed within 10 s", l->format);
+	sleep_ms(200); /* the relay is now blocked in its delete */
+	h_relay_kill(&p, SIGKILL);
+	ck_assert_int_eq(h_relay_wait(&p, 5000), 128 + SIGKILL);
+	h_sql(c, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'stagedrain'");
+	while (h_sql(c, "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'stagedrain'") > 0)
+		sleep_ms(10);
+	h_sql(locker, "ROLLBACK");
+	PQfinish(locker);
+	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs"), 10);
+	ck_assert_int_eq(h_relay_run("next", (const char *const[]){ "--once", "--format", l->format, NULL }), 0);
+	ck_assert_int_eq(queue_len(r, l, "default"), 10);
+	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs"), 0);
+	PQfinish(c);
+	redisFree(r);
+}
+END_TEST
+
+/* Rows no format can carry, and one each format refuses, go to the dead
+ * table with a reason; the good rows around them arrive. */
+START_TEST(bad_rows_are_dead_lettered_and_the_drain_goes_on)
+{
+	const struct layout *l = &layouts[_i];
+	PGconn *c = h_pg();
+	redisContext *r = h_redis();
+	char reason[256];
+
+	h_sql(c, "INSERT INTO staged_jobs (job_class, args) VALUES ('App\\Jobs\\W@handle', '[1]')");
+	h_sql(c, "INSERT INTO staged_jobs (job_class, args) VALUES ('App\\Jobs\\W@handle', '{\"a\": 1}')");
+	h_sql(c, "INSERT INTO staged_jobs (job_class, args, options) VALUES ('App\\Jobs\\W@handle', '[2]',"
+		 " '{\"activejob\": 1}')");
+	h_sql(c, "INSERT INTO staged_jobs (job_class, args) VALUES ('App\\Jobs\\W@handle', '[3]')");
+	ck_assert_int_eq(h_relay_run("relay", (const char *const[]){ "--once", "--format", l->format, "--max-job-bytes",
+								     "4k", NULL }),
+			 0);
+	ck_assert_int_eq(queue_len(r, l, "default"), 2);
+	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs"), 0);
+	h_sql_text(c, "SELECT reason FROM staged_jobs_dead WHERE id = 2", reason, sizeof(reason));
+	ck_assert_str_eq(reason, "args is not a json array (got object)");
+	h_sql_text(c, "SELECT reason FROM staged_jobs_dead WHERE id = 3", reason, sizeof(reason));
+	ck_assert_msg(strstr(reason, "\"activejob\"") != NULL, "%s: %s", l->format, reason);
+	/* The dead row keeps its uuid, so a re-staged job keeps its id. */
+	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs_dead WHERE uuid IS NOT NULL"), 2);
+	PQfinish(c);
+	redisFree(r);
+}
+END_TEST
+
+Suite *formats_suite(void)
+{
+	Suite *s = suite_create("formats");
+	TCase *tc = tcase_create("every_format");
+
+	tcase_add_checked_fixture(tc, setup, NULL);
+	tcase_set_timeout(tc, 60);
+	tcase_add_loop_test(tc, each_job_once_fifo_per_queue, 0, NLAYOUTS);
+	tcase_add_loop_test(tc, crash_between_push_and_delete_is_not_pushed_again, 0, NLAYOUTS);
+	tcase_add_loop_test(tc, bad_rows_are_dead_lettered_and_the_drain_goes_on, 0, NLAYOUTS);
+	suite_add_tcase(s, tc);
+	return s;
+}
