@@ -12,6 +12,7 @@ Suite *backoff_suite(void);
 Suite *fence_suite(void);
 Suite *gaps_suite(void);
 Suite *metrics_suite(void);
+Suite *laravel_format_suite(void);
 
 Suite *relay_suite(void);
 Suite *faults_suite(void);
@@ -26,5 +27,6 @@ Suite *reconcile_suite(void);
 Suite *guarantees_suite(void);
 Suite *tls_suite(void);
 Suite *sentinel_suite(void);
+Suite *laravel_e2e_suite(void);
 
 #endif
