@@ -1,22 +1,359 @@
 /* Laravel: the Redis queue's payload for a Class@method job, RPUSH queues:<q> and its notify list. */
 #include "fmacros.h"
 
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
 #include "format.h"
 
-/* Not written yet: every row is dead-lettered with this reason. */
-static int laravel_payload(const struct job_in *in, const struct job_opts *opts, struct buf *out, char *reason,
+/*
+ * The layout is Illuminate\Queue\Queue::createStringPayload merged with
+ * RedisQueue::createPayloadArray's id and attempts, as Laravel 10.x, 11.x
+ * and 12.0-12.10 write it (12.11 added createdAt and delay, which its
+ * workers read with a null default), encoded by
+ * json_encode($payload, JSON_UNESCAPED_UNICODE): compact, "/" as "\/",
+ * other non-ASCII raw but U+2028 and U+2029, which PHP still escapes.
+ */
+
+/* PHP's escape of the line and paragraph separators (E2 80 A8 and A9). */
+static bool line_separator(const char *p, size_t left)
+{
+	return left >= 3 && (unsigned char)p[0] == 0xe2 && (unsigned char)p[1] == 0x80 &&
+	       ((unsigned char)p[2] == 0xa8 || (unsigned char)p[2] == 0xa9);
+}
+
+/* PHP's escape of the character at p (left bytes remain) into esc, and how
+ * many bytes it takes; 0 when json_encode writes it as it is. */
+static size_t php_escape(const char *p, size_t left, char esc[8])
+{
+	static const char hex[] = "0123456789abcdef";
+	static const char named[] = "\"\\/\b\f\n\r\t", letter[] = "\"\\/bfnrt";
+	unsigned char c = (unsigned char)*p;
+	const char *hit = c ? strchr(named, c) : NULL;
+
+	if (hit) {
+		snprintf(esc, 8, "\\%c", letter[hit - named]);
+		return 1;
+	}
+	if (c < 0x20) {
+		snprintf(esc, 8, "\\u00%c%c", hex[c >> 4], hex[c & 15]);
+		return 1;
+	}
+	if (line_separator(p, left)) {
+		snprintf(esc, 8, "\\u202%c", (unsigned char)p[2] == 0xa8 ? '8' : '9');
+		return 3;
+	}
+	return 0;
+}
+
+/* A JSON string as json_encode writes it with JSON_UNESCAPED_UNICODE; s is
+ * checked UTF-8 without NULs. (jansson's writer differs: \u001F, no \u2028.) */
+static int put_php_string(struct buf *b, struct span s)
+{
+	size_t from = 0, i = 0, n;
+	char esc[8];
+	int rc;
+
+	if ((rc = buf_puts(b, "\"")) < 0)
+		return rc;
+	while (i < s.n) {
+		if ((n = php_escape(s.p + i, s.n - i, esc)) == 0) {
+			i++;
+			continue;
+		}
+		if ((rc = buf_append(b, s.p + from, i - from)) < 0 || (rc = buf_puts(b, esc)) < 0)
+			return rc;
+		from = i += n;
+	}
+	if ((rc = buf_append(b, s.p + from, s.n - from)) < 0)
+		return rc;
+	return buf_puts(b, "\"");
+}
+
+/*
+ * The args text (Postgres' jsonb output) already escapes what PHP escapes
+ * but "/" (payload_compact adds it) and U+2028/U+2029, which can only sit
+ * inside strings: they are widened here, in place, from the end.
+ */
+static int escape_separators(struct buf *b, size_t off)
+{
+	size_t count = 0, old_len = b->len, src, dst;
+	int rc;
+
+	for (size_t i = off; i < old_len; i++)
+		count += line_separator(b->data + i, old_len - i);
+	if (count == 0)
+		return 0;
+	/* Room for 3 more bytes per separator ("\u2028" is 6, the raw one 3). */
+	if ((rc = buf_printf(b, "%*s", (int)(3 * count), "")) < 0)
+		return rc;
+	for (src = old_len, dst = b->len; src > off;) {
+		if (src - off >= 3 && line_separator(b->data + src - 3, 3)) {
+			char last = b->data[src - 1] == (char)0xa8 ? '8' : '9';
+			dst -= 6;
+			memcpy(b->data + dst, "\\u202", 5);
+			b->data[dst + 5] = last;
+			src -= 3;
+			continue;
+		}
+		b->data[--dst] = b->data[--src];
+	}
+	return 0;
+}
+
+/* The row's uuid as 8-4-4-4-12 hex digits; id is Laravel's Str::random(32)
+ * and any string works, so the uuid's own 32 digits make it. */
+static int check_uuid(const struct job_row *row, char *id, char *reason, size_t rlen)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; row->uuid && row->uuid_len == PAYLOAD_UUID_LEN && i < row->uuid_len; i++) {
+		char c = row->uuid[i];
+		bool dash = i == 8 || i == 13 || i == 18 || i == 23;
+		bool hexd = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+		if (dash ? c != '-' : !hexd)
+			break;
+		if (!dash)
+			id[n++] = c;
+	}
+	id[n] = '\0';
+	if (n == 32)
+		return 0;
+	payload_reason(reason, rlen, "uuid is not a uuid");
+	return JOB_REJECT;
+}
+
+/* Str::parseCallback($job, 'fire'): the class before the first '@', the
+ * method after it; no '@' means the worker calls fire(). */
+static int split_job(struct span job, struct span *display, char *reason, size_t rlen)
+{
+	const char *at = memchr(job.p, '@', job.n);
+
+	*display = job;
+	if (!at)
+		return 0;
+	display->n = (size_t)(at - job.p);
+	if (display->n > 0 && at + 1 < job.p + job.n)
+		return 0;
+	payload_reason(reason, rlen, "job_class \"Class@method\" has an empty class or method");
+	return JOB_REJECT;
+}
+
+static bool count_value(const json_t *v)
+{
+	return json_is_integer(v) && json_integer_value(v) >= 0;
+}
+
+/* Job::backoff() is read by the worker as "10,20,30" (explode), the way
+ * Queue::getJobBackoff implodes the job's $backoff property. */
+static int put_backoff(struct buf *b, const json_t *v)
+{
+	size_t i;
+	json_t *e;
+	int rc;
+
+	if (json_is_integer(v))
+		return buf_printf(b, "\"%lld\"", (long long)json_integer_value(v));
+	if ((rc = buf_puts(b, "\"")) < 0)
+		return rc;
+	json_array_foreach(v, i, e)
+	{
+		if ((i > 0 && (rc = buf_puts(b, ",")) < 0) || (rc = buf_put_int(b, json_integer_value(e))) < 0)
+			return rc;
+	}
+	return buf_puts(b, "\"");
+}
+
+static bool bool_value(const json_t *v)
+{
+	return json_is_boolean(v);
+}
+
+static bool backoff_value(const json_t *v)
+{
+	size_t i;
+	json_t *e;
+
+	if (count_value(v))
+		return true;
+	if (!json_is_array(v) || json_array_size(v) == 0)
+		return false;
+	json_array_foreach(v, i, e)
+	{
+		if (!count_value(e))
+			return false;
+	}
+	return true;
+}
+
+/* The job properties a string payload carries; null or absent keeps Laravel's default. */
+struct laravel_option {
+	const char *key;
+	const char *def; /* written when the option is absent or null */
+	const char *want;
+	bool (*valid)(const json_t *v);
+};
+
+static const struct laravel_option laravel_options[] = {
+	{ "maxTries", "null", "a non-negative integer", count_value },
+	{ "maxExceptions", "null", "a non-negative integer", count_value },
+	{ "failOnTimeout", "false", "true or false", bool_value },
+	{ "backoff", "null", "a non-negative integer or a non-empty array of them", backoff_value },
+	{ "timeout", "null", "a non-negative integer", count_value },
+};
+
+#define N_OPTIONS (sizeof(laravel_options) / sizeof(laravel_options[0]))
+
+static int check_options(const json_t *options, char *reason, size_t rlen)
+{
+	const char *key;
+	json_t *v;
+	size_t k;
+
+	json_object_foreach((json_t *)options, key, v)
+	{
+		for (k = 0; k < N_OPTIONS && strcmp(key, laravel_options[k].key) != 0; k++)
+			;
+		if (k == N_OPTIONS) {
+			payload_reason(reason, rlen,
+				       "options key \"%s\" is not one laravel reads (maxTries, maxExceptions, "
+				       "failOnTimeout, backoff, timeout)",
+				       key);
+			return JOB_REJECT;
+		}
+		if (!json_is_null(v) && !laravel_options[k].valid(v)) {
+			payload_reason(reason, rlen, "options key \"%s\" is not %s", key, laravel_options[k].want);
+			return JOB_REJECT;
+		}
+	}
+	return 0;
+}
+
+static int put_options(struct buf *b, const json_t *options)
+{
+	int rc = 0;
+
+	for (size_t k = 0; rc == 0 && k < N_OPTIONS; k++) {
+		const struct laravel_option *o = &laravel_options[k];
+		const json_t *v = json_object_get(options, o->key);
+		if ((rc = payload_key(b, o->key)) < 0)
+			return rc;
+		if (!v || json_is_null(v))
+			rc = buf_puts(b, o->def);
+		else if (strcmp(o->key, "backoff") == 0)
+			rc = put_backoff(b, v);
+		else
+			rc = payload_json(b, v, JSON_ENCODE_ANY);
+	}
+	return rc;
+}
+
+static int laravel_payload(const struct job_in *in, const struct job_opts *opts, struct buf *b, char *reason,
 			   size_t rlen)
 {
-	(void)in;
+	const struct job_row *row = in->row;
+	struct span job = span_of(row->job_class, row->class_len), display;
+	char id[PAYLOAD_UUID_LEN + 1];
+	size_t data_off;
+	int rc;
+
 	(void)opts;
-	(void)out;
-	payload_reason(reason, rlen, "the laravel format is not built yet");
-	return JOB_REJECT;
+	if ((rc = check_uuid(row, id, reason, rlen)) != 0 || (rc = split_job(job, &display, reason, rlen)) != 0 ||
+	    (rc = check_options(in->options, reason, rlen)) != 0)
+		return rc;
+	if (buf_puts(b, "{\"uuid\":\"") < 0 || buf_append(b, row->uuid, row->uuid_len) < 0 ||
+	    buf_puts(b, "\",\"displayName\":") < 0 || put_php_string(b, display) < 0 || buf_puts(b, ",\"job\":") < 0 ||
+	    put_php_string(b, job) < 0 || put_options(b, in->options) < 0 || buf_puts(b, ",\"data\":") < 0)
+		return -ENOMEM;
+	data_off = b->len;
+	if (payload_compact(b, in->args, true) < 0 || escape_separators(b, data_off) < 0)
+		return -ENOMEM;
+	if (buf_puts(b, ",\"id\":\"") < 0 || buf_puts(b, id) < 0 || buf_puts(b, "\",\"attempts\":0}") < 0)
+		return -ENOMEM;
+	return 0;
+}
+
+static bool same_queue(const struct batch_job *a, const struct batch_job *b)
+{
+	return a->queue_len == b->queue_len && memcmp(a->queue, b->queue, a->queue_len) == 0;
+}
+
+/* True if job i is the first of its queue with the same scheduled flag. */
+static bool first_of_kind(const struct batch *b, size_t i, bool scheduled)
+{
+	if (b->jobs[i].out.scheduled != scheduled)
+		return false;
+	for (size_t k = 0; k < i; k++)
+		if (b->jobs[k].out.scheduled == scheduled && same_queue(&b->jobs[k], &b->jobs[i]))
+			return false;
+	return true;
+}
+
+/* LuaScripts::push adds one "1" to queues:<q>:notify per job, which the
+ * blocking pop (block_for) waits on and every pop takes one of. */
+static int add_notify(struct redis_cmds *c, const struct batch *b, const char *prefix)
+{
+	int rc = 0;
+
+	for (size_t i = 0; rc == 0 && i < b->njobs; i++) {
+		const struct batch_job *j = &b->jobs[i];
+		if (!first_of_kind(b, i, false))
+			continue;
+		if ((rc = cmds_begin(c, "RPUSH")) < 0 ||
+		    (rc = cmds_fmt(c, "%squeues:%.*s:notify", prefix, (int)j->queue_len, j->queue)) < 0)
+			return rc;
+		for (size_t k = i; rc == 0 && k < b->njobs; k++)
+			if (!b->jobs[k].out.scheduled && same_queue(&b->jobs[k], j) && (rc = cmds_room(c, 2)) == 0)
+				rc = CMDS_LIT(c, "1");
+	}
+	return rc;
+}
+
+static long long floor_seconds(long long us)
+{
+	long long q = us / 1000000;
+
+	return (us % 1000000 != 0 && us < 0) ? q - 1 : q;
+}
+
+/*
+ * RedisQueue::laterRaw: ZADD queues:<q>:delayed availableAt payload, the
+ * score whole seconds as DateTime::getTimestamp() gives them (truncated, as
+ * Laravel's own later($runAt) writes). The worker's migrate moves due jobs
+ * to the list and notifies then, so nothing is notified here.
+ */
+static int add_delayed(struct redis_cmds *c, const struct batch *b, const char *prefix)
+{
+	int rc = 0;
+
+	for (size_t i = 0; rc == 0 && i < b->njobs; i++) {
+		const struct batch_job *j = &b->jobs[i];
+		if (!first_of_kind(b, i, true))
+			continue;
+		if ((rc = cmds_begin(c, "ZADD")) < 0 ||
+		    (rc = cmds_fmt(c, "%squeues:%.*s:delayed", prefix, (int)j->queue_len, j->queue)) < 0)
+			return rc;
+		for (size_t k = i; rc == 0 && k < b->njobs; k++) {
+			const struct batch_job *d = &b->jobs[k];
+			if (!d->out.scheduled || !same_queue(d, j))
+				continue;
+			if ((rc = cmds_room(c, 2)) == 0 &&
+			    (rc = cmds_fmt(c, "%lld", floor_seconds(d->out.run_at_us))) == 0)
+				rc = cmds_ref(c, b->payloads.data + d->out.off, d->out.len);
+		}
+	}
+	return rc;
 }
 
 static int laravel_commands(struct redis_cmds *c, const struct batch *b, const char *prefix)
 {
-	return format_push_queues(c, b, "LPUSH", prefix, "", true);
+	int rc;
+
+	if ((rc = format_push_queues(c, b, "RPUSH", prefix, "queues:", false)) < 0 ||
+	    (rc = add_notify(c, b, prefix)) < 0)
+		return rc;
+	return add_delayed(c, b, prefix);
 }
 
 const struct format format_laravel = {

@@ -12,6 +12,7 @@ Suite *backoff_suite(void);
 Suite *fence_suite(void);
 Suite *gaps_suite(void);
 Suite *metrics_suite(void);
+Suite *laravel_format_suite(void);
 
 Suite *relay_suite(void);
 Suite *faults_suite(void);
@@ -28,5 +29,6 @@ Suite *tls_suite(void);
 Suite *sentinel_suite(void);
 Suite *sidekiq_version_suite(void);
 Suite *formats_suite(void);
+Suite *laravel_e2e_suite(void);
 
 #endif

@@ -1,0 +1,336 @@
+/* The laravel format: whole payloads byte for byte as PHP's json_encode writes
+ * Laravel's layout, the options it maps, its rejects, and a batch's commands. */
+#include "fmacros.h"
+
+#include <check.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "batch.h"
+#include "buf.h"
+#include "format.h"
+#include "job.h"
+#include "redis_cmds.h"
+#include "suites.h"
+
+#define UUID "0f8fad5b-d9cb-469f-a165-70867728950e"
+#define ID "0f8fad5bd9cb469fa16570867728950e"
+#define NOW_US 1700000000000000LL
+
+/* The keys between job and data when no option is set. */
+#define DEFAULTS "\"maxTries\":null,\"maxExceptions\":null,\"failOnTimeout\":false,\"backoff\":null,\"timeout\":null"
+#define TAIL ",\"id\":\"" ID "\",\"attempts\":0}"
+
+static struct job_opts laravel_opts(void)
+{
+	struct job_opts o = { .format = FORMAT_LARAVEL, .max_job_bytes = 1 << 20, .now_us = NOW_US };
+
+	return o;
+}
+
+static struct job_row laravel_row(const char *job_class, const char *args, const char *options)
+{
+	struct job_row r = {
+		.id = 1,
+		.queue = "default",
+		.queue_len = 7,
+		.job_class = job_class,
+		.class_len = strlen(job_class),
+		.args = args,
+		.args_len = strlen(args),
+		.options = options,
+		.options_len = options ? strlen(options) : 0,
+		.uuid = UUID,
+		.uuid_len = strlen(UUID),
+		.created_at_us = NOW_US,
+	};
+
+	return r;
+}
+
+/* The row's whole payload must be want, byte for byte. */
+static void assert_payload(const struct job_row *r, const char *want)
+{
+	struct job_opts o = laravel_opts();
+	char reason[JOB_REASON_SIZE];
+	struct job_out out;
+	struct buf b;
+	int rc;
+
+	buf_init(&b);
+	rc = job_build(r, &o, &b, &out, reason, sizeof(reason));
+	ck_assert_msg(rc == 0, "job_build returned %d: %s", rc, reason);
+	ck_assert_msg(out.len == strlen(want) && memcmp(b.data + out.off, want, out.len) == 0,
+		      "payload\n  %.*s\nwanted\n  %s", (int)out.len, b.data + out.off, want);
+	buf_free(&b);
+}
+
+/* The row must be dead-lettered with a reason that contains want. */
+static void assert_reject(const struct job_row *r, const char *want)
+{
+	struct job_opts o = laravel_opts();
+	char reason[JOB_REASON_SIZE];
+	struct job_out out;
+	struct buf b;
+
+	buf_init(&b);
+	ck_assert_int_eq(job_build(r, &o, &b, &out, reason, sizeof(reason)), JOB_REJECT);
+	ck_assert_msg(strstr(reason, want) != NULL, "reason \"%s\" does not say \"%s\"", reason, want);
+	ck_assert_uint_eq(b.len, 0);
+	buf_free(&b);
+}
+
+/* Compared with what tests/e2e/laravel_payload.php prints for the same job:
+ * "/" as "\/", "é" raw, numbers as jsonb wrote them, nested data compact. */
+START_TEST(writes_laravels_layout)
+{
+	struct job_row r = laravel_row("App\\Jobs\\SendReceipt@handle",
+				       "[1, \"a/b\", {\"k\": \"\xc3\xa9\", \"n\": [2, -3]}, null, [], true]", NULL);
+
+	assert_payload(&r, "{\"uuid\":\"" UUID "\",\"displayName\":\"App\\\\Jobs\\\\SendReceipt\","
+			   "\"job\":\"App\\\\Jobs\\\\SendReceipt@handle\"," DEFAULTS ","
+			   "\"data\":[1,\"a\\/b\",{\"k\":\"\xc3\xa9\",\"n\":[2,-3]},null,[],true]" TAIL);
+}
+END_TEST
+
+/* Job::fire() calls fire() on a job named without a method. */
+START_TEST(class_without_method_is_its_own_display_name)
+{
+	struct job_row r = laravel_row("App\\Jobs\\Ping", "[]", NULL);
+
+	assert_payload(&r, "{\"uuid\":\"" UUID "\",\"displayName\":\"App\\\\Jobs\\\\Ping\","
+			   "\"job\":\"App\\\\Jobs\\\\Ping\"," DEFAULTS ",\"data\":[]" TAIL);
+}
+END_TEST
+
+/* json_encode's escapes, which jansson's writer does not share: lowercase
+ * \u0001, and U+2028 escaped even with JSON_UNESCAPED_UNICODE. The args are
+ * in jsonb's text form, which leaves U+2028 raw. */
+START_TEST(escapes_as_php_does)
+{
+	struct job_row r = laravel_row("App/Jobs\x01\tX\xe2\x80\xa8@run",
+				       "[\"\\u001f\\n x\xe2\x80\xa8y\xe2\x80\xa9\", \"\\\"q\\\"\"]", NULL);
+
+	assert_payload(&r, "{\"uuid\":\"" UUID "\",\"displayName\":\"App\\/Jobs\\u0001\\tX\\u2028\","
+			   "\"job\":\"App\\/Jobs\\u0001\\tX\\u2028@run\"," DEFAULTS ","
+			   "\"data\":[\"\\u001f\\n x\\u2028y\\u2029\",\"\\\"q\\\"\"]" TAIL);
+}
+END_TEST
+
+/* The relay copies numbers as jsonb wrote them; PHP would re-encode a
+ * decoded 1.0 as 1 and 12345678901234567890 as 1.2345678901234567e+19,
+ * while json_decode gives the handler the same values from either. */
+START_TEST(numbers_are_copied_as_written)
+{
+	struct job_row r = laravel_row("A@b", "[1.0, 1.50, 12345678901234567890, -0, 1e2, {\"x\": [0.1]}]", NULL);
+
+	assert_payload(&r, "{\"uuid\":\"" UUID "\",\"displayName\":\"A\",\"job\":\"A@b\"," DEFAULTS ","
+			   "\"data\":[1.0,1.50,12345678901234567890,-0,1e2,{\"x\":[0.1]}]" TAIL);
+}
+END_TEST
+
+START_TEST(maps_the_job_options)
+{
+	struct job_row all = laravel_row("A@b", "[]",
+					 "{\"timeout\": 60, \"backoff\": [10, 20, 30], \"maxTries\": 3, "
+					 "\"failOnTimeout\": true, \"maxExceptions\": 0}");
+	struct job_row one = laravel_row("A@b", "[]", "{\"backoff\": 5, \"timeout\": null}");
+
+	/* Laravel's key order whatever the options' order; backoff imploded. */
+	assert_payload(&all, "{\"uuid\":\"" UUID "\",\"displayName\":\"A\",\"job\":\"A@b\",\"maxTries\":3,"
+			     "\"maxExceptions\":0,\"failOnTimeout\":true,\"backoff\":\"10,20,30\",\"timeout\":60,"
+			     "\"data\":[]" TAIL);
+	assert_payload(&one, "{\"uuid\":\"" UUID "\",\"displayName\":\"A\",\"job\":\"A@b\",\"maxTries\":null,"
+			     "\"maxExceptions\":null,\"failOnTimeout\":false,\"backoff\":\"5\",\"timeout\":null,"
+			     "\"data\":[]" TAIL);
+}
+END_TEST
+
+START_TEST(rejects_options_laravel_does_not_read)
+{
+	static const struct {
+		const char *options, *reason;
+	} cases[] = {
+		{ "{\"tries\": 3}", "options key \"tries\" is not one laravel reads" },
+		{ "{\"retryUntil\": 1700000000}", "options key \"retryUntil\" is not one laravel reads" },
+		{ "{\"maxTries\": -1}", "options key \"maxTries\" is not a non-negative integer" },
+		{ "{\"maxTries\": 1.5}", "options key \"maxTries\" is not a non-negative integer" },
+		{ "{\"maxTries\": \"3\"}", "options key \"maxTries\" is not a non-negative integer" },
+		{ "{\"timeout\": true}", "options key \"timeout\" is not a non-negative integer" },
+		{ "{\"maxExceptions\": [1]}", "options key \"maxExceptions\" is not a non-negative integer" },
+		{ "{\"failOnTimeout\": 1}", "options key \"failOnTimeout\" is not true or false" },
+		{ "{\"backoff\": []}", "options key \"backoff\" is not a non-negative integer or a non-empty array" },
+		{ "{\"backoff\": [1, \"2\"]}", "options key \"backoff\" is not a non-negative integer or a non-empty" },
+		{ "{\"backoff\": \"10,20\"}", "options key \"backoff\" is not a non-negative integer or a non-empty" },
+		{ "{\"activejob\": true}", "needs --format sidekiq or activejob, not laravel" },
+		{ "{\"queue\": \"x\"}", "options key \"queue\" is reserved" },
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct job_row r = laravel_row("A@b", "[]", cases[i].options);
+		assert_reject(&r, cases[i].reason);
+	}
+}
+END_TEST
+
+START_TEST(rejects_rows_laravel_cannot_run)
+{
+	struct job_row r = laravel_row("@handle", "[]", NULL);
+
+	assert_reject(&r, "job_class \"Class@method\" has an empty class or method");
+	r = laravel_row("App\\Jobs\\X@", "[]", NULL);
+	assert_reject(&r, "has an empty class or method");
+	r = laravel_row("A@b", "[]", NULL);
+	r.uuid = NULL;
+	r.uuid_len = 0;
+	assert_reject(&r, "uuid is not a uuid");
+	r.uuid = "0f8fad5bd9cb469fa16570867728950e0000";
+	r.uuid_len = strlen(r.uuid);
+	assert_reject(&r, "uuid is not a uuid");
+	r.uuid = "0f8fad5b-d9cb-469f-a165-70867728950g";
+	assert_reject(&r, "uuid is not a uuid");
+	r.uuid = UUID;
+	r.uuid_len = 35;
+	assert_reject(&r, "uuid is not a uuid");
+	r = laravel_row("A@b", "{\"a\": 1}", NULL);
+	assert_reject(&r, "args is not a json array");
+}
+END_TEST
+
+/* Command k's arguments, joined by spaces, payloads shown by their job class. */
+static void assert_cmd(const struct redis_cmds *c, size_t k, const char *want)
+{
+	char got[512] = "";
+	size_t used = 0;
+
+	ck_assert_uint_lt(k, c->ncmds);
+	for (size_t a = 0; a < c->cmds[k].argc; a++) {
+		size_t len;
+		const char *p = cmds_arg(c, k, a, &len);
+		const char *job = len > 0 && p[0] == '{' ? strstr(p, "\"displayName\":\"") : NULL;
+		if (job) {
+			p = job + strlen("\"displayName\":\"");
+			len = strcspn(p, "\"");
+		}
+		used += (size_t)snprintf(got + used, sizeof(got) - used, "%s%.*s", a ? " " : "", (int)len, p);
+		ck_assert_uint_lt(used, sizeof(got));
+	}
+	ck_assert_str_eq(got, want);
+}
+
+static void add_job(struct batch *b, long long id, const char *queue, const char *job_class, long long run_at_us)
+{
+	struct job_opts o = laravel_opts();
+	struct job_row r = laravel_row(job_class, "[]", NULL);
+
+	r.id = id;
+	r.queue = queue;
+	r.queue_len = strlen(queue);
+	r.has_run_at = run_at_us != 0;
+	r.run_at_us = run_at_us;
+	ck_assert_int_eq(batch_add(b, &r, &o), 0);
+	ck_assert_uint_eq(b->ndead, 0);
+}
+
+/* Queues in order of their first job, FIFO within each, one notify per
+ * pushed job, scheduled jobs in :delayed at whole seconds without a notify. */
+START_TEST(batch_commands)
+{
+	struct redis_cmds c;
+	struct batch b;
+
+	batch_init(&b);
+	cmds_init(&c);
+	ck_assert_int_eq(batch_reset(&b, 6), 0);
+	add_job(&b, 1, "default", "A@handle", 0);
+	add_job(&b, 2, "emails", "B@handle", 0);
+	add_job(&b, 3, "default", "C@handle", NOW_US + 99900000);
+	add_job(&b, 4, "default", "D@handle", NOW_US - 1);
+	add_job(&b, 5, "emails", "E@handle", NOW_US + 3600000000LL);
+	add_job(&b, 6, "default", "F@handle", NOW_US + 99000000);
+	ck_assert_int_eq(format_laravel.commands(&c, &b, "app_database_"), 0);
+	ck_assert_uint_eq(c.ncmds, 6);
+	assert_cmd(&c, 0, "RPUSH app_database_queues:default A D");
+	assert_cmd(&c, 1, "RPUSH app_database_queues:emails B");
+	assert_cmd(&c, 2, "RPUSH app_database_queues:default:notify 1 1");
+	assert_cmd(&c, 3, "RPUSH app_database_queues:emails:notify 1");
+	assert_cmd(&c, 4, "ZADD app_database_queues:default:delayed 1700000099 C 1700000099 F");
+	assert_cmd(&c, 5, "ZADD app_database_queues:emails:delayed 1700003600 E");
+	cmds_free(&c);
+	batch_free(&b);
+}
+END_TEST
+
+/* A batch of scheduled jobs only notifies nothing; an empty prefix is none. */
+START_TEST(scheduled_jobs_do_not_notify)
+{
+	struct redis_cmds c;
+	struct batch b;
+
+	batch_init(&b);
+	cmds_init(&c);
+	ck_assert_int_eq(batch_reset(&b, 2), 0);
+	add_job(&b, 1, "default", "A@handle", NOW_US + 1000000);
+	add_job(&b, 2, "default", "B@handle", NOW_US + 2500000);
+	ck_assert_int_eq(format_laravel.commands(&c, &b, ""), 0);
+	ck_assert_uint_eq(c.ncmds, 1);
+	assert_cmd(&c, 0, "ZADD queues:default:delayed 1700000001 A 1700000002 B");
+	cmds_free(&c);
+	batch_free(&b);
+}
+END_TEST
+
+/* A batch larger than one command's arguments still gets one "1" per job. */
+START_TEST(long_batches_notify_every_job)
+{
+	enum { N = 2500 };
+	size_t pushed = 0, notified = 0;
+	struct redis_cmds c;
+	struct batch b;
+
+	batch_init(&b);
+	cmds_init(&c);
+	ck_assert_int_eq(batch_reset(&b, N), 0);
+	for (long long i = 1; i <= N; i++)
+		add_job(&b, i, "default", "A@handle", 0);
+	ck_assert_int_eq(format_laravel.commands(&c, &b, "p_"), 0);
+	for (size_t k = 0; k < c.ncmds; k++) {
+		size_t len;
+		const char *key = cmds_arg(&c, k, 1, &len);
+		ck_assert_uint_le(c.cmds[k].argc, CMDS_MAX_ARGS);
+		if (len == strlen("p_queues:default:notify") && memcmp(key, "p_queues:default:notify", len) == 0)
+			notified += c.cmds[k].argc - 2;
+		else if (len == strlen("p_queues:default") && memcmp(key, "p_queues:default", len) == 0)
+			pushed += c.cmds[k].argc - 2;
+		else
+			ck_abort_msg("unexpected key %.*s", (int)len, key);
+	}
+	ck_assert_uint_eq(pushed, N);
+	ck_assert_uint_eq(notified, N);
+	cmds_free(&c);
+	batch_free(&b);
+}
+END_TEST
+
+Suite *laravel_format_suite(void)
+{
+	Suite *s = suite_create("laravel_format");
+	TCase *payload = tcase_create("payload");
+	TCase *options = tcase_create("options");
+	TCase *commands = tcase_create("commands");
+
+	tcase_add_test(payload, writes_laravels_layout);
+	tcase_add_test(payload, class_without_method_is_its_own_display_name);
+	tcase_add_test(payload, escapes_as_php_does);
+	tcase_add_test(payload, numbers_are_copied_as_written);
+	tcase_add_test(payload, rejects_rows_laravel_cannot_run);
+	tcase_add_test(options, maps_the_job_options);
+	tcase_add_test(options, rejects_options_laravel_does_not_read);
+	tcase_add_test(commands, batch_commands);
+	tcase_add_test(commands, scheduled_jobs_do_not_notify);
+	tcase_add_test(commands, long_batches_notify_every_job);
+	suite_add_tcase(s, payload);
+	suite_add_tcase(s, options);
+	suite_add_tcase(s, commands);
+	return s;
+}
