@@ -14,6 +14,7 @@
 #include "metrics.h"
 #include "pg_source.h"
 #include "redis_sink.h"
+#include "sidekiq_probe.h"
 
 /*
  * Where the relay stands, one rung at a time: it may push only when READY.
@@ -43,7 +44,9 @@ struct drain {
 	long long wrongtype_log_ms; /* when keys of the wrong type were last logged; 0: not since */
 	struct fence fence;
 	struct buf fence_text;
-	char redis_where[300]; /* the Redis server last connected to, to tell a failover */
+	char redis_where[300];        /* the Redis server last connected to, to tell a failover */
+	struct sidekiq_probe sidekiq; /* the version Sidekiq jobs are written for */
+	char origin[300];             /* Celery's origin header: gen<pid>@<host>, as Celery's client writes */
 	long long relayed;
 	long long dead;
 	struct metrics *metrics; /* NULL: none; set by the caller after drain_init */

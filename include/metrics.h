@@ -59,6 +59,8 @@ struct metrics {
 	char redis_master[128];  /* behind sentinels, the master's name; "" otherwise */
 	bool redis_tls;
 	unsigned long long wait_short; /* batches fewer replicas acknowledged than asked */
+	const char *format;            /* the --format jobs are written in; NULL until the first batch */
+	int sidekiq_version;           /* Sidekiq layouts: the version stamps are written for; 0 otherwise */
 };
 
 extern const double metrics_bucket_bounds[METRICS_NBUCKETS];
@@ -82,6 +84,9 @@ void metrics_epoch(struct metrics *m, long long epoch);
 void metrics_connected(struct metrics *m, enum metrics_server s, bool up, bool reconnect);
 /* The Redis server the drain connected to (behind sentinels: the master now). */
 void metrics_redis_server(struct metrics *m, const char *address, const char *master_name, bool tls);
+/* The format the last batch was written in (a static name), and for the
+ * Sidekiq layouts the version its timestamps were written for (0: none). */
+void metrics_job_format(struct metrics *m, const char *format, int sidekiq_version);
 /* A push or fence that fewer replicas acknowledged than --redis-wait-replicas. */
 void metrics_wait_short(struct metrics *m);
 /* The watcher's probe of a server; err (may be NULL) says why it failed. */

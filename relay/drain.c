@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "drain.h"
 #include "format.h"
 #include "log.h"
@@ -29,6 +30,15 @@
 #define GAP_OLD_READ_MS 500
 #define GAP_OLD_SHARE 10
 
+static void note_origin(struct drain *d)
+{
+	char host[256] = "localhost";
+
+	gethostname(host, sizeof(host) - 1);
+	host[sizeof(host) - 1] = '\0';
+	snprintf(d->origin, sizeof(d->origin), "gen%d@%s", (int)getpid(), host);
+}
+
 void drain_init(struct drain *d, const struct config *cfg, volatile sig_atomic_t *stop)
 {
 	d->cfg = cfg;
@@ -46,6 +56,8 @@ void drain_init(struct drain *d, const struct config *cfg, volatile sig_atomic_t
 	fence_init(&d->fence);
 	buf_init(&d->fence_text);
 	d->redis_where[0] = '\0';
+	sidekiq_probe_init(&d->sidekiq, cfg);
+	note_origin(d);
 	d->relayed = d->dead = 0;
 	d->metrics = NULL;
 }
@@ -67,14 +79,6 @@ static void fall_back(struct drain *d, enum drain_state to)
 {
 	if (d->state > to)
 		d->state = to;
-}
-
-static long long now_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
 /* Sleeps in short slices so a stop signal is honoured within 50 ms. */
@@ -209,26 +213,22 @@ static int build_batch(struct drain *d, int nrows)
 {
 	struct job_opts opts = {
 		.format = d->cfg->format,
-		.sidekiq_version = d->cfg->sidekiq_version,
+		.sidekiq_version = sidekiq_probe_version(&d->sidekiq, &d->redis.conn, clock_mono_ms()),
 		.max_job_bytes = d->cfg->max_job_bytes,
-		.now_us = now_us(),
+		.now_us = clock_wall_us(),
+		.rails_version = d->cfg->rails_version,
+		.origin = d->origin,
 	};
 	int rc = batch_reset(&d->batch, (size_t)nrows);
+	bool sidekiq = d->cfg->format == FORMAT_SIDEKIQ || d->cfg->format == FORMAT_ACTIVEJOB;
 
+	metrics_job_format(d->metrics, format_of(d->cfg->format)->name, sidekiq ? opts.sidekiq_version : 0);
 	for (int i = 0; rc == 0 && i < nrows; i++) {
 		struct job_row row;
 		pg_source_row(&d->pg, i, &row);
 		rc = batch_add(&d->batch, &row, &opts);
 	}
 	return rc;
-}
-
-static long long mono_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
 /* Microseconds each step of a batch took, for the debug log and the bench. */
@@ -255,11 +255,6 @@ static void log_batch(struct drain *d, const struct batch_times *t)
 			       F_INT("commit_us", t->commit_us)));
 }
 
-static long long mono_ms(void)
-{
-	return mono_us() / 1000;
-}
-
 /* After a read that changed nothing or a batch that committed: the cursor
  * moves, gaps open and retire, kept rows become held gaps. Never before the
  * commit, so a failed batch leaves every row it read where the next read
@@ -268,7 +263,7 @@ static int advance_gaps(struct drain *d, bool committed)
 {
 	struct gaps_read seen = *pg_source_seen(&d->pg);
 
-	seen.now_ms = mono_ms();
+	seen.now_ms = clock_mono_ms();
 	if (committed) {
 		batch_sort_kept(&d->batch);
 		seen.held = d->batch.kept;
@@ -283,7 +278,7 @@ static int advance_gaps(struct drain *d, bool committed)
 /* Every batch reads the young gaps; the old ones and held rows on a timer. */
 static long long gaps_to_read(struct drain *d)
 {
-	long long now = mono_ms(), every = d->old_read_cost_ms * GAP_OLD_SHARE;
+	long long now = clock_mono_ms(), every = d->old_read_cost_ms * GAP_OLD_SHARE;
 
 	if (every < GAP_OLD_READ_MS)
 		every = GAP_OLD_READ_MS;
@@ -307,7 +302,7 @@ static bool job_blocked(const struct batch_job *j, void *arg)
  * (wrongtype_log_ms: when last named; 0: not since a clean push). */
 static void log_wrong_types(struct drain *d, size_t held)
 {
-	long long now = mono_ms();
+	long long now = clock_mono_ms();
 	const char *type, *key = redis_sink_bad_key(&d->redis, 0, &type);
 
 	if (d->wrongtype_log_ms && now - d->wrongtype_log_ms < 60000)
@@ -352,7 +347,7 @@ static int push_batch(struct drain *d)
 static int drain_batch(struct drain *d)
 {
 	struct batch_times t;
-	long long t0 = mono_us(), young_since = gaps_to_read(d);
+	long long t0 = clock_mono_us(), young_since = gaps_to_read(d);
 	int nrows = 0, rc;
 
 	if (pg_source_fetch(&d->pg, &d->gaps, d->cfg->batch_size, young_since, &nrows) < 0) {
@@ -360,7 +355,7 @@ static int drain_batch(struct drain *d)
 		return -EIO;
 	}
 	if (young_since == GAP_OLD)
-		d->old_read_cost_ms = (mono_us() - t0) / 1000;
+		d->old_read_cost_ms = (clock_mono_us() - t0) / 1000;
 	if (nrows == 0) {
 		pg_source_rollback(&d->pg);
 		return d->gaps.n || pg_source_seen(&d->pg)->skip_to ? advance_gaps(d, false) : 0;
@@ -378,7 +373,7 @@ static int drain_batch(struct drain *d)
 			 " are tried again, the batch goes on",
 			 LOGF(F_STR("error", d->pg.errstr), F_STR("sqlstate", d->pg.sqlstate),
 			      F_INT("rows", d->batch.nkept)));
-	t.fetch_us = mono_us() - t0;
+	t.fetch_us = clock_mono_us() - t0;
 	if ((rc = push_batch(d)) < 0) {
 		/* Stale: another relay took an epoch since ours. Otherwise the push
 		 * may still land (a reply lost or late): either way this epoch must
@@ -389,14 +384,14 @@ static int drain_batch(struct drain *d)
 		redis_trouble(d, rc, "could not push a batch to redis; rolled back, will retry");
 		return -EIO;
 	}
-	t.push_us = mono_us() - t0 - t.fetch_us;
+	t.push_us = clock_mono_us() - t0 - t.fetch_us;
 	metrics_batch_pushed(d->metrics, &d->batch); /* the commit frees the queue names */
 	if (pg_source_commit(&d->pg, &d->batch) < 0) {
 		fall_back(d, DRAIN_NEED_FENCE);
 		pg_trouble(d, "pushed a batch but could not delete it; the fence will delete it");
 		return -EIO;
 	}
-	t.commit_us = mono_us() - t0 - t.fetch_us - t.push_us;
+	t.commit_us = clock_mono_us() - t0 - t.fetch_us - t.push_us;
 	backoff_reset(&d->pg_backoff);
 	backoff_reset(&d->redis_backoff);
 	if ((rc = advance_gaps(d, true)) < 0)

@@ -155,6 +155,16 @@ void metrics_redis_server(struct metrics *m, const char *address, const char *ma
 	pthread_mutex_unlock(&m->lock);
 }
 
+void metrics_job_format(struct metrics *m, const char *format, int sidekiq_version)
+{
+	if (!m)
+		return;
+	pthread_mutex_lock(&m->lock);
+	m->format = format;
+	m->sidekiq_version = sidekiq_version;
+	pthread_mutex_unlock(&m->lock);
+}
+
 void metrics_wait_short(struct metrics *m)
 {
 	if (!m)
@@ -323,6 +333,24 @@ static int format_redis(struct metrics *m, struct buf *out)
 	return rc;
 }
 
+/* What jobs look like: with --sidekiq-version auto the label follows the fleet. */
+static int format_jobs(struct metrics *m, struct buf *out)
+{
+	int rc = 0;
+
+	if (!m->format)
+		return 0;
+	rc = head(out, "job_format_info", "gauge",
+		  "The job format the relay writes; for Sidekiq's layouts, the Sidekiq version its timestamps are "
+		  "written for.");
+	if (rc == 0 && m->sidekiq_version)
+		rc = buf_printf(out, "stagedrain_job_format_info{format=\"%s\",sidekiq_version=\"%d\"} 1\n", m->format,
+				m->sidekiq_version);
+	else if (rc == 0)
+		rc = buf_printf(out, "stagedrain_job_format_info{format=\"%s\",sidekiq_version=\"\"} 1\n", m->format);
+	return rc;
+}
+
 static bool ready_locked(const struct metrics *m)
 {
 	for (int s = 0; s < METRICS_NSERVERS; s++)
@@ -368,6 +396,8 @@ int metrics_format(struct metrics *m, struct buf *out)
 		rc = format_state(m, out);
 	if (rc == 0)
 		rc = format_redis(m, out);
+	if (rc == 0)
+		rc = format_jobs(m, out);
 	if (rc == 0)
 		rc = format_db(m, out);
 	pthread_mutex_unlock(&m->lock);

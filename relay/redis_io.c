@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "redis_io.h"
 
 /* Dead peers are noticed within about a minute even while idle: 30 s, then 3 probes 10 s apart. */
@@ -81,21 +82,13 @@ static int tls_io_fail(struct redis_io *io, int ret, const char *what)
 	return -EIO;
 }
 
-static long long now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Waits for events on the socket until deadline: 0, or -ETIMEDOUT. */
 static int wait_for(struct redis_io *io, short events, long long deadline)
 {
 	struct pollfd p = { .fd = io->fd, .events = events };
 
 	for (;;) {
-		long long left = deadline - now_ms();
+		long long left = deadline - clock_mono_ms();
 		int n;
 		if (left <= 0)
 			return -ETIMEDOUT;
@@ -193,7 +186,7 @@ static int start_tls(struct redis_io *io, const struct redis_tls *tls, const cha
 int redis_io_connect(struct redis_io *io, const char *host, int port, const char *path, const struct redis_tls *tls,
 		     int timeout_ms)
 {
-	long long deadline = now_ms() + timeout_ms;
+	long long deadline = clock_mono_ms() + timeout_ms;
 	int rc;
 
 	redis_io_close(io);
@@ -290,7 +283,7 @@ static int take_reply(struct redis_io *io, redisReply **reply)
 
 int redis_io_reply(struct redis_io *io, redisReply **reply, int extra_ms)
 {
-	long long deadline = now_ms() + io->timeout_ms + extra_ms;
+	long long deadline = clock_mono_ms() + io->timeout_ms + extra_ms;
 	short wait;
 	int rc;
 

@@ -169,6 +169,27 @@ START_TEST(redis_server_and_short_waits)
 }
 END_TEST
 
+START_TEST(job_format_follows_the_sidekiq_fleet)
+{
+	char *text = page();
+
+	lacks(text, "job_format_info"); /* nothing written yet */
+	free(text);
+	metrics_job_format(&m, "sidekiq", 7);
+	metrics_job_format(&m, "sidekiq", 8);
+	text = page();
+	has_line(text, "stagedrain_job_format_info{format=\"sidekiq\",sidekiq_version=\"8\"} 1");
+	lacks(text, "sidekiq_version=\"7\"");
+	well_formed(text);
+	free(text);
+	metrics_job_format(&m, "celery", 0);
+	text = page();
+	has_line(text, "stagedrain_job_format_info{format=\"celery\",sidekiq_version=\"\"} 1");
+	well_formed(text);
+	free(text);
+}
+END_TEST
+
 START_TEST(batches_count_by_queue_with_a_histogram)
 {
 	static struct fake f;
@@ -403,6 +424,7 @@ START_TEST(null_metrics_are_ignored)
 	metrics_db_reading(NULL, &db);
 	metrics_redis_server(NULL, "h:1/0", "m", true);
 	metrics_wait_short(NULL);
+	metrics_job_format(NULL, "sidekiq", 8);
 	ck_assert(!metrics_leader_cursor(NULL, &cursor));
 	metrics_free(NULL);
 }
@@ -423,6 +445,7 @@ Suite *metrics_suite(void)
 	tcase_add_test(tc, queue_count_is_bounded);
 	tcase_add_test(tc, leader_epoch_and_reconnects);
 	tcase_add_test(tc, redis_server_and_short_waits);
+	tcase_add_test(tc, job_format_follows_the_sidekiq_fleet);
 	tcase_add_test(tc, database_readings);
 	tcase_add_test(tc, ready_needs_both_servers_twice);
 	tcase_add_test(tc, null_metrics_are_ignored);

@@ -27,6 +27,7 @@ Suite *reconcile_suite(void);
 Suite *guarantees_suite(void);
 Suite *tls_suite(void);
 Suite *sentinel_suite(void);
+Suite *sidekiq_version_suite(void);
 Suite *activejob_e2e_suite(void);
 
 #endif

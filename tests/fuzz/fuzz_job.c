@@ -1,4 +1,4 @@
-/* libFuzzer target for job_build: any row becomes valid job JSON or is rejected with a reason. */
+/* libFuzzer target for job_build: any row becomes a valid job of every format, or is rejected with a reason. */
 #include "fmacros.h"
 
 #include <stdbool.h>
@@ -16,7 +16,7 @@
  * Input encoding; the committed corpus (make_corpus.sh) depends on it.
  *
  *   offset  size  meaning
- *   0       1     flags: bit 0 resque; bits 1-2 sidekiq_version 7, 8, 6, 9;
+ *   0       1     flags: bit 0 resque (format byte 0); bits 1-2 sidekiq_version 7, 8, 6, 9;
  *                 bit 3 has_run_at; bit 4 options NULL; bits 5-6 max_job_bytes
  *                 0 (none), the u16 below, 1 MiB, -1 (none); bit 7 empty
  *                 class/queue/jid/args passed as NULL
@@ -29,18 +29,37 @@
  *                 (at most 2 MiB); a magic value so that mutations rarely pay
  *                 for megabyte inputs, while the seeds that use it keep it
  *   29      1     size for 'H'
- *   30      1     separator
- *   31      ...   class SEP queue SEP jid SEP options SEP args
+ *   30      1     format: bits 0-2 0 sidekiq or resque (by bit 0 above),
+ *                 1 activejob, 2 celery, 3 laravel, 4-7 as 0; bit 3 Rails 6.1
+ *                 (else 7.1); bit 4 no uuid (a NULL column)
+ *   31      1     separator
+ *   32      ...   class SEP queue SEP jid SEP options SEP args
  *
  * A short header reads as zeros; missing fields are empty; args is the rest.
  * The separator is part of the input so that every column can hold any byte.
  * Each column gets its own exactly-sized allocation so ASan catches overreads.
  */
-#define HDR_SIZE 31
+#define HDR_SIZE 32
 #define HUGE (2u << 20)
 #define HUGE_ON 0x48
 
 enum { F_CLASS, F_QUEUE, F_JID, F_OPTIONS, F_ARGS, F_COUNT };
+
+#define UUID "0b8e4f1c-2a3d-4e5f-8a9b-0c1d2e3f4a5b"
+
+static enum job_format pick_format(const uint8_t *hdr)
+{
+	switch (hdr[30] & 7) {
+	case 1:
+		return FORMAT_ACTIVEJOB;
+	case 2:
+		return FORMAT_CELERY;
+	case 3:
+		return FORMAT_LARAVEL;
+	default:
+		return hdr[0] & 0x01 ? FORMAT_RESQUE : FORMAT_SIDEKIQ;
+	}
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -157,38 +176,45 @@ static json_t *parse(const char *p, size_t n, size_t flags)
 	return json_loadb(p ? p : "", p ? n : 0, flags | JSON_DECODE_INT_AS_REAL, NULL);
 }
 
-/*
- * An accepted row: the payload is one strict JSON object with exactly the
- * format's keys, nesting no deeper than consumers read, carrying the row's
- * class, queue, jid, args and options unchanged.
- */
-static void check_payload(const struct job_row *row, const struct job_opts *opts, const struct job_out *out,
-			  const char *payload)
+/* The row's options, parsed ({} when the column is NULL). */
+static json_t *row_options(const struct job_row *row)
 {
-	json_t *job, *col, *val;
-	const char *key;
-	size_t keys;
+	json_t *col = row->options ? parse(row->options, row->options_len, 0) : json_object();
 
-	job = parse(payload, out->len, JSON_REJECT_DUPLICATES);
-	if (!job)
-		fprintf(stderr, "fuzz_job: payload: %.*s\n", (int)out->len, payload);
-	CHECK(job != NULL, "payload is not strict json");
-	CHECK(json_is_object(job), "payload is not an object");
-	CHECK(depth(job) <= JOB_MAX_DEPTH, "payload nests too deep");
-	CHECK(string_is(json_object_get(job, "class"), row->job_class, row->class_len), "class differs");
+	CHECK(json_is_object(col), "accepted options are not an object");
+	return col;
+}
 
-	col = parse(row->args, row->args_len, JSON_DECODE_ANY);
+/* The row's args, parsed: an accepted row's are an array. */
+static json_t *row_args(const struct job_row *row)
+{
+	json_t *col = parse(row->args, row->args_len, JSON_DECODE_ANY);
+
 	CHECK(json_is_array(col), "accepted args are not an array");
-	CHECK(json_equal(col, json_object_get(job, "args")), "args differ");
-	json_decref(col);
+	return col;
+}
 
-	if (opts->format == FORMAT_RESQUE) {
-		if (out->scheduled)
-			CHECK(string_is(json_object_get(job, "queue"), row->queue, row->queue_len), "queue differs");
-		CHECK(json_object_size(job) == (out->scheduled ? 3u : 2u), "resque payload has other keys");
-		json_decref(job);
-		return;
-	}
+static void check_resque(const struct job_row *row, const struct job_out *out, json_t *job)
+{
+	json_t *args = row_args(row);
+
+	CHECK(string_is(json_object_get(job, "class"), row->job_class, row->class_len), "class differs");
+	CHECK(json_equal(args, json_object_get(job, "args")), "args differ");
+	if (out->scheduled)
+		CHECK(string_is(json_object_get(job, "queue"), row->queue, row->queue_len), "queue differs");
+	CHECK(json_object_size(job) == (out->scheduled ? 3u : 2u), "resque payload has other keys");
+	json_decref(args);
+}
+
+/* Sidekiq's job hash, around class (the row's, or ActiveJob's wrapper):
+ * the row's queue, jid and options (but those consumed), stamps. */
+static void check_sidekiq_hash(const struct job_row *row, const struct job_out *out, json_t *job, size_t extra,
+			       size_t consumed)
+{
+	json_t *col = row_options(row), *val;
+	const char *key;
+	/* class args queue jid created_at retry [enqueued_at], then each option but retry */
+	size_t keys = out->scheduled ? 6 : 7;
 
 	CHECK(string_is(json_object_get(job, "queue"), row->queue, row->queue_len), "queue differs");
 	CHECK(string_is(json_object_get(job, "jid"), row->jid, row->jid_len), "jid differs");
@@ -196,19 +222,179 @@ static void check_payload(const struct job_row *row, const struct job_opts *opts
 	CHECK(out->scheduled ? !json_object_get(job, "enqueued_at")
 			     : json_is_number(json_object_get(job, "enqueued_at")),
 	      "enqueued_at wrong for the schedule");
-	/* class args queue jid created_at retry [enqueued_at], then each option but retry */
-	keys = out->scheduled ? 6 : 7;
-	col = row->options ? parse(row->options, row->options_len, 0) : json_object();
-	CHECK(json_is_object(col), "accepted options are not an object");
 	json_object_foreach(col, key, val)
 	{
+		if (strcmp(key, "activejob") == 0)
+			continue;
 		CHECK(json_equal(val, json_object_get(job, key)), "an option differs");
 		keys += strcmp(key, "retry") != 0;
 	}
 	if (!json_object_get(col, "retry"))
 		CHECK(json_is_true(json_object_get(job, "retry")), "default retry missing");
-	CHECK(json_object_size(job) == keys, "sidekiq payload has other keys");
+	CHECK(json_object_size(job) + consumed == keys + extra, "sidekiq payload has other keys");
 	json_decref(col);
+}
+
+static void check_sidekiq(const struct job_row *row, const struct job_out *out, json_t *job)
+{
+	json_t *args = row_args(row);
+
+	CHECK(string_is(json_object_get(job, "class"), row->job_class, row->class_len), "class differs");
+	CHECK(json_equal(args, json_object_get(job, "args")), "args differ");
+	check_sidekiq_hash(row, out, job, 0, 0);
+	json_decref(args);
+}
+
+/* ActiveJob's options that go into the serialized job, not the outer hash. */
+static size_t activejob_consumed(const struct job_row *row)
+{
+	static const char *const inner[] = { "priority", "locale", "timezone" };
+	json_t *col = row_options(row);
+	size_t n = 0;
+
+	for (size_t i = 0; i < sizeof(inner) / sizeof(inner[0]); i++)
+		n += json_object_get(col, inner[i]) != NULL;
+	json_decref(col);
+	return n;
+}
+
+/* JobWrapper's hash: wrapped is the class; its one argument is the
+ * serialized job, whose arguments are the row's args, one for one. */
+static void check_activejob(const struct job_row *row, const struct job_out *out, json_t *job)
+{
+	json_t *args = row_args(row), *inner = json_array_get(json_object_get(job, "args"), 0);
+
+	CHECK(string_is(json_object_get(job, "class"), "ActiveJob::QueueAdapters::SidekiqAdapter::JobWrapper", 52),
+	      "not the JobWrapper");
+	CHECK(string_is(json_object_get(job, "wrapped"), row->job_class, row->class_len), "wrapped differs");
+	CHECK(json_array_size(json_object_get(job, "args")) == 1 && json_is_object(inner), "args is not [job]");
+	CHECK(string_is(json_object_get(inner, "job_class"), row->job_class, row->class_len), "job_class differs");
+	CHECK(string_is(json_object_get(inner, "job_id"), row->uuid, row->uuid_len), "job_id differs");
+	CHECK(json_array_size(json_object_get(inner, "arguments")) == json_array_size(args), "arguments differ");
+	/* the wrapped key adds one; the consumed options are not merged */
+	check_sidekiq_hash(row, out, job, 1, activejob_consumed(row));
+	json_decref(args);
+}
+
+static int b64_value(char c)
+{
+	const char *set = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+	const char *at = c ? strchr(set, c) : NULL;
+
+	return at ? (int)(at - set) : -1;
+}
+
+/* Decodes standard padded base64; NULL if it is not. */
+static char *b64_decode(const char *s, size_t n, size_t *len)
+{
+	char *out = xmalloc(n);
+	size_t o = 0;
+	unsigned acc = 0;
+	int bits = 0, v;
+
+	for (size_t i = 0; i < n; i++) {
+		if (s[i] == '=')
+			break;
+		if ((v = b64_value(s[i])) < 0) {
+			free(out);
+			return NULL;
+		}
+		acc = (acc << 6) | (unsigned)v;
+		if ((bits += 6) >= 8) {
+			bits -= 8;
+			out[o++] = (char)((acc >> bits) & 0xff);
+		}
+	}
+	*len = o;
+	return out;
+}
+
+/* kombu's envelope: headers name the task and the row's uuid; the body
+ * decodes to [args, kwargs, embed]. */
+static void check_celery(const struct job_row *row, json_t *job)
+{
+	json_t *args = row_args(row), *col = row_options(row), *headers = json_object_get(job, "headers"), *body;
+	const char *text = json_string_value(json_object_get(job, "body"));
+	json_t *kwargs = json_object_get(col, "kwargs");
+	size_t len;
+	char *raw;
+
+	CHECK(json_is_object(headers), "no headers");
+	CHECK(string_is(json_object_get(headers, "task"), row->job_class, row->class_len), "task differs");
+	CHECK(string_is(json_object_get(headers, "id"), row->uuid, row->uuid_len), "id differs");
+	CHECK(text != NULL, "body is not a string");
+	raw = b64_decode(text, strlen(text), &len);
+	CHECK(raw != NULL, "body is not base64");
+	body = parse(raw, len, JSON_DECODE_ANY);
+	CHECK(json_is_array(body) && json_array_size(body) == 3, "body is not [args, kwargs, embed]");
+	CHECK(json_equal(args, json_array_get(body, 0)), "args differ");
+	CHECK(json_is_object(json_array_get(body, 1)), "kwargs is not an object");
+	if (kwargs)
+		CHECK(json_equal(kwargs, json_array_get(body, 1)), "kwargs differ");
+	else
+		CHECK(json_object_size(json_array_get(body, 1)) == 0, "kwargs from nowhere");
+	json_decref(body);
+	free(raw);
+	json_decref(col);
+	json_decref(args);
+}
+
+/* Laravel's payload: the job string, the row's uuid, data = args. */
+static void check_laravel(const struct job_row *row, json_t *job)
+{
+	json_t *args = row_args(row);
+
+	CHECK(string_is(json_object_get(job, "job"), row->job_class, row->class_len), "job differs");
+	CHECK(string_is(json_object_get(job, "uuid"), row->uuid, row->uuid_len), "uuid differs");
+	CHECK(json_equal(args, json_object_get(job, "data")), "data differs");
+	CHECK(json_is_integer(json_object_get(job, "attempts")), "attempts is not an integer");
+	json_decref(args);
+}
+
+/* Whether the row's own options make it an ActiveJob job in a Sidekiq relay. */
+static bool row_is_activejob(const struct job_row *row, enum job_format f)
+{
+	json_t *col = row_options(row);
+	json_t *aj = json_object_get(col, "activejob");
+	bool yes = aj ? json_is_true(aj) : f == FORMAT_ACTIVEJOB;
+
+	json_decref(col);
+	return yes;
+}
+
+/*
+ * An accepted row: the payload is one strict JSON object with exactly the
+ * format's keys, nesting no deeper than consumers read, carrying the row's
+ * class, queue, ids, args and options unchanged.
+ */
+static void check_payload(const struct job_row *row, const struct job_opts *opts, const struct job_out *out,
+			  const char *payload)
+{
+	json_t *job = parse(payload, out->len, JSON_REJECT_DUPLICATES);
+
+	if (!job)
+		fprintf(stderr, "fuzz_job: payload: %.*s\n", (int)out->len, payload);
+	CHECK(job != NULL, "payload is not strict json");
+	CHECK(json_is_object(job), "payload is not an object");
+	CHECK(depth(job) <= JOB_MAX_DEPTH, "payload nests too deep");
+	switch (opts->format) {
+	case FORMAT_RESQUE:
+		check_resque(row, out, job);
+		break;
+	case FORMAT_CELERY:
+		check_celery(row, job);
+		break;
+	case FORMAT_LARAVEL:
+		check_laravel(row, job);
+		break;
+	case FORMAT_SIDEKIQ:
+	case FORMAT_ACTIVEJOB:
+		if (row_is_activejob(row, opts->format))
+			check_activejob(row, out, job);
+		else
+			check_sidekiq(row, out, job);
+		break;
+	}
 	json_decref(job);
 }
 
@@ -228,7 +414,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	memcpy(hdr, data, (size_t)(p - data));
 	nulls = hdr[0] & 0x80;
 	for (i = 0; i < F_COUNT; i++) {
-		sep = i < F_ARGS ? memchr(p, hdr[30], (size_t)(end - p)) : NULL;
+		sep = i < F_ARGS ? memchr(p, hdr[31], (size_t)(end - p)) : NULL;
 		len[i] = (size_t)((sep ? sep : end) - p);
 		if (i == F_ARGS && hdr[28] == HUGE_ON)
 			col[i] = repeat_args(p, len[i], hdr[29] < HUGE >> 14 ? (size_t)hdr[29] << 14 : HUGE, &len[i]);
@@ -252,7 +438,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	row.created_at_us = get_i64(hdr, 3);
 	row.has_run_at = hdr[0] & 0x08;
 	row.run_at_us = get_i64(hdr, 11);
-	opts.format = hdr[0] & 0x01 ? FORMAT_RESQUE : FORMAT_SIDEKIQ;
+	opts.format = pick_format(hdr);
+	opts.rails_version = hdr[30] & 0x08 ? RAILS_6_1 : RAILS_7_1;
+	row.uuid = hdr[30] & 0x10 ? NULL : UUID;
+	row.uuid_len = row.uuid ? strlen(UUID) : 0;
 	opts.sidekiq_version = (int[]){ 7, 8, 6, 9 }[(hdr[0] >> 1) & 3];
 	opts.max_job_bytes = (long[]){ 0, (long)get_le(hdr, 1, 2), 1L << 20, -1 }[(hdr[0] >> 5) & 3];
 	opts.now_us = get_i64(hdr, 19);

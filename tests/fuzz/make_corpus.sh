@@ -25,6 +25,18 @@ le()
 	done
 }
 
+# The format byte (fuzz_job.c): 0 sidekiq or resque by the RESQUE flag,
+# 1 activejob, 2 celery, 3 laravel; +8 Rails 6.1; +16 no uuid.
+FMT=0
+# fseed FMT NAME ...: seed in that format.
+fseed()
+{
+	FMT=$1
+	shift
+	seed "$@"
+	FMT=0
+}
+
 # seed NAME FLAGS "HEADER" CLASS QUEUE JID OPTIONS ARGS: the five columns are
 # printf formats (\NNN any byte, \000 a NUL, \\ a backslash, %% a percent).
 seed()
@@ -42,6 +54,7 @@ seed()
 		le "$5" 1
 		if [ "$6" -gt 0 ]; then le 72 1; else le 0 1; fi # 'H' turns huge args on
 		le "$6" 1
+		le "$FMT" 1
 		le "$7" 1
 		for f in "$8" "$9" "${10}" "${11}"; do
 			# shellcheck disable=SC2059
@@ -122,3 +135,22 @@ seed clock_extremes $((MAX_U16 | MAX_1M | RUN_AT)) \
 	"0 $((-9223372036854775807 - 1)) 9223372036854775807 -1 1 0 255" HardWorker default $JID '{}' '[]'
 seed clock_extremes_v8 $((V8 | NOOPT)) \
 	"0 9223372036854775807 0 $((-9223372036854775807 - 1)) 0 0 255" HardWorker default $JID '' '[]'
+
+# The other formats: ActiveJob (also per row in a Sidekiq relay), Celery, Laravel.
+AJ=1 CELERY=2 LARAVEL=3 RAILS61=8 NOUUID=16
+fseed $AJ activejob_basic $M "$H" SendInvoiceJob default $JID '{"priority": 5, "retry": 3}' \
+	'[1, {"a": {"b": []}}, {"_aj_globalid": "gid://shop/Order/7"}, "x"]'
+fseed $((AJ | RAILS61)) activejob_61_scheduled $((M | RUN_AT)) "$FUTURE" SendInvoiceJob mailers $JID '{}' '[{}]'
+fseed $((AJ | NOUUID)) activejob_no_uuid $M "$H" SendInvoiceJob default $JID '{}' '[]'
+fseed $AJ activejob_reserved_key $M "$H" SendInvoiceJob default $JID '{}' '[{"_aj_symbol_keys": []}]'
+seed activejob_per_row $((M | V8)) "$H" SendInvoiceJob default $JID '{"activejob": true, "locale": "de"}' '[2]'
+seed activejob_per_row_bad $M "$H" SendInvoiceJob default $JID '{"activejob": "yes"}' '[]'
+fseed $CELERY celery_basic $M "$H" shop.tasks.add celery $JID '{"kwargs": {"x": 1, "y": [0.1]}}' \
+	'[1, "two\u00e9", null, true, 1e300]'
+fseed $CELERY celery_eta $((M | RUN_AT)) "$FUTURE" shop.tasks.add celery $JID '{"priority": 6}' '[]'
+fseed $CELERY celery_kwargs_not_object $M "$H" shop.tasks.add celery $JID '{"kwargs": [1]}' '[]'
+fseed $((CELERY | NOUUID)) celery_no_uuid $M "$H" shop.tasks.add celery $JID '' '[]'
+fseed $LARAVEL laravel_basic $M "$H" 'App\\Jobs\\SendReceipt@handle' default $JID '{}' \
+	'["a/b", "\303\244", {"n": 1.0}]'
+fseed $LARAVEL laravel_delayed $((M | RUN_AT)) "$FUTURE" 'App\\Jobs\\Ping' low $JID '{"maxTries": 3}' '[]'
+fseed $LARAVEL laravel_unknown_option $M "$H" 'App\\Jobs\\Ping@handle' low $JID '{"tries": 3}' '[]'

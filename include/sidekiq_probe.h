@@ -1,0 +1,35 @@
+/* --sidekiq-version auto: which timestamps the running Sidekiq processes read,
+ * from the registry they keep in Redis. */
+#ifndef STAGEDRAIN_SIDEKIQ_PROBE_H
+#define STAGEDRAIN_SIDEKIQ_PROBE_H
+
+#include <stddef.h>
+
+#include "config.h"
+#include "fmacros.h"
+#include "redis_conn.h"
+
+/* At most this many processes are read; a larger fleet is judged by these. */
+#define SIDEKIQ_PROBE_MAX 1000
+
+struct sidekiq_probe {
+	const struct config *cfg;
+	int version;       /* what jobs are written for: 6 or 7 float seconds, 8 integer ms */
+	long long next_ms; /* monotonic ms of the next reading; 0: at once */
+	bool read_once;    /* a reading succeeded: its answer was logged */
+	size_t live;       /* processes alive at the last reading */
+};
+
+void sidekiq_probe_init(struct sidekiq_probe *p, const struct config *cfg);
+/*
+ * The Sidekiq version to write jobs for. With --sidekiq-version auto (and a
+ * Sidekiq-layout format) it reads the processes when a reading is due (the
+ * drain asks before each batch; at most once per --watch-interval): 8 only while at least one process is alive and every live
+ * one says 8.x (7.x and 8.x write "version" into their info; 6.x writes none);
+ * 7, whose floats every version reads, otherwise. A change is logged; a
+ * failed reading keeps the last answer (the push that follows finds the
+ * fault).
+ */
+int sidekiq_probe_version(struct sidekiq_probe *p, struct redis_conn *c, long long now_ms);
+
+#endif
