@@ -33,12 +33,14 @@ LIB_OBJ = $(LIB_SRC:relay/%.c=$(OUT)/%.o) $(OUT)/sql_embed.o
 UNIT_SRC = tests/unit_main.c tests/check_config.c tests/check_redis_url.c tests/check_job.c tests/check_buf.c \
            tests/check_backoff.c tests/check_fence.c tests/check_gaps.c tests/check_metrics.c
 UNIT_SRC += tests/check_format_laravel.c
+UNIT_SRC += tests/check_format_activejob.c
 INTEG_SRC = tests/integration_main.c tests/harness.c tests/check_relay.c \
             tests/check_faults.c tests/check_leader.c tests/check_e2e.c tests/check_sink.c \
             tests/check_cursor.c tests/check_security.c tests/check_trouble.c tests/check_http.c \
             tests/check_reconcile.c tests/check_guarantees.c tests/check_tls.c tests/check_sentinel.c \
             tests/check_sidekiq_version.c tests/check_formats.c
 INTEG_SRC += tests/check_e2e_laravel.c
+INTEG_SRC += tests/check_e2e_activejob.c
 
 # The test support library: processes, the throwaway servers, SQL, Redis, logs.
 # The Check suites, the chaos programs and the bench all link it; no Check in it.

@@ -13,6 +13,7 @@ Suite *fence_suite(void);
 Suite *gaps_suite(void);
 Suite *metrics_suite(void);
 Suite *laravel_format_suite(void);
+Suite *activejob_format_suite(void);
 
 Suite *relay_suite(void);
 Suite *faults_suite(void);
@@ -30,5 +31,6 @@ Suite *sentinel_suite(void);
 Suite *sidekiq_version_suite(void);
 Suite *formats_suite(void);
 Suite *laravel_e2e_suite(void);
+Suite *activejob_e2e_suite(void);
 
 #endif
