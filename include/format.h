@@ -73,11 +73,26 @@ int sidekiq_check_jid(const struct job_row *row, char *reason, size_t rlen);
 /* The sidekiq layout: SADD queues, LPUSH queue:<q>, ZADD schedule. */
 int sidekiq_commands(struct redis_cmds *c, const struct batch *b, const char *prefix);
 
-/* Shared by the layouts: for each queue in order of its first job, one
- * `<cmd> <prefix><infix><queue> payload...` of its jobs in id order;
- * with all false only the jobs that are not scheduled. */
+/* Which of a batch's jobs a command takes. */
+enum format_which { FORMAT_NOW, FORMAT_LATER, FORMAT_ALL };
+
+/* Adds job j's values to the command being built (its payload; a score and
+ * its payload; a constant). */
+typedef int (*format_add_fn)(struct redis_cmds *c, const struct batch *b, const struct batch_job *j);
+
+/*
+ * Shared by the layouts: for each queue, in order of its first job that
+ * which takes, one `<cmd> <prefix><infix><queue><suffix>` with add's values
+ * for each of its jobs that which takes, in id order (split as redis_cmds
+ * splits long commands).
+ */
+int format_per_queue(struct redis_cmds *c, const struct batch *b, enum format_which which, const char *cmd,
+		     const char *prefix, const char *infix, const char *suffix, format_add_fn add);
+/* format_per_queue's add for the job's payload alone. */
+int format_add_payload(struct redis_cmds *c, const struct batch *b, const struct batch_job *j);
+/* One `<cmd> <prefix><infix><queue> payload...` per queue, of the jobs which takes. */
 int format_push_queues(struct redis_cmds *c, const struct batch *b, const char *cmd, const char *prefix,
-		       const char *infix, bool all);
+		       const char *infix, enum format_which which);
 /* `SADD <prefix>queues q...` of the queues the batch pushes to now. */
 int format_add_queue_set(struct redis_cmds *c, const struct batch *b, const char *prefix);
 

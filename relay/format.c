@@ -49,18 +49,18 @@ static bool same_queue(const struct batch_job *a, const struct batch_job *b)
 	return a->queue_len == b->queue_len && memcmp(a->queue, b->queue, a->queue_len) == 0;
 }
 
-static bool pushed(const struct batch_job *j, bool all)
+static bool takes(const struct batch_job *j, enum format_which which)
 {
-	return all || !j->out.scheduled;
+	return which == FORMAT_ALL || j->out.scheduled == (which == FORMAT_LATER);
 }
 
-/* True if job i is the first job of its queue that the push takes. */
-static bool first_of_queue(const struct batch *b, size_t i, bool all)
+/* True if job i is the first job of its queue that which takes. */
+static bool first_of_queue(const struct batch *b, size_t i, enum format_which which)
 {
-	if (!pushed(&b->jobs[i], all))
+	if (!takes(&b->jobs[i], which))
 		return false;
 	for (size_t k = 0; k < i; k++)
-		if (pushed(&b->jobs[k], all) && same_queue(&b->jobs[k], &b->jobs[i]))
+		if (takes(&b->jobs[k], which) && same_queue(&b->jobs[k], &b->jobs[i]))
 			return false;
 	return true;
 }
@@ -71,7 +71,7 @@ int format_add_queue_set(struct redis_cmds *c, const struct batch *b, const char
 	int rc = 0;
 
 	for (size_t i = 0; rc == 0 && i < b->njobs; i++) {
-		if (!first_of_queue(b, i, false))
+		if (!first_of_queue(b, i, FORMAT_NOW))
 			continue;
 		if (!any && ((rc = cmds_begin(c, "SADD")) < 0 || (rc = cmds_fmt(c, "%squeues", prefix)) < 0))
 			return rc;
@@ -82,21 +82,32 @@ int format_add_queue_set(struct redis_cmds *c, const struct batch *b, const char
 	return rc;
 }
 
-int format_push_queues(struct redis_cmds *c, const struct batch *b, const char *cmd, const char *prefix,
-		       const char *infix, bool all)
+int format_per_queue(struct redis_cmds *c, const struct batch *b, enum format_which which, const char *cmd,
+		     const char *prefix, const char *infix, const char *suffix, format_add_fn add)
 {
 	int rc = 0;
 
 	for (size_t i = 0; rc == 0 && i < b->njobs; i++) {
 		const struct batch_job *j = &b->jobs[i];
-		if (!first_of_queue(b, i, all))
+		if (!first_of_queue(b, i, which))
 			continue;
 		if ((rc = cmds_begin(c, cmd)) < 0 ||
-		    (rc = cmds_fmt(c, "%s%s%.*s", prefix, infix, (int)j->queue_len, j->queue)) < 0)
+		    (rc = cmds_fmt(c, "%s%s%.*s%s", prefix, infix, (int)j->queue_len, j->queue, suffix)) < 0)
 			return rc;
 		for (size_t k = i; rc == 0 && k < b->njobs; k++)
-			if (pushed(&b->jobs[k], all) && same_queue(&b->jobs[k], j) && (rc = cmds_room(c, 2)) == 0)
-				rc = cmds_ref(c, b->payloads.data + b->jobs[k].out.off, b->jobs[k].out.len);
+			if (takes(&b->jobs[k], which) && same_queue(&b->jobs[k], j) && (rc = cmds_room(c, 2)) == 0)
+				rc = add(c, b, &b->jobs[k]);
 	}
 	return rc;
+}
+
+int format_add_payload(struct redis_cmds *c, const struct batch *b, const struct batch_job *j)
+{
+	return cmds_ref(c, b->payloads.data + j->out.off, j->out.len);
+}
+
+int format_push_queues(struct redis_cmds *c, const struct batch *b, const char *cmd, const char *prefix,
+		       const char *infix, enum format_which which)
+{
+	return format_per_queue(c, b, which, cmd, prefix, infix, "", format_add_payload);
 }

@@ -274,40 +274,13 @@ static int laravel_payload(const struct job_in *in, const struct job_opts *opts,
 	return 0;
 }
 
-static bool same_queue(const struct batch_job *a, const struct batch_job *b)
-{
-	return a->queue_len == b->queue_len && memcmp(a->queue, b->queue, a->queue_len) == 0;
-}
-
-/* True if job i is the first of its queue with the same scheduled flag. */
-static bool first_of_kind(const struct batch *b, size_t i, bool scheduled)
-{
-	if (b->jobs[i].out.scheduled != scheduled)
-		return false;
-	for (size_t k = 0; k < i; k++)
-		if (b->jobs[k].out.scheduled == scheduled && same_queue(&b->jobs[k], &b->jobs[i]))
-			return false;
-	return true;
-}
-
 /* LuaScripts::push adds one "1" to queues:<q>:notify per job, which the
  * blocking pop (block_for) waits on and every pop takes one of. */
-static int add_notify(struct redis_cmds *c, const struct batch *b, const char *prefix)
+static int add_notify(struct redis_cmds *c, const struct batch *b, const struct batch_job *j)
 {
-	int rc = 0;
-
-	for (size_t i = 0; rc == 0 && i < b->njobs; i++) {
-		const struct batch_job *j = &b->jobs[i];
-		if (!first_of_kind(b, i, false))
-			continue;
-		if ((rc = cmds_begin(c, "RPUSH")) < 0 ||
-		    (rc = cmds_fmt(c, "%squeues:%.*s:notify", prefix, (int)j->queue_len, j->queue)) < 0)
-			return rc;
-		for (size_t k = i; rc == 0 && k < b->njobs; k++)
-			if (!b->jobs[k].out.scheduled && same_queue(&b->jobs[k], j) && (rc = cmds_room(c, 2)) == 0)
-				rc = CMDS_LIT(c, "1");
-	}
-	return rc;
+	(void)b;
+	(void)j;
+	return CMDS_LIT(c, "1");
 }
 
 static long long floor_seconds(long long us)
@@ -323,37 +296,21 @@ static long long floor_seconds(long long us)
  * Laravel's own later($runAt) writes). The worker's migrate moves due jobs
  * to the list and notifies then, so nothing is notified here.
  */
-static int add_delayed(struct redis_cmds *c, const struct batch *b, const char *prefix)
+static int add_delayed(struct redis_cmds *c, const struct batch *b, const struct batch_job *j)
 {
-	int rc = 0;
+	int rc = cmds_fmt(c, "%lld", floor_seconds(j->out.run_at_us));
 
-	for (size_t i = 0; rc == 0 && i < b->njobs; i++) {
-		const struct batch_job *j = &b->jobs[i];
-		if (!first_of_kind(b, i, true))
-			continue;
-		if ((rc = cmds_begin(c, "ZADD")) < 0 ||
-		    (rc = cmds_fmt(c, "%squeues:%.*s:delayed", prefix, (int)j->queue_len, j->queue)) < 0)
-			return rc;
-		for (size_t k = i; rc == 0 && k < b->njobs; k++) {
-			const struct batch_job *d = &b->jobs[k];
-			if (!d->out.scheduled || !same_queue(d, j))
-				continue;
-			if ((rc = cmds_room(c, 2)) == 0 &&
-			    (rc = cmds_fmt(c, "%lld", floor_seconds(d->out.run_at_us))) == 0)
-				rc = cmds_ref(c, b->payloads.data + d->out.off, d->out.len);
-		}
-	}
-	return rc;
+	return rc ? rc : format_add_payload(c, b, j);
 }
 
 static int laravel_commands(struct redis_cmds *c, const struct batch *b, const char *prefix)
 {
 	int rc;
 
-	if ((rc = format_push_queues(c, b, "RPUSH", prefix, "queues:", false)) < 0 ||
-	    (rc = add_notify(c, b, prefix)) < 0)
+	if ((rc = format_push_queues(c, b, "RPUSH", prefix, "queues:", FORMAT_NOW)) < 0 ||
+	    (rc = format_per_queue(c, b, FORMAT_NOW, "RPUSH", prefix, "queues:", ":notify", add_notify)) < 0)
 		return rc;
-	return add_delayed(c, b, prefix);
+	return format_per_queue(c, b, FORMAT_LATER, "ZADD", prefix, "queues:", ":delayed", add_delayed);
 }
 
 const struct format format_laravel = {

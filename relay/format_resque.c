@@ -58,7 +58,7 @@ static int resque_commands(struct redis_cmds *c, const struct batch *b, const ch
 	int rc;
 
 	if ((rc = format_add_queue_set(c, b, prefix)) < 0 ||
-	    (rc = format_push_queues(c, b, "RPUSH", prefix, "queue:", false)) < 0)
+	    (rc = format_push_queues(c, b, "RPUSH", prefix, "queue:", FORMAT_NOW)) < 0)
 		return rc;
 	return add_delayed(c, b, prefix);
 }

@@ -114,7 +114,7 @@ int sidekiq_commands(struct redis_cmds *c, const struct batch *b, const char *pr
 	int rc;
 
 	if ((rc = format_add_queue_set(c, b, prefix)) < 0 ||
-	    (rc = format_push_queues(c, b, "LPUSH", prefix, "queue:", false)) < 0)
+	    (rc = format_push_queues(c, b, "LPUSH", prefix, "queue:", FORMAT_NOW)) < 0)
 		return rc;
 	return add_schedule(c, b, prefix);
 }
