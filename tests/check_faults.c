@@ -161,41 +161,6 @@ static void wait_llen(redisContext *r, long long n)
 	}
 }
 
-START_TEST(crash_between_push_and_delete_is_not_pushed_again)
-{
-	char log[600];
-	PGconn *c = h_pg(), *locker;
-	redisContext *r = h_redis();
-	struct relay_proc p;
-
-	h_stage(c, "default", 1, 10);
-	locker = lock_row("SELECT 1 FROM staged_jobs WHERE id = 5 FOR UPDATE");
-	h_relay_start(&p, "relay", relay_args);
-	wait_llen(r, 10);
-	sleep_ms(200); /* the relay is now blocked in its delete */
-	h_relay_kill(&p, SIGKILL);
-	ck_assert_int_eq(h_relay_wait(&p, 5000), 128 + SIGKILL);
-	/* Its server session would still commit the delete it was sent once the
-	 * lock frees; a host that died takes the session with it. */
-	h_sql(c, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'stagedrain'");
-	while (h_sql(c, "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'stagedrain'") > 0)
-		sleep_ms(10);
-	h_sql(locker, "ROLLBACK");
-	PQfinish(locker);
-	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs"), 10);
-
-	/* The next leader reads the fence and deletes the batch instead of pushing
-	 * it, and counts those rows as relayed: they were. */
-	ck_assert_int_eq(h_relay_run("next", (const char *const[]){ "--once", NULL }), 0);
-	ck_assert_int_eq(h_cmd_int(r, "LLEN queue:default"), 10);
-	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs"), 0);
-	snprintf(log, sizeof(log), "%s/next.log", h_env("TEST_DIR"));
-	ck_assert(h_log_contains(log, "jobs_relayed=10 "));
-	PQfinish(c);
-	redisFree(r);
-}
-END_TEST
-
 START_TEST(row_changed_under_a_pushed_batch_is_not_pushed_again)
 {
 	PGconn *c = h_pg(), *app;
@@ -311,7 +276,6 @@ Suite *faults_suite(void)
 	tcase_add_test(tc, redis_restart_mid_run_loses_nothing);
 	tcase_add_test(tc, postgres_session_killed_mid_run_loses_nothing);
 	tcase_add_test(tc, sigterm_mid_batch_loses_nothing);
-	tcase_add_test(tc, crash_between_push_and_delete_is_not_pushed_again);
 	tcase_add_test(tc, row_changed_under_a_pushed_batch_is_not_pushed_again);
 	tcase_add_test(tc, start_up_errors_are_one_clear_line);
 	tcase_add_test(tc, missing_schema_says_to_migrate);
