@@ -29,7 +29,7 @@ LIB_SRC = relay/buf.c relay/log.c relay/values.c relay/settings.c relay/redis_ur
           relay/metrics.c relay/watch.c relay/http.c relay/pg_conn.c relay/pg_read.c
 LIB_OBJ = $(LIB_SRC:relay/%.c=$(OUT)/%.o) $(OUT)/sql_embed.o
 UNIT_SRC = tests/unit_main.c tests/check_config.c tests/check_redis_url.c tests/check_job.c tests/check_buf.c \
-           tests/check_backoff.c tests/check_fence.c tests/check_gaps.c tests/check_metrics.c
+           tests/check_backoff.c tests/check_fence.c tests/check_gaps.c tests/check_metrics.c tests/check_format_celery.c
 INTEG_SRC = tests/integration_main.c tests/harness.c tests/check_relay.c \
             tests/check_faults.c tests/check_leader.c tests/check_e2e.c tests/check_sink.c \
             tests/check_cursor.c tests/check_security.c tests/check_trouble.c tests/check_http.c \

@@ -600,8 +600,8 @@ static int put_properties(struct buf *b, const struct job_in *in, const struct j
 {
 	const struct job_row *row = in->row;
 
-	if (buf_puts(b, ",\"properties\":{") < 0 || put_uuid(b, "correlation_id", row) < 0 ||
-	    buf_puts(b, ",\"reply_to\":\"\",\"delivery_mode\":2") < 0)
+	if (buf_puts(b, ",\"properties\":{\"correlation_id\":\"") < 0 || buf_append(b, row->uuid, row->uuid_len) < 0 ||
+	    buf_puts(b, "\"") < 0 || buf_puts(b, ",\"reply_to\":\"\",\"delivery_mode\":2") < 0)
 		return -ENOMEM;
 	/* Producer.publish's expiration: the TTL in whole milliseconds, as a string. */
 	if (co->has_expires &&

@@ -12,6 +12,7 @@ Suite *backoff_suite(void);
 Suite *fence_suite(void);
 Suite *gaps_suite(void);
 Suite *metrics_suite(void);
+Suite *celery_format_suite(void);
 
 Suite *relay_suite(void);
 Suite *faults_suite(void);
