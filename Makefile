@@ -33,7 +33,7 @@ UNIT_SRC = tests/unit_main.c tests/check_config.c tests/check_redis_url.c tests/
 INTEG_SRC = tests/integration_main.c tests/harness.c tests/check_relay.c \
             tests/check_faults.c tests/check_leader.c tests/check_e2e.c tests/check_sink.c \
             tests/check_cursor.c tests/check_security.c tests/check_trouble.c tests/check_http.c \
-            tests/check_reconcile.c tests/check_guarantees.c tests/check_tls.c tests/check_sentinel.c
+            tests/check_reconcile.c tests/check_guarantees.c tests/check_tls.c tests/check_sentinel.c tests/check_e2e_celery.c
 
 # The test support library: processes, the throwaway servers, SQL, Redis, logs.
 # The Check suites, the chaos programs and the bench all link it; no Check in it.

@@ -23,6 +23,7 @@ int main(void)
 	srunner_add_suite(sr, guarantees_suite());
 	srunner_add_suite(sr, tls_suite());
 	srunner_add_suite(sr, sentinel_suite());
+	srunner_add_suite(sr, celery_e2e_suite());
 	srunner_run_all(sr, CK_NORMAL);
 	failed = srunner_ntests_failed(sr);
 	srunner_free(sr);

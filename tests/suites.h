@@ -27,5 +27,6 @@ Suite *reconcile_suite(void);
 Suite *guarantees_suite(void);
 Suite *tls_suite(void);
 Suite *sentinel_suite(void);
+Suite *celery_e2e_suite(void);
 
 #endif
