@@ -474,7 +474,6 @@ struct celery_opts {
 	struct span kwargs; /* n == 0: {} */
 	int priority;
 	bool has_expires;
-	const char *expires_text; /* an ISO string as the app wrote it, or NULL */
 	long long expires_us;
 };
 
@@ -504,14 +503,16 @@ static const char *kind_of(const json_t *v)
 	return names[json_typeof(v)];
 }
 
-/* expires: seconds after staging (send_task's relative form) or an ISO 8601 time with an offset. */
+/*
+ * expires: seconds after staging (send_task's relative form) or an ISO 8601
+ * time with an offset, written back in UTC with six digits: Celery 5.2's
+ * parse_iso8601 reads a fraction ".5" as 5 microseconds.
+ */
 static int read_expires(const json_t *v, const struct job_row *row, struct celery_opts *co, char *reason, size_t rlen)
 {
 	if (json_is_number(v) && json_number_value(v) >= 0 && json_number_value(v) < 1e11) {
 		co->expires_us = row->created_at_us + llround(json_number_value(v) * 1e6);
-	} else if (json_is_string(v) && parse_iso(json_string_value(v), &co->expires_us) == 0) {
-		co->expires_text = json_string_value(v);
-	} else {
+	} else if (!json_is_string(v) || parse_iso(json_string_value(v), &co->expires_us) != 0) {
 		payload_reason(reason, rlen,
 			       "options key \"expires\" is not seconds (0 or more) or an iso 8601 time with an offset");
 		return JOB_REJECT;
@@ -581,9 +582,7 @@ static int put_headers(struct buf *b, const struct job_in *in, const struct job_
 	rc = in->scheduled ? put_iso(b, row->run_at_us) : buf_puts(b, "null");
 	if (rc == 0)
 		rc = buf_puts(b, ",\"expires\":");
-	if (rc == 0 && co->expires_text)
-		rc = payload_string(b, span_of(co->expires_text, strlen(co->expires_text)), 0);
-	else if (rc == 0)
+	if (rc == 0)
 		rc = co->has_expires ? put_iso(b, co->expires_us) : buf_puts(b, "null");
 	if (rc < 0 || buf_puts(b, ",\"group\":null,\"group_index\":null,\"retries\":0,\"timelimit\":[null,null]") < 0 ||
 	    put_uuid(b, "root_id", row) < 0 || buf_puts(b, ",\"parent_id\":null,\"argsrepr\":") < 0 ||
