@@ -511,7 +511,8 @@ static const char *kind_of(const json_t *v)
 static int read_expires(const json_t *v, const struct job_row *row, struct celery_opts *co, char *reason, size_t rlen)
 {
 	if (json_is_number(v) && json_number_value(v) >= 0 && json_number_value(v) < 1e11) {
-		co->expires_us = row->created_at_us + llround(json_number_value(v) * 1e6);
+		/* Rounded by hand: llround would make the binary need libm. */
+		co->expires_us = row->created_at_us + (long long)(json_number_value(v) * 1e6 + 0.5);
 	} else if (!json_is_string(v) || parse_iso(json_string_value(v), &co->expires_us) != 0) {
 		payload_reason(reason, rlen,
 			       "options key \"expires\" is not seconds (0 or more) or an iso 8601 time with an offset");
