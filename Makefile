@@ -23,24 +23,23 @@ PYTHON ?= $(shell test -x /usr/bin/python3 && echo /usr/bin/python3 || echo pyth
 
 # Modules shared by the daemon and the tests; main.c only wires them.
 # A row into a job and its commands: pure, so the fuzzer links them alone.
-FORMAT_SRC = relay/job.c relay/buf.c relay/payload.c relay/format.c relay/format_sidekiq.c relay/format_resque.c \
-             relay/format_activejob.c relay/format_celery.c relay/format_laravel.c relay/redis_cmds.c
-LIB_SRC = $(FORMAT_SRC) relay/log.c relay/values.c relay/settings.c relay/redis_url.c relay/config.c \
+JOB_SRC = relay/job.c relay/buf.c relay/payload.c relay/format.c relay/format_sidekiq.c relay/format_resque.c \
+          relay/format_activejob.c relay/format_celery.c relay/format_laravel.c relay/redis_cmds.c \
+          relay/pyrepr.c
+LIB_SRC = $(JOB_SRC) relay/log.c relay/values.c relay/settings.c relay/redis_url.c relay/config.c \
           relay/usage.c relay/sidekiq_probe.c relay/clock.c relay/pg_source.c \
           relay/redis_tls.c relay/redis_io.c relay/redis_sentinel.c relay/redis_conn.c relay/redis_sink.c relay/drain.c relay/migrate.c relay/backoff.c relay/batch.c relay/fence.c relay/gaps.c \
           relay/metrics.c relay/watch.c relay/http.c relay/pg_conn.c relay/pg_read.c
 LIB_OBJ = $(LIB_SRC:relay/%.c=$(OUT)/%.o) $(OUT)/sql_embed.o
 UNIT_SRC = tests/unit_main.c tests/check_config.c tests/check_redis_url.c tests/check_job.c tests/check_buf.c \
-           tests/check_backoff.c tests/check_fence.c tests/check_gaps.c tests/check_metrics.c
-UNIT_SRC += tests/check_format_laravel.c
-UNIT_SRC += tests/check_format_activejob.c
+           tests/check_backoff.c tests/check_fence.c tests/check_gaps.c tests/check_metrics.c \
+           tests/check_format_activejob.c tests/check_format_celery.c tests/check_format_laravel.c
 INTEG_SRC = tests/integration_main.c tests/harness.c tests/check_relay.c \
             tests/check_faults.c tests/check_leader.c tests/check_e2e.c tests/check_sink.c \
             tests/check_cursor.c tests/check_security.c tests/check_trouble.c tests/check_http.c \
             tests/check_reconcile.c tests/check_guarantees.c tests/check_tls.c tests/check_sentinel.c \
-            tests/check_sidekiq_version.c tests/check_formats.c
-INTEG_SRC += tests/check_e2e_laravel.c
-INTEG_SRC += tests/check_e2e_activejob.c
+            tests/check_sidekiq_version.c tests/check_formats.c tests/check_e2e_activejob.c \
+            tests/check_e2e_celery.c tests/check_e2e_laravel.c
 
 # The test support library: processes, the throwaway servers, SQL, Redis, logs.
 # The Check suites, the chaos programs and the bench all link it; no Check in it.
@@ -213,14 +212,14 @@ demo: deps all
 # replays tests/fuzz/corpus, then fuzzes a copy of it for FUZZ_SECONDS.
 FUZZ_SECONDS ?= 60
 FUZZ_CC ?= clang
-build/fuzz/fuzz_job: tests/fuzz/fuzz_job.c $(FORMAT_SRC) include/*.h
+build/fuzz/fuzz_job: tests/fuzz/fuzz_job.c $(JOB_SRC) include/*.h
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(WARN) -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined \
-		-fno-sanitize-recover=all -Iinclude $(shell $(PKG_CONFIG) --cflags jansson openssl) \
-		-o $@ $(filter %.c,$^) $(shell $(PKG_CONFIG) --libs jansson openssl)
+		-fno-sanitize-recover=all -Iinclude $(shell $(PKG_CONFIG) --cflags jansson) \
+		-o $@ $(filter %.c,$^) $(shell $(PKG_CONFIG) --libs jansson)
 
 fuzz:
-	@sh tests/deps.sh clang libclang-rt-dev make pkg-config libjansson-dev libssl-dev
+	@sh tests/deps.sh clang libclang-rt-dev make pkg-config libjansson-dev
 	$(MAKE) build/fuzz/fuzz_job
 	sh tests/fuzz/run.sh build/fuzz/fuzz_job $(FUZZ_SECONDS)
 

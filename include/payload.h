@@ -39,6 +39,13 @@ int payload_key(struct buf *b, const char *key) SD_MUSTCHECK;
 /* Truncates b back to len (a rejected or failed row leaves no bytes). */
 void payload_rewind(struct buf *b, size_t len);
 
+/* Walking JSON text that jansson already accepted (no validation): the index
+ * past the whitespace at i; past the string whose opening quote is at i; past
+ * the value (scalar, array or object) that starts at i. */
+size_t payload_skip_ws(struct span s, size_t i);
+size_t payload_string_end(struct span s, size_t i);
+size_t payload_value_end(struct span s, size_t i);
+
 /* The UUID text a row was staged with (36 characters, from the uuid column). */
 #define PAYLOAD_UUID_LEN 36
 

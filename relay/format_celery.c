@@ -1,22 +1,427 @@
 /* Celery: a protocol 2 task message in kombu's Redis transport envelope, LPUSHed to the queue. */
 #include "fmacros.h"
 
-#include "format.h"
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
 
-/* Not written yet: every row is dead-lettered with this reason. */
-static int celery_payload(const struct job_in *in, const struct job_opts *opts, struct buf *out, char *reason,
-			  size_t rlen)
+#include "format.h"
+#include "pyrepr.h"
+
+/*
+ * The envelope's tail, after the priority: written and read back (by
+ * celery_commands, to pick the priority's list) from this one string.
+ */
+static const char tail_mid[] = ",\"body_encoding\":\"base64\",\"delivery_tag\":\"";
+#define TAIL_LEN (sizeof(tail_mid) - 1 + PAYLOAD_UUID_LEN + 3) /* uuid, "}} */
+
+/* Options a celery row may carry; anything else is a typo, not a silent drop. */
+static const char *const celery_keys[] = { "kwargs", "priority", "expires", NULL };
+
+/* The value of key in the top-level object text s, as a span (n == 0: absent). */
+static int member_span(struct span s, const char *key, struct span *out)
 {
-	(void)in;
-	(void)opts;
-	(void)out;
-	payload_reason(reason, rlen, "the celery format is not built yet");
+	size_t i = payload_skip_ws(s, 0) + 1, k;
+
+	*out = span_of(NULL, 0);
+	while ((i = payload_skip_ws(s, i)) < s.n && s.p[i] == '"') {
+		json_t *name = json_loadb(s.p + i, (k = payload_string_end(s, i)) - i, JSON_DECODE_ANY, NULL);
+		bool hit;
+		if (!name)
+			return -ENOMEM;
+		hit = strcmp(json_string_value(name), key) == 0;
+		json_decref(name);
+		i = payload_skip_ws(s, payload_skip_ws(s, k) + 1); /* past ':' */
+		k = payload_value_end(s, i);
+		if (hit) {
+			*out = span_of(s.p + i, k - i);
+			return 0;
+		}
+		i = payload_skip_ws(s, k) + 1; /* past ',' */
+	}
+	return 0;
+}
+
+/* Celery's saferepr(args or ()) or saferepr(kwargs) of JSON text, as a JSON string. */
+static int put_repr(struct buf *b, struct span json)
+{
+	struct buf text;
+	int rc;
+
+	buf_init(&text);
+	/* send_task's `args or ()`: an empty list becomes a tuple. */
+	if (json.p[0] == '[' && json.p[payload_skip_ws(json, 1)] == ']')
+		rc = buf_puts(&text, "()");
+	else
+		rc = pyrepr_saferepr(&text, json);
+	if (rc == 0)
+		rc = payload_string(b, span_of(text.data, text.len), 0);
+	buf_free(&text);
+	return rc;
+}
+
+/* ---- the body, base64 ---- */
+
+static void b64_quad(const unsigned char *in, size_t n, char *out)
+{
+	static const char a[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+	unsigned long v = (unsigned long)in[0] << 16 | (n > 1 ? (unsigned long)in[1] << 8 : 0) | (n > 2 ? in[2] : 0);
+
+	out[0] = a[v >> 18 & 63];
+	out[1] = a[v >> 12 & 63];
+	out[2] = n > 1 ? a[v >> 6 & 63] : '=';
+	out[3] = n > 2 ? a[v & 63] : '=';
+}
+
+/* Replaces the bytes of b from off on with their base64 (kombu's body_encoding). */
+static int base64_tail(struct buf *b, size_t off)
+{
+	size_t n = b->len - off, enc = (n + 2) / 3 * 4;
+	char chunk[64];
+	int rc = 0;
+
+	for (size_t i = 0; rc == 0 && i < n; i += 48) {
+		size_t take = n - i < 48 ? n - i : 48, w = 0;
+		for (size_t k = 0; k < take; k += 3, w += 4)
+			b64_quad((const unsigned char *)b->data + off + i + k, take - k, chunk + w);
+		rc = buf_append(b, chunk, w);
+	}
+	if (rc < 0)
+		return rc;
+	memmove(b->data + off, b->data + off + n, enc);
+	payload_rewind(b, off + enc);
+	return 0;
+}
+
+/* [args, kwargs, embed], Celery's protocol 2 body. */
+static int put_body(struct buf *b, struct span args, struct span kwargs)
+{
+	size_t off = b->len;
+
+	if (buf_puts(b, "[") < 0 || payload_compact(b, args, false) < 0 || buf_puts(b, ",") < 0)
+		return -ENOMEM;
+	if ((kwargs.n ? payload_compact(b, kwargs, false) : buf_puts(b, "{}")) < 0)
+		return -ENOMEM;
+	if (buf_puts(b, ",{\"callbacks\":null,\"errbacks\":null,\"chain\":null,\"chord\":null}]") < 0)
+		return -ENOMEM;
+	return base64_tail(b, off);
+}
+
+/* ---- times ---- */
+
+static long long floor_div(long long a, long long d)
+{
+	long long q = a / d;
+
+	return (a % d != 0 && a < 0) ? q - 1 : q;
+}
+
+/* datetime.isoformat() of an aware UTC time, always with microseconds. */
+static int put_iso(struct buf *b, long long us)
+{
+	time_t secs = (time_t)floor_div(us, 1000000);
+	struct tm tm;
+
+	if (!gmtime_r(&secs, &tm))
+		return -EINVAL;
+	return buf_printf(b, "\"%04d-%02d-%02dT%02d:%02d:%02d.%06lld+00:00\"", tm.tm_year + 1900, tm.tm_mon + 1,
+			  tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, us - floor_div(us, 1000000) * 1000000);
+}
+
+/* Python's datetime stops at year 9999: a later time is one no worker reads. */
+#define MAX_PY_US 253402300799999999LL
+
+static int digits(const char *p, int n, int *v)
+{
+	*v = 0;
+	for (int i = 0; i < n; i++) {
+		if (p[i] < '0' || p[i] > '9')
+			return -1;
+		*v = *v * 10 + (p[i] - '0');
+	}
+	return 0;
+}
+
+/* YYYY-MM-DDTHH:MM:SS[.f{1,6}](Z|+HH:MM|-HH:MM) to epoch microseconds: a
+ * naive time would be read in the worker's zone, so the offset is required. */
+static int parse_iso(const char *s, long long *us)
+{
+	int y, mo, d, h, mi, se, oh, om, frac = 0, nf = 0;
+	size_t n = strlen(s), i = 19;
+	struct tm tm = { 0 }, back;
+	time_t secs;
+
+	if (n < 20 || digits(s, 4, &y) || s[4] != '-' || digits(s + 5, 2, &mo) || s[7] != '-' || digits(s + 8, 2, &d) ||
+	    s[10] != 'T' || digits(s + 11, 2, &h) || s[13] != ':' || digits(s + 14, 2, &mi) || s[16] != ':' ||
+	    digits(s + 17, 2, &se))
+		return -1;
+	if (s[i] == '.')
+		for (i++; i < n && s[i] >= '0' && s[i] <= '9' && nf < 6; i++, nf++)
+			frac = frac * 10 + (s[i] - '0');
+	if (s[i - 1] == '.' || y < 1 || mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || se > 59)
+		return -1;
+	for (; nf < 6; nf++)
+		frac *= 10;
+	if (strcmp(s + i, "Z") == 0) {
+		oh = om = 0;
+	} else if (n - i != 6 || (s[i] != '+' && s[i] != '-') || digits(s + i + 1, 2, &oh) || s[i + 3] != ':' ||
+		   digits(s + i + 4, 2, &om) || oh > 23 || om > 59) {
+		return -1;
+	}
+	tm.tm_year = y - 1900;
+	tm.tm_mon = mo - 1;
+	tm.tm_mday = d;
+	tm.tm_hour = h;
+	tm.tm_min = mi;
+	tm.tm_sec = se;
+	secs = timegm(&tm);
+	/* timegm rolls 31 February over into March; Python refuses it. */
+	if (!gmtime_r(&secs, &back) || back.tm_mday != d)
+		return -1;
+	*us = ((long long)secs - (s[i] == '-' ? -1 : 1) * (oh * 3600LL + om * 60LL)) * 1000000LL + frac;
+	return 0;
+}
+
+/* ---- options ---- */
+
+struct celery_opts {
+	struct span kwargs; /* n == 0: {} */
+	int priority;
+	bool has_expires;
+	long long expires_us;
+};
+
+static int check_keys(const json_t *options, char *reason, size_t rlen)
+{
+	const char *key;
+	json_t *v;
+
+	json_object_foreach((json_t *)options, key, v)
+	{
+		bool known = false;
+		for (const char *const *k = celery_keys; *k; k++)
+			known = known || strcmp(key, *k) == 0;
+		if (!known) {
+			payload_reason(reason, rlen, "options key \"%s\" is not one of kwargs, priority, expires", key);
+			return JOB_REJECT;
+		}
+	}
+	return 0;
+}
+
+static const char *kind_of(const json_t *v)
+{
+	static const char *const names[] = { "object", "array",   "string",  "number",
+					     "number", "boolean", "boolean", "null" };
+
+	return names[json_typeof(v)];
+}
+
+/*
+ * expires: seconds after staging (send_task's relative form) or an ISO 8601
+ * time with an offset, written back in UTC with six digits: Celery 5.2's
+ * parse_iso8601 reads a fraction ".5" as 5 microseconds.
+ */
+static int read_expires(const json_t *v, const struct job_row *row, struct celery_opts *co, char *reason, size_t rlen)
+{
+	if (json_is_number(v) && json_number_value(v) >= 0 && json_number_value(v) < 1e11) {
+		/* Rounded by hand: llround would make the binary need libm. */
+		co->expires_us = row->created_at_us + (long long)(json_number_value(v) * 1e6 + 0.5);
+	} else if (!json_is_string(v) || parse_iso(json_string_value(v), &co->expires_us) != 0) {
+		payload_reason(reason, rlen,
+			       "options key \"expires\" is not seconds (0 or more) or an iso 8601 time with an offset");
+		return JOB_REJECT;
+	}
+	co->has_expires = true;
+	return 0;
+}
+
+static int read_options(const struct job_in *in, struct celery_opts *co, char *reason, size_t rlen)
+{
+	const json_t *kw = json_object_get(in->options, "kwargs"), *pri = json_object_get(in->options, "priority");
+	const json_t *exp = json_object_get(in->options, "expires");
+	int rc = check_keys(in->options, reason, rlen);
+
+	if (rc)
+		return rc;
+	if (kw && !json_is_object(kw)) {
+		payload_reason(reason, rlen, "kwargs is not a json object (got %s)", kind_of(kw));
+		return JOB_REJECT;
+	}
+	if (kw && (rc = member_span(span_of(in->row->options, in->row->options_len), "kwargs", &co->kwargs)) < 0)
+		return rc;
+	if (pri && (!json_is_integer(pri) || json_integer_value(pri) < 0 || json_integer_value(pri) > 9)) {
+		payload_reason(reason, rlen, "options key \"priority\" is not an integer from 0 to 9");
+		return JOB_REJECT;
+	}
+	co->priority = pri ? (int)json_integer_value(pri) : 0;
+	return exp ? read_expires(exp, in->row, co, reason, rlen) : 0;
+}
+
+static int check_uuid(const struct job_row *row, char *reason, size_t rlen)
+{
+	static const char shape[] = "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx";
+	bool ok = row->uuid && row->uuid_len == PAYLOAD_UUID_LEN;
+
+	for (size_t i = 0; ok && i < PAYLOAD_UUID_LEN; i++) {
+		char c = row->uuid[i];
+		ok = shape[i] == '-' ? c == '-' : ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'));
+	}
+	if (ok)
+		return 0;
+	payload_reason(reason, rlen, "uuid is not a uuid");
 	return JOB_REJECT;
 }
 
+/* ---- the envelope ---- */
+
+static int put_uuid(struct buf *b, const char *key, const struct job_row *row)
+{
+	if (payload_key(b, key) < 0 || buf_puts(b, "\"") < 0 || buf_append(b, row->uuid, row->uuid_len) < 0)
+		return -ENOMEM;
+	return buf_puts(b, "\"");
+}
+
+/* Celery's as_task_v2 headers, in its order. */
+static int put_headers(struct buf *b, const struct job_in *in, const struct job_opts *opts,
+		       const struct celery_opts *co)
+{
+	const struct job_row *row = in->row;
+	const char *origin = opts->origin ? opts->origin : "stagedrain";
+	int rc = 0;
+
+	if (buf_puts(b, ",\"headers\":{\"lang\":\"py\",\"task\":") < 0 ||
+	    payload_string(b, span_of(row->job_class, row->class_len), 0) < 0 || put_uuid(b, "id", row) < 0 ||
+	    buf_puts(b, ",\"shadow\":null,\"eta\":") < 0)
+		return -ENOMEM;
+	rc = in->scheduled ? put_iso(b, row->run_at_us) : buf_puts(b, "null");
+	if (rc == 0)
+		rc = buf_puts(b, ",\"expires\":");
+	if (rc == 0)
+		rc = co->has_expires ? put_iso(b, co->expires_us) : buf_puts(b, "null");
+	if (rc < 0 || buf_puts(b, ",\"group\":null,\"group_index\":null,\"retries\":0,\"timelimit\":[null,null]") < 0 ||
+	    put_uuid(b, "root_id", row) < 0 || buf_puts(b, ",\"parent_id\":null,\"argsrepr\":") < 0 ||
+	    put_repr(b, in->args) < 0 || buf_puts(b, ",\"kwargsrepr\":") < 0 ||
+	    put_repr(b, co->kwargs.n ? co->kwargs : span_of("{}", 2)) < 0 || buf_puts(b, ",\"origin\":") < 0 ||
+	    payload_string(b, span_of(origin, strlen(origin)), 0) < 0)
+		return -ENOMEM;
+	return buf_puts(b, ",\"ignore_result\":false}");
+}
+
+/* kombu's properties; priority stays as given, its list is the step below it. */
+static int put_properties(struct buf *b, const struct job_in *in, const struct job_opts *opts,
+			  const struct celery_opts *co)
+{
+	const struct job_row *row = in->row;
+
+	if (buf_puts(b, ",\"properties\":{\"correlation_id\":\"") < 0 || buf_append(b, row->uuid, row->uuid_len) < 0 ||
+	    buf_puts(b, "\"") < 0 || buf_puts(b, ",\"reply_to\":\"\",\"delivery_mode\":2") < 0)
+		return -ENOMEM;
+	/* Producer.publish's expiration: the TTL in whole milliseconds, as a string. */
+	if (co->has_expires &&
+	    buf_printf(b, ",\"expiration\":\"%lld\"",
+		       co->expires_us > opts->now_us ? (co->expires_us - opts->now_us) / 1000 : 0) < 0)
+		return -ENOMEM;
+	if (buf_puts(b, ",\"delivery_info\":{\"exchange\":\"\",\"routing_key\":") < 0 ||
+	    payload_string(b, span_of(row->queue, row->queue_len), 0) < 0 ||
+	    buf_printf(b, "},\"priority\":%d%s", co->priority, tail_mid) < 0 ||
+	    buf_append(b, row->uuid, row->uuid_len) < 0)
+		return -ENOMEM;
+	return buf_puts(b, "\"}");
+}
+
+static int check_times(const struct job_in *in, const struct celery_opts *co, char *reason, size_t rlen)
+{
+	if (in->scheduled && in->row->run_at_us > MAX_PY_US) {
+		payload_reason(reason, rlen, "run_at is after the year 9999, which python cannot read");
+		return JOB_REJECT;
+	}
+	if (co->has_expires && (co->expires_us > MAX_PY_US || co->expires_us < -62135596800000000LL)) {
+		payload_reason(reason, rlen, "options key \"expires\" is outside the years 1 to 9999");
+		return JOB_REJECT;
+	}
+	return 0;
+}
+
+static int celery_payload(const struct job_in *in, const struct job_opts *opts, struct buf *out, char *reason,
+			  size_t rlen)
+{
+	struct celery_opts co = { .priority = 0 };
+	int rc = check_uuid(in->row, reason, rlen);
+
+	if (rc == 0)
+		rc = read_options(in, &co, reason, rlen);
+	if (rc == 0)
+		rc = check_times(in, &co, reason, rlen);
+	if (rc)
+		return rc;
+	if (buf_puts(out, "{\"body\":\"") < 0 || put_body(out, in->args, co.kwargs) < 0 ||
+	    buf_puts(out, "\",\"content-encoding\":\"utf-8\",\"content-type\":\"application/json\"") < 0)
+		return -ENOMEM;
+	if ((rc = put_headers(out, in, opts, &co)) < 0 || (rc = put_properties(out, in, opts, &co)) < 0)
+		return rc;
+	return buf_puts(out, "}");
+}
+
+/* The priority digit just before the tail every payload ends with. */
+static int priority_of(const struct batch *b, const struct batch_job *j)
+{
+	return b->payloads.data[j->out.off + j->out.len - TAIL_LEN - 1] - '0';
+}
+
+/* kombu's _q_for_pri: priority_steps [0, 3, 6, 9], the step at or below it. */
+static int step_of(const struct batch *b, const struct batch_job *j)
+{
+	return priority_of(b, j) / 3 * 3;
+}
+
+/* Whether two jobs go to the same list: queue and priority step. */
+static bool same_list(const struct batch *b, const struct batch_job *x, const struct batch_job *y)
+{
+	return x->queue_len == y->queue_len && memcmp(x->queue, y->queue, x->queue_len) == 0 &&
+	       step_of(b, x) == step_of(b, y);
+}
+
+static bool first_of_list(const struct batch *b, size_t i)
+{
+	for (size_t k = 0; k < i; k++)
+		if (same_list(b, &b->jobs[k], &b->jobs[i]))
+			return false;
+	return true;
+}
+
+/* LPUSH <prefix><queue>, or <prefix><queue>\x06\x16<step> (kombu's sep) for a step above 0. */
+static int begin_list(struct redis_cmds *c, const struct batch *b, const struct batch_job *j, const char *prefix)
+{
+	int step = step_of(b, j), rc;
+
+	if ((rc = cmds_begin(c, "LPUSH")) < 0)
+		return rc;
+	if (step == 0)
+		return cmds_fmt(c, "%s%.*s", prefix, (int)j->queue_len, j->queue);
+	return cmds_fmt(c, "%s%.*s\x06\x16%d", prefix, (int)j->queue_len, j->queue, step);
+}
+
+/*
+ * One LPUSH per queue and priority step, in id order (kombu's _put is
+ * LPUSH, workers BRPOP the other end). Scheduled tasks go too: Celery holds
+ * eta tasks in the worker, not in Redis.
+ */
 static int celery_commands(struct redis_cmds *c, const struct batch *b, const char *prefix)
 {
-	return format_push_queues(c, b, "LPUSH", prefix, "", true);
+	int rc = 0;
+
+	for (size_t i = 0; rc == 0 && i < b->njobs; i++) {
+		if (!first_of_list(b, i))
+			continue;
+		rc = begin_list(c, b, &b->jobs[i], prefix);
+		for (size_t k = i; rc == 0 && k < b->njobs; k++)
+			if (same_list(b, &b->jobs[k], &b->jobs[i]) && (rc = cmds_room(c, 2)) == 0)
+				rc = cmds_ref(c, b->payloads.data + b->jobs[k].out.off, b->jobs[k].out.len);
+	}
+	return rc;
 }
 
 const struct format format_celery = {

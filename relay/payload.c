@@ -145,3 +145,41 @@ int payload_compact(struct buf *b, struct span s, bool escape_slash)
 	}
 	return rc;
 }
+
+size_t payload_skip_ws(struct span s, size_t i)
+{
+	while (i < s.n && (s.p[i] == ' ' || s.p[i] == '\t' || s.p[i] == '\n' || s.p[i] == '\r'))
+		i++;
+	return i;
+}
+
+/* i at an opening quote; returns the index past the closing one. */
+size_t payload_string_end(struct span s, size_t i)
+{
+	for (i++; i < s.n && s.p[i] != '"'; i++)
+		if (s.p[i] == '\\')
+			i++;
+	return i < s.n ? i + 1 : s.n;
+}
+
+/* i at a value; returns the index past it. */
+size_t payload_value_end(struct span s, size_t i)
+{
+	int depth = 0;
+
+	do {
+		if (s.p[i] == '"') {
+			i = payload_string_end(s, i);
+			continue;
+		}
+		if (s.p[i] == '[' || s.p[i] == '{')
+			depth++;
+		else if (s.p[i] == ']' || s.p[i] == '}')
+			depth--;
+		else if (depth == 0)
+			while (i + 1 < s.n && !strchr(" \t\n\r,]}:", s.p[i + 1]))
+				i++;
+		i++;
+	} while (depth > 0 && i < s.n);
+	return i;
+}

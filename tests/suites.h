@@ -14,6 +14,7 @@ Suite *gaps_suite(void);
 Suite *metrics_suite(void);
 Suite *laravel_format_suite(void);
 Suite *activejob_format_suite(void);
+Suite *celery_format_suite(void);
 
 Suite *relay_suite(void);
 Suite *faults_suite(void);
@@ -32,5 +33,6 @@ Suite *sidekiq_version_suite(void);
 Suite *formats_suite(void);
 Suite *laravel_e2e_suite(void);
 Suite *activejob_e2e_suite(void);
+Suite *celery_e2e_suite(void);
 
 #endif
