@@ -50,25 +50,15 @@ static int put_str(struct aj_walk *w, const char *s)
 	return put(w, s, strlen(s));
 }
 
-static bool is_space(char c)
-{
-	return c == ' ' || c == '\t' || c == '\n' || c == '\r';
-}
-
 static void skip_space(struct aj_walk *w)
 {
-	while (w->i < w->s.n && is_space(w->s.p[w->i]))
-		w->i++;
+	w->i = payload_skip_ws(w->s, w->i);
 }
 
 /* Index past the string that starts at w->i (text jansson accepted). */
 static size_t string_end(const struct aj_walk *w)
 {
-	size_t i = w->i + 1;
-
-	while (i < w->s.n && w->s.p[i] != '"')
-		i += w->s.p[i] == '\\' ? 2 : 1;
-	return i < w->s.n ? i + 1 : w->s.n;
+	return payload_string_end(w->s, w->i);
 }
 
 /* A new container one level down; Ruby's JSON reads at most JOB_MAX_DEPTH. */
@@ -233,11 +223,7 @@ static int walk_scalar(struct aj_walk *w)
 {
 	size_t from = w->i;
 
-	if (w->s.p[w->i] == '"')
-		w->i = string_end(w);
-	else
-		while (w->i < w->s.n && !is_space(w->s.p[w->i]) && !strchr(",]}", w->s.p[w->i]))
-			w->i++;
+	w->i = payload_value_end(w->s, w->i);
 	return put(w, w->s.p + from, w->i - from);
 }
 
