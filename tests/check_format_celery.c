@@ -422,7 +422,7 @@ START_TEST(priority_lists)
 	ck_assert_int_eq(batch_reset(&b, 7), 0);
 	for (int i = 0; i < 7; i++) {
 		struct job_row r = celery_row("[]", opts[i]);
-		snprintf(uuids[i], sizeof(uuids[i]), "0b7e3c7e-8a52-4d1c-9f0e-3c2f6a1b9d4%d", i);
+		snprintf(uuids[i], sizeof(uuids[i]), "0b7e3c7e-8a52-4d1c-9f0e-3c2f6a1b9d4%c", (char)('0' + i));
 		r.uuid = uuids[i];
 		r.id = i + 1;
 		if (i == 6)

@@ -42,9 +42,9 @@ static void register_process(redisContext *r, const char *prefix, const char *id
 			 identity, version);
 	else
 		snprintf(info, sizeof(info), "{\"hostname\":\"h\",\"pid\":1,\"identity\":\"%s\"}", identity);
-	h_cmd(r, "SADD %sprocesses %s", prefix, identity);
-	h_cmd(r, "HSET %s%s info %s busy 0 beat 1700000000.5", prefix, identity, info);
-	h_cmd(r, "EXPIRE %s%s 60", prefix, identity);
+	h_cmd_int(r, "SADD %sprocesses %s", prefix, identity);
+	h_cmd_int(r, "HSET %s%s info %s busy 0 beat 1700000000.5", prefix, identity, info);
+	h_cmd_int(r, "EXPIRE %s%s 60", prefix, identity);
 }
 
 /* One reading each call: the clock moves past the interval every time. */
@@ -74,11 +74,11 @@ START_TEST(auto_writes_milliseconds_only_while_every_live_process_is_8)
 	register_process(r, "", "w2:2:bbb", "7.3.9");
 	ck_assert_int_eq(probe(&p, &c), 7);
 	/* w2 died: its key expired, its member stays until Sidekiq cleans up. */
-	h_cmd(r, "DEL w2:2:bbb");
+	h_cmd_int(r, "DEL w2:2:bbb");
 	ck_assert_int_eq(probe(&p, &c), 8);
 	register_process(r, "", "w3:3:ccc", NULL); /* 6.x writes no version */
 	ck_assert_int_eq(probe(&p, &c), 7);
-	h_cmd(r, "DEL w3:3:ccc");
+	h_cmd_int(r, "DEL w3:3:ccc");
 	ck_assert_int_eq(probe(&p, &c), 8);
 	/* Not due yet: no reading, the last answer stands. */
 	register_process(r, "", "w4:4:ddd", "7.0.0");
@@ -114,8 +114,8 @@ START_TEST(auto_reads_the_namespace_and_a_fixed_version_reads_nothing)
 	redis_conn_free(&c);
 	config_free(&cfg);
 	/* A processes key of another type is not fatal: floats, and the drain goes on. */
-	h_cmd(r, "DEL processes");
-	h_cmd(r, "SET processes x");
+	h_cmd_int(r, "DEL processes");
+	freeReplyObject(h_cmd(r, "SET processes x"));
 	load(NULL);
 	redis_conn_init(&c, &cfg);
 	ck_assert_int_eq(redis_conn_connect(&c), 0);
@@ -143,7 +143,7 @@ static json_t *pop_created_at(redisContext *r, struct relay_proc *p)
 	RELAY_CHECK(p, jobs, "the job did not arrive");
 	v = json_incref(json_object_get(json_array_get(jobs, 0), "created_at"));
 	json_decref(jobs);
-	h_cmd(r, "DEL queue:default");
+	h_cmd_int(r, "DEL queue:default");
 	return v;
 }
 
