@@ -44,7 +44,7 @@ INTEG_SRC = tests/integration_main.c tests/harness.c tests/check_relay.c \
 # The test support library: processes, the throwaway servers, SQL, Redis, logs.
 # The Check suites, the chaos programs and the bench all link it; no Check in it.
 SUPPORT_SRC = tests/support/timing.c tests/support/proc.c tests/support/services.c tests/support/sql.c \
-              tests/support/redis.c tests/support/logs.c tests/support/relay_keys.c
+              tests/support/redis.c tests/support/logs.c tests/support/relay_keys.c tests/support/celery_body.c
 SUPPORT_LIB = $(OUT)/tests/libsupport.a
 
 BENCH_SRC = tests/bench/bench.c tests/bench/util.c tests/bench/proc.c tests/bench/load.c \
@@ -111,7 +111,7 @@ $(OUT)/gen_man: $(OUT)/gen_man.o $(OUT)/usage.o $(OUT)/settings.o $(OUT)/values.
 $(MAN): $(OUT)/gen_man
 	$(OUT)/gen_man '$(MAN_DATE)' > $@.tmp && mv $@.tmp $@
 
-$(OUT)/check_unit: $(UNIT_SRC:tests/%.c=$(OUT)/tests/%.o) $(LIB_OBJ)
+$(OUT)/check_unit: $(UNIT_SRC:tests/%.c=$(OUT)/tests/%.o) $(LIB_OBJ) $(SUPPORT_LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(CHECK_LIBS) $(LDLIBS)
 
 $(OUT)/check_integration: $(INTEG_SRC:tests/%.c=$(OUT)/tests/%.o) $(LIB_OBJ) $(SUPPORT_LIB)

@@ -4,7 +4,6 @@
 
 #include <check.h>
 #include <limits.h>
-#include <openssl/evp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +11,7 @@
 
 #include "harness.h"
 #include "suites.h"
+#include "support/celery_body.h"
 
 #define PYTHON "/usr/bin/python3"
 #define TASKS 200
@@ -178,23 +178,6 @@ static json_t *list_json(redisContext *r, const char *key, size_t i)
 	return v;
 }
 
-static json_t *decoded_body(const json_t *env)
-{
-	const char *b64 = json_string_value(json_object_get(env, "body"));
-	size_t n = strlen(b64);
-	unsigned char *raw = malloc(n + 1);
-	int len = EVP_DecodeBlock(raw, (const unsigned char *)b64, (int)n);
-	json_t *v;
-
-	ck_assert_int_ge(len, 0);
-	while (n > 0 && b64[--n] == '=')
-		len--;
-	v = json_loadb((const char *)raw, (size_t)len, 0, NULL);
-	ck_assert_ptr_nonnull(v);
-	free(raw);
-	return v;
-}
-
 static bool skipped(const char *key, const char *const *skip)
 {
 	for (; *skip; skip++)
@@ -236,8 +219,9 @@ static void compare_envelopes(const json_t *ours, const json_t *theirs, const ch
 	static const char *const info_skip[] = { "routing_key", NULL };
 	const json_t *oh = json_object_get(ours, "headers"), *th = json_object_get(theirs, "headers");
 	const json_t *op = json_object_get(ours, "properties"), *tp = json_object_get(theirs, "properties");
-	json_t *ob = decoded_body(ours), *tb = decoded_body(theirs);
+	json_t *ob = celery_body(ours, 0), *tb = celery_body(theirs, 0);
 
+	ck_assert_msg(ob && tb, "a body is not base64 json");
 	same_object("envelope", ours, theirs, top_skip);
 	same_object("headers", oh, th, header_skip);
 	same_object("properties", op, tp, prop_skip);

@@ -12,6 +12,7 @@
 #include "job.h"
 #include "redis_cmds.h"
 #include "suites.h"
+#include "support/celery_body.h"
 
 #define UUID "0b7e3c7e-8a52-4d1c-9f0e-3c2f6a1b9d44"
 #define CREATED_US 1700000000123456LL
@@ -80,24 +81,6 @@ static const char *str_at(const json_t *obj, const char *path1, const char *key)
 
 	ck_assert_ptr_nonnull(json_object_get(o, key));
 	return json_string_value(json_object_get(o, key));
-}
-
-/* The body, base64-decoded with OpenSSL (not our encoder) and parsed. */
-static json_t *body_of(const json_t *env)
-{
-	const char *b64 = str_at(env, NULL, "body");
-	size_t n = strlen(b64);
-	unsigned char *raw = malloc(n + 1);
-	int len = EVP_DecodeBlock(raw, (const unsigned char *)b64, (int)n);
-	json_t *v;
-
-	ck_assert_int_ge(len, 0);
-	while (n > 0 && b64[--n] == '=')
-		len--;
-	v = json_loadb((const char *)raw, (size_t)len, JSON_DECODE_INT_AS_REAL, NULL);
-	ck_assert_ptr_nonnull(v);
-	free(raw);
-	return v;
 }
 
 /* Whether needle occurs in the n bytes at p (memmem is not POSIX). */
@@ -177,7 +160,7 @@ START_TEST(body_is_args_kwargs_embed)
 	struct job_row r = celery_row("[0.1, 123456789012345678901234567890, {\"a\": [true, null]}]",
 				      "{\"kwargs\": {\"n\": 0.30000000000000004, \"s\": \"\\u00e9/\"}}");
 	struct job_opts o = celery_opts();
-	json_t *env = build(&r, &o), *body = body_of(env);
+	json_t *env = build(&r, &o), *body = celery_body(env, JSON_DECODE_INT_AS_REAL);
 	const char *b64 = str_at(env, NULL, "body");
 	unsigned char raw[512];
 	int n = EVP_DecodeBlock(raw, (const unsigned char *)b64, (int)strlen(b64));
@@ -200,7 +183,7 @@ START_TEST(body_base64_every_length)
 	for (size_t i = 0; i < sizeof(args) / sizeof(args[0]); i++) {
 		struct job_row r = celery_row(args[i], NULL);
 		struct job_opts o = celery_opts();
-		json_t *env = build(&r, &o), *body = body_of(env),
+		json_t *env = build(&r, &o), *body = celery_body(env, JSON_DECODE_INT_AS_REAL),
 		       *want = json_loads(args[i], JSON_DECODE_INT_AS_REAL, NULL);
 
 		ck_assert(json_equal(json_array_get(body, 0), want));

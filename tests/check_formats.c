@@ -9,10 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <openssl/evp.h>
-
 #include "harness.h"
 #include "suites.h"
+#include "support/celery_body.h"
 
 /* A format, where its queue lives, and how its worker takes the oldest job. */
 struct layout {
@@ -36,26 +35,6 @@ static void setup(void)
 	h_reset();
 }
 
-/* Celery's body is base64 of [args, kwargs, embed]. */
-static json_t *celery_body(const json_t *job)
-{
-	const char *text = json_string_value(json_object_get(job, "body"));
-	size_t n = text ? strlen(text) : 0;
-	unsigned char *raw = malloc(n / 4 * 3 + 4);
-	int len;
-	json_t *body;
-
-	ck_assert_ptr_nonnull(raw);
-	len = EVP_DecodeBlock(raw, (const unsigned char *)(text ? text : ""), (int)n);
-	ck_assert_int_ge(len, 0);
-	while (len > 0 && n > 0 && text[--n] == '=') /* DecodeBlock counts padding as zero bytes */
-		len--;
-	body = json_loadb((const char *)raw, (size_t)len, 0, NULL);
-	free(raw);
-	ck_assert_ptr_nonnull(body);
-	return body;
-}
-
 /* The job's positional arguments, wherever its format keeps them. */
 static json_t *job_args(const char *format, const json_t *job)
 {
@@ -67,7 +46,8 @@ static json_t *job_args(const char *format, const json_t *job)
 		return json_incref(json_object_get(job, "data"));
 	if (strcmp(format, "celery") != 0)
 		return json_incref(json_object_get(job, "args"));
-	body = celery_body(job);
+	body = celery_body(job, 0);
+	ck_assert_ptr_nonnull(body);
 	args = json_incref(json_array_get(body, 0));
 	json_decref(body);
 	return args;
