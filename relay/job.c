@@ -2,9 +2,7 @@
 #include "fmacros.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdbool.h>
-#include <stdio.h>
 #include <string.h>
 
 #include <jansson.h>
