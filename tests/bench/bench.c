@@ -57,11 +57,14 @@ static void usage(FILE *out)
 		     "  --xid-rollback PCT  xid-holder: share of them rolled back (default 15)\n"
 		     "  --xid-holders LIST  xid-holder: idle (idle in transaction after a write) and/or\n"
 		     "                      prepared (PREPARE TRANSACTION), one after the other (default both)\n"
-		     "  --only LIST         comma-separated: backlog,steady,trigger,long,memory,xid-holder,wait\n"
+		     "  --only LIST         comma-separated: backlog,steady,trigger,long,memory,xid-holder,wait,\n"
+		     "                      release\n"
 		     "                      (the xid-holding long transaction alone, about 5 minutes:\n"
 		     "                      --only xid-holder --runs 1; what --redis-wait-replicas 1 costs\n"
 		     "                      against no replica and an unwaited one, on min(--jobs, 200k)\n"
-		     "                      jobs, under a minute: --only wait)\n"
+		     "                      jobs, under a minute: --only wait; --jobs held behind a cap of\n"
+		     "                      --batch-size and released, without and with a long transaction:\n"
+		     "                      --only release)\n"
 		     "  --bin PATH          relay binary (default bin/stagedrain)\n"
 		     "  --relay-args ARGS   extra relay flags, split on spaces\n"
 		     "  --redis-fsync MODE  redis appendfsync: always, everysec (default) or no\n"
@@ -789,6 +792,11 @@ static void header(FILE *out, const char *pgver, const char *redisver, const cha
 	if (want("wait"))
 		fprintf(out, "wait: %s jobs per drain, relay at --log-level debug (push_us of each batch)\n",
 			human(wait_jobs(o), h, sizeof(h)));
+	if (want("release"))
+		fprintf(out,
+			"release: %s jobs held behind --queue-limit default=%d, released as a consumer frees the "
+			"list; batches releasing held jobs, first and last tenth (relay at --log-level debug)\n",
+			human(o->jobs, h, sizeof(h)), o->batch_size);
 	fprintf(out, "each figure: median, min and max over the runs; result judges the median; "
 		     "latency is COMMIT returned -> BRPOP got the job\n\n");
 }
@@ -844,7 +852,8 @@ int main(int argc, char **argv)
 	       (want("xid-holder") ? (list_has(opts.xid_holders, "idle") + list_has(opts.xid_holders, "prepared")) *
 					     (2 * opts.xid_seconds + 35 + opts.xid_backlog / 50000)
 				   : 0) +
-	       (want("wait") ? 3 * (1 + wait_jobs(&opts) / 60000) : 0));
+	       (want("wait") ? 3 * (1 + wait_jobs(&opts) / 60000) : 0) +
+	       (want("release") ? 2 * (10 + opts.jobs / 5000) : 0));
 	note("this takes roughly %lld minutes", est / 60 + 1);
 	start_servers();
 	if (want("xid-holder") && list_has(opts.xid_holders, "prepared"))
@@ -871,6 +880,8 @@ int main(int argc, char **argv)
 			scenario_xid_holder(&env, run);
 		if (want("wait"))
 			scenario_wait(&env, run);
+		if (want("release"))
+			scenario_release(&env, run);
 		check_stop();
 	}
 

@@ -141,6 +141,10 @@ struct batch_rec {
 	long long jobs;
 	long long gaps; /* gap ranges the relay tracked after it, -1: not logged */
 	bool timed;     /* all three times logged */
+	/* backpressure: rows it moved to staged_jobs_held, held jobs it pushed
+	 * (-1: not logged), time spent on caps and held rows (NAN: not logged) */
+	long long held, released;
+	double release_us;
 };
 /* Appends every such line of a log to *v (grown as needed; the caller frees it). */
 int relay_log_list(const char *log, long long t0_wall_us, struct batch_rec **v, size_t *n, size_t *cap);
@@ -235,5 +239,10 @@ long long wait_jobs(const struct bench_opts *o);
 /* Drains the backlog with no replica, with one (not waited for), with one
  * waited for; starts and stops the replica itself. */
 void scenario_wait(const struct bench_env *env, int run);
+
+/* ---- release.c: releasing a held backlog, with and without a long transaction ---- */
+/* Holds --jobs jobs behind a queue cap, then frees the list until all are
+ * released, with no other session open and with a REPEATABLE READ one. */
+void scenario_release(const struct bench_env *env, int run);
 
 #endif

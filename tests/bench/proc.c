@@ -219,6 +219,14 @@ int relay_log_batches(const char *log, long long t0_wall_us, struct batch_minute
 	return 0;
 }
 
+/* An integer field of a log line, or -1 when the relay did not log it. */
+static long long int_field(json_t *o, const char *key)
+{
+	json_t *v = json_object_get(o, key);
+
+	return json_is_integer(v) ? (long long)json_integer_value(v) : -1;
+}
+
 /* Every "batch relayed" line, appended to *v: when it ended, relative to t0. */
 int relay_log_list(const char *log, long long t0_wall_us, struct batch_rec **v, size_t *n, size_t *cap)
 {
@@ -228,7 +236,7 @@ int relay_log_list(const char *log, long long t0_wall_us, struct batch_rec **v, 
 	if (!f)
 		return -1;
 	while (fgets(line, sizeof(line), f)) {
-		struct batch_rec b = { 0, 0, 0, 0, 0, 0, false };
+		struct batch_rec b = { 0, 0, 0, 0, 0, 0, false, -1, -1, NAN };
 		json_t *o, *ts;
 		double fe = 0, pu = 0, co = 0;
 
@@ -240,9 +248,11 @@ int relay_log_list(const char *log, long long t0_wall_us, struct batch_rec **v, 
 		ts = json_object_get(o, "ts");
 		b.end_us = json_is_string(ts) ? parse_ts(json_string_value(ts)) - t0_wall_us : -1;
 		b.jobs = (long long)json_integer_value(json_object_get(o, "jobs"));
-		b.gaps = json_is_integer(json_object_get(o, "gaps"))
-				 ? (long long)json_integer_value(json_object_get(o, "gaps"))
-				 : -1;
+		b.gaps = int_field(o, "gaps");
+		b.held = int_field(o, "held");
+		b.released = int_field(o, "released");
+		if (json_is_number(json_object_get(o, "release_us")))
+			b.release_us = json_number_value(json_object_get(o, "release_us"));
 		if (add_field(o, "fetch_us", &fe) && add_field(o, "push_us", &pu) && add_field(o, "commit_us", &co)) {
 			b.timed = true;
 			b.fetch_us = fe;

@@ -1,0 +1,231 @@
+/* The release scenario (`--only release`): --jobs jobs held behind a cap on
+ * queue default, then released as a consumer frees the list, once with no
+ * other session and once with a REPEATABLE READ transaction open: a release
+ * must cost the same per batch at the end of the backlog as at its start. */
+#include "bench.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* What the consumer counted, by each job's args[0] (its row's number). */
+struct tally {
+	unsigned char *seen;
+	long long n; /* jobs staged, numbered 0..n-1 */
+	long long distinct, dup, strange;
+};
+
+/* Per-batch means over a slice of the release's batches. */
+struct slice {
+	long long batches, released;
+	double total_us, release_us; /* fetch+push+commit, and the release's share of fetch */
+};
+
+/* Nine jobs in ten are tenant big's; the tenth spreads over 100 small tenants,
+ * so the first rounds mix 101 tenants and the later ones hold big's alone. */
+static void stage_tenants(const struct bench_env *env, long long n)
+{
+	PGconn *c = pg_connect(env);
+
+	sql(c,
+	    "INSERT INTO staged_jobs (queue, job_class, args, tenant)"
+	    " SELECT 'default', 'BenchJob', jsonb_build_array(n),"
+	    " CASE WHEN n %% 10 <> 0 THEN 'big' ELSE 'small-' || (n / 10 %% 100) END"
+	    " FROM generate_series(0, %lld) n",
+	    n - 1);
+	sql(c, "VACUUM ANALYZE staged_jobs");
+	PQfinish(c);
+}
+
+/* Waits until the relay has read every staged row: cap jobs in the list, the
+ * rest in staged_jobs_held. Then vacuums both tables, so that the release
+ * starts from a clean heap and index whatever the hold phase left. */
+static void wait_held(const struct bench_env *env, redisContext *r, int cap, const struct relay *rel)
+{
+	PGconn *c = pg_connect(env);
+	long long n = env->opts->jobs, end = mono_us() + (600 + n / 1000) * 1000000LL, held, len;
+
+	while (sql(c, "SELECT count(*) FROM (SELECT 1 FROM staged_jobs LIMIT 1) s") > 0) {
+		check_stop();
+		if (proc_hwm_kib(rel->proc.pid) < 0)
+			die("the relay exited while holding the backlog; see %s", rel->log);
+		if (mono_us() > end)
+			die("release: the relay did not read the backlog in time; see %s", rel->log);
+		sleep_ms(500);
+	}
+	held = sql(c, "SELECT count(*) FROM staged_jobs_held");
+	len = redis_int(r, "LLEN queue:default");
+	if (len < cap || held + len != n)
+		die("release: after the hold, %lld jobs in queue:default (cap %d) and %lld held, of %lld staged; see %s",
+		    len, cap, held, n, rel->log);
+	sql(c, "VACUUM ANALYZE staged_jobs");
+	sql(c, "VACUUM ANALYZE staged_jobs_held");
+	PQfinish(c);
+}
+
+/* Pops the whole list and counts each job by the number in its args. */
+static void pop_all(redisContext *r, struct tally *t)
+{
+	redisReply *rep = redis_or(r, die_msg, "RPOP queue:default %lld", t->n);
+
+	for (size_t i = 0; rep->type == REDIS_REPLY_ARRAY && i < rep->elements; i++) {
+		const char *a = strstr(rep->element[i]->str, "\"args\":[");
+		long long k = a ? strtoll(a + 8, NULL, 10) : -1;
+		if (k < 0 || k >= t->n)
+			t->strange++;
+		else if (t->seen[k]++ == 0)
+			t->distinct++;
+		else
+			t->dup++;
+	}
+	freeReplyObject(rep);
+}
+
+/* The consumer: empties the list each time the relay has filled it to the cap
+ * (or has released the last jobs), until every job arrived or 60 s pass
+ * without one. */
+static void consume(redisContext *r, struct tally *t, int cap, const struct relay *rel)
+{
+	long long progress = mono_us(), len;
+
+	while (t->distinct < t->n) {
+		check_stop();
+		len = redis_int(r, "LLEN queue:default");
+		if (len > 0 && (len >= cap || len >= t->n - t->distinct)) {
+			pop_all(r, t);
+			progress = mono_us();
+		} else if (mono_us() - progress > 60000000) {
+			note("release: no job released for 60 s, %lld of %lld arrived; see %s", t->distinct, t->n,
+			     rel->log);
+			return;
+		} else {
+			sleep_ms(1);
+		}
+	}
+}
+
+/* Means over the releasing batches from index `from` (inclusive) to `to`. */
+static struct slice slice_of(const struct batch_rec *v, size_t from, size_t to)
+{
+	struct slice s = { 0, 0, 0, 0 };
+
+	for (size_t i = from; i < to; i++) {
+		s.batches++;
+		s.released += v[i].released;
+		s.total_us += v[i].fetch_us + v[i].push_us + v[i].commit_us;
+		s.release_us += v[i].release_us;
+	}
+	if (s.batches) {
+		s.total_us /= (double)s.batches;
+		s.release_us /= (double)s.batches;
+	}
+	return s;
+}
+
+/* The batches of the log that released held jobs, in order; their number. */
+static size_t releasing_batches(const struct relay *rel, struct batch_rec **out)
+{
+	struct batch_rec *v = NULL;
+	size_t n = 0, cap = 0, k = 0;
+
+	if (relay_log_list(rel->log, 0, &v, &n, &cap) < 0)
+		die("could not read %s", rel->log);
+	for (size_t i = 0; i < n; i++)
+		if (v[i].timed && v[i].released > 0 && !isnan(v[i].release_us))
+			v[k++] = v[i];
+	if (k == 0)
+		note("release: %s has no batch relayed line with released > 0 and release_us (an older relay?)",
+		     rel->log);
+	*out = v;
+	return k;
+}
+
+static void report(const char *who, const struct slice *a, const struct slice *z, const struct tally *t, long long left)
+{
+	char fig[96];
+
+	snprintf(fig, sizeof(fig), "%s: fetch+push+commit per batch, first 10%% (ms)", who);
+	table_add("release", fig, 2, a->batches ? a->total_us / 1000 : NAN);
+	snprintf(fig, sizeof(fig), "%s: fetch+push+commit per batch, last 10%% (ms)", who);
+	table_add("release", fig, 2, z->batches ? z->total_us / 1000 : NAN);
+	snprintf(fig, sizeof(fig), "%s: release_us per batch, first 10%% (ms)", who);
+	table_add("release", fig, 2, a->batches ? a->release_us / 1000 : NAN);
+	snprintf(fig, sizeof(fig), "%s: release_us per batch, last 10%% (ms)", who);
+	table_add("release", fig, 2, z->batches ? z->release_us / 1000 : NAN);
+	snprintf(fig, sizeof(fig), "%s: jobs released per batch, first 10%%", who);
+	table_add("release", fig, 0, a->batches ? (double)a->released / (double)a->batches : NAN);
+	snprintf(fig, sizeof(fig), "%s: jobs released per batch, last 10%%", who);
+	table_add("release", fig, 0, z->batches ? (double)z->released / (double)z->batches : NAN);
+	snprintf(fig, sizeof(fig), "%s: batch time last / first 10%%", who);
+	table_add("release", fig, 2, a->batches && z->batches ? z->total_us / a->total_us : NAN);
+	table_target("release", fig, CMP_LE, 1.5, "<= 1.50");
+	snprintf(fig, sizeof(fig), "%s: release_us last / first 10%%", who);
+	table_add("release", fig, 2, a->batches && z->batches ? z->release_us / a->release_us : NAN);
+	table_target("release", fig, CMP_LE, 1.5, "<= 1.50");
+	snprintf(fig, sizeof(fig), "%s: lost jobs", who);
+	table_add("release", fig, 0, (double)(t->n - t->distinct));
+	table_target("release", fig, CMP_LE, 0, "0");
+	snprintf(fig, sizeof(fig), "%s: duplicated or unknown jobs", who);
+	table_add("release", fig, 0, (double)(t->dup + t->strange));
+	table_target("release", fig, CMP_LE, 0, "0");
+	snprintf(fig, sizeof(fig), "%s: rows left staged or held", who);
+	table_add("release", fig, 0, (double)left);
+	table_target("release", fig, CMP_LE, 0, "0");
+}
+
+/* One part: hold the backlog, open the long transaction if asked, release it all. */
+static void release_part(const struct bench_env *env, int run, bool long_tx)
+{
+	const char *who = long_tx ? "long tx open" : "no other session";
+	int cap = env->opts->batch_size;
+	char limit[64], h[24];
+	const char *const flags[] = { "--queue-limit", limit, "--poll-interval", "10ms", NULL };
+	struct tally t = { NULL, env->opts->jobs, 0, 0, 0 };
+	redisContext *r = redis_connect(env);
+	PGconn *c = pg_connect(env), *holder = pg_connect(env);
+	struct batch_rec *v;
+	struct slice a, z;
+	struct relay rel;
+	long long left;
+	size_t n, tenth;
+
+	note("release run %d, %s: %s jobs held behind --queue-limit default=%d", run + 1, who, human(t.n, h, sizeof(h)),
+	     cap);
+	if (!(t.seen = calloc((size_t)t.n, 1)))
+		die("out of memory");
+	snprintf(limit, sizeof(limit), "default=%d", cap);
+	bench_reset(env);
+	stage_tenants(env, t.n);
+	relay_start_with(&rel, env, long_tx ? "release-long" : "release", "debug", flags);
+	wait_held(env, r, cap, &rel);
+	if (long_tx) {
+		sql(holder, "BEGIN ISOLATION LEVEL REPEATABLE READ");
+		sql(holder, "SELECT count(*) FROM staged_jobs_held"); /* takes the snapshot that pins xmin */
+	}
+	note("release run %d, %s: freeing queue:default each time it holds %d jobs", run + 1, who, cap);
+	consume(r, &t, cap, &rel);
+	sleep_ms(500); /* a duplicate pushed after the last job would land now */
+	pop_all(r, &t);
+	left = sql(c, "SELECT (SELECT count(*) FROM staged_jobs) + (SELECT count(*) FROM staged_jobs_held)");
+	if (long_tx)
+		sql(holder, "ROLLBACK");
+	if (relay_stop(&rel) != 0)
+		note("the relay did not exit cleanly; see %s", rel.log);
+	n = releasing_batches(&rel, &v);
+	tenth = n / 10 ? n / 10 : 1;
+	a = slice_of(v, 0, n < tenth ? n : tenth);
+	z = slice_of(v, n > tenth ? n - tenth : 0, n);
+	report(who, &a, &z, &t, left);
+	free(v);
+	free(t.seen);
+	PQfinish(holder);
+	PQfinish(c);
+	redisFree(r);
+}
+
+void scenario_release(const struct bench_env *env, int run)
+{
+	release_part(env, run, false);
+	check_stop();
+	release_part(env, run, true);
+}
