@@ -58,7 +58,7 @@ BENCH_ARGS ?=
 BIN = $(OUT)/stagedrain
 MAN = $(OUT)/stagedrain.1
 .PHONY: all test test-unit test-integration test-ops man-check docker-check install uninstall \
-        chaos chaos-steady deps demo fuzz bench clean format format-check help
+        chaos chaos-caps chaos-steady deps demo fuzz bench clean format format-check help
 
 # Where `make install` puts things: $(DESTDIR)$(PREFIX)/bin, share/man/man1, share/stagedrain.
 PREFIX ?= /usr/local
@@ -127,12 +127,14 @@ CHAOS_PRODUCERS ?= 6
 CHAOS_TIMEOUT ?= 900
 CHAOS_SEED ?=
 CHAOS_ARGS ?=
+# --max-queue-length of the relays (make chaos-caps: 200); empty: uncapped.
+CHAOS_CAPS ?=
 
-$(OUT)/tests/chaos/%.o: tests/chaos/%.c tests/chaos/common.h tests/support/*.h include/*.h | $(OUT)
+$(OUT)/tests/chaos/%.o: tests/chaos/%.c tests/chaos/*.h tests/support/*.h include/*.h | $(OUT)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) -Itests -Itests/chaos $(CFLAGS) -c -o $@ $<
 
-$(OUT)/chaos: $(OUT)/tests/chaos/chaos.o $(OUT)/tests/chaos/common.o $(SUPPORT_LIB)
+$(OUT)/chaos: $(OUT)/tests/chaos/chaos.o $(OUT)/tests/chaos/common.o $(OUT)/tests/chaos/caps.o $(SUPPORT_LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 chaos: deps
@@ -140,7 +142,12 @@ chaos: deps
 	$(OUT)/chaos --bin $(BIN) --services tests/services.sh --jobs $(CHAOS_JOBS) \
 		--kills $(CHAOS_KILLS) --backend-kills $(CHAOS_BACKEND_KILLS) \
 		--redis-restarts $(CHAOS_REDIS_RESTARTS) --producers $(CHAOS_PRODUCERS) \
-		--timeout $(CHAOS_TIMEOUT) $(if $(CHAOS_SEED),--seed $(CHAOS_SEED)) $(CHAOS_ARGS)
+		--timeout $(CHAOS_TIMEOUT) $(if $(CHAOS_SEED),--seed $(CHAOS_SEED)) \
+		$(if $(CHAOS_CAPS),--caps $(CHAOS_CAPS)) $(CHAOS_ARGS)
+
+# The same faults with every queue capped, skewed tenants and a consumer popping.
+chaos-caps:
+	$(MAKE) chaos CHAOS_CAPS=$(or $(CHAOS_CAPS),200)
 
 # The steady chaos test: one relay that is never restarted (so nothing resets its
 # cursor), producers that interleave xid assignment and staging across sessions,
@@ -250,6 +257,7 @@ help:
 	@echo "make test       unit and integration suites against real servers (SAN=1: ASan+UBSan)"
 	@echo "make chaos      kill leaders, backends and redis while jobs flow; check redis"
 	@echo "                (CHAOS_JOBS=200000 CHAOS_KILLS=50 CHAOS_BACKEND_KILLS=10 CHAOS_REDIS_RESTARTS=3)"
+	@echo "make chaos-caps the same with --max-queue-length 200, tenants and a consumer (CHAOS_CAPS=N)"
 	@echo "make chaos-steady  one relay, no faults, interleaved producers: every job once, within 2 s"
 	@echo "                (CHAOS_STEADY_SECONDS=120 CHAOS_STEADY_RATE=1500)"
 	@echo "make fuzz       libFuzzer over row -> job JSON for FUZZ_SECONDS (default 60)"

@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "caps.h"
 #include "common.h"
 #include "keys.h"
 
@@ -39,12 +40,14 @@ struct shared {
 	_Atomic int stop;       /* finish the current transaction and exit */
 	_Atomic int keep_going; /* the killer still needs a backlog: go past the quota */
 	struct producer_stats p[MAX_PRODUCERS];
+	struct caps_stats caps; /* --caps: the consumer's */
 };
 
 struct opts {
 	long long jobs;
 	int kills, backend_kills, redis_restarts, producers;
 	int seconds; /* how long producers spread their jobs over; 0: derived */
+	int caps;    /* --max-queue-length of the relays; 0: uncapped, no consumer */
 	int timeout; /* the whole run, seconds */
 	unsigned seed;
 	bool keep;
@@ -58,7 +61,9 @@ struct chaos {
 	struct env env;
 	struct relay relays[NRELAYS];
 	int incarnations;
-	struct kids producers;
+	struct kids producers, consumer;
+	long long held_max; /* most rows in staged_jobs_held at one sample (--caps) */
+	long long next_held_ms;
 	struct shared *sh;
 	unsigned long long rng;
 	long long start_ms, deadline_ms, next_progress_ms;
@@ -124,18 +129,41 @@ static long long epoch_counter(struct chaos *c)
 
 /* ---- relays: real processes of the built binary ---- */
 
-static const char *const relay_args[] = { "--batch-size",         "500", "--poll-interval", "10ms", "--lock-key",
-					  KEYS_LOCK_DEFAULT_TEXT, NULL };
+/* The relays' --batch-size: one batch adds at most this many jobs to a list. */
+#define BATCH_SIZE 500
+#define BATCH_SIZE_TEXT "500"
+
+/* With --caps the relays also get --max-queue-length. */
+static void relay_args(const struct chaos *c, const char **args, char *cap, size_t caplen)
+{
+	size_t n = 0;
+
+	args[n++] = "--batch-size";
+	args[n++] = BATCH_SIZE_TEXT;
+	args[n++] = "--poll-interval";
+	args[n++] = "10ms";
+	args[n++] = "--lock-key";
+	args[n++] = KEYS_LOCK_DEFAULT_TEXT;
+	if (c->o.caps > 0) {
+		snprintf(cap, caplen, "%d", c->o.caps);
+		args[n++] = "--max-queue-length";
+		args[n++] = cap;
+	}
+	args[n] = NULL;
+}
 
 /* Starts a relay in slot i and waits until it is connected to both servers, so
  * no fault lands while it is still starting (start-up errors are fatal by design). */
 static int relay_start(struct chaos *c, int i)
 {
 	struct relay *r = &c->relays[i];
+	const char *args[12];
+	char cap[16];
 	int rc;
 
+	relay_args(c, args, cap, sizeof(cap));
 	snprintf(r->log, sizeof(r->log), "%s/relay-%03d.log", c->env.srv.dir, ++c->incarnations);
-	rc = env_relay_start(&c->env, r, relay_args, "msg=connected", CONNECT_TIMEOUT_MS);
+	rc = env_relay_start(&c->env, r, args, "msg=connected", CONNECT_TIMEOUT_MS);
 	if (rc == -ECHILD)
 		c->unexpected_exits++;
 	return rc;
@@ -191,6 +219,8 @@ struct producer {
 	PGconn *conn;
 	unsigned long long rng;
 	unsigned seq;
+	long long ntx;
+	bool caps; /* stage a tenant per row and record the transaction */
 	long long quota;
 	struct producer_stats *st;
 	char sql[MAX_TX_ROWS * 160 + 512];
@@ -223,7 +253,8 @@ static int producer_tx(struct producer *p)
 
 	len = (size_t)
 		snprintf(s, sizeof(p->sql),
-			 "BEGIN; WITH s AS (INSERT INTO staged_jobs (queue, job_class, args, run_at, jid) VALUES ");
+			 "BEGIN; WITH s AS (INSERT INTO staged_jobs (queue, job_class, args, run_at, jid%s) VALUES ",
+			 p->caps ? ", tenant" : "");
 	rlen = (size_t)snprintf(p->rolled, sizeof(p->rolled), "INSERT INTO chaos_rolledback (jid) VALUES ");
 	for (int i = 0; i < n; i++) {
 		char jid[32];
@@ -231,16 +262,20 @@ static int producer_tx(struct producer *p)
 		/* Unique by construction: producer, sequence, then random bits. */
 		snprintf(jid, sizeof(jid), "%02x%08x%014llx", (unsigned)p->idx, p->seq,
 			 rnd(&p->rng) & 0xffffffffffffffULL);
-		len += (size_t)snprintf(s + len, sizeof(p->sql) - len, "%s('%s', 'ChaosJob', '[%d, %u]', %s, '%s')",
+		len += (size_t)snprintf(s + len, sizeof(p->sql) - len, "%s('%s', 'ChaosJob', '[%d, %u]', %s, '%s'%s%s)",
 					i ? "," : "", queues[rnd(&p->rng) % NQUEUES], p->idx, p->seq,
-					scheduled ? "now() + interval '1 day'" : "NULL", jid);
+					scheduled ? "now() + interval '1 day'" : "NULL", jid, p->caps ? ", " : "",
+					p->caps ? caps_tenant(&p->rng) : "");
 		rlen += (size_t)snprintf(p->rolled + rlen, sizeof(p->rolled) - rlen, "%s('%s')", i ? "," : "", jid);
 		p->seq++;
 	}
+	/* The transaction's number, for the order check with caps. */
 	len += (size_t)snprintf(s + len, sizeof(p->sql) - len,
-				" RETURNING id, jid, queue, args, run_at IS NOT NULL AS scheduled)"
-				" INSERT INTO chaos_committed (id, jid, queue, args, scheduled)"
-				" SELECT id, jid, queue, args, scheduled FROM s;%s",
+				" RETURNING id, jid, queue, args, run_at IS NOT NULL AS scheduled%s)"
+				" INSERT INTO chaos_committed (id, jid, queue, args, scheduled, tx%s)"
+				" SELECT id, jid, queue, args, scheduled, %lld%s FROM s;%s",
+				p->caps ? ", tenant" : "", p->caps ? ", tenant" : "",
+				((long long)p->idx << 40) | p->ntx++, p->caps ? ", tenant" : "",
 				hold       ? ""
 				: rollback ? "ROLLBACK"
 					   : "COMMIT");
@@ -282,6 +317,7 @@ static int producer_main(void *arg, int idx)
 	p->idx = idx;
 	p->rng = c->o.seed * 1000003ULL + (unsigned)idx;
 	p->quota = quota;
+	p->caps = c->o.caps > 0;
 	p->st = &c->sh->p[idx];
 	snprintf(p->sql, sizeof(p->sql), "chaos-producer-%d", idx);
 	if (!(p->conn = env_pg_connect(&c->env, p->sql)))
@@ -452,6 +488,21 @@ static void progress(struct chaos *c)
 	say("t=%llds staged=%lld committed=%lld leader-kills=%d backend-kills=%d redis-restarts=%d",
 	    (mono_ms() - c->start_ms) / 1000, TOTAL(c, staged), TOTAL(c, committed), c->leader_kills, c->backend_kills,
 	    c->redis_restarts);
+	if (c->o.caps > 0)
+		say("  popped=%lld held-max=%lld longest-list=%lld", atomic_load(&c->sh->caps.popped), c->held_max,
+		    atomic_load(&c->sh->caps.longest));
+}
+
+/* With --caps, the held backlog once a second: the run must have held jobs. */
+static void sample_held(struct chaos *c)
+{
+	long long n;
+
+	if (c->o.caps <= 0 || mono_ms() < c->next_held_ms)
+		return;
+	c->next_held_ms = mono_ms() + 1000;
+	if ((n = env_val(&c->env, "SELECT count(*) FROM staged_jobs_held")) > c->held_max)
+		c->held_max = n;
 }
 
 /* Waits until `when` (monotonic ms), keeping both relays alive meanwhile. */
@@ -461,6 +512,7 @@ static int wait_until(struct chaos *c, long long when)
 		if (should_stop(c) || tend_relays(c) < 0)
 			return -1;
 		(void)kids_reap(&c->producers, false, "producer");
+		sample_held(c);
 		if (mono_ms() >= c->next_progress_ms) {
 			progress(c);
 			c->next_progress_ms = mono_ms() + 10000;
@@ -516,14 +568,16 @@ static int wait_drained(struct chaos *c)
 	long long until = mono_ms() + 180000;
 
 	while (mono_ms() < until && !should_stop(c)) {
-		long long n = env_val(&c->env, "SELECT count(*) FROM staged_jobs");
+		long long n = env_val(&c->env, c->o.caps > 0 ? "SELECT (SELECT count(*) FROM staged_jobs)"
+							       " + (SELECT count(*) FROM staged_jobs_held)"
+							     : "SELECT count(*) FROM staged_jobs");
 		if (n == 0)
 			return 0;
 		if (tend_relays(c) < 0)
 			return -1;
 		sleep_ms(100);
 	}
-	say("staged_jobs was not drained within 180 s");
+	say("staged_jobs%s was not drained within 180 s", c->o.caps > 0 ? " (or staged_jobs_held)" : "");
 	return -1;
 }
 
@@ -582,6 +636,23 @@ static long long fence_deletes(const struct chaos *c)
 	return rows;
 }
 
+/* The caps' lines of the report; whether they pass: nothing left held, no
+ * list past its cap by more than one batch, and jobs were held at all (a run
+ * that never filled a list would test nothing about caps). */
+static bool report_caps(const struct chaos *c, const struct results *r)
+{
+	long long longest = atomic_load(&c->sh->caps.longest);
+
+	if (c->o.caps <= 0)
+		return true;
+	printf("  --max-queue-length           %d: longest list seen %lld (allowed %d), most jobs held %lld\n",
+	       c->o.caps, longest, c->o.caps + BATCH_SIZE, c->held_max);
+	printf("  popped by the consumer       %lld (failures %d)\n", atomic_load(&c->sh->caps.popped),
+	       c->consumer.failures);
+	printf("  left held                    %lld\n", r->left_held);
+	return r->left_held == 0 && longest <= c->o.caps + BATCH_SIZE && c->held_max > 0 && c->consumer.failures == 0;
+}
+
 static bool report(struct chaos *c, const struct results *r, const struct results *t, int self_rc)
 {
 	long long staged = TOTAL(c, staged), committed = TOTAL(c, committed), rolled = TOTAL(c, rolled_back);
@@ -600,8 +671,8 @@ static bool report(struct chaos *c, const struct results *r, const struct result
 	     c->leader_kills >= c->o.kills && c->backend_kills >= c->o.backend_kills &&
 	     c->redis_restarts >= c->o.redis_restarts && c->unexpected_exits == 0 && c->failover_timeouts == 0 &&
 	     c->bad_stops == 0 && c->producers.failures == 0 && self_rc == 0;
-	printf("\nstagedrain chaos run (seed %u, %d producers, 2 relays, --batch-size 500)\n", c->o.seed,
-	       c->o.producers);
+	printf("\nstagedrain chaos run (seed %u, %d producers, 2 relays, --batch-size %d%s)\n", c->o.seed,
+	       c->o.producers, BATCH_SIZE, c->o.caps > 0 ? ", caps" : "");
 	printf("  jobs staged                  %lld (in %lld transactions, %lld held open 1-3 s)\n", staged,
 	       TOTAL(c, txns), TOTAL(c, held_open));
 	printf("  jobs committed               %lld\n", committed);
@@ -614,7 +685,8 @@ static bool report(struct chaos *c, const struct results *r, const struct result
 	printf("  rolled-back jobs pushed      %lld\n", r->rolled_back);
 	printf("  phantoms (unknown entries)   %lld\n", r->phantoms);
 	printf("  wrong queue/content          %lld\n", r->mismatched);
-	printf("  order violations             %lld\n", r->order_violations);
+	printf("  order violations             %lld%s\n", r->order_violations,
+	       c->o.caps > 0 ? " (per transaction, tenant and queue)" : "");
 	printf("  dead-lettered / left staged  %lld / %lld\n", r->dead, r->left_staged);
 	printf("  leader SIGKILLs              %d (skipped: %d)\n", c->leader_kills, c->skipped_kills);
 	printf("  relay backends terminated    %d times\n", c->backend_kills);
@@ -624,6 +696,7 @@ static bool report(struct chaos *c, const struct results *r, const struct result
 	       med, max, c->nfailover, c->failover_timeouts);
 	printf("  relay exits not caused by us %d, bad stops %d, producer failures %d\n", c->unexpected_exits,
 	       c->bad_stops, c->producers.failures);
+	ok = report_caps(c, r) && ok;
 	if (self_rc >= 0)
 		snprintf(self_test, sizeof(self_test),
 			 "injected 5 faults; counts moved: missing %+lld, duplicates %+lld,\n"
@@ -638,7 +711,10 @@ static bool report(struct chaos *c, const struct results *r, const struct result
 
 static const char usage_text[] =
 	"usage: chaos --bin PATH --services PATH [--jobs N] [--kills N] [--backend-kills N]\n"
-	"             [--redis-restarts N] [--producers N] [--seconds N] [--timeout S] [--seed N] [--keep]\n";
+	"             [--redis-restarts N] [--producers N] [--seconds N] [--timeout S] [--seed N] [--keep]\n"
+	"             [--caps N]\n"
+	"  --caps N   relays run with --max-queue-length N, rows carry skewed tenants, and a\n"
+	"             consumer pops the queues (at half the staging rate while producers run)\n";
 
 static int parse_args(struct opts *o, int argc, char **argv)
 {
@@ -653,6 +729,7 @@ static int parse_args(struct opts *o, int argc, char **argv)
 		{ "seconds", FLAG_INT, &o->seconds },
 		{ "timeout", FLAG_INT, &o->timeout },
 		{ "seed", FLAG_UINT, &o->seed },
+		{ "caps", FLAG_INT, &o->caps },
 	};
 
 	*o = (struct opts){ .jobs = 200000,
@@ -665,7 +742,7 @@ static int parse_args(struct opts *o, int argc, char **argv)
 	if (parse_flags(argc, argv, flags, sizeof(flags) / sizeof(flags[0]), &o->keep) < 0)
 		return usage(usage_text);
 	if (!o->bin || !o->services || o->jobs < 1 || o->kills < 0 || o->redis_restarts < 0 || o->producers < 1 ||
-	    o->producers > MAX_PRODUCERS || o->timeout < 10)
+	    o->producers > MAX_PRODUCERS || o->timeout < 10 || o->caps < 0)
 		return usage(usage_text);
 	if (o->backend_kills < 0)
 		o->backend_kills = o->kills / 5;
@@ -698,6 +775,7 @@ static int setup(struct chaos *c)
 static void teardown(struct chaos *c, bool passed)
 {
 	kids_kill(&c->producers);
+	kids_kill(&c->consumer);
 	stop_relays(c, false);
 	if (c->events)
 		fclose(c->events);
@@ -706,9 +784,45 @@ static void teardown(struct chaos *c, bool passed)
 		munmap(c->sh, sizeof(*c->sh));
 }
 
+/* --caps: the consumer, a forked child like the producers. */
+static int consumer_main(void *arg, int idx)
+{
+	struct chaos *c = arg;
+
+	(void)idx;
+	return caps_consume(&c->env, &c->sh->caps);
+}
+
+/* Pops at half the producers' planned rate while they run, so the capped
+ * lists fill and held backlogs build under the faults. */
+static int consumer_start(struct chaos *c)
+{
+	long long rate = c->o.jobs / c->o.seconds / 2;
+
+	atomic_store(&c->sh->caps.rate, rate > 0 ? rate : 1);
+	atomic_store(&c->sh->caps.pace, 1);
+	return kids_start(&c->consumer, &c->env, 1, consumer_main, c);
+}
+
+/* Once the relays stopped: the consumer empties the lists and exits, then its
+ * lists become the queues' again for the checker. */
+static int consumer_finish(struct chaos *c)
+{
+	atomic_store(&c->sh->caps.finish, 1);
+	while (kids_reap(&c->consumer, false, "consumer") > 0) {
+		if (should_stop(c))
+			return -1;
+		sleep_ms(20);
+	}
+	return c->consumer.failures == 0 ? caps_restore(&c->env) : -1;
+}
+
 static int run(struct chaos *c, struct results *res, struct results *tampered, int *self_rc)
 {
+	c->env.caps = c->o.caps > 0;
 	if (setup(c) < 0)
+		return -1;
+	if (c->env.caps && consumer_start(c) < 0)
 		return -1;
 	for (int i = 0; i < NRELAYS; i++)
 		if (relay_start(c, i) < 0)
@@ -722,13 +836,17 @@ static int run(struct chaos *c, struct results *res, struct results *tampered, i
 	while (kids_reap(&c->producers, false, "producer") > 0) {
 		if (should_stop(c) || tend_relays(c) < 0)
 			return -1;
+		sample_held(c);
 		sleep_ms(50);
 	}
+	atomic_store(&c->sh->caps.pace, 0);
 	progress(c);
 	say("producers done; waiting for the relays to drain staged_jobs");
 	if (wait_drained(c) < 0)
 		return -1;
 	stop_relays(c, true);
+	if (c->env.caps && consumer_finish(c) < 0)
+		return -1;
 	say("drained; checking redis");
 	if (seen_load(&c->env, &res->entries) < 0 || check_redis(&c->env, res) < 0)
 		return -1;

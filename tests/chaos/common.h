@@ -29,6 +29,9 @@ struct env {
 	redisContext *redis;
 	/* the relays' own Redis keys (their default --lock-key) */
 	char fence_key[96], epoch_key[96];
+	/* queues capped (chaos --caps): held jobs are released round-robin across
+	 * tenants, so order is checked per transaction and tenant, not per batch */
+	bool caps;
 };
 
 /* A relay run as a process of the built binary, and its log. */
@@ -121,7 +124,7 @@ void kids_kill(struct kids *k);
  */
 struct results {
 	long long entries, present, missing, duplicates, rolled_back, phantoms, mismatched, order_violations;
-	long long batches, dead, left_staged, unregistered, committed_rows;
+	long long batches, dead, left_staged, left_held, unregistered, committed_rows;
 	char causes[512]; /* chaos.c: duplicates by the fault that preceded them */
 };
 
