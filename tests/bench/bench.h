@@ -89,7 +89,7 @@ redisContext *redis_connect(const struct bench_env *env);
 /* A Redis command that must answer an integer; one that must succeed. */
 #define redis_int(r, ...) redis_int_or((r), die_msg, __VA_ARGS__)
 #define redis_ok(r, ...) freeReplyObject(redis_or((r), die_msg, __VA_ARGS__))
-/* Empties staged_jobs and Redis. */
+/* Empties staged_jobs (and its dead and held tables) and Redis. */
 void bench_reset(const struct bench_env *env);
 /* COPYs n jobs (class BenchJob, args [seq], queue) into staged_jobs, then VACUUM ANALYZE. */
 void stage_backlog(const struct bench_env *env, const char *queue, long long first, long long n);

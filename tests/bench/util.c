@@ -71,7 +71,7 @@ void bench_reset(const struct bench_env *env)
 	PGconn *c = pg_connect(env);
 	redisContext *r = redis_connect(env);
 
-	sql(c, "TRUNCATE staged_jobs, staged_jobs_dead");
+	sql(c, "TRUNCATE staged_jobs, staged_jobs_dead, staged_jobs_held");
 	redis_ok(r, "FLUSHALL");
 	redisFree(r);
 	PQfinish(c);
