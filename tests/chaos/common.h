@@ -29,8 +29,9 @@ struct env {
 	redisContext *redis;
 	/* the relays' own Redis keys (their default --lock-key) */
 	char fence_key[96], epoch_key[96];
-	/* queues capped (chaos --caps): held jobs are released round-robin across
-	 * tenants, so order is checked per transaction and tenant, not per batch */
+	/* queues capped (chaos --caps): order is not checked, since a batch
+	 * releases held jobs round-robin across tenants, each tenant's in the
+	 * order they were held (id order but for late commits, read via gaps) */
 	bool caps;
 };
 
