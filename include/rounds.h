@@ -41,7 +41,9 @@ struct rounds_queue {
 	long cap;                    /* 0: uncapped */
 	struct rounds_pos now, pend; /* committed; this batch's */
 	long room;                   /* this batch: jobs it may still put in the list */
-	long long released;          /* this batch: released jobs pushed */
+	long long nheld;             /* this batch: jobs held */
+	long long released;          /* this batch: held jobs read for release */
+	long long waited_us;         /* this batch: how long those had been held, summed */
 	long long retry_ms;          /* its list had the wrong type: no release before this */
 };
 
@@ -80,6 +82,8 @@ int rounds_load(struct rounds *r, const char *queue, size_t qlen, const char *te
 /* The queue's index, added with cap if new: -ENOMEM, or -ENOSPC when it is
  * new, has nothing held and ROUNDS_MAX_QUEUES are known. cap is (re)set. */
 long rounds_queue(struct rounds *r, const char *queue, size_t len, long cap) SD_MUSTCHECK;
+/* The queue's index, or -1 when it is not known. */
+long rounds_find(const struct rounds *r, const char *queue, size_t len);
 /* Starts a batch: every queue's pending state is its committed one, rooms
  * unknown (0), no tenant touched. */
 void rounds_begin(struct rounds *r);

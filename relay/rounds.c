@@ -119,6 +119,14 @@ static long add_queue(struct rounds *r, size_t at, const char *queue, size_t len
 	return (long)r->nq++;
 }
 
+long rounds_find(const struct rounds *r, const char *queue, size_t len)
+{
+	bool found;
+	size_t at = find_queue(r, queue, len, &found);
+
+	return found ? (long)r->by_name[at] : -1;
+}
+
 long rounds_queue(struct rounds *r, const char *queue, size_t len, long cap)
 {
 	bool found;
@@ -287,7 +295,7 @@ void rounds_begin(struct rounds *r)
 	for (size_t i = 0; i < r->nq; i++) {
 		r->q[i].pend = r->q[i].now;
 		r->q[i].room = 0;
-		r->q[i].released = 0;
+		r->q[i].nheld = r->q[i].released = r->q[i].waited_us = 0;
 	}
 	for (size_t i = 0; i < r->ntouched; i++)
 		r->t[r->touched[i]].touched = false;
@@ -331,6 +339,7 @@ int rounds_hold(struct rounds *r, size_t qi, const char *tenant, size_t tlen, lo
 	if (*round > q->pend.top)
 		q->pend.top = *round;
 	q->pend.held++;
+	q->nheld++;
 	return 0;
 }
 
