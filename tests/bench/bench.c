@@ -795,7 +795,8 @@ static void header(FILE *out, const char *pgver, const char *redisver, const cha
 	if (want("release"))
 		fprintf(out,
 			"release: %s jobs held behind --queue-limit default=%d, released as a consumer frees the "
-			"list; batches releasing held jobs, first and last tenth (relay at --log-level debug)\n",
+			"list; medians over the first and last tenth of the batches that released held jobs (relay at "
+			"--log-level debug)\n",
 			human(o->jobs, h, sizeof(h)), o->batch_size);
 	fprintf(out, "each figure: median, min and max over the runs; result judges the median; "
 		     "latency is COMMIT returned -> BRPOP got the job\n\n");

@@ -15,7 +15,8 @@ struct tally {
 	long long distinct, dup, strange;
 };
 
-/* Per-batch means over a slice of the release's batches. */
+/* Per-batch figures over a slice of the release's batches: medians, so that
+ * one batch that met a checkpoint on this shared machine does not decide. */
 struct slice {
 	long long batches, released;
 	double total_us, release_us; /* fetch+push+commit, and the release's share of fetch */
@@ -104,63 +105,100 @@ static void consume(redisContext *r, struct tally *t, int cap, const struct rela
 	}
 }
 
-/* Means over the releasing batches from index `from` (inclusive) to `to`. */
+static double median(double *v, size_t n)
+{
+	if (n == 0)
+		return NAN;
+	qsort(v, n, sizeof(*v), cmp_dbl);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* The slice of batches from index `from` (inclusive) to `to`. */
 static struct slice slice_of(const struct batch_rec *v, size_t from, size_t to)
 {
-	struct slice s = { 0, 0, 0, 0 };
+	struct slice s = { (long long)(to - from), 0, NAN, NAN };
+	double *tot = malloc(sizeof(double) * (to > from ? to - from : 1));
+	double *rel = malloc(sizeof(double) * (to > from ? to - from : 1));
 
+	if (!tot || !rel)
+		die("out of memory");
 	for (size_t i = from; i < to; i++) {
-		s.batches++;
 		s.released += v[i].released;
-		s.total_us += v[i].fetch_us + v[i].push_us + v[i].commit_us;
-		s.release_us += v[i].release_us;
+		tot[i - from] = v[i].fetch_us + v[i].push_us + v[i].commit_us;
+		rel[i - from] = v[i].release_us;
 	}
-	if (s.batches) {
-		s.total_us /= (double)s.batches;
-		s.release_us /= (double)s.batches;
-	}
+	s.total_us = median(tot, to - from);
+	s.release_us = median(rel, to - from);
+	free(tot);
+	free(rel);
 	return s;
 }
 
-/* The batches of the log that released held jobs, in order; their number. */
-static size_t releasing_batches(const struct relay *rel, struct batch_rec **out)
+/* Every batch of the relay's log (the caller frees them); their number. */
+static size_t log_batches(const struct relay *rel, struct batch_rec **out)
 {
-	struct batch_rec *v = NULL;
-	size_t n = 0, cap = 0, k = 0;
+	size_t n = 0, cap = 0;
 
-	if (relay_log_list(rel->log, 0, &v, &n, &cap) < 0)
+	*out = NULL;
+	if (relay_log_list(rel->log, 0, out, &n, &cap) < 0)
 		die("could not read %s", rel->log);
+	return n;
+}
+
+/* The median time of the batches that only moved rows to the held table. */
+static double hold_median(const struct batch_rec *v, size_t n)
+{
+	double *t = malloc(sizeof(*t) * (n ? n : 1)), m;
+	size_t k = 0;
+
+	if (!t)
+		die("out of memory");
+	for (size_t i = 0; i < n; i++)
+		if (v[i].timed && v[i].held > 0 && v[i].released <= 0)
+			t[k++] = v[i].fetch_us + v[i].push_us + v[i].commit_us;
+	m = median(t, k);
+	free(t);
+	return m;
+}
+
+/* Keeps, in order, the batches that released held jobs; their number. */
+static size_t releasing(struct batch_rec *v, size_t n, const struct relay *rel)
+{
+	size_t k = 0;
+
 	for (size_t i = 0; i < n; i++)
 		if (v[i].timed && v[i].released > 0 && !isnan(v[i].release_us))
 			v[k++] = v[i];
 	if (k == 0)
-		note("release: %s has no batch relayed line with released > 0 and release_us (an older relay?)",
-		     rel->log);
-	*out = v;
+		note("release: %s has no batch relayed line with released > 0 and release_us", rel->log);
 	return k;
 }
 
-static void report(const char *who, const struct slice *a, const struct slice *z, const struct tally *t, long long left)
+/* One side's rows: medians of the first and last tenth, their ratios, losses. */
+static void report(const char *who, const struct slice *a, const struct slice *z, double hold_us, const struct tally *t,
+		   long long left)
 {
 	char fig[96];
 
-	snprintf(fig, sizeof(fig), "%s: fetch+push+commit per batch, first 10%% (ms)", who);
-	table_add("release", fig, 2, a->batches ? a->total_us / 1000 : NAN);
-	snprintf(fig, sizeof(fig), "%s: fetch+push+commit per batch, last 10%% (ms)", who);
-	table_add("release", fig, 2, z->batches ? z->total_us / 1000 : NAN);
-	snprintf(fig, sizeof(fig), "%s: release_us per batch, first 10%% (ms)", who);
-	table_add("release", fig, 2, a->batches ? a->release_us / 1000 : NAN);
-	snprintf(fig, sizeof(fig), "%s: release_us per batch, last 10%% (ms)", who);
-	table_add("release", fig, 2, z->batches ? z->release_us / 1000 : NAN);
+	snprintf(fig, sizeof(fig), "%s: hold, fetch+push+commit per batch (ms)", who);
+	table_add("release", fig, 2, hold_us / 1000);
+	snprintf(fig, sizeof(fig), "%s: fetch+push+commit, first 10%% (ms)", who);
+	table_add("release", fig, 2, a->total_us / 1000);
+	snprintf(fig, sizeof(fig), "%s: fetch+push+commit, last 10%% (ms)", who);
+	table_add("release", fig, 2, z->total_us / 1000);
+	snprintf(fig, sizeof(fig), "%s: release_us, first 10%% (ms)", who);
+	table_add("release", fig, 2, a->release_us / 1000);
+	snprintf(fig, sizeof(fig), "%s: release_us, last 10%% (ms)", who);
+	table_add("release", fig, 2, z->release_us / 1000);
 	snprintf(fig, sizeof(fig), "%s: jobs released per batch, first 10%%", who);
 	table_add("release", fig, 0, a->batches ? (double)a->released / (double)a->batches : NAN);
 	snprintf(fig, sizeof(fig), "%s: jobs released per batch, last 10%%", who);
 	table_add("release", fig, 0, z->batches ? (double)z->released / (double)z->batches : NAN);
 	snprintf(fig, sizeof(fig), "%s: batch time last / first 10%%", who);
-	table_add("release", fig, 2, a->batches && z->batches ? z->total_us / a->total_us : NAN);
+	table_add("release", fig, 2, z->total_us / a->total_us);
 	table_target("release", fig, CMP_LE, 1.5, "<= 1.50");
 	snprintf(fig, sizeof(fig), "%s: release_us last / first 10%%", who);
-	table_add("release", fig, 2, a->batches && z->batches ? z->release_us / a->release_us : NAN);
+	table_add("release", fig, 2, z->release_us / a->release_us);
 	table_target("release", fig, CMP_LE, 1.5, "<= 1.50");
 	snprintf(fig, sizeof(fig), "%s: lost jobs", who);
 	table_add("release", fig, 0, (double)(t->n - t->distinct));
@@ -173,21 +211,34 @@ static void report(const char *who, const struct slice *a, const struct slice *z
 	table_target("release", fig, CMP_LE, 0, "0");
 }
 
+/* Reads the relay's log and adds one side's rows to the table. */
+static void judge(const char *who, const struct relay *rel, const struct tally *t, long long left)
+{
+	struct batch_rec *v;
+	struct slice a, z;
+	size_t n = log_batches(rel, &v), tenth;
+	double hold_us = hold_median(v, n);
+
+	n = releasing(v, n, rel);
+	tenth = n / 10 ? n / 10 : 1;
+	a = slice_of(v, 0, n < tenth ? n : tenth);
+	z = slice_of(v, n > tenth ? n - tenth : 0, n);
+	report(who, &a, &z, hold_us, t, left);
+	free(v);
+}
+
 /* One part: hold the backlog, open the long transaction if asked, release it all. */
 static void release_part(const struct bench_env *env, int run, bool long_tx)
 {
-	const char *who = long_tx ? "long tx open" : "no other session";
+	const char *who = long_tx ? "long tx" : "no long tx";
 	int cap = env->opts->batch_size;
 	char limit[64], h[24];
 	const char *const flags[] = { "--queue-limit", limit, "--poll-interval", "10ms", NULL };
 	struct tally t = { NULL, env->opts->jobs, 0, 0, 0 };
 	redisContext *r = redis_connect(env);
 	PGconn *c = pg_connect(env), *holder = pg_connect(env);
-	struct batch_rec *v;
-	struct slice a, z;
 	struct relay rel;
 	long long left;
-	size_t n, tenth;
 
 	note("release run %d, %s: %s jobs held behind --queue-limit default=%d", run + 1, who, human(t.n, h, sizeof(h)),
 	     cap);
@@ -211,12 +262,7 @@ static void release_part(const struct bench_env *env, int run, bool long_tx)
 		sql(holder, "ROLLBACK");
 	if (relay_stop(&rel) != 0)
 		note("the relay did not exit cleanly; see %s", rel.log);
-	n = releasing_batches(&rel, &v);
-	tenth = n / 10 ? n / 10 : 1;
-	a = slice_of(v, 0, n < tenth ? n : tenth);
-	z = slice_of(v, n > tenth ? n - tenth : 0, n);
-	report(who, &a, &z, &t, left);
-	free(v);
+	judge(who, &rel, &t, left);
 	free(t.seen);
 	PQfinish(holder);
 	PQfinish(c);
