@@ -13,6 +13,7 @@ struct tally {
 	unsigned char *seen;
 	long long n; /* jobs staged, numbered 0..n-1 */
 	long long distinct, dup, strange;
+	long long longest; /* the longest the list was seen */
 };
 
 /* Per-batch figures over a slice of the release's batches: medians, so that
@@ -92,6 +93,8 @@ static void consume(redisContext *r, struct tally *t, int cap, const struct rela
 	while (t->distinct < t->n) {
 		check_stop();
 		len = redis_int(r, "LLEN queue:default");
+		if (len > t->longest)
+			t->longest = len;
 		if (len > 0 && (len >= cap || len >= t->n - t->distinct)) {
 			pop_all(r, t);
 			progress = mono_us();
@@ -176,9 +179,9 @@ static size_t releasing(struct batch_rec *v, size_t n, const struct relay *rel)
 
 /* One side's rows: medians of the first and last tenth, their ratios, losses. */
 static void report(const char *who, const struct slice *a, const struct slice *z, double hold_us, const struct tally *t,
-		   long long left)
+		   long long left, int cap)
 {
-	char fig[96];
+	char fig[96], target[48];
 
 	snprintf(fig, sizeof(fig), "%s: hold, fetch+push+commit per batch (ms)", who);
 	table_add("release", fig, 2, hold_us / 1000);
@@ -206,13 +209,18 @@ static void report(const char *who, const struct slice *a, const struct slice *z
 	snprintf(fig, sizeof(fig), "%s: duplicated or unknown jobs", who);
 	table_add("release", fig, 0, (double)(t->dup + t->strange));
 	table_target("release", fig, CMP_LE, 0, "0");
+	/* The cap may be overshot by what one batch carries. */
+	snprintf(fig, sizeof(fig), "%s: longest queue:default seen (jobs)", who);
+	snprintf(target, sizeof(target), "<= %d (cap + a batch)", 2 * cap);
+	table_add("release", fig, 0, (double)t->longest);
+	table_target("release", fig, CMP_LE, 2 * cap, target);
 	snprintf(fig, sizeof(fig), "%s: rows left staged or held", who);
 	table_add("release", fig, 0, (double)left);
 	table_target("release", fig, CMP_LE, 0, "0");
 }
 
 /* Reads the relay's log and adds one side's rows to the table. */
-static void judge(const char *who, const struct relay *rel, const struct tally *t, long long left)
+static void judge(const char *who, const struct relay *rel, const struct tally *t, long long left, int cap)
 {
 	struct batch_rec *v;
 	struct slice a, z;
@@ -223,7 +231,7 @@ static void judge(const char *who, const struct relay *rel, const struct tally *
 	tenth = n / 10 ? n / 10 : 1;
 	a = slice_of(v, 0, n < tenth ? n : tenth);
 	z = slice_of(v, n > tenth ? n - tenth : 0, n);
-	report(who, &a, &z, hold_us, t, left);
+	report(who, &a, &z, hold_us, t, left, cap);
 	free(v);
 }
 
@@ -234,7 +242,7 @@ static void release_part(const struct bench_env *env, int run, bool long_tx)
 	int cap = env->opts->batch_size;
 	char limit[64], h[24];
 	const char *const flags[] = { "--queue-limit", limit, "--poll-interval", "10ms", NULL };
-	struct tally t = { NULL, env->opts->jobs, 0, 0, 0 };
+	struct tally t = { NULL, env->opts->jobs, 0, 0, 0, 0 };
 	redisContext *r = redis_connect(env);
 	PGconn *c = pg_connect(env), *holder = pg_connect(env);
 	struct relay rel;
@@ -262,7 +270,7 @@ static void release_part(const struct bench_env *env, int run, bool long_tx)
 		sql(holder, "ROLLBACK");
 	if (relay_stop(&rel) != 0)
 		note("the relay did not exit cleanly; see %s", rel.log);
-	judge(who, &rel, &t, left);
+	judge(who, &rel, &t, left, cap);
 	free(t.seen);
 	PQfinish(holder);
 	PQfinish(c);
