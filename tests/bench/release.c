@@ -211,7 +211,7 @@ static void report(const char *who, const struct slice *a, const struct slice *z
 	table_target("release", fig, CMP_LE, 0, "0");
 	/* The cap may be overshot by what one batch carries. */
 	snprintf(fig, sizeof(fig), "%s: longest queue:default seen (jobs)", who);
-	snprintf(target, sizeof(target), "<= %d (cap + a batch)", 2 * cap);
+	snprintf(target, sizeof(target), "<= %d (cap + batch)", 2 * cap);
 	table_add("release", fig, 0, (double)t->longest);
 	table_target("release", fig, CMP_LE, 2 * cap, target);
 	snprintf(fig, sizeof(fig), "%s: rows left staged or held", who);
