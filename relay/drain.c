@@ -234,7 +234,7 @@ static int before_fetch(struct drain *d, long *max_bytes)
 	int rc;
 
 	*max_bytes = d->cfg->batch_max_bytes;
-	if ((rc = release_load(&d->release, &d->pg)) < 0) {
+	if ((rc = release_load(&d->release, &d->pg, d->metrics)) < 0) {
 		if (rc == -EIO)
 			ladder_pg_trouble(d, "could not read staged_jobs_held; will retry");
 		return rc;
