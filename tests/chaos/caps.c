@@ -18,11 +18,11 @@ const char *caps_tenant(unsigned long long *rng)
 	return small[rnd(rng) % (sizeof(small) / sizeof(small[0]))];
 }
 
-/* LLEN of every queue list, kept as the longest seen; nothing while Redis is down. */
+/* LLEN of every capped list, kept as the longest seen; nothing while Redis is down. */
 static void sample_longest(struct env *e, struct caps_stats *st)
 {
 	for (int q = 0; q < NQUEUES; q++) {
-		redisReply *r = env_cmd(e, "LLEN queue:%s", queues[q]);
+		redisReply *r = q == CAPS_UNCAPPED ? NULL : env_cmd(e, "LLEN queue:%s", queues[q]);
 		if (r && r->type == REDIS_REPLY_INTEGER && r->integer > atomic_load(&st->longest))
 			atomic_store(&st->longest, r->integer);
 		freeReplyObject(r);

@@ -1,10 +1,14 @@
 /* Chaos with queue caps (chaos --caps N): the tenants rows are staged for, and
- * a consumer that frees the capped lists while keeping what it popped, so the
- * checker still reads every job that arrived, in push order. */
+ * a consumer that frees the lists while keeping what it popped, so the checker
+ * still reads every job that arrived, in push order. One queue stays uncapped
+ * (--queue-limit Q=0): its jobs are never held and keep id order. */
 #ifndef STAGEDRAIN_CHAOS_CAPS_H
 #define STAGEDRAIN_CHAOS_CAPS_H
 
 #include "common.h"
+
+/* The index in queues[] of the queue --queue-limit leaves uncapped. */
+#define CAPS_UNCAPPED 3
 
 /* Shared with the forked consumer (it lives in the run's shared mapping). */
 struct caps_stats {
@@ -12,7 +16,7 @@ struct caps_stats {
 	_Atomic int finish;     /* exit once every queue list is empty */
 	_Atomic long long rate; /* jobs/s while pacing */
 	_Atomic long long popped;
-	_Atomic long long longest; /* the longest queue list seen (sampled every 10 ms) */
+	_Atomic long long longest; /* the longest capped list seen (sampled every 10 ms) */
 };
 
 /* A row's tenant as an SQL literal: skewed (7 rows in 10 are one tenant's),

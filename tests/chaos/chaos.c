@@ -62,7 +62,8 @@ struct chaos {
 	struct relay relays[NRELAYS];
 	int incarnations;
 	struct kids producers, consumer;
-	long long held_max; /* most rows in staged_jobs_held at one sample (--caps) */
+	long long held_max;      /* most rows in staged_jobs_held at one sample (--caps) */
+	long long uncapped_held; /* most of them in the uncapped queue: must stay 0 */
 	long long next_held_ms;
 	struct shared *sh;
 	unsigned long long rng;
@@ -133,8 +134,9 @@ static long long epoch_counter(struct chaos *c)
 #define BATCH_SIZE 500
 #define BATCH_SIZE_TEXT "500"
 
-/* With --caps the relays also get --max-queue-length. */
-static void relay_args(const struct chaos *c, const char **args, char *cap, size_t caplen)
+/* With --caps the relays also get --max-queue-length, and a --queue-limit
+ * that leaves one queue uncapped; buf holds those values. */
+static void relay_args(const struct chaos *c, const char **args, char buf[2][64])
 {
 	size_t n = 0;
 
@@ -145,9 +147,12 @@ static void relay_args(const struct chaos *c, const char **args, char *cap, size
 	args[n++] = "--lock-key";
 	args[n++] = KEYS_LOCK_DEFAULT_TEXT;
 	if (c->o.caps > 0) {
-		snprintf(cap, caplen, "%d", c->o.caps);
+		snprintf(buf[0], 64, "%d", c->o.caps);
+		snprintf(buf[1], 64, "%s=0", queues[CAPS_UNCAPPED]);
 		args[n++] = "--max-queue-length";
-		args[n++] = cap;
+		args[n++] = buf[0];
+		args[n++] = "--queue-limit";
+		args[n++] = buf[1];
 	}
 	args[n] = NULL;
 }
@@ -157,11 +162,11 @@ static void relay_args(const struct chaos *c, const char **args, char *cap, size
 static int relay_start(struct chaos *c, int i)
 {
 	struct relay *r = &c->relays[i];
-	const char *args[12];
-	char cap[16];
+	const char *args[16];
+	char buf[2][64];
 	int rc;
 
-	relay_args(c, args, cap, sizeof(cap));
+	relay_args(c, args, buf);
 	snprintf(r->log, sizeof(r->log), "%s/relay-%03d.log", c->env.srv.dir, ++c->incarnations);
 	rc = env_relay_start(&c->env, r, args, "msg=connected", CONNECT_TIMEOUT_MS);
 	if (rc == -ECHILD)
@@ -489,9 +494,11 @@ static void progress(struct chaos *c)
 		    atomic_load(&c->sh->caps.longest));
 }
 
-/* With --caps, the held backlog once a second: the run must have held jobs. */
+/* With --caps, the held backlog once a second: the run must have held jobs,
+ * and none of the uncapped queue's. */
 static void sample_held(struct chaos *c)
 {
+	char sql[128];
 	long long n;
 
 	if (c->o.caps <= 0 || mono_ms() < c->next_held_ms)
@@ -499,6 +506,9 @@ static void sample_held(struct chaos *c)
 	c->next_held_ms = mono_ms() + 1000;
 	if ((n = env_val(&c->env, "SELECT count(*) FROM staged_jobs_held")) > c->held_max)
 		c->held_max = n;
+	snprintf(sql, sizeof(sql), "SELECT count(*) FROM staged_jobs_held WHERE queue = '%s'", queues[CAPS_UNCAPPED]);
+	if ((n = env_val(&c->env, sql)) > c->uncapped_held)
+		c->uncapped_held = n;
 }
 
 /* Waits until `when` (monotonic ms), keeping both relays alive meanwhile. */
@@ -632,9 +642,9 @@ static long long fence_deletes(const struct chaos *c)
 	return rows;
 }
 
-/* The caps' lines of the report; whether they pass: no list past its cap by
- * more than one batch, and jobs were held at all (a run that never filled a
- * list would test nothing about caps). */
+/* The caps' lines of the report; whether they pass: no capped list past its
+ * cap by more than one batch, none of the uncapped queue's jobs held, and
+ * jobs held at all (a run that never filled a list would test nothing). */
 static bool report_caps(const struct chaos *c)
 {
 	long long longest = atomic_load(&c->sh->caps.longest);
@@ -643,9 +653,11 @@ static bool report_caps(const struct chaos *c)
 		return true;
 	printf("  --max-queue-length           %d: longest list seen %lld (allowed %d), most jobs held %lld\n",
 	       c->o.caps, longest, c->o.caps + BATCH_SIZE, c->held_max);
+	printf("  held of uncapped %-11s %lld\n", queues[CAPS_UNCAPPED], c->uncapped_held);
 	printf("  popped by the consumer       %lld (failures %d)\n", atomic_load(&c->sh->caps.popped),
 	       c->consumer.failures);
-	return longest <= c->o.caps + BATCH_SIZE && c->held_max > 0 && c->consumer.failures == 0;
+	return longest <= c->o.caps + BATCH_SIZE && c->held_max > 0 && c->uncapped_held == 0 &&
+	       c->consumer.failures == 0;
 }
 
 static bool report(struct chaos *c, const struct results *r, const struct results *t, int self_rc)
@@ -680,10 +692,8 @@ static bool report(struct chaos *c, const struct results *r, const struct result
 	printf("  rolled-back jobs pushed      %lld\n", r->rolled_back);
 	printf("  phantoms (unknown entries)   %lld\n", r->phantoms);
 	printf("  wrong queue/content          %lld\n", r->mismatched);
-	if (c->o.caps > 0)
-		printf("  order violations             not checked (caps release round-robin across tenants)\n");
-	else
-		printf("  order violations             %lld\n", r->order_violations);
+	printf("  order violations             %lld%s\n", r->order_violations,
+	       c->env.ordered ? " (in the uncapped queue; held jobs leave round-robin across tenants)" : "");
 	printf("  dead / left staged / held    %lld / %lld / %lld\n", r->dead, r->left_staged, r->left_held);
 	printf("  leader SIGKILLs              %d (skipped: %d)\n", c->leader_kills, c->skipped_kills);
 	printf("  relay backends terminated    %d times\n", c->backend_kills);
@@ -696,11 +706,11 @@ static bool report(struct chaos *c, const struct results *r, const struct result
 	ok = report_caps(c) && ok;
 	if (self_rc >= 0)
 		snprintf(self_test, sizeof(self_test),
-			 "injected %d faults; counts moved: missing %+lld, duplicates %+lld,\n"
+			 "injected 5 faults; counts moved: missing %+lld, duplicates %+lld,\n"
 			 "                               rolled back %+lld, phantoms %+lld, order %+lld: %s",
-			 c->o.caps > 0 ? 4 : 5, t->missing - r->missing, t->duplicates - r->duplicates,
-			 t->rolled_back - r->rolled_back, t->phantoms - r->phantoms,
-			 t->order_violations - r->order_violations, self_rc == 0 ? "all caught" : "NOT ALL CAUGHT");
+			 t->missing - r->missing, t->duplicates - r->duplicates, t->rolled_back - r->rolled_back,
+			 t->phantoms - r->phantoms, t->order_violations - r->order_violations,
+			 self_rc == 0 ? "all caught" : "NOT ALL CAUGHT");
 	return report_end(ok, self_rc >= 0 ? self_test : NULL, c->start_ms);
 }
 
@@ -816,10 +826,10 @@ static int consumer_finish(struct chaos *c)
 
 static int run(struct chaos *c, struct results *res, struct results *tampered, int *self_rc)
 {
-	c->env.caps = c->o.caps > 0;
+	c->env.ordered = c->o.caps > 0 ? queues[CAPS_UNCAPPED] : NULL;
 	if (setup(c) < 0)
 		return -1;
-	if (c->env.caps && consumer_start(c) < 0)
+	if (c->o.caps > 0 && consumer_start(c) < 0)
 		return -1;
 	for (int i = 0; i < NRELAYS; i++)
 		if (relay_start(c, i) < 0)
@@ -842,7 +852,7 @@ static int run(struct chaos *c, struct results *res, struct results *tampered, i
 	if (wait_drained(c) < 0)
 		return -1;
 	stop_relays(c, true);
-	if (c->env.caps && consumer_finish(c) < 0)
+	if (c->o.caps > 0 && consumer_finish(c) < 0)
 		return -1;
 	say("drained; checking redis");
 	if (seen_load(&c->env, &res->entries) < 0 || check_redis(&c->env, res) < 0)

@@ -29,10 +29,11 @@ struct env {
 	redisContext *redis;
 	/* the relays' own Redis keys (their default --lock-key) */
 	char fence_key[96], epoch_key[96];
-	/* queues capped (chaos --caps): order is not checked, since a batch
-	 * releases held jobs round-robin across tenants, each tenant's in the
-	 * order they were held (id order but for late commits, read via gaps) */
-	bool caps;
+	/* NULL: order is checked in every list; else only in this one (chaos
+	 * --caps: the uncapped queue's), since a batch releases held jobs
+	 * round-robin across tenants, each tenant's in the order they were held
+	 * (id order but for late commits, read through gaps) */
+	const char *ordered;
 };
 
 /* A relay run as a process of the built binary, and its log. */
