@@ -73,7 +73,7 @@ void h_reset(void)
 
 	ck_assert_int_eq(h_relay_run("migrate", migrate), 0);
 	c = h_pg();
-	h_sql(c, "TRUNCATE staged_jobs, staged_jobs_dead RESTART IDENTITY");
+	h_sql(c, "TRUNCATE staged_jobs, staged_jobs_dead, staged_jobs_held RESTART IDENTITY");
 	PQfinish(c);
 	r = h_redis();
 	freeReplyObject(h_cmd(r, "FLUSHALL"));
