@@ -126,6 +126,8 @@ static void wait_settled(struct consumer *k, struct relay_proc *p, PGconn *c, co
 		l = sample_len(k);
 		if (s == 0 && l == len && (want_held < 0 || h == want_held))
 			return;
+		RELAY_CHECK(p, l <= k->cap + BATCH, "%s has %lld jobs: over its cap %lld by more than a batch; see %s",
+			    k->key, l, k->cap, p->log);
 		RELAY_CHECK(p, mono_ms() - t0 < WAIT_MS,
 			    "not settled after %d ms: %lld staged, %lld held, %s has %lld (want 0, %lld, %lld); see %s",
 			    WAIT_MS, s, h, k->key, l, want_held, len, p->log);
