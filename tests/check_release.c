@@ -178,6 +178,21 @@ static int popped_at(const struct consumer *k, long long arg)
 	return at;
 }
 
+/* Writes what k popped, in order, to TEST_DIR/popped.txt for a failure to point at. */
+static const char *dump(const struct consumer *k)
+{
+	static char path[600];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/popped.txt", h_env("TEST_DIR"));
+	f = fopen(path, "w");
+	ck_assert_ptr_nonnull(f);
+	for (int i = 0; i < k->n; i++)
+		fprintf(f, "%d %lld %s\n", i, k->args[i], k->jid[i]);
+	fclose(f);
+	return path;
+}
+
 /* The jobs with args[0] in lo..hi were popped in rising order, n of them. */
 static void assert_in_order(const struct consumer *k, long long lo, long long hi, int n)
 {
@@ -187,7 +202,9 @@ static void assert_in_order(const struct consumer *k, long long lo, long long hi
 	for (int i = 0; i < k->n; i++) {
 		if (k->args[i] < lo || k->args[i] > hi)
 			continue;
-		ck_assert_msg(k->args[i] > prev, "job %lld popped (at %d) after job %lld", k->args[i], i, prev);
+		if (k->args[i] <= prev)
+			ck_abort_msg("job %lld popped (at %d) after job %lld; the order is in %s", k->args[i], i, prev,
+				     dump(k));
 		prev = k->args[i];
 		got++;
 	}
@@ -259,8 +276,11 @@ static void acceptance(int kills)
 	long long t0;
 
 	consumer_init(&k, "queue:default", "RPOP", 100, total);
-	h_relay_start(&p, "relay", args);
+	/* Staged before the relay runs: a transaction this long that outlives a
+	 * read is a late commit to the relay, its first ids read through their
+	 * gap after the rest (README, Gaps), and A's order would not be id order. */
 	stage(c, "default", "A", 1, 5000, 0);
+	h_relay_start(&p, kills ? "acceptance-kills" : "acceptance", args);
 	wait_settled(&k, &p, c, "default", 100, 4900);
 	stage(c, "default", "B", B_ARG, 1, 0);
 	wait_held(&p, c, "B", 1);
@@ -282,7 +302,7 @@ static void acceptance(int kills)
 		consume(&k, &p, k.n + 400, 2);
 		h_relay_kill(&p, SIGKILL);
 		ck_assert_int_eq(h_relay_wait(&p, 5000), 128 + SIGKILL);
-		snprintf(name, sizeof(name), "relay-%d", i);
+		snprintf(name, sizeof(name), "acceptance-kills-%d", i);
 		h_relay_start(&p, name, args);
 		if (i == 2) {
 			/* Staged after a restart, B2 is as fair: the list is full, so
@@ -330,8 +350,8 @@ START_TEST(one_slot_at_a_time_still_reaches_a_newcomer)
 	int at;
 
 	consumer_init(&k, "queue:default", "RPOP", 10, 101);
-	h_relay_start(&p, "relay", args);
 	stage(c, "default", "A", 1, 100, 0);
+	h_relay_start(&p, "one-slot", args);
 	wait_settled(&k, &p, c, "default", 10, 90);
 	for (int i = 1; i <= 3; i++) {
 		consume(&k, &p, k.n + 1, 0);
@@ -368,7 +388,7 @@ START_TEST(the_null_tenant_takes_turns_like_any_other)
 	consumer_init(&k, "queue:default", "RPOP", 10, 120);
 	stage(c, "default", NULL, 1, 60, 0);
 	stage(c, "default", "X", 1001, 60, 0);
-	h_relay_start(&p, "relay", args);
+	h_relay_start(&p, "null-tenant", args);
 	wait_settled(&k, &p, c, "default", 10, 110);
 	consume(&k, &p, 120, 0);
 	stop_relay(&p);
@@ -494,7 +514,7 @@ START_TEST(the_memory_bound_pauses_before_redis_is_full)
 	maxmem = info_field(r, "memory", "used_memory") + 4 * 1024 * 1024;
 	freeReplyObject(h_cmd(r, "CONFIG SET maxmemory %lld", maxmem));
 	stage(c, "default", "A", 1, 2000, 4000); /* about 8 MB, twice what fits */
-	h_relay_start(&p, "relay", args);
+	h_relay_start(&p, "memory", args);
 	port = h_http_port(&p);
 	RELAY_CHECK(&p, h_log_wait(&p, "pausing", WAIT_MS), "no \"pausing\" line in %s", p.log);
 	wait_metric(&p, port, "stagedrain_redis_memory_paused", 1);
@@ -530,17 +550,18 @@ START_TEST(held_and_released_jobs_are_metrics_by_queue)
 	int port, st;
 
 	consumer_init(&k, "queue:default", "RPOP", 10, 200);
-	h_relay_start(&p, "relay", args);
+	h_relay_start(&p, "metrics", args);
 	port = h_http_port(&p);
 	stage(c, "default", "A", 1, 150, 0);
 	stage(c, "default", "B", 1001, 50, 0);
 	wait_settled(&k, &p, c, "default", 10, 190);
 	wait_metric(&p, port, "stagedrain_held_jobs{queue=\"default\"}", 190);
 	RELAY_CHECK(&p, metric(port, "stagedrain_jobs_held_total{queue=\"default\"}") == 190, "jobs_held_total");
+	/* 40 slots come free: 40 released, 10 of them still in the list. */
 	consume(&k, &p, 40, 0);
-	wait_settled(&k, &p, c, "default", 10, 160);
-	wait_metric(&p, port, "stagedrain_held_jobs{queue=\"default\"}", 160);
-	wait_metric(&p, port, "stagedrain_jobs_released_total{queue=\"default\"}", 30);
+	wait_settled(&k, &p, c, "default", 10, 150);
+	wait_metric(&p, port, "stagedrain_held_jobs{queue=\"default\"}", 150);
+	wait_metric(&p, port, "stagedrain_jobs_released_total{queue=\"default\"}", 40);
 	RELAY_CHECK(&p, metric(port, "stagedrain_held_seconds_total{queue=\"default\"}") > 0, "held_seconds_total");
 	RELAY_CHECK(&p, metric(port, "stagedrain_backpressure_seconds_total{reason=\"queue_length\"}") > 0,
 		    "backpressure_seconds_total");
@@ -567,8 +588,8 @@ START_TEST(a_resque_queue_is_capped_and_fair_too)
 	int at;
 
 	consumer_init(&k, "resque:queue:default", "LPOP", 20, 301);
-	h_relay_start(&p, "relay", args);
 	stage(c, "default", "A", 1, 300, 0);
+	h_relay_start(&p, "resque", args);
 	wait_settled(&k, &p, c, "default", 20, 280);
 	stage(c, "default", "B", B_ARG, 1, 0);
 	wait_held(&p, c, "B", 1);
