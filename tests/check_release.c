@@ -339,6 +339,50 @@ START_TEST(kills_mid_release_lose_nothing_and_keep_it_fair)
 }
 END_TEST
 
+/* A relay killed after pushing released jobs and before its commit deleted
+ * them from the held table (blocked by a row lock, then its session ended as
+ * a dead host's would): the next leader's fence deletes them from there
+ * instead of releasing them again. */
+START_TEST(a_release_killed_before_its_commit_is_not_pushed_twice)
+{
+	static const char *const args[] = { "--queue-limit", "default=10", FAST_RELAY, NULL };
+	PGconn *c = h_pg(), *locker = h_pg();
+	struct consumer k;
+	struct relay_proc p;
+	long long t0;
+
+	consumer_init(&k, "queue:default", "RPOP", 10, 50);
+	stage(c, "default", "A", 1, 50, 0);
+	h_relay_start(&p, "fence", args);
+	wait_settled(&k, &p, c, "default", 10, 40);
+	h_sql(locker, "BEGIN");
+	h_sql(locker, "SELECT 1 FROM staged_jobs_held WHERE (round, hold_id) ="
+		      " (SELECT round, hold_id FROM staged_jobs_held ORDER BY round, hold_id LIMIT 1) FOR UPDATE");
+	consume(&k, &p, 5, 0);
+	for (t0 = mono_ms(); sample_len(&k) < 10; sleep_ms(5))
+		RELAY_CHECK(&p, mono_ms() - t0 < WAIT_MS, "nothing released into the 5 free slots; see %s", p.log);
+	sleep_ms(200); /* the relay is now blocked in its delete */
+	RELAY_CHECK(&p, held(c, "default") == 40, "the release committed past the row lock");
+	h_relay_kill(&p, SIGKILL);
+	ck_assert_int_eq(h_relay_wait(&p, 5000), 128 + SIGKILL);
+	h_sql(c, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'stagedrain'");
+	while (h_sql(c, "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'stagedrain'") > 0)
+		sleep_ms(10);
+	h_sql(locker, "ROLLBACK");
+	PQfinish(locker);
+
+	h_relay_start(&p, "fence-next", args);
+	RELAY_CHECK(&p, h_log_wait(&p, "not pushing them again", WAIT_MS), "no fence reconcile in %s", p.log);
+	consume(&k, &p, 50, 0);
+	stop_relay(&p);
+	assert_in_order(&k, 1, 50, 50);
+	assert_each_once(c, k.r, &k, (const char *const[]){ NULL });
+	assert_drained(c, &k);
+	PQfinish(c);
+	consumer_free(&k);
+}
+END_TEST
+
 /* One slot per poll: a release that ranks within tenants and takes rank then id
  * would give A's next job every time and never reach B. */
 START_TEST(one_slot_at_a_time_still_reaches_a_newcomer)
@@ -614,6 +658,7 @@ Suite *release_suite(void)
 	tcase_set_timeout(tc, 90);
 	tcase_add_test(tc, a_newcomer_is_released_right_after_a_flood_it_came_behind);
 	tcase_add_test(tc, kills_mid_release_lose_nothing_and_keep_it_fair);
+	tcase_add_test(tc, a_release_killed_before_its_commit_is_not_pushed_twice);
 	tcase_add_test(tc, one_slot_at_a_time_still_reaches_a_newcomer);
 	tcase_add_test(tc, the_null_tenant_takes_turns_like_any_other);
 	tcase_add_test(tc, held_rows_are_released_by_a_relay_without_caps);
