@@ -266,8 +266,13 @@ static void setup(void)
  * many times the relay is SIGKILLed and started again while it releases. */
 static void acceptance(int kills)
 {
-	static const char *const args[] = { "--queue-limit", "default=100", FAST_RELAY, NULL };
+	/* Both ways to say it: a cap on default alone, or on every queue but critical. */
+	static const char *const one[] = { "--queue-limit", "default=100", FAST_RELAY, NULL };
+	static const char *const all[] = {
+		"--max-queue-length", "100", "--queue-limit", "critical=0", FAST_RELAY, NULL
+	};
 	static const char *const rest[] = { "queue:critical", NULL };
+	const char *const *args = kills ? all : one;
 	PGconn *c = h_pg();
 	struct consumer k;
 	struct relay_proc p;
@@ -358,10 +363,12 @@ START_TEST(a_release_killed_before_its_commit_is_not_pushed_twice)
 	h_sql(locker, "BEGIN");
 	h_sql(locker, "SELECT 1 FROM staged_jobs_held WHERE (round, hold_id) ="
 		      " (SELECT round, hold_id FROM staged_jobs_held ORDER BY round, hold_id LIMIT 1) FOR UPDATE");
+	/* The release that pushes the locked row (with the others there was room
+	 * for when it looked) then blocks in its delete. */
 	consume(&k, &p, 5, 0);
-	for (t0 = mono_ms(); sample_len(&k) < 10; sleep_ms(5))
+	for (t0 = mono_ms(); sample_len(&k) <= 5; sleep_ms(5))
 		RELAY_CHECK(&p, mono_ms() - t0 < WAIT_MS, "nothing released into the 5 free slots; see %s", p.log);
-	sleep_ms(200); /* the relay is now blocked in its delete */
+	sleep_ms(200);
 	RELAY_CHECK(&p, held(c, "default") == 40, "the release committed past the row lock");
 	h_relay_kill(&p, SIGKILL);
 	ck_assert_int_eq(h_relay_wait(&p, 5000), 128 + SIGKILL);
@@ -479,6 +486,123 @@ START_TEST(held_rows_are_released_by_a_relay_without_caps)
 	assert_each_once(c, k.r, &k, (const char *const[]){ NULL });
 	k.cap = 200; /* uncapped now */
 	assert_drained(c, &k);
+	PQfinish(c);
+	consumer_free(&k);
+}
+END_TEST
+
+/* A held row that can no longer be a job when it is released (--max-job-bytes
+ * lowered since) goes to the dead table with its reason; the rest arrive. */
+START_TEST(a_held_row_that_is_no_longer_a_job_is_dead_lettered_on_release)
+{
+	PGconn *c = h_pg();
+	struct consumer k;
+	char reason[256];
+
+	consumer_init(&k, "queue:default", "RPOP", 5, 20);
+	stage(c, "default", "A", 1, 10, 0);
+	stage(c, "default", "A", 11, 1, 2000);
+	stage(c, "default", "A", 12, 9, 0);
+	ck_assert_int_eq(h_relay_run("capped",
+				     (const char *const[]){ "--once", "--queue-limit", "default=5", FAST_RELAY, NULL }),
+			 0);
+	ck_assert_int_eq(held(c, "default"), 15);
+	ck_assert_int_eq(h_relay_run("smaller",
+				     (const char *const[]){ "--once", "--max-job-bytes", "1k", FAST_RELAY, NULL }),
+			 0);
+	while (pop_one(&k))
+		;
+	ck_assert_int_eq(k.n, 19);
+	ck_assert_int_eq(popped_at(&k, 11), -1);
+	assert_in_order(&k, 1, 20, 19);
+	h_sql_text(c, "SELECT reason FROM staged_jobs_dead WHERE id = 11", reason, sizeof(reason));
+	ck_assert_msg(strstr(reason, "--max-job-bytes") != NULL, "dead for: \"%s\"", reason);
+	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs_dead WHERE tenant = 'A'"), 1);
+	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs_held"), 0);
+	ck_assert_int_eq(staged(c), 0);
+	PQfinish(c);
+	consumer_free(&k);
+}
+END_TEST
+
+/* A capped queue whose key is not a list reads as full: its jobs wait held,
+ * the warning names the key, other queues flow, and a fixed key drains. */
+START_TEST(a_capped_queue_whose_key_is_not_a_list_holds_its_jobs)
+{
+	static const char *const args[] = { "--queue-limit", "default=10", FAST_RELAY, NULL };
+	PGconn *c = h_pg();
+	struct consumer k;
+	struct relay_proc p;
+	long long t0;
+
+	consumer_init(&k, "queue:default", "RPOP", 10, 30);
+	freeReplyObject(h_cmd(k.r, "SET queue:default oops"));
+	stage(c, "default", "A", 1, 30, 0);
+	stage(c, "critical", "A", CRITICAL_ARG, 1, 0);
+	h_relay_start(&p, "wrongtype", args);
+	for (t0 = mono_ms(); h_cmd_int(k.r, "LLEN queue:critical") == 0 || staged(c) > 0; sleep_ms(10))
+		RELAY_CHECK(&p, mono_ms() - t0 < WAIT_MS, "the uncapped queue waited behind the broken one; see %s",
+			    p.log);
+	RELAY_CHECK(&p, held(c, "default") == 30, "%lld held, not 30", held(c, "default"));
+	RELAY_CHECK(&p, logs_count_both(p.log, "wrong type", "key=queue:default") >= 1,
+		    "no warning naming the key in %s", p.log);
+	freeReplyObject(h_cmd(k.r, "DEL queue:default"));
+	consume(&k, &p, 30, 0);
+	stop_relay(&p);
+	assert_in_order(&k, 1, 30, 30);
+	assert_each_once(c, k.r, &k, (const char *const[]){ "queue:critical", NULL });
+	assert_drained(c, &k);
+	PQfinish(c);
+	consumer_free(&k);
+}
+END_TEST
+
+/* A job due later goes to Sidekiq's schedule, past a full queue's cap: it is
+ * never held (Sidekiq moves it to the queue when due). */
+START_TEST(a_scheduled_job_is_never_held_by_a_cap)
+{
+	static const char *const args[] = { "--queue-limit", "default=10", FAST_RELAY, NULL };
+	PGconn *c = h_pg();
+	struct consumer k;
+	struct relay_proc p;
+	char jid[64], *at;
+	redisReply *rep;
+
+	consumer_init(&k, "queue:default", "RPOP", 10, 20);
+	stage(c, "default", "A", 1, 20, 0);
+	h_relay_start(&p, "scheduled", args);
+	wait_settled(&k, &p, c, "default", 10, 10);
+	h_sql(c, "INSERT INTO staged_jobs (queue, job_class, args, tenant, run_at)"
+		 " VALUES ('default', 'HardWorker', '[800001]', 'B', now() + interval '1 hour')");
+	h_sql_text(c, "SELECT jid FROM staged_jobs WHERE tenant = 'B'", jid, sizeof(jid));
+	wait_settled(&k, &p, c, "default", 10, 10);
+	stop_relay(&p);
+	rep = h_cmd(k.r, "ZRANGE schedule 0 -1");
+	ck_assert_int_eq(rep->elements, 1);
+	at = strstr(rep->element[0]->str, jid);
+	ck_assert_msg(at != NULL, "the schedule holds another job: %s", rep->element[0]->str);
+	freeReplyObject(rep);
+	PQfinish(c);
+	consumer_free(&k);
+}
+END_TEST
+
+/* Without a maxmemory the memory bound has nothing to measure against: the
+ * relay says so once and pushes as usual. */
+START_TEST(the_memory_bound_without_maxmemory_says_so_and_pushes)
+{
+	static const char *const args[] = { "--max-redis-memory", "80", FAST_RELAY, NULL };
+	PGconn *c = h_pg();
+	struct consumer k;
+	struct relay_proc p;
+
+	consumer_init(&k, "queue:default", "RPOP", 300, 300);
+	stage(c, "default", "A", 1, 300, 0);
+	h_relay_start(&p, "no-maxmemory", args);
+	wait_settled(&k, &p, c, "default", 300, 0);
+	stop_relay(&p);
+	ck_assert_int_eq(h_log_count(p.log, "--max-redis-memory has no effect"), 1);
+	ck_assert_int_eq(h_log_count(p.log, "pausing"), 0);
 	PQfinish(c);
 	consumer_free(&k);
 }
@@ -662,6 +786,10 @@ Suite *release_suite(void)
 	tcase_add_test(tc, one_slot_at_a_time_still_reaches_a_newcomer);
 	tcase_add_test(tc, the_null_tenant_takes_turns_like_any_other);
 	tcase_add_test(tc, held_rows_are_released_by_a_relay_without_caps);
+	tcase_add_test(tc, a_held_row_that_is_no_longer_a_job_is_dead_lettered_on_release);
+	tcase_add_test(tc, a_capped_queue_whose_key_is_not_a_list_holds_its_jobs);
+	tcase_add_test(tc, a_scheduled_job_is_never_held_by_a_cap);
+	tcase_add_test(tc, the_memory_bound_without_maxmemory_says_so_and_pushes);
 	tcase_add_test(tc, held_and_released_jobs_are_metrics_by_queue);
 	tcase_add_test(tc, a_resque_queue_is_capped_and_fair_too);
 	tcase_add_test(tc, the_memory_bound_pauses_before_redis_is_full);
