@@ -1,7 +1,10 @@
 /* Backpressure and fair release against the real servers: a capped queue holds
  * one tenant's flood in Postgres and releases it round-robin with a newcomer's
- * job, across relay kills and a relay restarted without caps, while uncapped
- * queues flow; the Redis memory bound pauses the relay before Redis says OOM. */
+ * job (one slot at a time too, a late commit's as well), across relay kills,
+ * the crash fence and a relay restarted without caps, while uncapped queues
+ * and scheduled jobs flow; held rows that can no longer be jobs, a key of the
+ * wrong type, the metrics, Resque's list; and the Redis memory bound, which
+ * pauses the relay before Redis says OOM. */
 #include "fmacros.h"
 
 #include <check.h>
