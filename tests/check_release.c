@@ -648,16 +648,10 @@ END_TEST
 static double metric(int port, const char *series)
 {
 	int st;
-	char *page = h_http_get(port, "/metrics", &st), *at = page;
-	size_t n = strlen(series);
-	double v = NAN;
+	char *page = h_http_get(port, "/metrics", &st);
+	double v = h_metric_sample(page, series);
 
 	ck_assert_int_eq(st, 200);
-	for (; at && *at; at = strchr(at, '\n') ? strchr(at, '\n') + 1 : NULL)
-		if (strncmp(at, series, n) == 0 && at[n] == ' ') {
-			v = strtod(at + n + 1, NULL);
-			break;
-		}
 	free(page);
 	return v;
 }
