@@ -35,5 +35,6 @@ Suite *formats_suite(void);
 Suite *laravel_e2e_suite(void);
 Suite *activejob_e2e_suite(void);
 Suite *celery_e2e_suite(void);
+Suite *release_suite(void);
 
 #endif
