@@ -8,12 +8,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* What the consumer counted, by each job's args[0] (its row's number). */
+/* What the consumer counted, by each job's args[0] (its row's number), and
+ * what the tables held at the end. */
 struct tally {
 	unsigned char *seen;
 	long long n; /* jobs staged, numbered 0..n-1 */
 	long long distinct, dup, strange;
 	long long longest; /* the longest the list was seen */
+	long long left;    /* rows left in staged_jobs and staged_jobs_held */
+	long long dead;    /* staged_jobs_held's dead tuples (what a long transaction keeps) */
 };
 
 /* Per-batch figures over a slice of the release's batches: medians, so that
@@ -179,7 +182,7 @@ static size_t releasing(struct batch_rec *v, size_t n, const struct relay *rel)
 
 /* One side's rows: medians of the first and last tenth, their ratios, losses. */
 static void report(const char *who, const struct slice *a, const struct slice *z, double hold_us, const struct tally *t,
-		   long long left, int cap)
+		   int cap)
 {
 	char fig[96], target[48];
 
@@ -214,13 +217,15 @@ static void report(const char *who, const struct slice *a, const struct slice *z
 	snprintf(target, sizeof(target), "<= %d (cap + batch)", 2 * cap);
 	table_add("release", fig, 0, (double)t->longest);
 	table_target("release", fig, CMP_LE, 2 * cap, target);
+	snprintf(fig, sizeof(fig), "%s: staged_jobs_held dead tuples at the end", who);
+	table_add("release", fig, 0, (double)t->dead);
 	snprintf(fig, sizeof(fig), "%s: rows left staged or held", who);
-	table_add("release", fig, 0, (double)left);
+	table_add("release", fig, 0, (double)t->left);
 	table_target("release", fig, CMP_LE, 0, "0");
 }
 
 /* Reads the relay's log and adds one side's rows to the table. */
-static void judge(const char *who, const struct relay *rel, const struct tally *t, long long left, int cap)
+static void judge(const char *who, const struct relay *rel, const struct tally *t, int cap)
 {
 	struct batch_rec *v;
 	struct slice a, z;
@@ -231,7 +236,7 @@ static void judge(const char *who, const struct relay *rel, const struct tally *
 	tenth = n / 10 ? n / 10 : 1;
 	a = slice_of(v, 0, n < tenth ? n : tenth);
 	z = slice_of(v, n > tenth ? n - tenth : 0, n);
-	report(who, &a, &z, hold_us, t, left, cap);
+	report(who, &a, &z, hold_us, t, cap);
 	free(v);
 }
 
@@ -242,11 +247,10 @@ static void release_part(const struct bench_env *env, int run, bool long_tx)
 	int cap = env->opts->batch_size;
 	char limit[64], h[24];
 	const char *const flags[] = { "--queue-limit", limit, "--poll-interval", "10ms", NULL };
-	struct tally t = { NULL, env->opts->jobs, 0, 0, 0, 0 };
+	struct tally t = { NULL, env->opts->jobs, 0, 0, 0, 0, 0, 0 };
 	redisContext *r = redis_connect(env);
 	PGconn *c = pg_connect(env), *holder = pg_connect(env);
 	struct relay rel;
-	long long left;
 
 	note("release run %d, %s: %s jobs held behind --queue-limit default=%d", run + 1, who, human(t.n, h, sizeof(h)),
 	     cap);
@@ -264,13 +268,18 @@ static void release_part(const struct bench_env *env, int run, bool long_tx)
 	note("release run %d, %s: freeing queue:default each time it holds %d jobs", run + 1, who, cap);
 	consume(r, &t, cap, &rel);
 	sleep_ms(500); /* a duplicate pushed after the last job would land now */
-	pop_all(r, &t);
-	left = sql(c, "SELECT (SELECT count(*) FROM staged_jobs) + (SELECT count(*) FROM staged_jobs_held)");
-	if (long_tx)
-		sql(holder, "ROLLBACK");
 	if (relay_stop(&rel) != 0)
 		note("the relay did not exit cleanly; see %s", rel.log);
-	judge(who, &rel, &t, left, cap);
+	pop_all(r, &t);
+	/* A session's statistics are sent as it ends, so a moment after the
+	 * relay's they are in; the long transaction is still open, so nothing
+	 * it keeps has been vacuumed. */
+	sleep_ms(200);
+	t.left = sql(c, "SELECT (SELECT count(*) FROM staged_jobs) + (SELECT count(*) FROM staged_jobs_held)");
+	t.dead = sql(c, "SELECT n_dead_tup FROM pg_stat_user_tables WHERE relname = 'staged_jobs_held'");
+	if (long_tx)
+		sql(holder, "ROLLBACK");
+	judge(who, &rel, &t, cap);
 	free(t.seen);
 	PQfinish(holder);
 	PQfinish(c);
