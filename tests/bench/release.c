@@ -111,6 +111,7 @@ static void consume(redisContext *r, struct tally *t, int cap, const struct rela
 	}
 }
 
+/* The median of v (sorted in place); NAN when empty. */
 static double median(double *v, size_t n)
 {
 	if (n == 0)
