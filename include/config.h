@@ -8,6 +8,7 @@
 #include "fmacros.h"
 #include "job.h"
 #include "log.h"
+#include "queue_limits.h"
 #include "redis_url.h"
 
 enum config_command { CMD_RUN = 0, CMD_MIGRATE };
@@ -43,11 +44,14 @@ struct config {
 	enum log_level log_level;
 	enum log_format log_format;
 	bool once;
-	char *http_addr;       /* "" (off) or HOST:PORT as given */
-	char *http_host;       /* from http_addr: "" for every interface, brackets removed */
-	int http_port;         /* from http_addr: 0 picks a free port */
-	int warn_xact_age_ms;  /* 0: never warn about long transactions */
-	int watch_interval_ms; /* how often the database and redis are looked at */
+	char *http_addr;                  /* "" (off) or HOST:PORT as given */
+	char *http_host;                  /* from http_addr: "" for every interface, brackets removed */
+	int http_port;                    /* from http_addr: 0 picks a free port */
+	int warn_xact_age_ms;             /* 0: never warn about long transactions */
+	int watch_interval_ms;            /* how often the database and redis are looked at */
+	long max_queue_length;            /* every queue's cap on its Redis list; 0: none */
+	struct queue_limits queue_limits; /* per-queue caps that override it */
+	int max_redis_memory;             /* percent of maxmemory above which nothing is pushed; 0: off */
 	bool help;
 	bool version;
 };

@@ -21,6 +21,7 @@ enum value_type {
 	V_I64,    /* long long, decimal or 0x hex */
 	V_ADDR,   /* char * http_addr, "" or HOST:PORT, also split into http_host and http_port */
 	V_STR,    /* char *, as given (a path, a name); NULL when unset or empty */
+	V_LIMITS, /* struct queue_limits, from "NAME=N,NAME=N" */
 };
 
 struct setting {

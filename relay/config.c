@@ -193,6 +193,9 @@ static int apply(struct config *cfg, const struct setting *s, const char *raw, c
 		return apply_addr(cfg, raw, why, len);
 	case V_STR:
 		return raw && *raw ? value_set_str(field(cfg, s), raw) : 0;
+	case V_LIMITS:
+		queue_limits_free(&cfg->queue_limits);
+		return queue_limits_parse(&cfg->queue_limits, raw, why, len);
 	case V_INT:
 	case V_LONG:
 		return apply_number(cfg, s, raw, why, len);
@@ -480,6 +483,7 @@ void config_free(struct config *cfg)
 	free(cfg->redis_tls_key_file);
 	free(cfg->redis_tls_server_name);
 	free(cfg->laravel_prefix);
+	queue_limits_free(&cfg->queue_limits);
 	redis_target_free(&cfg->redis);
 	memset(cfg, 0, sizeof(*cfg));
 }

@@ -111,7 +111,9 @@ bool pg_source_broken(const struct pg_source *pg)
 	" (SELECT seqcache FROM pg_sequence"                                                                           \
 	"  WHERE seqrelid = pg_get_serial_sequence('staged_jobs', 'id')::regclass),"                                   \
 	" EXISTS (SELECT FROM pg_attribute u WHERE u.attrelid IN ('staged_jobs'::regclass,"                            \
-	"  'staged_jobs_dead'::regclass) AND u.attname = 'uuid' AND NOT u.attisdropped HAVING count(*) = 2)"           \
+	"  'staged_jobs_dead'::regclass) AND u.attname = 'uuid' AND NOT u.attisdropped HAVING count(*) = 2),"          \
+	" to_regclass('staged_jobs_held') IS NOT NULL AND EXISTS (SELECT FROM pg_attribute t"                          \
+	"  WHERE t.attrelid = 'staged_jobs'::regclass AND t.attname = 'tenant' AND NOT t.attisdropped)"                \
 	" FROM pg_attribute a LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum"                 \
 	" WHERE a.attrelid = 'staged_jobs'::regclass AND a.attname = 'id'"
 
@@ -139,6 +141,11 @@ int pg_source_check_schema(struct pg_source *pg)
 	} else if (strcmp(PQgetvalue(res, 0, 3), "t") != 0) {
 		snprintf(pg->errstr, sizeof(pg->errstr),
 			 "staged_jobs has no uuid column (migration 004): run `stagedrain migrate`");
+		rc = -EIO;
+	} else if (strcmp(PQgetvalue(res, 0, 4), "t") != 0) {
+		snprintf(pg->errstr, sizeof(pg->errstr),
+			 "staged_jobs has no tenant column or staged_jobs_held is missing (migration 005): "
+			 "run `stagedrain migrate`");
 		rc = -EIO;
 	}
 	PQclear(res);

@@ -158,6 +158,21 @@ const struct setting settings[] = {
 	  .help = "a batch stops taking rows once their text reaches SIZE (it always takes "
 		  "one); a row's args over --max-job-bytes are not read at all, so one batch "
 		  "holds at most about 2 x (SIZE + --max-job-bytes)" },
+	{ .flag = "max-queue-length", .env = "STAGEDRAIN_MAX_QUEUE_LENGTH", .type = V_LONG, .metavar = "N",
+	  .def = "0", .def_doc = "0 (none)", .num = &value_count, .min = 0, .max = QUEUE_LIMIT_MAX,
+	  .off = OFF(max_queue_length),
+	  .help = "keep each queue's redis list at or below N jobs (a batch may overshoot by "
+		  "what it carries); the rest wait in postgres (staged_jobs_held) and are released "
+		  "round-robin across tenants as workers pop; 0: no cap" },
+	{ .flag = "queue-limit", .env = "STAGEDRAIN_QUEUE_LIMIT", .type = V_LIMITS, .metavar = "Q=N,...",
+	  .def = "", .def_doc = "none", .off = OFF(queue_limits),
+	  .help = "per-queue caps that override --max-queue-length, e.g. default=5000,critical=0 "
+		  "(0: that queue uncapped); a name is what comes before the last =" },
+	{ .flag = "max-redis-memory", .env = "STAGEDRAIN_MAX_REDIS_MEMORY", .type = V_INT,
+	  .metavar = "PERCENT", .def = "0", .def_doc = "0 (off)", .num = &value_count, .min = 0, .max = 100,
+	  .off = OFF(max_redis_memory),
+	  .help = "push nothing while redis uses PERCENT of its maxmemory or more; resume "
+		  "below PERCENT - 5; no effect where maxmemory is 0" },
 	{ .flag = "poll-interval", .env = "STAGEDRAIN_POLL_INTERVAL", .type = V_INT,
 	  .metavar = "DURATION", .def = "100ms", .num = &duration, .min = 1, .max = 60000,
 	  .off = OFF(poll_interval_ms),

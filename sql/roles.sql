@@ -8,10 +8,12 @@
 -- It creates two NOLOGIN group roles and grants them exactly:
 --
 --   stagedrain_relay  SELECT, DELETE on staged_jobs; INSERT on staged_jobs_dead;
---                     SELECT on the id sequence (its last value, never nextval)
+--                     SELECT, INSERT, DELETE on staged_jobs_held;
+--                     SELECT on the id sequence and the held table's
+--                     hold_id sequence (their last values, never nextval)
 --   stagedrain_app    INSERT on staged_jobs' columns other than id (queue,
 --                     job_class, args, run_at, options, created_at, jid,
---                     uuid);
+--                     uuid, tenant);
 --                     USAGE on its id sequence
 --
 -- and nothing else: each run first revokes whatever these two roles hold on
@@ -52,19 +54,22 @@ DO $$
 DECLARE
     jobs regclass := to_regclass('staged_jobs');
     dead regclass := to_regclass('staged_jobs_dead');
+    held regclass := to_regclass('staged_jobs_held');
     seq text;
+    held_seq text;
     nsp name;
 BEGIN
-    IF jobs IS NULL OR dead IS NULL THEN
-        RAISE EXCEPTION 'staged_jobs or staged_jobs_dead is not on the search_path'
+    IF jobs IS NULL OR dead IS NULL OR held IS NULL THEN
+        RAISE EXCEPTION 'staged_jobs, staged_jobs_dead or staged_jobs_held is not on the search_path'
             USING HINT = 'run `stagedrain migrate` first, in this database';
     END IF;
     seq := pg_get_serial_sequence(jobs::text, 'id');
+    held_seq := pg_get_serial_sequence(held::text, 'hold_id');
     SELECT relnamespace::regnamespace::name INTO nsp FROM pg_class WHERE oid = jobs;
 
     -- Revoking a table's privileges also revokes its column privileges.
-    EXECUTE format('REVOKE ALL ON TABLE %s, %s FROM stagedrain_relay, stagedrain_app', jobs, dead);
-    EXECUTE format('REVOKE ALL ON SEQUENCE %s FROM stagedrain_relay, stagedrain_app', seq);
+    EXECUTE format('REVOKE ALL ON TABLE %s, %s, %s FROM stagedrain_relay, stagedrain_app', jobs, dead, held);
+    EXECUTE format('REVOKE ALL ON SEQUENCE %s, %s FROM stagedrain_relay, stagedrain_app', seq, held_seq);
 
     IF NOT has_schema_privilege('stagedrain_relay', nsp, 'USAGE')
        OR NOT has_schema_privilege('stagedrain_app', nsp, 'USAGE') THEN
@@ -75,13 +80,18 @@ BEGIN
     -- cannot be jobs into staged_jobs_dead.
     EXECUTE format('GRANT SELECT, DELETE ON TABLE %s TO stagedrain_relay', jobs);
     EXECUTE format('GRANT INSERT ON TABLE %s TO stagedrain_relay', dead);
+    -- A capped queue's jobs wait in staged_jobs_held, which only the relay
+    -- writes; a new leader reads the hold sequence's last value so the
+    -- rounds it assigns sort after every row released before it.
+    EXECUTE format('GRANT SELECT, INSERT, DELETE ON TABLE %s TO stagedrain_relay', held);
+    EXECUTE format('GRANT SELECT ON SEQUENCE %s TO stagedrain_relay', held_seq);
     -- A new leader whose first read finds nothing moves its cursor to the
     -- sequence's last value instead of walking drained rows on every read.
     EXECUTE format('GRANT SELECT ON SEQUENCE %s TO stagedrain_relay', seq);
     -- Applications only add rows, and never choose their id: an explicit id
     -- below the relay's cursor would never be delivered. Column privileges
     -- make Postgres refuse it; the id's default needs only the sequence.
-    EXECUTE format('GRANT INSERT (queue, job_class, args, run_at, options, created_at, jid, uuid)'
+    EXECUTE format('GRANT INSERT (queue, job_class, args, run_at, options, created_at, jid, uuid, tenant)'
                    ' ON TABLE %s TO stagedrain_app', jobs);
     EXECUTE format('GRANT USAGE ON SEQUENCE %s TO stagedrain_app', seq);
 END

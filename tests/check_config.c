@@ -22,7 +22,8 @@ static const char *const all_vars[] = {
 	"STAGEDRAIN_LOG_FORMAT",     "STAGEDRAIN_LOG_LEVEL",  "STAGEDRAIN_ONCE",
 	"STAGEDRAIN_PG_URL_FILE",    "STAGEDRAIN_PG_PASSWORD_FILE", "STAGEDRAIN_REDIS_URL_FILE",
 	"STAGEDRAIN_REDIS_PASSWORD_FILE", "STAGEDRAIN_HTTP_ADDR", "STAGEDRAIN_WARN_XACT_AGE",
-	"STAGEDRAIN_WATCH_INTERVAL", "STAGEDRAIN_RAILS_VERSION", "STAGEDRAIN_LARAVEL_PREFIX", NULL,
+	"STAGEDRAIN_WATCH_INTERVAL", "STAGEDRAIN_RAILS_VERSION", "STAGEDRAIN_LARAVEL_PREFIX",
+	"STAGEDRAIN_MAX_QUEUE_LENGTH", "STAGEDRAIN_QUEUE_LIMIT", "STAGEDRAIN_MAX_REDIS_MEMORY", NULL,
 };
 
 static const char *const all_flags[] = {
@@ -586,6 +587,22 @@ static const struct err_case {
 	{ NULL, NULL, { "--watch-interval", "soon" },
 	  "invalid --watch-interval \"soon\": not a duration (e.g. 30s, 5min or 1h; a bare number is "
 	  "milliseconds)" },
+	/* queue caps */
+	{ NULL, NULL, { "--queue-limit", "default=5000,,critical=0" },
+	  "invalid --queue-limit \"default=5000,,critical=0\": an empty item (two commas in a row, or one first)" },
+	{ NULL, NULL, { "--queue-limit", "default=5000," },
+	  "invalid --queue-limit \"default=5000,\": an empty item after the last comma" },
+	{ NULL, NULL, { "--queue-limit", "default" }, "invalid --queue-limit \"default\": \"default\" is not QUEUE=N" },
+	{ NULL, NULL, { "--queue-limit", "=5" }, "invalid --queue-limit \"=5\": \"=5\" is not QUEUE=N" },
+	{ "STAGEDRAIN_QUEUE_LIMIT", "default=lots", { NULL },
+	  "invalid --queue-limit \"default=lots\" (from STAGEDRAIN_QUEUE_LIMIT): the cap in \"default=lots\" is "
+	  "not a whole number from 0 to 1000000000" },
+	{ NULL, NULL, { "--queue-limit", "a=-1" },
+	  "invalid --queue-limit \"a=-1\": the cap in \"a=-1\" is not a whole number from 0 to 1000000000" },
+	{ NULL, NULL, { "--queue-limit", "a=1,b=2,a=3" }, "invalid --queue-limit \"a=1,b=2,a=3\": queue \"a\" is listed twice" },
+	{ NULL, NULL, { "--max-queue-length", "-5" },
+	  "invalid --max-queue-length \"-5\": must be between 0 and 1000000000" },
+	{ NULL, NULL, { "--max-redis-memory", "101" }, "invalid --max-redis-memory \"101\": must be between 0 and 100" },
 	/* redis urls are never echoed: they may hold a password */
 	{ NULL, NULL, { "--redis-url", "redis://:hunter2@h:99999" },
 	  "invalid --redis-url: port must be a number from 1 to 65535" },
@@ -611,6 +628,27 @@ static const struct err_case {
 	  "invalid --pg-url: invalid URI query parameter: \"...\"" },
 };
 /* clang-format on */
+
+/* Caps per queue: the last = splits name from cap, spaces around items go,
+ * and a queue not listed takes --max-queue-length. */
+START_TEST(queue_limits_parse_and_apply)
+{
+	const char *argv[] = {
+		"stagedrain", "--max-queue-length", "500", "--queue-limit", " default=5000 , critical=0,a=b=7", NULL
+	};
+	struct config cfg;
+
+	load_ok(&cfg, argv);
+	ck_assert_int_eq(cfg.max_queue_length, 500);
+	ck_assert_uint_eq(cfg.queue_limits.n, 3);
+	ck_assert_int_eq(queue_limits_cap(&cfg.queue_limits, "default", 7, cfg.max_queue_length), 5000);
+	ck_assert_int_eq(queue_limits_cap(&cfg.queue_limits, "critical", 8, cfg.max_queue_length), 0);
+	ck_assert_int_eq(queue_limits_cap(&cfg.queue_limits, "a=b", 3, cfg.max_queue_length), 7);
+	ck_assert_int_eq(queue_limits_cap(&cfg.queue_limits, "mailers", 7, cfg.max_queue_length), 500);
+	ck_assert_int_eq(queue_limits_cap(&cfg.queue_limits, "defaul", 6, cfg.max_queue_length), 500);
+	config_free(&cfg);
+}
+END_TEST
 
 START_TEST(error_messages)
 {
@@ -997,6 +1035,7 @@ Suite *config_suite(void)
 	tcase_add_test(load, free_is_safe);
 	tcase_add_test(load, usage_lists_every_setting);
 	tcase_add_test(load, man_page_lists_every_setting);
+	tcase_add_test(errors, queue_limits_parse_and_apply);
 	tcase_add_loop_test(errors, error_messages, 0, (int)(sizeof(err_cases) / sizeof(err_cases[0])));
 	tcase_add_test(errors, error_message_is_bounded);
 	tcase_add_checked_fixture(files, files_setup, files_teardown);
