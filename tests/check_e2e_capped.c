@@ -18,13 +18,13 @@
 #define CAP 50     /* --queue-limit default=CAP */
 #define BATCH 50   /* --batch-size: how far past the cap one batch may take the list */
 #define FLOOD 1500 /* tenant t1's jobs, staged first */
-#define LATE 4     /* tenants t2..t5, staged while the flood runs */
+#define LATE 4     /* tenants t2..t5, staged one after the other while the flood runs */
 #define PER_LATE 3
 #define JOBS (FLOOD + LATE * PER_LATE)
 #define STAGE_LATE_AT 200 /* flood jobs that ran before the late tenants stage */
-/* Flood jobs that may run between the late tenants' staging and their last
- * job: what the list held then (at most CAP + BATCH) and one flood job per
- * round, with room to spare; in id order it would be about 1,300. */
+/* Flood jobs that may run between a late tenant's staging and its last job:
+ * what the list held then (at most CAP + BATCH) and one flood job per round,
+ * with room to spare; in id order it would be about 1,300. */
 #define FAIR_BOUND 200
 #define WAIT_MS 30000
 
@@ -130,15 +130,17 @@ static void sample(struct run *x)
 		x->max_len = n;
 }
 
-/* n jobs of tenant t on queue default, args [t, i], in one transaction, kept in capped_expected. */
-static void stage(struct run *x, const char *t, int n)
+/* n jobs each of tenants t<first>..t<last> on queue default, args [tenant, i],
+ * in one transaction, kept in capped_expected. */
+static void stage(struct run *x, int first, int last, int n)
 {
 	run_sql(x,
 		"WITH s AS (INSERT INTO staged_jobs (queue, job_class, args, tenant)"
-		" SELECT 'default', '%s', jsonb_build_array('%s'::text, i), '%s'"
-		" FROM generate_series(1, %d) i ORDER BY i RETURNING jid, uuid::text, args)"
+		" SELECT 'default', '%s', jsonb_build_array('t' || t, i), 't' || t"
+		" FROM generate_series(%d, %d) t, generate_series(1, %d) i ORDER BY t, i"
+		" RETURNING jid, uuid::text, args)"
 		" INSERT INTO capped_expected SELECT * FROM s",
-		x->f->job_class, t, t, n);
+		x->f->job_class, first, last, n);
 }
 
 static void start_relay(struct run *x)
@@ -258,45 +260,46 @@ static void assert_each_ran_once(struct run *x)
 	ck_assert_int_eq(h_cmd_int(x->r, "ZCARD dead"), 0);
 }
 
-/* The late tenants' jobs ran soon after they were staged (run `at` in the
- * order), while most of the flood was still to run. */
-static void assert_late_ran_early(struct run *x, long long at)
+/* Each late tenant's jobs ran soon after it staged them (at[i] runs had been
+ * recorded then), while most of the flood was still to run. */
+static void assert_late_ran_early(struct run *x, const long long *at)
 {
-	long long last = h_sql(x->c, "SELECT max(pos) FROM capped_ran WHERE j->'args'->>0 <> 't1'");
-	long long before = h_sql(x->c,
-				 "SELECT count(*) FROM capped_ran WHERE j->'args'->>0 = 't1' AND pos >= %lld"
-				 " AND pos < %lld",
-				 at, last);
-	long long after =
-		h_sql(x->c, "SELECT count(*) FROM capped_ran WHERE j->'args'->>0 = 't1' AND pos > %lld", last);
+	long long last, before, after;
 
-	ck_assert_msg(before < FAIR_BOUND, "%lld flood jobs ran between the late tenants' staging and their last job",
-		      before);
+	for (int i = 0; i < LATE; i++) {
+		last = h_sql(x->c, "SELECT max(pos) FROM capped_ran WHERE j->'args'->>0 = 't%d'", i + 2);
+		before = h_sql(x->c,
+			       "SELECT count(*) FROM capped_ran WHERE j->'args'->>0 = 't1' AND pos >= %lld"
+			       " AND pos < %lld",
+			       at[i], last);
+		ck_assert_msg(before < FAIR_BOUND, "%lld flood jobs ran between t%d's staging and its last job", before,
+			      i + 2);
+	}
+	after = h_sql(x->c, "SELECT count(*) FROM capped_ran WHERE j->'args'->>0 = 't1' AND pos >"
+			    " (SELECT max(pos) FROM capped_ran WHERE j->'args'->>0 <> 't1')");
 	ck_assert_msg(after >= FLOOD / 2, "only %lld flood jobs ran after the late tenants' last: nothing to jump",
 		      after);
 }
 
 /* The relay caps queue default at CAP with --batch-size BATCH; t1 floods it
  * before any worker runs, a real Sidekiq server then consumes it, and once
- * STAGE_LATE_AT jobs ran t2..t5 stage a few jobs each. */
+ * STAGE_LATE_AT jobs ran t2..t5 stage a few jobs each, one transaction each. */
 static void capped_run(const struct flavor *f)
 {
 	struct run x = { .f = f };
-	char late[8];
-	long long at;
+	long long at[LATE];
 
 	x.c = h_pg();
 	x.r = h_redis();
 	h_sql(x.c, "CREATE TABLE capped_expected (jid text, uuid text, args jsonb)");
-	stage(&x, "t1", FLOOD);
+	stage(&x, 1, 1, FLOOD);
 	start_relay(&x);
 	hold_flood(&x);
 	start_worker(&x);
 	wait_runs(&x, "LLEN", f->ran, STAGE_LATE_AT);
-	at = run_int(&x, "LLEN", f->ran);
-	for (int t = 2; t < 2 + LATE; t++) {
-		snprintf(late, sizeof(late), "t%d", t);
-		stage(&x, late, PER_LATE);
+	for (int i = 0; i < LATE; i++) {
+		at[i] = run_int(&x, "LLEN", f->ran);
+		stage(&x, i + 2, i + 2, PER_LATE);
 	}
 	wait_runs(&x, "HLEN", f->runs, JOBS);
 	for (int i = 0; i < 100; i++, sleep_ms(15)) /* room for a duplicate run to show */
