@@ -14,11 +14,15 @@ struct batch_job {
 	const char *queue; /* points into the fetched rows; valid until they are freed */
 	size_t queue_len;
 	const char *jid; /* 24 hex digits, also in the fetched rows */
+	const char *tenant; /* NULL: the NULL tenant; also in the fetched rows */
+	size_t tenant_len;
+	long long hold_id; /* 0: read from staged_jobs; else released from staged_jobs_held */
 	struct job_out out;
 };
 
 struct batch_dead {
 	long long id;
+	long long hold_id; /* as for a job */
 	char reason[JOB_REASON_SIZE];
 };
 
@@ -38,13 +42,19 @@ struct batch {
 void batch_init(struct batch *b);
 /* Makes room for n rows and empties the batch. Returns 0 or -ENOMEM. */
 int batch_reset(struct batch *b, size_t n) SD_MUSTCHECK;
-/* Builds row into a job, or records it as dead. Returns 0 or -ENOMEM. */
-int batch_add(struct batch *b, const struct job_row *row, const struct job_opts *opts) SD_MUSTCHECK;
-/* Moves the jobs hold(job, arg) is true of from the jobs to kept, keeping the
- * order of the rest. Returns how many moved. */
+/* Makes room for n more rows, keeping what the batch holds. 0 or -ENOMEM. */
+int batch_grow(struct batch *b, size_t n) SD_MUSTCHECK;
+/* Builds row into a job, or records it as dead; hold_id says where it was
+ * read (0: staged_jobs). Returns 0 or -ENOMEM. */
+int batch_add(struct batch *b, const struct job_row *row, const struct job_opts *opts, long long hold_id) SD_MUSTCHECK;
+/* Moves the jobs hold(job, arg) is true of out of the jobs, keeping the order
+ * of the rest; those read from staged_jobs go to kept (a released one stays
+ * in the held table, which the caller sees to). Returns how many moved. */
 size_t batch_hold(struct batch *b, bool (*hold)(const struct batch_job *j, void *arg), void *arg);
-/* Moves every dead row to kept: its move to the dead table failed. */
-void batch_keep_dead(struct batch *b);
+/* Moves every dead row read from staged_jobs to kept, and drops those
+ * released from the held table (they stay there): their move to the dead
+ * table failed. Returns how many of the latter there were. */
+size_t batch_keep_dead(struct batch *b);
 /* Sorts kept ascending, as the gaps want them. */
 void batch_sort_kept(struct batch *b);
 void batch_free(struct batch *b);

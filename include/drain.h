@@ -14,6 +14,7 @@
 #include "metrics.h"
 #include "pg_source.h"
 #include "redis_sink.h"
+#include "release.h"
 #include "sidekiq_probe.h"
 
 /*
@@ -46,6 +47,7 @@ struct drain {
 	struct buf fence_text;
 	char redis_where[300];        /* the Redis server last connected to, to tell a failover */
 	struct sidekiq_probe sidekiq; /* the version Sidekiq jobs are written for */
+	struct release release;       /* queue caps, the memory bound, fair release */
 	char origin[300];             /* Celery's origin header: gen<pid>@<host>, as Celery's client writes */
 	long long relayed;
 	long long dead;

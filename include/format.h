@@ -39,6 +39,9 @@ struct format {
 	/* Appends the commands that push every job of b, queue by queue in id
 	 * order, under key prefix (--namespace or --laravel-prefix). */
 	int (*commands)(struct redis_cmds *c, const struct batch *b, const char *prefix);
+	/* Appends one `LLEN <list>` per list the queue's workers pop (what a
+	 * queue cap counts), under key prefix. */
+	int (*lists)(struct redis_cmds *c, const char *prefix, const char *queue, size_t len);
 };
 
 extern const struct format format_sidekiq, format_resque, format_activejob, format_celery, format_laravel;
@@ -93,6 +96,10 @@ int format_add_payload(struct redis_cmds *c, const struct batch *b, const struct
 /* One `<cmd> <prefix><infix><queue> payload...` per queue, of the jobs which takes. */
 int format_push_queues(struct redis_cmds *c, const struct batch *b, const char *cmd, const char *prefix,
 		       const char *infix, enum format_which which);
+/* `LLEN <prefix><infix><queue>`: a layout's list of queue. */
+int format_llen(struct redis_cmds *c, const char *prefix, const char *infix, const char *queue, size_t len);
+/* The sidekiq layout's list: queue:<q>. */
+int sidekiq_lists(struct redis_cmds *c, const char *prefix, const char *queue, size_t len);
 /* `SADD <prefix>queues q...` of the queues the batch pushes to now. */
 int format_add_queue_set(struct redis_cmds *c, const struct batch *b, const char *prefix);
 

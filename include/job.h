@@ -36,6 +36,8 @@ struct job_row {
 	const char *unfit;
 	const char *uuid; /* 36 characters, fixed at staging: ActiveJob's job_id, Celery's task id, Laravel's uuid */
 	size_t uuid_len;
+	const char *tenant; /* NULL: the NULL tenant */
+	size_t tenant_len;
 };
 
 struct job_opts {

@@ -24,7 +24,14 @@ struct metrics_queue {
 	size_t len;
 	unsigned long long relayed;
 	unsigned long long pending; /* pushed, not yet committed */
+	bool capped;                /* has held jobs, ever: its held series are shown */
+	long long held;             /* jobs in staged_jobs_held now */
+	unsigned long long held_total, released_total;
+	double held_seconds; /* how long the released jobs had been held, summed */
 };
+
+/* Why the relay held jobs back. */
+enum metrics_held_why { METRICS_HELD_QUEUE = 0, METRICS_HELD_MEMORY, METRICS_HELD_NWHY };
 
 /* One reading of the database by the watcher; NAN where it could not tell. */
 struct metrics_db {
@@ -61,6 +68,8 @@ struct metrics {
 	unsigned long long wait_short; /* batches fewer replicas acknowledged than asked */
 	const char *format;            /* the --format jobs are written in; NULL until the first batch */
 	int sidekiq_version;           /* Sidekiq layouts: the version stamps are written for; 0 otherwise */
+	double backpressure_seconds[METRICS_HELD_NWHY];
+	bool memory_paused;
 };
 
 extern const double metrics_bucket_bounds[METRICS_NBUCKETS];
@@ -87,6 +96,13 @@ void metrics_redis_server(struct metrics *m, const char *address, const char *ma
 /* The format the last batch was written in (a static name), and for the
  * Sidekiq layouts the version its timestamps were written for (0: none). */
 void metrics_job_format(struct metrics *m, const char *format, int sidekiq_version);
+/* A committed batch's holds and releases in queue: held jobs now, jobs it
+ * held, jobs it released and how long they had been held. */
+void metrics_held(struct metrics *m, const char *queue, size_t len, long long held, long long nheld, long long released,
+		  double waited_s);
+/* seconds more spent holding back for why; on: whether it goes on (for the
+ * memory pause, the paused gauge). */
+void metrics_backpressure(struct metrics *m, enum metrics_held_why why, double seconds, bool on);
 /* A push or fence that fewer replicas acknowledged than --redis-wait-replicas. */
 void metrics_wait_short(struct metrics *m);
 /* The watcher's probe of a server; err (may be NULL) says why it failed. */

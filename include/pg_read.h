@@ -27,12 +27,12 @@ void pg_read_init(struct pg_read *r);
 /*
  * Starts a read: appends to sql, after BEGIN, the statements that read up to
  * limit rows in id order, their text at most --batch-max-bytes (at least one
- * row): first those in the gaps opened since young_since (GAP_OLD: every
+ * row; max_bytes where that is less): first those in the gaps opened since young_since (GAP_OLD: every
  * gap), then above the cursor. Then the transaction's xid, the bound of the
  * gaps this read opens. 0 or -ENOMEM.
  */
 int pg_read_build(struct pg_read *r, struct buf *sql, const struct config *cfg, const struct gaps *g, int limit,
-		  long long young_since) SD_MUSTCHECK;
+		  long long young_since, long max_bytes) SD_MUSTCHECK;
 /* Takes the next result that returned rows, in order; true when it kept res
  * (the rows: freed by pg_read_clear), false when the caller frees it. */
 bool pg_read_take(struct pg_read *r, PGresult *res);
@@ -42,6 +42,22 @@ int pg_read_finish(struct pg_read *r, const struct gaps *g, int limit) SD_MUSTCH
 int pg_read_nrows(const struct pg_read *r);
 /* Fills row from the i-th row read; pointers stay valid until pg_read_clear. */
 void pg_read_row(const struct pg_read *r, int i, struct job_row *row);
+
+/* The columns a read of job rows selects from a table aliased s (staged_jobs
+ * or staged_jobs_held), for the wrapper below. */
+extern const char pg_read_columns[];
+/*
+ * The wrapper round a read of job rows (the subquery goes between head and
+ * tail): the rows in order while their text stays within max_bytes (the
+ * first always comes); args over max_job bytes stay in Postgres, only their
+ * length comes (the row is dead-lettered); nall says how many rows there
+ * were before the cut. extra: more of the subquery's columns, after the
+ * row's (", round, hold_id"). 0 or -ENOMEM.
+ */
+int pg_read_rows_head(struct buf *sql, long max_job, const char *extra, const char *order) SD_MUSTCHECK;
+int pg_read_rows_tail(struct buf *sql, long max_bytes, const char *order) SD_MUSTCHECK;
+/* Fills row from row i of such a read, its id already parsed. */
+void pg_read_row_of(const PGresult *res, int i, long long id, struct job_row *row);
 /* Frees the rows; the ids stay until the next read. */
 void pg_read_clear(struct pg_read *r);
 void pg_read_free(struct pg_read *r);

@@ -45,13 +45,13 @@ int pg_source_try_lock(struct pg_source *pg, bool *held) SD_MUSTCHECK;
  * session is closed). */
 int pg_source_check_primary(struct pg_source *pg) SD_MUSTCHECK;
 /* Opens a REPEATABLE READ transaction and reads up to limit rows in id order,
- * their text at most --batch-max-bytes (at least one row): first those in
+ * their text at most max_bytes (at least one row): first those in
  * the gaps opened since young_since (GAP_OLD: every gap), then above the
  * cursor. Then takes the transaction's xid, the bound of the gaps this read
  * opens. Fills pg->read. Unless the session has a statement_timeout of its
  * own, the statements are bounded like its idle time (4 x --redis-timeout,
  * >= 10 s). */
-int pg_source_fetch(struct pg_source *pg, const struct gaps *g, int limit, long long young_since,
+int pg_source_fetch(struct pg_source *pg, const struct gaps *g, int limit, long long young_since, long max_bytes,
 		    int *nrows) SD_MUSTCHECK;
 /* The pause between polls: waits up to ms (less if stop is set), outside a
  * transaction. Staging commits notify nobody unless sql/notify.sql's optional
@@ -79,6 +79,9 @@ int pg_source_delete_fenced(struct pg_source *pg, const struct fence *f, long lo
 /* After pg_source_delete_fenced: the i-th queue it deleted rows of, and how
  * many (i < the number of queues; NULL past the last). */
 const char *pg_source_fenced_queue(const struct pg_source *pg, int i, size_t *len, long long *n);
+/* Records why a call failed (for another module's statement on the session):
+ * the message on one line in errstr, and the SQLSTATE. Returns -EIO. */
+int pg_source_fail(struct pg_source *pg, const PGresult *res, const char *what);
 /* Ends the open transaction, if any, without keeping anything. */
 void pg_source_rollback(struct pg_source *pg);
 /* Host, port and database for logs: never the password. */

@@ -19,6 +19,13 @@ int batch_reset(struct batch *b, size_t n)
 {
 	buf_reset(&b->payloads);
 	b->njobs = b->ndead = b->nkept = 0;
+	return batch_grow(b, n);
+}
+
+int batch_grow(struct batch *b, size_t more)
+{
+	size_t n = b->njobs + b->ndead + more;
+
 	if (n > b->cap) {
 		long long *kept = realloc(b->kept, n * sizeof(*kept));
 		if (!kept)
@@ -37,7 +44,7 @@ int batch_reset(struct batch *b, size_t n)
 	return 0;
 }
 
-int batch_add(struct batch *b, const struct job_row *row, const struct job_opts *opts)
+int batch_add(struct batch *b, const struct job_row *row, const struct job_opts *opts, long long hold_id)
 {
 	struct batch_job *j = &b->jobs[b->njobs];
 	struct batch_dead *d = &b->dead[b->ndead];
@@ -50,10 +57,14 @@ int batch_add(struct batch *b, const struct job_row *row, const struct job_opts 
 		return rc;
 	if (rc == JOB_REJECT) {
 		d->id = row->id;
+		d->hold_id = hold_id;
 		b->ndead++;
 		return 0;
 	}
 	j->id = row->id;
+	j->hold_id = hold_id;
+	j->tenant = row->tenant;
+	j->tenant_len = row->tenant_len;
 	j->queue = row->queue;
 	j->queue_len = row->queue_len;
 	j->jid = row->jid;
@@ -67,7 +78,8 @@ size_t batch_hold(struct batch *b, bool (*hold)(const struct batch_job *j, void 
 
 	for (size_t i = 0; i < b->njobs; i++) {
 		if (hold(&b->jobs[i], arg)) {
-			b->kept[b->nkept++] = b->jobs[i].id;
+			if (b->jobs[i].hold_id == 0)
+				b->kept[b->nkept++] = b->jobs[i].id;
 			moved++;
 		} else {
 			b->jobs[n++] = b->jobs[i];
@@ -77,11 +89,18 @@ size_t batch_hold(struct batch *b, bool (*hold)(const struct batch_job *j, void 
 	return moved;
 }
 
-void batch_keep_dead(struct batch *b)
+size_t batch_keep_dead(struct batch *b)
 {
-	for (size_t i = 0; i < b->ndead; i++)
-		b->kept[b->nkept++] = b->dead[i].id;
+	size_t released = 0;
+
+	for (size_t i = 0; i < b->ndead; i++) {
+		if (b->dead[i].hold_id == 0)
+			b->kept[b->nkept++] = b->dead[i].id;
+		else
+			released++;
+	}
 	b->ndead = 0;
+	return released;
 }
 
 static int cmp_id(const void *a, const void *b)

@@ -57,6 +57,7 @@ void drain_init(struct drain *d, const struct config *cfg, volatile sig_atomic_t
 	buf_init(&d->fence_text);
 	d->redis_where[0] = '\0';
 	sidekiq_probe_init(&d->sidekiq, cfg);
+	release_init(&d->release, cfg);
 	note_origin(d);
 	d->relayed = d->dead = 0;
 	d->metrics = NULL;
@@ -72,6 +73,7 @@ void drain_free(struct drain *d)
 	gaps_free(&d->gaps);
 	fence_free(&d->fence);
 	buf_free(&d->fence_text);
+	release_free(&d->release);
 }
 
 /* After a fault: back down to the rung that must be climbed again, never up. */
@@ -208,8 +210,9 @@ static int become_leader(struct drain *d)
 	return 0;
 }
 
-/* Turns the fetched rows into jobs and dead rows. */
-static int build_batch(struct drain *d, int nrows)
+/* Turns the fetched rows into jobs and dead rows, then lets release hold
+ * and release jobs (with opts, for the released rows). */
+static int build_batch(struct drain *d, int nrows, long max_bytes)
 {
 	struct job_opts opts = {
 		.format = d->cfg->format,
@@ -226,14 +229,21 @@ static int build_batch(struct drain *d, int nrows)
 	for (int i = 0; rc == 0 && i < nrows; i++) {
 		struct job_row row;
 		pg_source_row(&d->pg, i, &row);
-		rc = batch_add(&d->batch, &row, &opts);
+		rc = batch_add(&d->batch, &row, &opts, 0);
 	}
+	d->release.nmv = d->release.nwant = 0;
+	if (rc < 0 || !release_needed(&d->release))
+		return rc;
+	rc = release_run(&d->release, &d->pg, &d->redis.conn, &d->batch, &opts, max_bytes);
+	if (rc == RELEASE_REDIS_FAILED)
+		snprintf(d->redis.errstr, sizeof(d->redis.errstr), "%.250s", d->release.errstr);
 	return rc;
 }
 
 /* Microseconds each step of a batch took, for the debug log and the bench. */
 struct batch_times {
 	long long fetch_us, push_us, commit_us;
+	size_t held, released;
 };
 
 static void log_batch(struct drain *d, const struct batch_times *t)
@@ -249,7 +259,8 @@ static void log_batch(struct drain *d, const struct batch_times *t)
 			   d->gaps.cursor);
 	if (log_enabled(LOG_DEBUG))
 		log_debug("batch relayed",
-			  LOGF(F_INT("jobs", b->njobs), F_INT("dead", b->ndead),
+			  LOGF(F_INT("jobs", b->njobs), F_INT("dead", b->ndead), F_INT("held", t->held),
+			       F_INT("released", t->released), F_INT("release_us", d->release.release_us),
 			       F_INT("first_id", b->njobs ? b->jobs[0].id : 0), F_INT("cursor", d->gaps.cursor),
 			       F_INT("gaps", d->gaps.n), F_INT("fetch_us", t->fetch_us), F_INT("push_us", t->push_us),
 			       F_INT("commit_us", t->commit_us)));
@@ -289,13 +300,17 @@ static long long gaps_to_read(struct drain *d)
 struct blocked_arg {
 	struct redis_sink *rs;
 	const struct batch *b;
+	struct release *release;
 };
 
 static bool job_blocked(const struct batch_job *j, void *arg)
 {
 	struct blocked_arg *a = arg;
+	bool blocked = redis_sink_blocked(a->rs, a->b, j);
 
-	return redis_sink_blocked(a->rs, a->b, j);
+	if (blocked && j->hold_id)
+		release_unrelease(a->release, j);
+	return blocked;
 }
 
 /* Names the keys of the wrong type, at most once a minute while they stay so
@@ -319,7 +334,7 @@ static void log_wrong_types(struct drain *d, size_t held)
  */
 static int push_batch(struct drain *d)
 {
-	struct blocked_arg arg = { &d->redis, &d->batch };
+	struct blocked_arg arg = { &d->redis, &d->batch, &d->release };
 	int rc = 0;
 
 	for (int tries = 0; tries < 4; tries++) {
@@ -344,30 +359,76 @@ static int push_batch(struct drain *d)
  * code after the fault was logged and waited out. A row is deleted only in
  * the transaction that read it, after Redis acknowledged its push.
  */
+/* Before a fetch: the held table, read once per leadership, and the memory
+ * bound. 1 while paused, 0 with *max_bytes the batch's bound, or a negative
+ * code after the fault was logged and waited out. */
+static int before_fetch(struct drain *d, long *max_bytes)
+{
+	int rc;
+
+	*max_bytes = d->cfg->batch_max_bytes;
+	if ((rc = release_load(&d->release, &d->pg)) < 0) {
+		if (rc == -EIO)
+			pg_trouble(d, "could not read staged_jobs_held; will retry");
+		return rc;
+	}
+	if ((rc = release_memory(&d->release, &d->redis.conn, max_bytes, d->metrics)) < 0) {
+		snprintf(d->redis.errstr, sizeof(d->redis.errstr), "%.250s", d->release.errstr);
+		redis_sink_close(&d->redis);
+		redis_trouble(d, rc, "could not read redis memory; will retry");
+	}
+	return rc;
+}
+
+/* Whatever went wrong after the fetch and before the push: blamed on its side. */
+static int build_trouble(struct drain *d, int rc)
+{
+	if (rc == RELEASE_PG_FAILED) {
+		pg_trouble(d, "could not hold or release jobs; will retry");
+		return -EIO;
+	}
+	pg_source_rollback(&d->pg);
+	if (rc == RELEASE_REDIS_FAILED) {
+		fall_back(d, DRAIN_NEED_EPOCH);
+		redis_trouble(d, -EIO, "could not read the capped queues' lengths; rolled back, will retry");
+		return -EIO;
+	}
+	return rc;
+}
+
 static int drain_batch(struct drain *d)
 {
 	struct batch_times t;
 	long long t0 = clock_mono_us(), young_since = gaps_to_read(d);
-	int nrows = 0, rc;
+	long max_bytes;
+	int nrows = 0, rc = before_fetch(d, &max_bytes);
 
-	if (pg_source_fetch(&d->pg, &d->gaps, d->cfg->batch_size, young_since, &nrows) < 0) {
+	if (rc != 0)
+		return rc > 0 ? 0 : rc;
+	if (pg_source_fetch(&d->pg, &d->gaps, d->cfg->batch_size, young_since, max_bytes, &nrows) < 0) {
 		pg_trouble(d, "could not read a batch; will retry");
 		return -EIO;
 	}
 	if (young_since == GAP_OLD)
 		d->old_read_cost_ms = (clock_mono_us() - t0) / 1000;
-	if (nrows == 0) {
+	if (nrows == 0 && !release_needed(&d->release)) {
 		pg_source_rollback(&d->pg);
 		return d->gaps.n || pg_source_seen(&d->pg)->skip_to ? advance_gaps(d, false) : 0;
 	}
-	if ((rc = build_batch(d, nrows)) < 0) {
+	if ((rc = build_batch(d, nrows, max_bytes)) < 0)
+		return build_trouble(d, rc);
+	t.held = release_nheld(&d->release);
+	t.released = d->release.nwant ? (size_t)pg_held_nrows(&d->release.held) : 0;
+	if (nrows == 0 && t.released == 0) {
 		pg_source_rollback(&d->pg);
-		return rc;
+		return d->gaps.n || pg_source_seen(&d->pg)->skip_to ? advance_gaps(d, false) : 0;
 	}
 	if ((rc = pg_source_move_dead(&d->pg, &d->batch)) < 0) {
 		pg_trouble(d, "could not move rows to staged_jobs_dead; will retry");
 		return rc;
 	}
+	if (rc == PG_SOURCE_DEAD_KEPT)
+		release_dead_kept(&d->release);
 	if (rc == PG_SOURCE_DEAD_KEPT)
 		log_warn("could not move rows that cannot be jobs to staged_jobs_dead; they stay staged and"
 			 " are tried again, the batch goes on",
@@ -394,10 +455,12 @@ static int drain_batch(struct drain *d)
 	t.commit_us = clock_mono_us() - t0 - t.fetch_us - t.push_us;
 	backoff_reset(&d->pg_backoff);
 	backoff_reset(&d->redis_backoff);
+	if (release_needed(&d->release))
+		release_commit(&d->release, d->metrics);
 	if ((rc = advance_gaps(d, true)) < 0)
 		return rc;
 	log_batch(d, &t);
-	return nrows;
+	return nrows ? nrows : (int)t.released;
 }
 
 /* Rows a fence deleted were pushed: they count as relayed. */
@@ -454,6 +517,7 @@ static bool settle_fence(struct drain *d)
 		return false;
 	}
 	d->state = DRAIN_READY;
+	release_forget(&d->release); /* read it again: the fence may have deleted released rows */
 	count_fenced(d, deleted);
 	if (deleted > 0)
 		log_info("deleted rows the last batch pushed but did not delete; not pushing them again",

@@ -65,6 +65,13 @@ static bool first_of_queue(const struct batch *b, size_t i, enum format_which wh
 	return true;
 }
 
+int format_llen(struct redis_cmds *c, const char *prefix, const char *infix, const char *queue, size_t len)
+{
+	int rc = cmds_begin(c, "LLEN");
+
+	return rc ? rc : cmds_fmt(c, "%s%s%.*s", prefix, infix, (int)len, queue);
+}
+
 int format_add_queue_set(struct redis_cmds *c, const struct batch *b, const char *prefix)
 {
 	bool any = false;

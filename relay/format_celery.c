@@ -424,8 +424,20 @@ static int celery_commands(struct redis_cmds *c, const struct batch *b, const ch
 	return rc;
 }
 
+/* The queue's list and its priority steps' lists, as celery_commands fills them. */
+static int celery_lists(struct redis_cmds *c, const char *prefix, const char *queue, size_t len)
+{
+	int rc = format_llen(c, prefix, "", queue, len);
+
+	for (int step = 3; rc == 0 && step <= 9; step += 3)
+		if ((rc = cmds_begin(c, "LLEN")) == 0)
+			rc = cmds_fmt(c, "%s%.*s\x06\x16%d", prefix, (int)len, queue, step);
+	return rc;
+}
+
 const struct format format_celery = {
 	.name = "celery",
 	.payload = celery_payload,
 	.commands = celery_commands,
+	.lists = celery_lists,
 };

@@ -313,8 +313,15 @@ static int laravel_commands(struct redis_cmds *c, const struct batch *b, const c
 	return format_per_queue(c, b, FORMAT_LATER, "ZADD", prefix, "queues:", ":delayed", add_delayed);
 }
 
+/* queues:<q> alone: the notify list holds a "1" per job, not the jobs. */
+static int laravel_lists(struct redis_cmds *c, const char *prefix, const char *queue, size_t len)
+{
+	return format_llen(c, prefix, "queues:", queue, len);
+}
+
 const struct format format_laravel = {
 	.name = "laravel",
 	.payload = laravel_payload,
 	.commands = laravel_commands,
+	.lists = laravel_lists,
 };

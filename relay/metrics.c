@@ -68,6 +68,10 @@ static struct metrics_queue *queue_slot(struct metrics *m, const char *name, siz
 		return NULL;
 	q->len = len;
 	q->relayed = q->pending = 0;
+	q->capped = false;
+	q->held = 0;
+	q->held_total = q->released_total = 0;
+	q->held_seconds = 0;
 	*hint = m->nqueues++;
 	return q;
 }
@@ -99,6 +103,36 @@ void metrics_fenced(struct metrics *m, const char *queue, size_t len, unsigned l
 	pthread_mutex_lock(&m->lock);
 	if ((q = queue_slot(m, queue, len, &hint)) != NULL)
 		q->relayed += n;
+	pthread_mutex_unlock(&m->lock);
+}
+
+void metrics_held(struct metrics *m, const char *queue, size_t len, long long held, long long nheld, long long released,
+		  double waited_s)
+{
+	struct metrics_queue *q;
+	size_t hint = 0;
+
+	if (!m)
+		return;
+	pthread_mutex_lock(&m->lock);
+	if ((q = queue_slot(m, queue, len, &hint)) != NULL) {
+		q->capped = true;
+		q->held = held;
+		q->held_total += (unsigned long long)nheld;
+		q->released_total += (unsigned long long)released;
+		q->held_seconds += waited_s;
+	}
+	pthread_mutex_unlock(&m->lock);
+}
+
+void metrics_backpressure(struct metrics *m, enum metrics_held_why why, double seconds, bool on)
+{
+	if (!m)
+		return;
+	pthread_mutex_lock(&m->lock);
+	m->backpressure_seconds[why] += seconds;
+	if (why == METRICS_HELD_MEMORY)
+		m->memory_paused = on;
 	pthread_mutex_unlock(&m->lock);
 }
 
@@ -263,6 +297,56 @@ static int format_relayed(struct metrics *m, struct buf *out)
 	return rc;
 }
 
+/* One series per queue that has held jobs, ever. */
+static int held_series(struct metrics *m, struct buf *out, const char *name, const char *type, const char *help,
+		       int which)
+{
+	int rc = head(out, name, type, help);
+
+	for (size_t i = 0; rc == 0 && i < m->nqueues; i++) {
+		const struct metrics_queue *q = &m->queues[i];
+		double v = which == 0   ? (double)q->held
+			   : which == 1 ? (double)q->held_total
+			   : which == 2 ? (double)q->released_total
+					: q->held_seconds;
+		if (!q->capped)
+			continue;
+		if ((rc = buf_printf(out, "stagedrain_%s{queue=\"", name)) == 0 &&
+		    (rc = put_label(out, q->name, q->len)) == 0)
+			rc = buf_printf(out, "\"} %.*f\n", which == 3 ? 6 : 0, v);
+	}
+	return rc;
+}
+
+static int format_held(struct metrics *m, struct buf *out)
+{
+	int rc = held_series(m, out, "held_jobs", "gauge",
+			     "Jobs waiting in staged_jobs_held for room in their queue, by queue.", 0);
+
+	if (rc == 0)
+		rc = held_series(m, out, "jobs_held_total", "counter",
+				 "Jobs moved to staged_jobs_held (their queue was at its cap), by queue.", 1);
+	if (rc == 0)
+		rc = held_series(m, out, "jobs_released_total", "counter", "Held jobs released to Redis, by queue.", 2);
+	if (rc == 0)
+		rc = held_series(m, out, "held_seconds_total", "counter",
+				 "Time the released jobs had spent held, summed, by queue.", 3);
+	if (rc == 0)
+		rc = head(out, "backpressure_seconds_total", "counter",
+			  "Time spent holding jobs back: queue_length (a capped queue holds jobs), "
+			  "redis_memory (paused by --max-redis-memory).");
+	if (rc == 0)
+		rc = buf_printf(out,
+				"stagedrain_backpressure_seconds_total{reason=\"queue_length\"} %.3f\n"
+				"stagedrain_backpressure_seconds_total{reason=\"redis_memory\"} %.3f\n",
+				m->backpressure_seconds[METRICS_HELD_QUEUE],
+				m->backpressure_seconds[METRICS_HELD_MEMORY]);
+	if (rc == 0)
+		rc = head(out, "redis_memory_paused", "gauge",
+			  "1 while --max-redis-memory keeps the relay from pushing.");
+	return rc ? rc : buf_printf(out, "stagedrain_redis_memory_paused %d\n", m->memory_paused ? 1 : 0);
+}
+
 static int format_batches(struct metrics *m, struct buf *out)
 {
 	unsigned long long cum = 0;
@@ -390,6 +474,8 @@ int metrics_format(struct metrics *m, struct buf *out)
 
 	pthread_mutex_lock(&m->lock);
 	rc = format_relayed(m, out);
+	if (rc == 0)
+		rc = format_held(m, out);
 	if (rc == 0)
 		rc = format_batches(m, out);
 	if (rc == 0)

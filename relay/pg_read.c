@@ -29,11 +29,10 @@
 	"CASE WHEN isfinite(s." col ") THEN floor(extract(epoch FROM s." col ") * 1000000)::text"                      \
 	" ELSE s." col "::text END"
 #define TIMES TIME_US("created_at") " AS created_us, " TIME_US("run_at") " AS run_at_us"
-#define COLUMNS                                                                                                        \
-	"s.id, s.queue, s.job_class, s.args::text AS args, s.options::text AS options, s.jid, " TIMES                  \
-	", s.uuid::text AS uuid"
+const char pg_read_columns[] = "s.id, s.queue, s.job_class, s.args::text AS args, s.options::text AS options, s.jid, " TIMES
+			       ", s.uuid::text AS uuid, s.tenant";
 
-enum { COL_ID, COL_QUEUE, COL_CLASS, COL_ARGS, COL_OPTIONS, COL_JID, COL_CREATED, COL_RUN_AT, COL_NALL, COL_UUID };
+enum { COL_ID, COL_QUEUE, COL_CLASS, COL_ARGS, COL_OPTIONS, COL_JID, COL_CREATED, COL_RUN_AT, COL_NALL, COL_UUID, COL_TENANT };
 
 void pg_read_init(struct pg_read *r)
 {
@@ -60,10 +59,10 @@ static int append_gap_read(struct buf *sql, const struct gaps *g, long long youn
 			any = true;
 	return rc ? rc
 		  : buf_printf(sql,
-			       "}'::int8[]) AS g(lo, hi) CROSS JOIN LATERAL (SELECT " COLUMNS
+			       "}'::int8[]) AS g(lo, hi) CROSS JOIN LATERAL (SELECT %s"
 			       " FROM staged_jobs s WHERE s.id BETWEEN g.lo AND g.hi ORDER BY s.id LIMIT %d) s"
 			       " ORDER BY s.id LIMIT %d) UNION ALL ",
-			       limit, limit);
+			       pg_read_columns, limit, limit);
 }
 
 static bool reads_any_gap(const struct gaps *g, long long young_since)
@@ -74,42 +73,46 @@ static bool reads_any_gap(const struct gaps *g, long long young_since)
 	return false;
 }
 
-/*
- * The rows, in id order, while their text stays within --batch-max-bytes (the
- * first always comes); args over --max-job-bytes stay in Postgres, only their
- * length comes (the row is dead-lettered). nall says how many rows the limit
- * alone would have given, so a cut by size is seen.
- */
-static int append_rows(struct buf *sql, const struct config *cfg, const struct gaps *g, long long young_since,
-		       int limit)
+int pg_read_rows_head(struct buf *sql, long max_job, const char *extra, const char *order)
 {
-	long max_job = cfg->max_job_bytes;
+	return buf_printf(sql,
+			  "SELECT id, queue, job_class, CASE WHEN args_len > %ld THEN NULL ELSE args END,"
+			  " options, jid, created_us, run_at_us, nall, uuid, tenant%s FROM ("
+			  "SELECT r.*, sum(r.bytes) OVER (ORDER BY %s ROWS UNBOUNDED PRECEDING) AS total,"
+			  " count(*) OVER () AS nall FROM ("
+			  "SELECT u.*, octet_length(u.args) AS args_len, least(octet_length(u.args), %ld)"
+			  " + octet_length(u.options) + octet_length(u.queue) + octet_length(u.job_class) + 64"
+			  " AS bytes FROM (",
+			  max_job, extra, order, max_job);
+}
+
+int pg_read_rows_tail(struct buf *sql, long max_bytes, const char *order)
+{
+	return buf_printf(sql, ") u) r) w WHERE w.total - w.bytes < %ld ORDER BY %s;", max_bytes, order);
+}
+
+/* The rows in id order, within max_bytes: pg_read_rows_head's wrapper round
+ * the gaps' and the cursor's reads. */
+static int append_rows(struct buf *sql, const struct config *cfg, const struct gaps *g, long long young_since,
+		       int limit, long max_bytes)
+{
 	bool gaps = reads_any_gap(g, young_since);
-	int rc = buf_printf(sql,
-			    "SELECT id, queue, job_class, CASE WHEN args_len > %ld THEN NULL ELSE args END,"
-			    " options, jid, created_us, run_at_us, nall, uuid FROM ("
-			    "SELECT r.*, sum(r.bytes) OVER (ORDER BY r.id ROWS UNBOUNDED PRECEDING) AS total,"
-			    " count(*) OVER () AS nall FROM ("
-			    "SELECT u.*, octet_length(u.args) AS args_len, least(octet_length(u.args), %ld)"
-			    " + octet_length(u.options) + octet_length(u.queue) + octet_length(u.job_class) + 64"
-			    " AS bytes FROM (",
-			    max_job, max_job);
+	int rc = pg_read_rows_head(sql, cfg->max_job_bytes, "", "id");
 
 	if (rc == 0 && gaps && (rc = buf_puts(sql, "SELECT * FROM (")) == 0)
 		rc = append_gap_read(sql, g, young_since, limit);
 	if (rc == 0)
-		rc = buf_printf(sql, "(SELECT " COLUMNS " FROM staged_jobs s WHERE s.id > %lld ORDER BY s.id LIMIT %d)",
-				g->cursor, limit);
+		rc = buf_printf(sql, "(SELECT %s FROM staged_jobs s WHERE s.id > %lld ORDER BY s.id LIMIT %d)",
+				pg_read_columns, g->cursor, limit);
 	if (rc == 0 && gaps)
 		rc = buf_printf(sql, ") b ORDER BY id LIMIT %d", limit);
-	return rc ? rc
-		  : buf_printf(sql, ") u) r) w WHERE w.total - w.bytes < %ld ORDER BY w.id;", cfg->batch_max_bytes);
+	return rc ? rc : pg_read_rows_tail(sql, max_bytes, "id");
 }
 
 /* Reads above the cursor, and in the gaps below it: no query starts below the
  * oldest gap, so drained rows' dead index entries are not walked per batch. */
 int pg_read_build(struct pg_read *r, struct buf *sql, const struct config *cfg, const struct gaps *g, int limit,
-		  long long young_since)
+		  long long young_since, long max_bytes)
 {
 	int rc = buf_puts(sql, SNAPSHOT_SQL);
 
@@ -119,7 +122,7 @@ int pg_read_build(struct pg_read *r, struct buf *sql, const struct config *cfg, 
 	r->skip = g->cursor == 0;
 	r->tables = 0;
 	if (rc == 0)
-		rc = append_rows(sql, cfg, g, young_since, limit);
+		rc = append_rows(sql, cfg, g, young_since, limit, max_bytes);
 	if (rc == 0 && r->skip)
 		rc = buf_puts(sql, SKIP_SQL);
 	return rc ? rc : buf_puts(sql, BOUND_SQL);
@@ -215,9 +218,12 @@ static long long time_us(const PGresult *r, int i, int col, const char **unfit)
 
 void pg_read_row(const struct pg_read *read, int i, struct job_row *row)
 {
-	const PGresult *r = read->rows;
+	pg_read_row_of(read->rows, i, read->ids[i], row); /* ids parsed once, when the read noted them */
+}
 
-	row->id = read->ids[i]; /* parsed once, when the read noted its ids */
+void pg_read_row_of(const PGresult *r, int i, long long id, struct job_row *row)
+{
+	row->id = id;
 	row->unfit = NULL;
 	row->queue = PQgetvalue(r, i, COL_QUEUE);
 	row->queue_len = (size_t)PQgetlength(r, i, COL_QUEUE);
@@ -233,6 +239,8 @@ void pg_read_row(const struct pg_read *read, int i, struct job_row *row)
 	row->jid_len = (size_t)PQgetlength(r, i, COL_JID);
 	row->uuid = PQgetvalue(r, i, COL_UUID);
 	row->uuid_len = (size_t)PQgetlength(r, i, COL_UUID);
+	row->tenant = PQgetisnull(r, i, COL_TENANT) ? NULL : PQgetvalue(r, i, COL_TENANT);
+	row->tenant_len = (size_t)PQgetlength(r, i, COL_TENANT);
 	row->created_at_us = time_us(r, i, COL_CREATED, &row->unfit);
 	row->has_run_at = !PQgetisnull(r, i, COL_RUN_AT);
 	row->run_at_us = row->has_run_at ? time_us(r, i, COL_RUN_AT, &row->unfit) : 0;

@@ -23,8 +23,7 @@ void pg_source_init(struct pg_source *pg, const struct config *cfg)
 	buf_init(&pg->sql);
 }
 
-/* Records why a call failed: the message on one line, and the SQLSTATE. */
-static int pg_fail(struct pg_source *pg, const PGresult *res, const char *what)
+int pg_source_fail(struct pg_source *pg, const PGresult *res, const char *what)
 {
 	const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
 
@@ -63,7 +62,7 @@ static int set_session(struct pg_source *pg)
 		 tx_bound_ms(pg->cfg));
 	res = PQexec(pg->conn, sql);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1)
-		rc = pg_fail(pg, res, "could not configure the session");
+		rc = pg_source_fail(pg, res, "could not configure the session");
 	else
 		pg->bound_statements = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
 	PQclear(res);
@@ -94,7 +93,7 @@ int pg_source_connect(struct pg_source *pg)
 		return -ENOMEM;
 	PQsetNoticeReceiver(pg->conn, log_notice, NULL);
 	if (PQstatus(pg->conn) != CONNECTION_OK)
-		return pg_fail(pg, NULL, "could not connect to postgres");
+		return pg_source_fail(pg, NULL, "could not connect to postgres");
 	return set_session(pg);
 }
 
@@ -113,7 +112,10 @@ bool pg_source_broken(const struct pg_source *pg)
 	" EXISTS (SELECT FROM pg_attribute u WHERE u.attrelid IN ('staged_jobs'::regclass,"                            \
 	"  'staged_jobs_dead'::regclass) AND u.attname = 'uuid' AND NOT u.attisdropped HAVING count(*) = 2),"          \
 	" to_regclass('staged_jobs_held') IS NOT NULL AND EXISTS (SELECT FROM pg_attribute t"                          \
-	"  WHERE t.attrelid = 'staged_jobs'::regclass AND t.attname = 'tenant' AND NOT t.attisdropped)"                \
+	"  WHERE t.attrelid = 'staged_jobs'::regclass AND t.attname = 'tenant' AND NOT t.attisdropped),"               \
+	" to_regclass('staged_jobs_held') IS NULL"                                                                     \
+	"  OR (has_table_privilege('staged_jobs_held', 'SELECT') AND has_table_privilege('staged_jobs_held', 'INSERT')" \
+	"  AND has_table_privilege('staged_jobs_held', 'DELETE'))"                                                     \
 	" FROM pg_attribute a LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum"                 \
 	" WHERE a.attrelid = 'staged_jobs'::regclass AND a.attname = 'id'"
 
@@ -123,7 +125,7 @@ int pg_source_check_schema(struct pg_source *pg)
 	int rc = 0;
 
 	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-		rc = pg_fail(pg, res, "schema check failed");
+		rc = pg_source_fail(pg, res, "schema check failed");
 		if (strcmp(pg->sqlstate, "42P01") == 0)
 			snprintf(pg->errstr, sizeof(pg->errstr),
 				 "table staged_jobs or staged_jobs_dead is missing: run `stagedrain migrate` first");
@@ -131,6 +133,11 @@ int pg_source_check_schema(struct pg_source *pg)
 		snprintf(pg->errstr, sizeof(pg->errstr),
 			 "staged_jobs.id does not take the xid before the id (migration 002): "
 			 "run `stagedrain migrate`");
+		rc = -EIO;
+	} else if (strcmp(PQgetvalue(res, 0, 5), "t") != 0) {
+		snprintf(pg->errstr, sizeof(pg->errstr),
+			 "the relay's role may not SELECT, INSERT and DELETE on staged_jobs_held: "
+			 "run sql/roles.sql again (after migration 005)");
 		rc = -EIO;
 	} else if (strcmp(PQgetvalue(res, 0, 2), "1") != 0) {
 		snprintf(pg->errstr, sizeof(pg->errstr),
@@ -147,6 +154,11 @@ int pg_source_check_schema(struct pg_source *pg)
 			 "staged_jobs has no tenant column or staged_jobs_held is missing (migration 005): "
 			 "run `stagedrain migrate`");
 		rc = -EIO;
+	} else if (strcmp(PQgetvalue(res, 0, 5), "t") != 0) {
+		snprintf(pg->errstr, sizeof(pg->errstr),
+			 "the relay's role may not SELECT, INSERT and DELETE on staged_jobs_held: "
+			 "run sql/roles.sql again (after migration 005)");
+		rc = -EIO;
 	}
 	PQclear(res);
 	return rc;
@@ -162,7 +174,7 @@ int pg_source_try_lock(struct pg_source *pg, bool *held)
 	snprintf(key, sizeof(key), "%lld", pg->cfg->lock_key);
 	res = PQexecParams(pg->conn, "SELECT pg_try_advisory_lock($1::int8)", 1, NULL, params, NULL, NULL, 0);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK)
-		rc = pg_fail(pg, res, "could not take the leader lock");
+		rc = pg_source_fail(pg, res, "could not take the leader lock");
 	else
 		*held = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
 	PQclear(res);
@@ -191,7 +203,7 @@ int pg_source_check_primary(struct pg_source *pg)
 	int rc = 0;
 
 	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1)
-		rc = pg_fail(pg, res, "could not ask whether postgres is in recovery");
+		rc = pg_source_fail(pg, res, "could not ask whether postgres is in recovery");
 	else if (strcmp(PQgetvalue(res, 0, 0), "f") != 0)
 		rc = on_standby(pg);
 	PQclear(res);
@@ -199,13 +211,13 @@ int pg_source_check_primary(struct pg_source *pg)
 		return rc;
 	res = PQexec(pg->conn, "LISTEN staged_jobs");
 	if (PQresultStatus(res) != PGRES_COMMAND_OK)
-		rc = pg_fail(pg, res, "could not listen for staged jobs");
+		rc = pg_source_fail(pg, res, "could not listen for staged jobs");
 	PQclear(res);
 	return rc;
 }
 
 /* BEGIN, the statement bound, then the read's own statements. */
-static int build_fetch(struct pg_source *pg, const struct gaps *g, int limit, long long young_since)
+static int build_fetch(struct pg_source *pg, const struct gaps *g, int limit, long long young_since, long max_bytes)
 {
 	struct buf *sql = &pg->sql;
 	int rc;
@@ -215,7 +227,7 @@ static int build_fetch(struct pg_source *pg, const struct gaps *g, int limit, lo
 	/* LOCAL: it ends with the batch, so the lock wait and migrations keep theirs. */
 	if (rc == 0 && pg->bound_statements)
 		rc = buf_printf(sql, "SET LOCAL statement_timeout = %d;", tx_bound_ms(pg->cfg));
-	return rc ? rc : pg_read_build(&pg->read, sql, pg->cfg, g, limit, young_since);
+	return rc ? rc : pg_read_build(&pg->read, sql, pg->cfg, g, limit, young_since, max_bytes);
 }
 
 /* Reads every result of the fetch: the read keeps the rows and notes the rest. */
@@ -227,7 +239,7 @@ static int read_fetch_results(struct pg_source *pg)
 	while ((res = PQgetResult(pg->conn)) != NULL) {
 		ExecStatusType st = PQresultStatus(res);
 		if (rc == 0 && st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK)
-			rc = pg_fail(pg, res, "could not read staged jobs");
+			rc = pg_source_fail(pg, res, "could not read staged jobs");
 		if (rc == 0 && st == PGRES_TUPLES_OK && pg_read_take(&pg->read, res))
 			continue;
 		PQclear(res);
@@ -246,7 +258,7 @@ int pg_source_wait_jobs(struct pg_source *pg, int ms, volatile sig_atomic_t *sto
 		/* A session ended while idle may come back as a FATAL message the
 		 * input consumed: the status tells, not the return value. */
 		if (!PQconsumeInput(pg->conn) || PQstatus(pg->conn) != CONNECTION_OK)
-			return pg_fail(pg, NULL, "lost the connection while waiting for jobs");
+			return pg_source_fail(pg, NULL, "lost the connection while waiting for jobs");
 		while ((note = PQnotifies(pg->conn)) != NULL) {
 			*woken = true;
 			PQfreemem(note);
@@ -255,27 +267,28 @@ int pg_source_wait_jobs(struct pg_source *pg, int ms, volatile sig_atomic_t *sto
 			return 0;
 		/* Short slices: a stop signal is honoured within 50 ms. */
 		if (poll(&pfd, 1, ms < 50 ? ms : 50) < 0 && errno != EINTR)
-			return pg_fail(pg, NULL, "waiting for jobs failed");
+			return pg_source_fail(pg, NULL, "waiting for jobs failed");
 		ms -= 50;
 	}
 }
 
-int pg_source_fetch(struct pg_source *pg, const struct gaps *g, int limit, long long young_since, int *nrows)
+int pg_source_fetch(struct pg_source *pg, const struct gaps *g, int limit, long long young_since, long max_bytes,
+		     int *nrows)
 {
 	int rc;
 
-	if ((rc = build_fetch(pg, g, limit, young_since)) < 0)
+	if ((rc = build_fetch(pg, g, limit, young_since, max_bytes)) < 0)
 		return rc;
 	pg->in_tx = true;
 	if (!PQsendQuery(pg->conn, pg->sql.data))
-		return pg_fail(pg, NULL, "could not read staged jobs");
+		return pg_source_fail(pg, NULL, "could not read staged jobs");
 	if ((rc = read_fetch_results(pg)) < 0) {
 		pg_read_clear(&pg->read);
 		return rc;
 	}
 	rc = pg_read_finish(&pg->read, g, limit);
 	if (rc == -EIO)
-		return pg_fail(pg, NULL, "could not read staged jobs");
+		return pg_source_fail(pg, NULL, "could not read staged jobs");
 	if (rc < 0)
 		return rc;
 	*nrows = pg_read_nrows(&pg->read);
@@ -309,8 +322,9 @@ static int append_id_array(struct buf *sql, const long long *ids, size_t n)
  * pushed ones and the kept ones: one range scan, less the kept ids, deletes
  * them, where an id list costs a probe per id. Rows from gaps go by id.
  *
- * Both deletes are data-modifying CTEs of one statement that compares the
- * rows they took with the rows pushed. Any other count (a row changed under
+ * Jobs released from staged_jobs_held come after the staged ones and go by
+ * hold_id. The deletes are data-modifying CTEs of one statement that
+ * compares the rows they took with the rows pushed. Any other count (a row changed under
  * the batch, a range that took a row it should not) fails the statement with
  * a cast of the message, so the COMMIT sent after it in the same round trip
  * never runs: the batch rolls back and the fence deletes the pushed rows.
@@ -319,14 +333,16 @@ static int append_delete(struct pg_source *pg, const struct batch *b)
 {
 	const struct pg_read *r = &pg->read;
 	struct buf *sql = &pg->sql;
-	size_t below = 0;
+	size_t below = 0, staged = 0;
 	int rc;
 
-	while (below < b->njobs && b->jobs[below].id <= r->above)
+	while (staged < b->njobs && b->jobs[staged].hold_id == 0)
+		staged++;
+	while (below < staged && b->jobs[below].id <= r->above)
 		below++;
 	rc = buf_puts(sql, "WITH r AS (DELETE FROM staged_jobs WHERE id > ");
 	if (rc == 0 && (rc = buf_put_int(sql, r->above)) == 0 && (rc = buf_puts(sql, " AND id <= ")) == 0)
-		rc = buf_put_int(sql, below < b->njobs ? r->ids[r->seen.n - 1] : r->above);
+		rc = buf_put_int(sql, below < staged ? r->ids[r->seen.n - 1] : r->above);
 	if (rc == 0 && b->nkept && (rc = buf_puts(sql, " AND id <> ALL(")) == 0 &&
 	    (rc = append_id_array(sql, b->kept, b->nkept)) == 0)
 		rc = buf_puts(sql, ")");
@@ -338,35 +354,47 @@ static int append_delete(struct pg_source *pg, const struct batch *b)
 	if (rc == 0)
 		rc = buf_puts(sql, below ? "}'::int8[]" : "'{}'::int8[]");
 	if (rc == 0)
-		rc = buf_puts(sql, ") RETURNING 1) SELECT CASE WHEN n = ");
+		rc = buf_puts(sql, ") RETURNING 1), h AS (DELETE FROM staged_jobs_held WHERE hold_id = ANY('{");
+	for (size_t i = staged; rc == 0 && i < b->njobs; i++)
+		if ((rc = buf_puts(sql, i > staged ? "," : "")) == 0)
+			rc = buf_put_int(sql, b->jobs[i].hold_id);
+	if (rc == 0)
+		rc = buf_puts(sql, "}'::int8[]) RETURNING 1) SELECT CASE WHEN n = ");
 	if (rc == 0 && (rc = buf_put_int(sql, (long long)b->njobs)) == 0)
 		rc = buf_puts(sql, " THEN n ELSE ('deleted ' || n || ' rows of ");
 	if (rc == 0 && (rc = buf_put_int(sql, (long long)b->njobs)) == 0)
 		rc = buf_puts(sql, " pushed: rows changed under the batch')::int8 END"
-				   " FROM (SELECT (SELECT count(*) FROM r) + (SELECT count(*) FROM l) AS n) c;");
+				   " FROM (SELECT (SELECT count(*) FROM r) + (SELECT count(*) FROM l)"
+				   " + (SELECT count(*) FROM h) AS n) c;");
 	return rc;
 }
 
-/* Moves rejected rows to staged_jobs_dead with their reasons. */
+/* The columns a dead row keeps, from either table. */
+#define DEAD_COLUMNS "id, queue, job_class, args, run_at, options, created_at, jid, uuid, tenant"
+
+/* Moves rejected rows to staged_jobs_dead with their reasons: a row read
+ * from staged_jobs by id, one released from staged_jobs_held by hold_id. */
 static int append_dead(struct pg_source *pg, const struct batch *b)
 {
 	struct buf *sql = &pg->sql;
-	int rc = buf_puts(sql, "SAVEPOINT stagedrain_dead; WITH bad(id, reason) AS (VALUES ");
+	int rc = buf_puts(sql, "SAVEPOINT stagedrain_dead; WITH bad(id, hid, reason) AS (VALUES ");
 
 	for (size_t i = 0; rc == 0 && i < b->ndead; i++) {
 		char *lit = PQescapeLiteral(pg->conn, b->dead[i].reason, strlen(b->dead[i].reason));
 		if (!lit)
 			return -ENOMEM;
-		rc = buf_printf(sql, "%s(%lld::int8, %s)", i ? "," : "", b->dead[i].id, lit);
+		rc = buf_printf(sql, "%s(%lld::int8, %lld::int8, %s)", i ? "," : "", b->dead[i].id,
+				b->dead[i].hold_id, lit);
 		PQfreemem(lit);
 	}
 	return rc ? rc
 		  : buf_puts(sql, "), moved AS (DELETE FROM staged_jobs s USING bad"
-				  " WHERE s.id = bad.id RETURNING s.*, bad.reason)"
-				  " INSERT INTO staged_jobs_dead"
-				  " (id, queue, job_class, args, run_at, options, created_at, jid, uuid, reason)"
-				  " SELECT id, queue, job_class, args, run_at, options, created_at, jid, uuid,"
-				  " reason FROM moved");
+				  " WHERE bad.hid = 0 AND s.id = bad.id RETURNING s.*, bad.reason),"
+				  " moved_held AS (DELETE FROM staged_jobs_held s USING bad"
+				  " WHERE bad.hid <> 0 AND s.hold_id = bad.hid RETURNING s.*, bad.reason)"
+				  " INSERT INTO staged_jobs_dead (" DEAD_COLUMNS ", reason)"
+				  " SELECT " DEAD_COLUMNS ", reason FROM moved"
+				  " UNION ALL SELECT " DEAD_COLUMNS ", reason FROM moved_held");
 }
 
 /* Sends sql and reads every result: 0 when all succeeded; the rows each
@@ -377,11 +405,11 @@ static int run_counted(struct pg_source *pg, const char *sql, const char *what, 
 	int rc = 0;
 
 	if (!PQsendQuery(pg->conn, sql))
-		return pg_fail(pg, NULL, what);
+		return pg_source_fail(pg, NULL, what);
 	while ((res = PQgetResult(pg->conn)) != NULL) {
 		ExecStatusType st = PQresultStatus(res);
 		if (rc == 0 && st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK)
-			rc = pg_fail(pg, res, what);
+			rc = pg_source_fail(pg, res, what);
 		else if (rc == 0 && count && *PQcmdTuples(res))
 			*count += strtoull(PQcmdTuples(res), NULL, 10);
 		PQclear(res);
@@ -450,14 +478,16 @@ int pg_source_delete_fenced(struct pg_source *pg, const struct fence *f, long lo
 	/* fence_parse let only digits, hex and commas into these literals. */
 	buf_reset(&pg->sql);
 	if (buf_printf(&pg->sql,
-		       "WITH d AS (DELETE FROM staged_jobs s USING unnest('%s'::int8[], '%s'::text[]) AS f(id, jid)"
-		       " WHERE s.id = f.id AND s.jid = f.jid RETURNING s.queue)"
-		       " SELECT queue, count(*) FROM d GROUP BY queue",
+		       "WITH f AS (SELECT * FROM unnest('%s'::int8[], '%s'::text[]) AS f(id, jid)),"
+		       " d AS (DELETE FROM staged_jobs s USING f WHERE s.id = f.id AND s.jid = f.jid RETURNING s.queue),"
+		       " h AS (DELETE FROM staged_jobs_held s USING f WHERE s.id = f.id AND s.jid = f.jid"
+		       " RETURNING s.queue)"
+		       " SELECT queue, count(*) FROM (SELECT queue FROM d UNION ALL SELECT queue FROM h) x GROUP BY queue",
 		       f->ids.data, f->jids.data) < 0)
 		return -ENOMEM;
 	pg->fenced = PQexec(pg->conn, pg->sql.data);
 	if (PQresultStatus(pg->fenced) != PGRES_TUPLES_OK) {
-		rc = pg_fail(pg, pg->fenced, "could not delete the rows the fence names");
+		rc = pg_source_fail(pg, pg->fenced, "could not delete the rows the fence names");
 		PQclear(pg->fenced);
 		pg->fenced = NULL;
 		return rc;

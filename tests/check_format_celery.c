@@ -410,7 +410,7 @@ START_TEST(priority_lists)
 		r.id = i + 1;
 		if (i == 6)
 			r.queue = "celery", r.has_run_at = true, r.run_at_us = NOW_US + 5000000;
-		ck_assert_int_eq(batch_add(&b, &r, &o), 0);
+		ck_assert_int_eq(batch_add(&b, &r, &o, 0), 0);
 	}
 	ck_assert_uint_eq(b.njobs, 7);
 	ck_assert_int_eq(format_celery.commands(&c, &b, "ns:"), 0);

@@ -11,6 +11,7 @@ Suite *job_suite(void);
 Suite *backoff_suite(void);
 Suite *fence_suite(void);
 Suite *gaps_suite(void);
+Suite *rounds_suite(void);
 Suite *metrics_suite(void);
 Suite *laravel_format_suite(void);
 Suite *activejob_format_suite(void);

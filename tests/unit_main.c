@@ -17,6 +17,7 @@ int main(void)
 	srunner_add_suite(sr, backoff_suite());
 	srunner_add_suite(sr, fence_suite());
 	srunner_add_suite(sr, gaps_suite());
+	srunner_add_suite(sr, rounds_suite());
 	srunner_add_suite(sr, metrics_suite());
 	srunner_add_suite(sr, laravel_format_suite());
 	srunner_add_suite(sr, activejob_format_suite());

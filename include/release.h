@@ -1,0 +1,85 @@
+/*
+ * Release: the one place that decides which fetched jobs enter Redis now,
+ * between the fetch and the push. Per batch: the memory bound (push nothing
+ * while Redis is too full), queue caps (a capped queue's jobs beyond its room,
+ * or behind jobs already held, move to staged_jobs_held), and the round-robin
+ * release of held jobs across tenants into whatever room the queues have.
+ * README "Backpressure and fair release" has the design.
+ */
+#ifndef STAGEDRAIN_RELEASE_H
+#define STAGEDRAIN_RELEASE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "backpressure.h"
+#include "batch.h"
+#include "config.h"
+#include "fmacros.h"
+#include "job.h"
+#include "metrics.h"
+#include "pg_held.h"
+#include "pg_source.h"
+#include "redis_conn.h"
+#include "rounds.h"
+
+/* release_run's failures: which side to blame (its errstr says why). */
+#define RELEASE_PG_FAILED (-EIO)
+#define RELEASE_REDIS_FAILED (-EPIPE)
+
+struct release {
+	const struct config *cfg;
+	struct rounds rounds;
+	struct backpressure bp;
+	struct pg_held held;
+	bool capped; /* some queue may have a cap */
+	bool loaded; /* rounds hold what staged_jobs_held holds, for this leadership */
+	long *jq;    /* per staged job of the batch: its queue's index, or -1 */
+	size_t capjq;
+	size_t *qs; /* queues whose lists the batch measures */
+	size_t nqs, capqs;
+	struct held_move *mv;
+	size_t nmv, capmv;
+	struct held_want *want;
+	size_t nwant, capwant;
+	size_t next_queue;    /* the queue the next release starts from: each gets its turn */
+	size_t released_dead; /* released rows of this batch that cannot be jobs */
+	long long release_us; /* this batch's time in measuring, holding and releasing */
+	long long paused_ms;  /* when --max-redis-memory paused the relay; 0: not paused */
+	long long backlog_ms; /* since when some capped queue holds jobs; 0: none */
+	bool said_queue_bound;
+	char errstr[300];
+};
+
+void release_init(struct release *rl, const struct config *cfg);
+void release_free(struct release *rl);
+/* The held table must be read again before the next batch (a new
+ * leadership, a fence that deleted released rows, a failed move). */
+void release_forget(struct release *rl);
+/* Reads the held table if release_forget asked for it. 0, -EIO, -ENOMEM. */
+int release_load(struct release *rl, struct pg_source *pg) SD_MUSTCHECK;
+/* Whether batches need release_run: a cap is set, or jobs are held. */
+bool release_needed(const struct release *rl);
+/* Before a fetch: 1 while --max-redis-memory pauses the relay; 0 with
+ * *max_bytes the row text the batch may read. -EIO (errstr). */
+int release_memory(struct release *rl, struct redis_conn *conn, long *max_bytes, struct metrics *m) SD_MUSTCHECK;
+/*
+ * After the batch's staged rows were built into b: holds what may not go now
+ * (moved in the batch's transaction), then reads and builds released jobs
+ * into b after the staged ones (hold_id set). 0, RELEASE_PG_FAILED
+ * (pg->errstr), RELEASE_REDIS_FAILED (errstr) or -ENOMEM.
+ */
+int release_run(struct release *rl, struct pg_source *pg, struct redis_conn *conn, struct batch *b,
+		const struct job_opts *opts, long max_bytes) SD_MUSTCHECK;
+/* Jobs this batch moved to the held table, and released from it. */
+size_t release_nheld(const struct release *rl);
+/* A released job could not be pushed (its key has the wrong type): it stays
+ * held, and its queue waits a while before the next try. */
+void release_unrelease(struct release *rl, const struct batch_job *j);
+/* The batch's dead rows could not be moved (PG_SOURCE_DEAD_KEPT): released
+ * ones among them stay held, behind the cursor; read the table again. */
+void release_dead_kept(struct release *rl);
+/* The batch committed: its holds and releases count. */
+void release_commit(struct release *rl, struct metrics *m);
+
+#endif

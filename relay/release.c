@@ -1,0 +1,318 @@
+/* Release: which fetched jobs enter Redis now (see include/release.h). */
+#include "fmacros.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clock.h"
+#include "log.h"
+#include "release.h"
+
+/* A queue whose released jobs met a key of the wrong type waits this long
+ * before it is released again (the old gaps' pace: held rows the same). */
+#define RELEASE_RETRY_MS 500
+
+void release_init(struct release *rl, const struct config *cfg)
+{
+	memset(rl, 0, sizeof(*rl));
+	rl->cfg = cfg;
+	rounds_init(&rl->rounds, ROUNDS_MAX_TENANTS);
+	backpressure_init(&rl->bp, cfg);
+	pg_held_init(&rl->held);
+	rl->capped = cfg->max_queue_length > 0;
+	for (size_t i = 0; i < cfg->queue_limits.n; i++)
+		rl->capped = rl->capped || cfg->queue_limits.v[i].cap > 0;
+}
+
+void release_free(struct release *rl)
+{
+	if (!rl)
+		return;
+	rounds_free(&rl->rounds);
+	backpressure_free(&rl->bp);
+	pg_held_free(&rl->held);
+	free(rl->jq);
+	free(rl->qs);
+	free(rl->mv);
+	free(rl->want);
+	memset(rl, 0, sizeof(*rl));
+}
+
+void release_forget(struct release *rl)
+{
+	rl->loaded = false;
+}
+
+int release_load(struct release *rl, struct pg_source *pg)
+{
+	int rc;
+
+	if (rl->loaded)
+		return 0;
+	if ((rc = pg_held_load(pg, &rl->rounds)) < 0)
+		return rc;
+	rl->loaded = true;
+	if (rounds_held(&rl->rounds) > 0)
+		log_info("jobs wait in staged_jobs_held; releasing them as their queues have room",
+			 LOGF(F_INT("jobs_held", rounds_held(&rl->rounds)), F_INT("queues", rl->rounds.nq)));
+	return 0;
+}
+
+bool release_needed(const struct release *rl)
+{
+	return rl->capped || rounds_held(&rl->rounds) > 0;
+}
+
+int release_memory(struct release *rl, struct redis_conn *conn, long *max_bytes, struct metrics *m)
+{
+	long long now = clock_mono_ms();
+	long budget;
+	int rc = backpressure_memory(&rl->bp, conn, &budget);
+
+	if (rc < 0) {
+		snprintf(rl->errstr, sizeof(rl->errstr), "%s", rl->bp.errstr);
+		return rc;
+	}
+	if (rl->paused_ms)
+		metrics_backpressure(m, METRICS_HELD_MEMORY, (double)(now - rl->paused_ms) / 1000, rc == 1);
+	rl->paused_ms = rc == 1 ? now : 0;
+	if (budget < *max_bytes)
+		*max_bytes = budget;
+	return rc;
+}
+
+/* Grows *v (of *cap elements of size sz) to hold n. */
+static int grow(void **v, size_t *cap, size_t n, size_t sz)
+{
+	size_t c = *cap ? *cap : 16;
+	void *p;
+
+	if (n <= *cap)
+		return 0;
+	while (c < n)
+		c *= 2;
+	if (!(p = realloc(*v, c * sz)))
+		return -ENOMEM;
+	*v = p;
+	*cap = c;
+	return 0;
+}
+
+static int add_measured(struct release *rl, size_t qi)
+{
+	for (size_t i = 0; i < rl->nqs; i++)
+		if (rl->qs[i] == qi)
+			return 0;
+	if (grow((void **)&rl->qs, &rl->capqs, rl->nqs + 1, sizeof(*rl->qs)) < 0)
+		return -ENOMEM;
+	rl->qs[rl->nqs++] = qi;
+	return 0;
+}
+
+/* The queue a job is decided in (its index), or -1 when it goes straight
+ * to Redis: scheduled, or for an uncapped queue with nothing held. */
+static long queue_of(struct release *rl, const struct batch_job *j)
+{
+	const struct config *cfg = rl->cfg;
+	long cap, qi;
+
+	if (j->out.scheduled)
+		return -1;
+	cap = queue_limits_cap(&cfg->queue_limits, j->queue, j->queue_len, cfg->max_queue_length);
+	if (cap == 0)
+		return (qi = rounds_find(&rl->rounds, j->queue, j->queue_len)) >= 0 && rl->rounds.q[qi].pend.held > 0
+			       ? qi
+			       : -1;
+	qi = rounds_queue(&rl->rounds, j->queue, j->queue_len, cap);
+	if (qi == -ENOSPC && !rl->said_queue_bound) {
+		rl->said_queue_bound = true;
+		log_warn("too many capped queues to track; the new ones are not capped",
+			 LOGF(F_INT("queues", ROUNDS_MAX_QUEUES)));
+	}
+	return qi == -ENOSPC ? -1 : qi;
+}
+
+/* Which queues the batch decides in, and whose lists it measures: capped
+ * ones among its jobs, and every capped queue holding jobs. Uncapped
+ * queues still holding jobs (their cap was lifted) have unbounded room. */
+static int classify(struct release *rl, const struct batch *b)
+{
+	const struct config *cfg = rl->cfg;
+	struct rounds *r = &rl->rounds;
+	long long now = clock_mono_ms();
+	int rc = 0;
+
+	if (grow((void **)&rl->jq, &rl->capjq, b->njobs, sizeof(*rl->jq)) < 0)
+		return -ENOMEM;
+	rl->nqs = 0;
+	for (size_t i = 0; rc == 0 && i < b->njobs; i++) {
+		rl->jq[i] = queue_of(rl, &b->jobs[i]);
+		if (rl->jq[i] == -ENOMEM)
+			return -ENOMEM;
+		if (rl->jq[i] >= 0 && r->q[rl->jq[i]].cap > 0)
+			rc = add_measured(rl, (size_t)rl->jq[i]);
+	}
+	for (size_t qi = 0; rc == 0 && qi < r->nq; qi++) {
+		struct rounds_queue *q = &r->q[qi];
+		if (q->pend.held == 0)
+			continue;
+		q->cap = queue_limits_cap(&cfg->queue_limits, q->name, q->len, cfg->max_queue_length);
+		if (q->cap == 0)
+			q->room = LONG_MAX;
+		else if (now >= q->retry_ms)
+			rc = add_measured(rl, qi);
+	}
+	return rc;
+}
+
+/* Each job of a capped queue goes now if the queue has room and nothing
+ * held, else is held with its tenant's round; the rest stay in b. */
+static int decide(struct release *rl, struct batch *b)
+{
+	size_t n = 0, njobs = b->njobs;
+
+	rl->nmv = 0;
+	if (grow((void **)&rl->mv, &rl->capmv, njobs, sizeof(*rl->mv)) < 0)
+		return -ENOMEM;
+	for (size_t i = 0; i < njobs; i++) {
+		struct batch_job *j = &b->jobs[i];
+		long long round;
+		if (rl->jq[i] < 0 || rounds_admit(&rl->rounds, (size_t)rl->jq[i])) {
+			b->jobs[n++] = *j;
+			continue;
+		}
+		if (rounds_hold(&rl->rounds, (size_t)rl->jq[i], j->tenant, j->tenant_len, &round) < 0)
+			return -ENOMEM;
+		rl->mv[rl->nmv++] = (struct held_move){ .id = j->id, .round = round };
+	}
+	b->njobs = n;
+	return 0;
+}
+
+/* What to read from the held table: each queue with jobs held and room, in
+ * turn from next_queue, at most --batch-size jobs in all. */
+static int wants(struct release *rl)
+{
+	struct rounds *r = &rl->rounds;
+	long left = rl->cfg->batch_size;
+	long long now = clock_mono_ms();
+
+	rl->nwant = 0;
+	if (grow((void **)&rl->want, &rl->capwant, r->nq, sizeof(*rl->want)) < 0)
+		return -ENOMEM;
+	for (size_t k = 0; left > 0 && k < r->nq; k++) {
+		size_t qi = (rl->next_queue + k) % r->nq;
+		struct rounds_queue *q = &r->q[qi];
+		long lim = q->room < left ? q->room : left;
+		if (q->pend.held == 0 || lim <= 0 || now < q->retry_ms)
+			continue;
+		rl->want[rl->nwant++] = (struct held_want){ .qi = qi, .limit = lim };
+		left -= lim;
+	}
+	if (r->nq)
+		rl->next_queue = (rl->next_queue + 1) % r->nq;
+	return 0;
+}
+
+/* Builds the released rows into b, after its staged jobs. */
+static int build_released(struct release *rl, struct batch *b, const struct job_opts *opts)
+{
+	int n = pg_held_nrows(&rl->held), rc;
+
+	rl->released_dead = 0;
+	if ((rc = batch_grow(b, (size_t)n)) < 0)
+		return rc;
+	for (int i = 0; i < n; i++) {
+		struct job_row row;
+		struct held_row hr;
+		size_t ndead = b->ndead;
+		long qi;
+		pg_held_row(&rl->held, i, &row, &hr);
+		if ((qi = rounds_find(&rl->rounds, row.queue, row.queue_len)) < 0)
+			return -EINVAL; /* read only for queues asked for */
+		rounds_released(&rl->rounds, (size_t)qi, hr.round, hr.hold_id);
+		rl->rounds.q[qi].waited_us += hr.held_us;
+		if ((rc = batch_add(b, &row, opts, hr.hold_id)) < 0)
+			return rc;
+		rl->released_dead += b->ndead - ndead;
+	}
+	return 0;
+}
+
+int release_run(struct release *rl, struct pg_source *pg, struct redis_conn *conn, struct batch *b,
+		const struct job_opts *opts, long max_bytes)
+{
+	long long t0 = clock_mono_us();
+	int rc;
+
+	rounds_begin(&rl->rounds);
+	rl->nmv = rl->nwant = 0;
+	if ((rc = classify(rl, b)) < 0)
+		return rc;
+	if (rl->nqs && backpressure_rooms(&rl->bp, conn, &rl->rounds, rl->qs, rl->nqs) < 0) {
+		snprintf(rl->errstr, sizeof(rl->errstr), "%s", rl->bp.errstr);
+		return RELEASE_REDIS_FAILED;
+	}
+	if ((rc = decide(rl, b)) < 0 || (rc = wants(rl)) < 0)
+		return rc;
+	if (rl->nmv || rl->nwant) {
+		rc = pg_held_move_read(&rl->held, pg, &rl->rounds, rl->mv, rl->nmv, rl->want, rl->nwant, max_bytes);
+		if (rc == -EIO)
+			return RELEASE_PG_FAILED;
+		if (rc < 0 || (rc = build_released(rl, b, opts)) < 0)
+			return rc;
+	}
+	rl->release_us = clock_mono_us() - t0;
+	return 0;
+}
+
+size_t release_nheld(const struct release *rl)
+{
+	return rl->nmv;
+}
+
+void release_unrelease(struct release *rl, const struct batch_job *j)
+{
+	long qi = rounds_find(&rl->rounds, j->queue, j->queue_len);
+
+	if (qi >= 0)
+		rounds_unrelease(&rl->rounds, (size_t)qi, 1, clock_mono_ms() + RELEASE_RETRY_MS);
+}
+
+void release_dead_kept(struct release *rl)
+{
+	if (rl->released_dead)
+		release_forget(rl);
+}
+
+/* The time since backlog_ms counts as held back by a queue's cap while any
+ * capped queue holds jobs. */
+static void note_backlog(struct release *rl, struct metrics *m)
+{
+	long long now = clock_mono_ms();
+	bool any = false;
+
+	for (size_t i = 0; !any && i < rl->rounds.nq; i++)
+		any = rl->rounds.q[i].now.held > 0;
+	if (rl->backlog_ms)
+		metrics_backpressure(m, METRICS_HELD_QUEUE, (double)(now - rl->backlog_ms) / 1000, any);
+	rl->backlog_ms = any ? now : 0;
+}
+
+void release_commit(struct release *rl, struct metrics *m)
+{
+	struct rounds *r = &rl->rounds;
+
+	rounds_commit(r);
+	for (size_t i = 0; i < r->nq; i++) {
+		const struct rounds_queue *q = &r->q[i];
+		if (q->nheld || q->released)
+			metrics_held(m, q->name, q->len, q->now.held, q->nheld, q->released,
+				     (double)q->waited_us / 1e6);
+	}
+	note_backlog(rl, m);
+}
