@@ -9,8 +9,6 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
 
 #include "harness.h"
 #include "suites.h"
@@ -108,16 +106,20 @@ SD_PRINTF(2, 3) static long long run_sql(struct run *x, const char *fmt, ...)
 	return v;
 }
 
+static const char *not_an_integer(const redisContext *r, const redisReply *rep)
+{
+	if (!rep)
+		return r->errstr;
+	return rep->type == REDIS_REPLY_ERROR ? rep->str : "not an integer";
+}
+
 /* VERB KEY answering an integer, the same way. */
 static long long run_int(struct run *x, const char *verb, const char *key)
 {
 	redisReply *rep = redisCommand(x->r, "%s %s", verb, key);
 	long long v;
 
-	RUN_CHECK(x, rep && rep->type == REDIS_REPLY_INTEGER, "%s %s: %s", verb, key,
-		  !rep                             ? x->r->errstr
-		  : rep->type == REDIS_REPLY_ERROR ? rep->str
-						   : "not an integer");
+	RUN_CHECK(x, rep && rep->type == REDIS_REPLY_INTEGER, "%s %s: %s", verb, key, not_an_integer(x->r, rep));
 	v = rep->integer;
 	freeReplyObject(rep);
 	return v;
@@ -187,7 +189,7 @@ static void hold_flood(struct run *x)
 		sample(x);
 		sleep_ms(10);
 	}
-	for (int i = 0; i < 30; i++, sleep_ms(10)) /* it stays put */
+	for (int i = 0; i < 30; i++, sleep_ms(10)) /* and, with no worker, stays there */
 		sample(x);
 	len = run_int(x, "LLEN", "queue:default");
 	held = run_sql(x, "SELECT count(*) FROM staged_jobs_held WHERE queue = 'default'");
