@@ -13,7 +13,7 @@ struct batch_job {
 	long long id;
 	const char *queue; /* points into the fetched rows; valid until they are freed */
 	size_t queue_len;
-	const char *jid; /* 24 hex digits, also in the fetched rows */
+	const char *jid;    /* 24 hex digits, also in the fetched rows */
 	const char *tenant; /* NULL: the NULL tenant; also in the fetched rows */
 	size_t tenant_len;
 	long long hold_id; /* 0: read from staged_jobs; else released from staged_jobs_held */

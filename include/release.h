@@ -56,8 +56,9 @@ void release_free(struct release *rl);
 /* The held table must be read again before the next batch (a new
  * leadership, a fence that deleted released rows, a failed move). */
 void release_forget(struct release *rl);
-/* Reads the held table if release_forget asked for it. 0, -EIO, -ENOMEM. */
-int release_load(struct release *rl, struct pg_source *pg) SD_MUSTCHECK;
+/* Reads the held table if release_forget asked for it, and shows what it
+ * holds in the metrics. 0, -EIO, -ENOMEM. */
+int release_load(struct release *rl, struct pg_source *pg, struct metrics *m) SD_MUSTCHECK;
 /* Whether batches need release_run: a cap is set, or jobs are held. */
 bool release_needed(const struct release *rl);
 /* Before a fetch: 1 while --max-redis-memory pauses the relay; 0 with

@@ -169,6 +169,7 @@ int backpressure_rooms(struct backpressure *bp, struct redis_conn *conn, struct 
 		freeReplyObject(reply);
 	}
 	if (rc == -EIO)
-		snprintf(bp->errstr, sizeof(bp->errstr), "reading the capped queues' lengths failed: %.200s", conn->errstr);
+		snprintf(bp->errstr, sizeof(bp->errstr), "reading the capped queues' lengths failed: %.200s",
+			 conn->errstr);
 	return rc;
 }

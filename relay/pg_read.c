@@ -29,10 +29,23 @@
 	"CASE WHEN isfinite(s." col ") THEN floor(extract(epoch FROM s." col ") * 1000000)::text"                      \
 	" ELSE s." col "::text END"
 #define TIMES TIME_US("created_at") " AS created_us, " TIME_US("run_at") " AS run_at_us"
-const char pg_read_columns[] = "s.id, s.queue, s.job_class, s.args::text AS args, s.options::text AS options, s.jid, " TIMES
-			       ", s.uuid::text AS uuid, s.tenant";
+const char pg_read_columns[] =
+	"s.id, s.queue, s.job_class, s.args::text AS args, s.options::text AS options, s.jid, " TIMES
+	", s.uuid::text AS uuid, s.tenant";
 
-enum { COL_ID, COL_QUEUE, COL_CLASS, COL_ARGS, COL_OPTIONS, COL_JID, COL_CREATED, COL_RUN_AT, COL_NALL, COL_UUID, COL_TENANT };
+enum {
+	COL_ID,
+	COL_QUEUE,
+	COL_CLASS,
+	COL_ARGS,
+	COL_OPTIONS,
+	COL_JID,
+	COL_CREATED,
+	COL_RUN_AT,
+	COL_NALL,
+	COL_UUID,
+	COL_TENANT
+};
 
 void pg_read_init(struct pg_read *r)
 {

@@ -104,19 +104,19 @@ bool pg_source_broken(const struct pg_source *pg)
 
 /* The tables, and what the cursor relies on (sql/002): ids taken after the
  * transaction's xid, from a sequence that hands them out in order. */
-#define SCHEMA_SQL                                                                                                     \
-	"SELECT 'staged_jobs_dead'::regclass IS NOT NULL,"                                                             \
-	" coalesce(pg_get_expr(d.adbin, d.adrelid), '') LIKE '%pg_current_xact_id()%nextval(%',"                       \
-	" (SELECT seqcache FROM pg_sequence"                                                                           \
-	"  WHERE seqrelid = pg_get_serial_sequence('staged_jobs', 'id')::regclass),"                                   \
-	" EXISTS (SELECT FROM pg_attribute u WHERE u.attrelid IN ('staged_jobs'::regclass,"                            \
-	"  'staged_jobs_dead'::regclass) AND u.attname = 'uuid' AND NOT u.attisdropped HAVING count(*) = 2),"          \
-	" to_regclass('staged_jobs_held') IS NOT NULL AND EXISTS (SELECT FROM pg_attribute t"                          \
-	"  WHERE t.attrelid = 'staged_jobs'::regclass AND t.attname = 'tenant' AND NOT t.attisdropped),"               \
-	" to_regclass('staged_jobs_held') IS NULL"                                                                     \
+#define SCHEMA_SQL                                                                                                      \
+	"SELECT 'staged_jobs_dead'::regclass IS NOT NULL,"                                                              \
+	" coalesce(pg_get_expr(d.adbin, d.adrelid), '') LIKE '%pg_current_xact_id()%nextval(%',"                        \
+	" (SELECT seqcache FROM pg_sequence"                                                                            \
+	"  WHERE seqrelid = pg_get_serial_sequence('staged_jobs', 'id')::regclass),"                                    \
+	" EXISTS (SELECT FROM pg_attribute u WHERE u.attrelid IN ('staged_jobs'::regclass,"                             \
+	"  'staged_jobs_dead'::regclass) AND u.attname = 'uuid' AND NOT u.attisdropped HAVING count(*) = 2),"           \
+	" to_regclass('staged_jobs_held') IS NOT NULL AND EXISTS (SELECT FROM pg_attribute t"                           \
+	"  WHERE t.attrelid = 'staged_jobs'::regclass AND t.attname = 'tenant' AND NOT t.attisdropped),"                \
+	" to_regclass('staged_jobs_held') IS NULL"                                                                      \
 	"  OR (has_table_privilege('staged_jobs_held', 'SELECT') AND has_table_privilege('staged_jobs_held', 'INSERT')" \
-	"  AND has_table_privilege('staged_jobs_held', 'DELETE'))"                                                     \
-	" FROM pg_attribute a LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum"                 \
+	"  AND has_table_privilege('staged_jobs_held', 'DELETE'))"                                                      \
+	" FROM pg_attribute a LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum"                  \
 	" WHERE a.attrelid = 'staged_jobs'::regclass AND a.attname = 'id'"
 
 int pg_source_check_schema(struct pg_source *pg)
@@ -273,7 +273,7 @@ int pg_source_wait_jobs(struct pg_source *pg, int ms, volatile sig_atomic_t *sto
 }
 
 int pg_source_fetch(struct pg_source *pg, const struct gaps *g, int limit, long long young_since, long max_bytes,
-		     int *nrows)
+		    int *nrows)
 {
 	int rc;
 
@@ -383,8 +383,8 @@ static int append_dead(struct pg_source *pg, const struct batch *b)
 		char *lit = PQescapeLiteral(pg->conn, b->dead[i].reason, strlen(b->dead[i].reason));
 		if (!lit)
 			return -ENOMEM;
-		rc = buf_printf(sql, "%s(%lld::int8, %lld::int8, %s)", i ? "," : "", b->dead[i].id,
-				b->dead[i].hold_id, lit);
+		rc = buf_printf(sql, "%s(%lld::int8, %lld::int8, %s)", i ? "," : "", b->dead[i].id, b->dead[i].hold_id,
+				lit);
 		PQfreemem(lit);
 	}
 	return rc ? rc
@@ -477,13 +477,14 @@ int pg_source_delete_fenced(struct pg_source *pg, const struct fence *f, long lo
 		return 0;
 	/* fence_parse let only digits, hex and commas into these literals. */
 	buf_reset(&pg->sql);
-	if (buf_printf(&pg->sql,
-		       "WITH f AS (SELECT * FROM unnest('%s'::int8[], '%s'::text[]) AS f(id, jid)),"
-		       " d AS (DELETE FROM staged_jobs s USING f WHERE s.id = f.id AND s.jid = f.jid RETURNING s.queue),"
-		       " h AS (DELETE FROM staged_jobs_held s USING f WHERE s.id = f.id AND s.jid = f.jid"
-		       " RETURNING s.queue)"
-		       " SELECT queue, count(*) FROM (SELECT queue FROM d UNION ALL SELECT queue FROM h) x GROUP BY queue",
-		       f->ids.data, f->jids.data) < 0)
+	if (buf_printf(
+		    &pg->sql,
+		    "WITH f AS (SELECT * FROM unnest('%s'::int8[], '%s'::text[]) AS f(id, jid)),"
+		    " d AS (DELETE FROM staged_jobs s USING f WHERE s.id = f.id AND s.jid = f.jid RETURNING s.queue),"
+		    " h AS (DELETE FROM staged_jobs_held s USING f WHERE s.id = f.id AND s.jid = f.jid"
+		    " RETURNING s.queue)"
+		    " SELECT queue, count(*) FROM (SELECT queue FROM d UNION ALL SELECT queue FROM h) x GROUP BY queue",
+		    f->ids.data, f->jids.data) < 0)
 		return -ENOMEM;
 	pg->fenced = PQexec(pg->conn, pg->sql.data);
 	if (PQresultStatus(pg->fenced) != PGRES_TUPLES_OK) {

@@ -47,7 +47,7 @@ void release_forget(struct release *rl)
 	rl->loaded = false;
 }
 
-int release_load(struct release *rl, struct pg_source *pg)
+int release_load(struct release *rl, struct pg_source *pg, struct metrics *m)
 {
 	int rc;
 
@@ -56,6 +56,8 @@ int release_load(struct release *rl, struct pg_source *pg)
 	if ((rc = pg_held_load(pg, &rl->rounds)) < 0)
 		return rc;
 	rl->loaded = true;
+	for (size_t i = 0; i < rl->rounds.nq; i++)
+		metrics_held(m, rl->rounds.q[i].name, rl->rounds.q[i].len, rl->rounds.q[i].now.held, 0, 0, 0);
 	if (rounds_held(&rl->rounds) > 0)
 		log_info("jobs wait in staged_jobs_held; releasing them as their queues have room",
 			 LOGF(F_INT("jobs_held", rounds_held(&rl->rounds)), F_INT("queues", rl->rounds.nq)));

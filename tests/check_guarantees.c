@@ -387,6 +387,7 @@ START_TEST(a_dead_row_that_cannot_be_moved_does_not_slow_the_good_ones)
 	h_sql(c, "DROP ROLE IF EXISTS sd_nodead");
 	h_sql(c, "CREATE ROLE sd_nodead LOGIN");
 	h_sql(c, "GRANT SELECT, DELETE ON staged_jobs TO sd_nodead");
+	h_sql(c, "GRANT SELECT, INSERT, DELETE ON staged_jobs_held TO sd_nodead");
 	url_as(url, sizeof(url), "sd_nodead");
 	h_stage(c, "default", 1, 2);
 	h_sql(c, "INSERT INTO staged_jobs (job_class, args) VALUES ('Bad', '{}')");

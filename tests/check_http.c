@@ -93,21 +93,10 @@ static char *scrape(int port)
 	return body;
 }
 
-/* The value of the sample whose name and labels are exactly series; NAN if absent. */
-static double sample(const char *page, const char *series)
-{
-	size_t n = strlen(series);
-
-	for (const char *p = page; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
-		if (strncmp(p, series, n) == 0 && p[n] == ' ')
-			return strtod(p + n + 1, NULL);
-	return NAN;
-}
-
 static double scrape_one(int port, const char *series)
 {
 	char *page = scrape(port);
-	double v = sample(page, series);
+	double v = h_metric_sample(page, series);
 
 	free(page);
 	return v;
@@ -170,11 +159,11 @@ START_TEST(metrics_after_a_known_drain)
 	wait_ready(port, 200, "ready standby\n");
 	wait_sample(port, "stagedrain_backlog_jobs", 352, 0);
 	page = scrape(port);
-	ck_assert(sample(page, "stagedrain_is_leader") == 0);
-	ck_assert(sample(page, "stagedrain_leader_epoch") == 0);
-	ck_assert(sample(page, "stagedrain_batches_total") == 0);
+	ck_assert(h_metric_sample(page, "stagedrain_is_leader") == 0);
+	ck_assert(h_metric_sample(page, "stagedrain_leader_epoch") == 0);
+	ck_assert(h_metric_sample(page, "stagedrain_batches_total") == 0);
 	/* Only the leader knows where its cursor is. */
-	ck_assert(isnan(sample(page, "stagedrain_oldest_staged_job_age_seconds")));
+	ck_assert(isnan(h_metric_sample(page, "stagedrain_oldest_staged_job_age_seconds")));
 	ck_assert(strstr(page, "# TYPE stagedrain_batch_duration_seconds histogram\n"));
 	free(page);
 
@@ -188,17 +177,17 @@ START_TEST(metrics_after_a_known_drain)
 	h_sql(lock, "SELECT pg_advisory_unlock(%lld)", KEYS_LOCK_DEFAULT);
 	wait_sample(port, "stagedrain_batches_total", 4, 0);
 	page = scrape(port);
-	ck_assert(sample(page, "stagedrain_jobs_relayed_total{queue=\"a\"}") == 250);
-	ck_assert(sample(page, "stagedrain_jobs_relayed_total{queue=\"b\"}") == 100);
-	ck_assert(sample(page, "stagedrain_dead_letter_jobs_total") == 2);
-	ck_assert(sample(page, "stagedrain_batch_duration_seconds_count") == 4);
-	ck_assert(sample(page, "stagedrain_batch_duration_seconds_bucket{le=\"+Inf\"}") == 4);
-	ck_assert(sample(page, "stagedrain_batch_duration_seconds_sum") > 0);
-	ck_assert(sample(page, "stagedrain_is_leader") == 1);
-	ck_assert(sample(page, "stagedrain_leader_epoch") == 1); /* Redis was flushed: the first epoch */
-	ck_assert(sample(page, "stagedrain_reconnects_total{server=\"postgres\"}") == 0);
-	ck_assert(sample(page, "stagedrain_reconnects_total{server=\"redis\"}") == 0);
-	ck_assert(sample(page, "stagedrain_ready") == 1);
+	ck_assert(h_metric_sample(page, "stagedrain_jobs_relayed_total{queue=\"a\"}") == 250);
+	ck_assert(h_metric_sample(page, "stagedrain_jobs_relayed_total{queue=\"b\"}") == 100);
+	ck_assert(h_metric_sample(page, "stagedrain_dead_letter_jobs_total") == 2);
+	ck_assert(h_metric_sample(page, "stagedrain_batch_duration_seconds_count") == 4);
+	ck_assert(h_metric_sample(page, "stagedrain_batch_duration_seconds_bucket{le=\"+Inf\"}") == 4);
+	ck_assert(h_metric_sample(page, "stagedrain_batch_duration_seconds_sum") > 0);
+	ck_assert(h_metric_sample(page, "stagedrain_is_leader") == 1);
+	ck_assert(h_metric_sample(page, "stagedrain_leader_epoch") == 1); /* Redis was flushed: the first epoch */
+	ck_assert(h_metric_sample(page, "stagedrain_reconnects_total{server=\"postgres\"}") == 0);
+	ck_assert(h_metric_sample(page, "stagedrain_reconnects_total{server=\"redis\"}") == 0);
+	ck_assert(h_metric_sample(page, "stagedrain_ready") == 1);
 	free(page);
 	ck_assert_int_eq(h_cmd_int(r, "LLEN queue:a"), 250);
 	ck_assert_int_eq(h_cmd_int(r, "LLEN queue:b"), 100);
@@ -328,9 +317,9 @@ START_TEST(slow_oldest_reading_leaves_only_its_sample_out)
 	h_sql(locker, "LOCK staged_jobs IN ACCESS EXCLUSIVE MODE");
 	ck_assert_msg(h_log_wait(&p, "outlasted the watcher's statement timeout", WAIT_MS), "no warning in %s", p.log);
 	page = scrape(port);
-	ck_assert_msg(isnan(sample(page, "stagedrain_oldest_staged_job_age_seconds")), "%s", page);
-	ck_assert_msg(sample(page, "stagedrain_backlog_jobs") >= 0, "%s", page);
-	ck_assert_msg(sample(page, "stagedrain_ready") == 1, "%s", page);
+	ck_assert_msg(isnan(h_metric_sample(page, "stagedrain_oldest_staged_job_age_seconds")), "%s", page);
+	ck_assert_msg(h_metric_sample(page, "stagedrain_backlog_jobs") >= 0, "%s", page);
+	ck_assert_msg(h_metric_sample(page, "stagedrain_ready") == 1, "%s", page);
 	free(page);
 	h_sql(locker, "COMMIT");
 	wait_sample(port, "stagedrain_oldest_staged_job_age_seconds", 0, 0);

@@ -14,7 +14,7 @@
  * (round, hold_id) order from the cursor, as the release query reads it. */
 struct row {
 	long long round, hid;
-	char tenant[8];
+	char tenant[16];
 	bool gone;
 };
 
@@ -106,7 +106,7 @@ END_TEST
 START_TEST(one_slot_per_poll_still_reaches_every_newcomer)
 {
 	struct model m;
-	char name[8];
+	char name[16];
 
 	model_init(&m, 100, 1);
 	for (int i = 0; i < 1000; i++)

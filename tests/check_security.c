@@ -89,10 +89,13 @@ static void login_role(PGconn *c, const char *name, const char *group, const cha
 #define APP_INSERTS_AFTER_ID                                                                                           \
 	"staged_jobs.jid:stagedrain_app:INSERT staged_jobs.job_class:stagedrain_app:INSERT"                            \
 	" staged_jobs.options:stagedrain_app:INSERT staged_jobs.queue:stagedrain_app:INSERT"                           \
-	" staged_jobs.run_at:stagedrain_app:INSERT staged_jobs.uuid:stagedrain_app:INSERT"
+	" staged_jobs.run_at:stagedrain_app:INSERT staged_jobs.tenant:stagedrain_app:INSERT"                           \
+	" staged_jobs.uuid:stagedrain_app:INSERT"
 #define OTHER_GRANTS                                                                                                   \
 	" staged_jobs:stagedrain_relay:DELETE staged_jobs:stagedrain_relay:SELECT"                                     \
-	" staged_jobs_dead:stagedrain_relay:INSERT staged_jobs_id_seq:stagedrain_app:USAGE"                            \
+	" staged_jobs_dead:stagedrain_relay:INSERT staged_jobs_held:stagedrain_relay:DELETE"                           \
+	" staged_jobs_held:stagedrain_relay:INSERT staged_jobs_held:stagedrain_relay:SELECT"                           \
+	" staged_jobs_held_hold_id_seq:stagedrain_relay:SELECT staged_jobs_id_seq:stagedrain_app:USAGE"                \
 	" staged_jobs_id_seq:stagedrain_relay:SELECT"
 #define EXPECTED_GRANTS APP_INSERTS_BEFORE_ID APP_INSERTS_AFTER_ID OTHER_GRANTS
 #define EXPECTED_GRANTS_RETURNING                                                                                      \

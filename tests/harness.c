@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <math.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -73,7 +74,7 @@ void h_reset(void)
 
 	ck_assert_int_eq(h_relay_run("migrate", migrate), 0);
 	c = h_pg();
-	h_sql(c, "TRUNCATE staged_jobs, staged_jobs_dead RESTART IDENTITY");
+	h_sql(c, "TRUNCATE staged_jobs, staged_jobs_dead, staged_jobs_held RESTART IDENTITY");
 	PQfinish(c);
 	r = h_redis();
 	freeReplyObject(h_cmd(r, "FLUSHALL"));
@@ -381,4 +382,14 @@ void h_relay_role(PGconn *c, const char *name, char *conninfo, size_t len)
 	h_sql(c, "DROP ROLE IF EXISTS %s", name);
 	h_sql(c, "CREATE ROLE %s LOGIN NOSUPERUSER IN ROLE stagedrain_relay", name);
 	snprintf(conninfo, len, "host=127.0.0.1 port=%s dbname=postgres user=%s", PQport(c), name);
+}
+
+double h_metric_sample(const char *page, const char *series)
+{
+	size_t n = strlen(series);
+
+	for (const char *p = page; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
+		if (strncmp(p, series, n) == 0 && p[n] == ' ')
+			return strtod(p + n + 1, NULL);
+	return NAN;
 }

@@ -95,6 +95,9 @@ long long h_tls_cli_int(const char *port_name, const char *cmd);
 
 /* curl http://127.0.0.1:port/path: the body (caller frees), the status in *status. */
 char *h_http_get(int port, const char *path, int *status);
+/* The value of the sample on a /metrics page whose name and labels are exactly
+ * series ("stagedrain_held_jobs{queue=\"default\"}"); NAN if absent. */
+double h_metric_sample(const char *page, const char *series);
 /* The port on the relay's "serving http" line (it ran with --http-addr 127.0.0.1:0). */
 int h_http_port(struct relay_proc *p);
 

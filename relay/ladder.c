@@ -1,0 +1,289 @@
+/* The drain's ladder: climbing to READY, and falling back on faults (ladder.h). */
+#include "fmacros.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "clock.h"
+#include "format.h"
+#include "ladder.h"
+#include "log.h"
+
+void ladder_fall_back(struct drain *d, enum drain_state to)
+{
+	if (d->state > to)
+		d->state = to;
+}
+
+void ladder_nap(struct drain *d, int ms)
+{
+	while (ms > 0 && !*d->stop) {
+		int slice = ms < 50 ? ms : 50;
+		struct timespec ts = { 0, slice * 1000000L };
+		nanosleep(&ts, NULL);
+		ms -= slice;
+	}
+}
+
+/* Which Redis server the drain now writes to (behind sentinels, the master
+ * they named), and whether that is news: a failover. */
+static void note_redis_server(struct drain *d)
+{
+	const struct redis_target *t = &d->cfg->redis;
+	const char *where = d->redis.conn.where, *name = t->master_name ? t->master_name : "";
+
+	if (d->redis_where[0] && strcmp(d->redis_where, where) != 0)
+		log_warn("redis master changed",
+			 LOGF(F_STR("from", d->redis_where), F_STR("to", where), F_STR("master_name", name)));
+	snprintf(d->redis_where, sizeof(d->redis_where), "%s", where);
+	metrics_redis_server(d->metrics, where, t->master_name, t->tls);
+}
+
+static void log_connected(struct drain *d)
+{
+	const struct redis_target *t = &d->cfg->redis;
+	char pgw[300];
+
+	pg_source_describe(&d->pg, pgw, sizeof(pgw));
+	note_redis_server(d);
+	log_info("connected",
+		 LOGF(F_STR("postgres", pgw), F_STR("redis", d->redis_where),
+		      F_STR("master_name", t->master_name ? t->master_name : ""),
+		      F_STR("tls", t->tls ? "true" : "false"), F_STR("format", format_of(d->cfg->format)->name)));
+	if (d->cfg->redis_tls_insecure)
+		log_warn("--redis-tls-insecure: the redis server's certificate is not verified; anyone on the "
+			 "network path can read and change the jobs",
+			 NULL);
+}
+
+int drain_start(struct drain *d)
+{
+	int rc = pg_source_connect(&d->pg);
+	const char *blame;
+
+	if (rc == 0)
+		rc = pg_source_check_schema(&d->pg);
+	if (rc < 0) {
+		log_error("cannot start", LOGF(F_STR("setting", "--pg-url"), F_STR("error", d->pg.errstr)));
+		return rc;
+	}
+	rc = redis_sink_connect(&d->redis);
+	if (rc < 0) {
+		blame = d->redis.conn.blame ? d->redis.conn.blame : "--redis-url";
+		log_error("cannot start", LOGF(F_STR("setting", blame), F_STR("error", d->redis.errstr)));
+		return rc;
+	}
+	log_connected(d);
+	return 0;
+}
+
+void ladder_pg_trouble(struct drain *d, const char *what)
+{
+	bool broken = pg_source_broken(&d->pg);
+	int delay = backoff_next(&d->pg_backoff);
+
+	log_warn(what,
+		 LOGF(F_STR("error", d->pg.errstr), F_STR("sqlstate", d->pg.sqlstate), F_INT("retry_in_ms", delay)));
+	pg_source_rollback(&d->pg);
+	if (broken) {
+		/* The lock went with the session; whoever holds it next may be another relay. */
+		pg_source_close(&d->pg);
+		ladder_fall_back(d, DRAIN_STANDBY);
+		metrics_connected(d->metrics, METRICS_PG, false, false);
+		metrics_leader(d->metrics, false, 0);
+	}
+	ladder_nap(d, delay);
+}
+
+/* Any Redis fault rc: log it and wait. -ETIMEDOUT is too few replicas
+ * acknowledging (--redis-wait-replicas), which the metrics count apart. */
+void ladder_redis_trouble(struct drain *d, int rc, const char *what)
+{
+	int delay = backoff_next(&d->redis_backoff);
+
+	if (rc == -ETIMEDOUT)
+		metrics_wait_short(d->metrics);
+	log_warn(what, LOGF(F_STR("error", d->redis.errstr), F_INT("retry_in_ms", delay)));
+	metrics_connected(d->metrics, METRICS_REDIS, redis_sink_connected(&d->redis), false);
+	ladder_nap(d, delay);
+}
+
+/*
+ * Takes the leader lock, or waits as a standby while another relay holds it.
+ * The standby asks again every --poll-interval instead of blocking in
+ * pg_advisory_lock: a statement waiting on a lock holds its snapshot, and with
+ * it the xmin horizon, so a blocked standby would itself be the long
+ * transaction that keeps every hot table from being vacuumed.
+ */
+static int become_leader(struct drain *d)
+{
+	bool held = false;
+	int rc = pg_source_check_primary(&d->pg);
+
+	if (rc == 0)
+		rc = pg_source_try_lock(&d->pg, &held);
+	if (rc == 0 && !held)
+		log_info("another relay is the leader; waiting as standby", LOGF(F_INT("lock_key", d->cfg->lock_key)));
+	while (rc == 0 && !held && !*d->stop) {
+		ladder_nap(d, d->cfg->poll_interval_ms);
+		rc = pg_source_try_lock(&d->pg, &held);
+	}
+	if (rc < 0)
+		return rc;
+	if (!held)
+		return -ECANCELED;
+	/* Whatever we knew of the table may be stale: read it from the start. */
+	gaps_reset(&d->gaps);
+	d->state = DRAIN_NEED_EPOCH; /* and the fence: the last leader may have died mid-batch */
+	log_info("became leader", LOGF(F_INT("lock_key", d->cfg->lock_key)));
+	metrics_leader(d->metrics, true, d->gaps.cursor);
+	return 0;
+}
+
+/* Rows a fence deleted were pushed: they count as relayed. */
+static void count_fenced(struct drain *d, long long deleted)
+{
+	const char *queue;
+	size_t len;
+	long long n;
+
+	d->relayed += deleted;
+	for (int i = 0; (queue = pg_source_fenced_queue(&d->pg, i, &len, &n)) != NULL; i++)
+		metrics_fenced(d->metrics, queue, len, (unsigned long long)n);
+}
+
+/* NEED_EPOCH -> NEED_FENCE: a new epoch makes Redis refuse any push of an
+ * older one that arrives late. False to try again. */
+static bool take_epoch(struct drain *d)
+{
+	int rc = redis_sink_new_epoch(&d->redis);
+
+	if (rc < 0) {
+		ladder_redis_trouble(d, rc, "could not take a new epoch in redis; will retry");
+		return false;
+	}
+	d->state = DRAIN_NEED_FENCE;
+	log_info("leading", LOGF(F_INT("epoch", d->redis.epoch)));
+	metrics_epoch(d->metrics, d->redis.epoch);
+	return true;
+}
+
+/*
+ * NEED_FENCE -> READY: before pushing again after anything that may have left
+ * a pushed batch undeleted (a takeover, a failed push or delete), delete what
+ * the last fence names instead of pushing it twice. False to try again.
+ */
+static bool settle_fence(struct drain *d)
+{
+	long long deleted = 0;
+	int rc;
+
+	/* A failed GET also closes the connection, so no push can follow until
+	 * a reconnect and this read succeed. Too few replicas: the rows the fence
+	 * names stay until they have it. */
+	if ((rc = redis_sink_get_fence(&d->redis, &d->fence_text)) < 0) {
+		ladder_redis_trouble(d, rc, "could not read the fence from redis; will retry");
+		return false;
+	}
+	if (d->fence_text.len && fence_parse(&d->fence, d->fence_text.data, d->fence_text.len) < 0) {
+		log_warn("ignoring a fence that is not stagedrain's", NULL);
+		d->fence.n = 0;
+	}
+	if (pg_source_delete_fenced(&d->pg, &d->fence, &deleted) < 0) {
+		ladder_pg_trouble(d, "could not delete the rows the fence names; will retry");
+		return false;
+	}
+	d->state = DRAIN_READY;
+	release_forget(&d->release); /* read it again: the fence may have deleted released rows */
+	count_fenced(d, deleted);
+	if (deleted > 0)
+		log_info("deleted rows the last batch pushed but did not delete; not pushing them again",
+			 LOGF(F_INT("rows", deleted), F_INT("fence_epoch", d->fence.epoch)));
+	return true;
+}
+
+/* Any state: a lost session means a lost lock, so back to STANDBY. */
+static bool reconnect_pg(struct drain *d)
+{
+	char pgw[300];
+
+	/* However the session was lost (a failed read, a rollback after a
+	 * failed push), the lock went with it: take it again, or stand by. */
+	d->state = DRAIN_STANDBY;
+	if (pg_source_connect(&d->pg) < 0) {
+		ladder_pg_trouble(d, "could not reconnect to postgres; will retry");
+		return false;
+	}
+	/* With several hosts in --pg-url, which one is news (a failover). */
+	pg_source_describe(&d->pg, pgw, sizeof(pgw));
+	log_info("reconnected to postgres", LOGF(F_STR("postgres", pgw)));
+	metrics_connected(d->metrics, METRICS_PG, true, true);
+	return true;
+}
+
+/* STANDBY -> NEED_EPOCH, or false while another relay leads or on a fault. */
+static bool take_lead(struct drain *d)
+{
+	int rc = become_leader(d);
+
+	if (rc == -ECANCELED)
+		return false;
+	if (rc == -EROFS) {
+		ladder_pg_trouble(d, "will not lead from a hot standby; will reconnect");
+		return false;
+	}
+	if (rc < 0) {
+		ladder_pg_trouble(d, "could not take the leader lock; will retry");
+		return false;
+	}
+	return true;
+}
+
+/* Any state from NEED_EPOCH up falls back to it: the new connection may
+ * reach another server (a failover), whose epoch and fence are its own. */
+static bool reconnect_redis(struct drain *d)
+{
+	int rc;
+
+	ladder_fall_back(d, DRAIN_NEED_EPOCH);
+	if ((rc = redis_sink_connect(&d->redis)) < 0) {
+		ladder_redis_trouble(d, rc, "could not reconnect to redis; will retry");
+		return false;
+	}
+	note_redis_server(d);
+	log_info("reconnected to redis",
+		 LOGF(F_STR("redis", d->redis_where),
+		      F_STR("master_name", d->cfg->redis.master_name ? d->cfg->redis.master_name : ""),
+		      F_STR("tls", d->cfg->redis.tls ? "true" : "false")));
+	metrics_connected(d->metrics, METRICS_REDIS, true, true);
+	return true;
+}
+
+/* The sentinels announced a failover: leave the old master before the next push. */
+static void follow_failover(struct drain *d)
+{
+	if (!redis_sink_connected(&d->redis) || !redis_conn_master_moved(&d->redis.conn))
+		return;
+	log_info("the sentinels announced a new redis master; reconnecting", LOGF(F_STR("from", d->redis_where)));
+	redis_sink_close(&d->redis);
+}
+
+/* Climbs the ladder to READY, restoring the sessions on the way: true when a
+ * batch may push, false to try again (the fault was logged and waited out). */
+bool ladder_ensure_ready(struct drain *d)
+{
+	if (pg_source_broken(&d->pg) && !reconnect_pg(d))
+		return false;
+	if (d->state == DRAIN_STANDBY && !take_lead(d))
+		return false;
+	follow_failover(d);
+	if (!redis_sink_connected(&d->redis) && !reconnect_redis(d))
+		return false;
+	if (d->state == DRAIN_NEED_EPOCH && !take_epoch(d))
+		return false;
+	if (d->state == DRAIN_NEED_FENCE && !settle_fence(d))
+		return false;
+	return true;
+}
