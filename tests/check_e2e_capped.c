@@ -330,14 +330,13 @@ START_TEST(activejob_runs_a_capped_queue_once_and_fairly)
 }
 END_TEST
 
-/* h_reset, and the held table (migration 005) and this suite's own tables emptied. */
+/* h_reset, and this suite's own tables dropped. */
 static void capped_reset(void)
 {
 	PGconn *c;
 
 	h_reset();
 	c = h_pg();
-	h_sql(c, "TRUNCATE staged_jobs_held RESTART IDENTITY");
 	h_sql(c, "DROP TABLE IF EXISTS capped_expected, capped_ran");
 	PQfinish(c);
 }
