@@ -36,5 +36,6 @@ Suite *laravel_e2e_suite(void);
 Suite *activejob_e2e_suite(void);
 Suite *celery_e2e_suite(void);
 Suite *release_suite(void);
+Suite *capped_e2e_suite(void);
 
 #endif
