@@ -134,11 +134,6 @@ int pg_source_check_schema(struct pg_source *pg)
 			 "staged_jobs.id does not take the xid before the id (migration 002): "
 			 "run `stagedrain migrate`");
 		rc = -EIO;
-	} else if (strcmp(PQgetvalue(res, 0, 5), "t") != 0) {
-		snprintf(pg->errstr, sizeof(pg->errstr),
-			 "the relay's role may not SELECT, INSERT and DELETE on staged_jobs_held: "
-			 "run sql/roles.sql again (after migration 005)");
-		rc = -EIO;
 	} else if (strcmp(PQgetvalue(res, 0, 2), "1") != 0) {
 		snprintf(pg->errstr, sizeof(pg->errstr),
 			 "sequence of staged_jobs.id has CACHE %s; the relay needs ids in order: "

@@ -128,11 +128,7 @@ START_TEST(crash_between_push_and_delete_is_not_pushed_again)
 	for (t0 = mono_ms(); queue_len(r, l, "default") < 10; sleep_ms(5))
 		RELAY_CHECK(&p, mono_ms() - t0 < 10000, "%s: jobs not pushed within 10 s", l->format);
 	sleep_ms(200); /* the relay is now blocked in its delete */
-	h_relay_kill(&p, SIGKILL);
-	ck_assert_int_eq(h_relay_wait(&p, 5000), 128 + SIGKILL);
-	h_sql(c, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'stagedrain'");
-	while (h_sql(c, "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'stagedrain'") > 0)
-		sleep_ms(10);
+	h_relay_crash(&p, c);
 	h_sql(locker, "ROLLBACK");
 	PQfinish(locker);
 	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs"), 10);

@@ -373,11 +373,7 @@ START_TEST(a_release_killed_before_its_commit_is_not_pushed_twice)
 		RELAY_CHECK(&p, mono_ms() - t0 < WAIT_MS, "nothing released into the 5 free slots; see %s", p.log);
 	sleep_ms(200);
 	RELAY_CHECK(&p, held(c, "default") == 40, "the release committed past the row lock");
-	h_relay_kill(&p, SIGKILL);
-	ck_assert_int_eq(h_relay_wait(&p, 5000), 128 + SIGKILL);
-	h_sql(c, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'stagedrain'");
-	while (h_sql(c, "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'stagedrain'") > 0)
-		sleep_ms(10);
+	h_relay_crash(&p, c);
 	h_sql(locker, "ROLLBACK");
 	PQfinish(locker);
 

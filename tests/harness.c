@@ -393,3 +393,12 @@ double h_metric_sample(const char *page, const char *series)
 			return strtod(p + n + 1, NULL);
 	return NAN;
 }
+
+void h_relay_crash(struct relay_proc *p, PGconn *c)
+{
+	h_relay_kill(p, SIGKILL);
+	ck_assert_int_eq(h_relay_wait(p, 5000), 128 + SIGKILL);
+	h_sql(c, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'stagedrain'");
+	while (h_sql(c, "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'stagedrain'") > 0)
+		sleep_ms(10);
+}

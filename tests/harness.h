@@ -56,6 +56,9 @@ void h_relay_start_bare(struct relay_proc *p, const char *name, const char *cons
  * timeout_ms (or was reaped already). */
 int h_relay_wait(struct relay_proc *p, int timeout_ms);
 void h_relay_kill(struct relay_proc *p, int sig);
+/* SIGKILLs the relay, waits for it, and ends its Postgres sessions (over c)
+ * as a crashed host's would end, so its locks go with it. */
+void h_relay_crash(struct relay_proc *p, PGconn *c);
 /* A failed check must not leave the relay running after the test
  * (a Check assertion; p is a struct relay_proc *). */
 #define RELAY_CHECK(p, cond, ...)                                                                                      \
