@@ -26,5 +26,8 @@ int buf_put_int(struct buf *b, long long v) SD_MUSTCHECK;
 char *buf_digits(char *end, unsigned long long v);
 int buf_vprintf(struct buf *b, const char *fmt, va_list ap) SD_PRINTF(2, 0) SD_MUSTCHECK;
 void buf_free(struct buf *b);
+/* Grows the array *p, of *cap elements of size bytes, to hold need (doubling
+ * from 16): the one growth rule of the relay's arrays. 0 or -ENOMEM. */
+int buf_grow_array(void **p, size_t *cap, size_t need, size_t size) SD_MUSTCHECK;
 
 #endif

@@ -98,8 +98,8 @@ int format_push_queues(struct redis_cmds *c, const struct batch *b, const char *
 		       const char *infix, enum format_which which);
 /* `LLEN <prefix><infix><queue>`: a layout's list of queue. */
 int format_llen(struct redis_cmds *c, const char *prefix, const char *infix, const char *queue, size_t len);
-/* The sidekiq layout's list: queue:<q>. */
-int sidekiq_lists(struct redis_cmds *c, const char *prefix, const char *queue, size_t len);
+/* `LLEN <prefix>queue:<q>`: the list of Sidekiq's and Resque's layouts. */
+int format_queue_list(struct redis_cmds *c, const char *prefix, const char *queue, size_t len);
 /* `SADD <prefix>queues q...` of the queues the batch pushes to now. */
 int format_add_queue_set(struct redis_cmds *c, const struct batch *b, const char *prefix);
 

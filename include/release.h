@@ -65,7 +65,8 @@ bool release_needed(const struct release *rl);
  * *max_bytes the row text the batch may read. -EIO (errstr). */
 int release_memory(struct release *rl, struct redis_conn *conn, long *max_bytes, struct metrics *m) SD_MUSTCHECK;
 /*
- * After the batch's staged rows were built into b: holds what may not go now
+ * After the batch's staged rows were built into b (nothing to do unless
+ * release_needed): holds what may not go now
  * (moved in the batch's transaction), then reads and builds released jobs
  * into b after the staged ones (hold_id set). 0, RELEASE_PG_FAILED
  * (pg->errstr), RELEASE_REDIS_FAILED (errstr) or -ENOMEM.
@@ -73,7 +74,7 @@ int release_memory(struct release *rl, struct redis_conn *conn, long *max_bytes,
 int release_run(struct release *rl, struct pg_source *pg, struct redis_conn *conn, struct batch *b,
 		const struct job_opts *opts, long max_bytes) SD_MUSTCHECK;
 /* Jobs this batch moved to the held table, and released from it. */
-size_t release_nheld(const struct release *rl);
+void release_counts(const struct release *rl, size_t *held, size_t *released);
 /* A released job could not be pushed (its key has the wrong type): it stays
  * held, and its queue waits a while before the next try. */
 void release_unrelease(struct release *rl, const struct batch_job *j);

@@ -110,14 +110,8 @@ static int build_rooms(struct backpressure *bp, const struct rounds *r, const si
 	for (size_t i = 0; rc == 0 && i < n; i++) {
 		size_t before = bp->cmds.ncmds;
 		rc = f->lists(&bp->cmds, bp->cfg->key_prefix, r->q[qs[i]].name, r->q[qs[i]].len);
-		if (rc == 0 && bp->cmds.ncmds > bp->ofcap) {
-			size_t cap = bp->cmds.ncmds * 2;
-			size_t *of = realloc(bp->of, cap * sizeof(*of));
-			if (!of)
-				return -ENOMEM;
-			bp->of = of;
-			bp->ofcap = cap;
-		}
+		if (rc == 0)
+			rc = buf_grow_array((void **)&bp->of, &bp->ofcap, bp->cmds.ncmds, sizeof(*bp->of));
 		for (size_t k = before; rc == 0 && k < bp->cmds.ncmds; k++)
 			bp->of[k] = qs[i];
 	}

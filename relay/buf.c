@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -122,4 +123,20 @@ void buf_free(struct buf *b)
 		return;
 	free(b->data);
 	buf_init(b);
+}
+
+int buf_grow_array(void **p, size_t *cap, size_t need, size_t size)
+{
+	size_t n = *cap ? *cap : 16;
+	void *q;
+
+	if (need <= *cap)
+		return 0;
+	while (n < need)
+		n *= 2;
+	if (n > SIZE_MAX / size || !(q = realloc(*p, n * size)))
+		return -ENOMEM;
+	*p = q;
+	*cap = n;
+	return 0;
 }

@@ -98,8 +98,7 @@ static int build_batch(struct drain *d, int nrows, long max_bytes)
 		pg_source_row(&d->pg, i, &row);
 		rc = batch_add(&d->batch, &row, &opts, 0);
 	}
-	d->release.nmv = d->release.nwant = 0;
-	if (rc < 0 || !release_needed(&d->release))
+	if (rc < 0)
 		return rc;
 	rc = release_run(&d->release, &d->pg, &d->redis.conn, &d->batch, &opts, max_bytes);
 	if (rc == RELEASE_REDIS_FAILED)
@@ -284,8 +283,7 @@ static int drain_batch(struct drain *d)
 	}
 	if ((rc = build_batch(d, nrows, max_bytes)) < 0)
 		return build_trouble(d, rc);
-	t.held = release_nheld(&d->release);
-	t.released = d->release.nwant ? (size_t)pg_held_nrows(&d->release.held) : 0;
+	release_counts(&d->release, &t.held, &t.released);
 	if (nrows == 0 && t.released == 0) {
 		pg_source_rollback(&d->pg);
 		return d->gaps.n || pg_source_seen(&d->pg)->skip_to ? advance_gaps(d, false) : 0;

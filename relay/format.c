@@ -72,6 +72,11 @@ int format_llen(struct redis_cmds *c, const char *prefix, const char *infix, con
 	return rc ? rc : cmds_fmt(c, "%s%s%.*s", prefix, infix, (int)len, queue);
 }
 
+int format_queue_list(struct redis_cmds *c, const char *prefix, const char *queue, size_t len)
+{
+	return format_llen(c, prefix, "queue:", queue, len);
+}
+
 int format_add_queue_set(struct redis_cmds *c, const struct batch *b, const char *prefix)
 {
 	bool any = false;

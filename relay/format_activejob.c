@@ -380,5 +380,5 @@ const struct format format_activejob = {
 	.name = "activejob",
 	.payload = activejob_payload,
 	.commands = sidekiq_commands,
-	.lists = sidekiq_lists,
+	.lists = format_queue_list,
 };

@@ -63,14 +63,9 @@ static int resque_commands(struct redis_cmds *c, const struct batch *b, const ch
 	return add_delayed(c, b, prefix);
 }
 
-static int resque_lists(struct redis_cmds *c, const char *prefix, const char *queue, size_t len)
-{
-	return format_llen(c, prefix, "queue:", queue, len);
-}
-
 const struct format format_resque = {
 	.name = "resque",
 	.payload = resque_payload,
 	.commands = resque_commands,
-	.lists = resque_lists,
+	.lists = format_queue_list,
 };

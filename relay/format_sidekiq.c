@@ -119,16 +119,11 @@ int sidekiq_commands(struct redis_cmds *c, const struct batch *b, const char *pr
 	return add_schedule(c, b, prefix);
 }
 
-int sidekiq_lists(struct redis_cmds *c, const char *prefix, const char *queue, size_t len)
-{
-	return format_llen(c, prefix, "queue:", queue, len);
-}
-
 const struct format format_sidekiq = {
 	.name = "sidekiq",
 	.payload = sidekiq_payload,
 	.commands = sidekiq_commands,
-	.lists = sidekiq_lists,
+	.lists = format_queue_list,
 };
 
 /*

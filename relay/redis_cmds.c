@@ -31,26 +31,9 @@ void cmds_free(struct redis_cmds *c)
 	memset(c, 0, sizeof(*c));
 }
 
-static int grow(void **p, size_t *cap, size_t need, size_t size)
-{
-	size_t n = *cap ? *cap : 16;
-	void *q;
-
-	if (need <= *cap)
-		return 0;
-	while (n < need)
-		n *= 2;
-	q = realloc(*p, n * size);
-	if (!q)
-		return -ENOMEM;
-	*p = q;
-	*cap = n;
-	return 0;
-}
-
 static int push_arg(struct redis_cmds *c, const char *ptr, size_t off, size_t len)
 {
-	if (grow((void **)&c->args, &c->argcap, c->nargs + 1, sizeof(*c->args)) < 0)
+	if (buf_grow_array((void **)&c->args, &c->argcap, c->nargs + 1, sizeof(*c->args)) < 0)
 		return -ENOMEM;
 	c->args[c->nargs++] = (struct cmd_arg){ .ptr = ptr, .off = off, .len = len };
 	c->cmds[c->ncmds - 1].argc++;
@@ -59,7 +42,7 @@ static int push_arg(struct redis_cmds *c, const char *ptr, size_t off, size_t le
 
 int cmds_begin(struct redis_cmds *c, const char *name)
 {
-	if (grow((void **)&c->cmds, &c->cmdcap, c->ncmds + 1, sizeof(*c->cmds)) < 0)
+	if (buf_grow_array((void **)&c->cmds, &c->cmdcap, c->ncmds + 1, sizeof(*c->cmds)) < 0)
 		return -ENOMEM;
 	c->cmds[c->ncmds].first = c->nargs;
 	c->cmds[c->ncmds].argc = 0;
@@ -96,7 +79,7 @@ int cmds_room(struct redis_cmds *c, size_t head)
 
 	if (c->cmds[c->ncmds - 1].argc < CMDS_MAX_ARGS)
 		return 0;
-	if ((rc = grow((void **)&c->cmds, &c->cmdcap, c->ncmds + 1, sizeof(*c->cmds))) < 0)
+	if ((rc = buf_grow_array((void **)&c->cmds, &c->cmdcap, c->ncmds + 1, sizeof(*c->cmds))) < 0)
 		return rc;
 	c->cmds[c->ncmds].first = c->nargs;
 	c->cmds[c->ncmds].argc = 0;

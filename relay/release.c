@@ -87,29 +87,12 @@ int release_memory(struct release *rl, struct redis_conn *conn, long *max_bytes,
 	return rc;
 }
 
-/* Grows *v (of *cap elements of size sz) to hold n. */
-static int grow(void **v, size_t *cap, size_t n, size_t sz)
-{
-	size_t c = *cap ? *cap : 16;
-	void *p;
-
-	if (n <= *cap)
-		return 0;
-	while (c < n)
-		c *= 2;
-	if (!(p = realloc(*v, c * sz)))
-		return -ENOMEM;
-	*v = p;
-	*cap = c;
-	return 0;
-}
-
 static int add_measured(struct release *rl, size_t qi)
 {
 	for (size_t i = 0; i < rl->nqs; i++)
 		if (rl->qs[i] == qi)
 			return 0;
-	if (grow((void **)&rl->qs, &rl->capqs, rl->nqs + 1, sizeof(*rl->qs)) < 0)
+	if (buf_grow_array((void **)&rl->qs, &rl->capqs, rl->nqs + 1, sizeof(*rl->qs)) < 0)
 		return -ENOMEM;
 	rl->qs[rl->nqs++] = qi;
 	return 0;
@@ -148,7 +131,7 @@ static int classify(struct release *rl, const struct batch *b)
 	long long now = clock_mono_ms();
 	int rc = 0;
 
-	if (grow((void **)&rl->jq, &rl->capjq, b->njobs, sizeof(*rl->jq)) < 0)
+	if (buf_grow_array((void **)&rl->jq, &rl->capjq, b->njobs, sizeof(*rl->jq)) < 0)
 		return -ENOMEM;
 	rl->nqs = 0;
 	for (size_t i = 0; rc == 0 && i < b->njobs; i++) {
@@ -178,7 +161,7 @@ static int decide(struct release *rl, struct batch *b)
 	size_t n = 0, njobs = b->njobs;
 
 	rl->nmv = 0;
-	if (grow((void **)&rl->mv, &rl->capmv, njobs, sizeof(*rl->mv)) < 0)
+	if (buf_grow_array((void **)&rl->mv, &rl->capmv, njobs, sizeof(*rl->mv)) < 0)
 		return -ENOMEM;
 	for (size_t i = 0; i < njobs; i++) {
 		struct batch_job *j = &b->jobs[i];
@@ -204,7 +187,7 @@ static int wants(struct release *rl)
 	long long now = clock_mono_ms();
 
 	rl->nwant = 0;
-	if (grow((void **)&rl->want, &rl->capwant, r->nq, sizeof(*rl->want)) < 0)
+	if (buf_grow_array((void **)&rl->want, &rl->capwant, r->nq, sizeof(*rl->want)) < 0)
 		return -ENOMEM;
 	for (size_t k = 0; left > 0 && k < r->nq; k++) {
 		size_t qi = (rl->next_queue + k) % r->nq;
@@ -251,8 +234,11 @@ int release_run(struct release *rl, struct pg_source *pg, struct redis_conn *con
 	long long t0 = clock_mono_us();
 	int rc;
 
-	rounds_begin(&rl->rounds);
 	rl->nmv = rl->nwant = 0;
+	rl->release_us = 0;
+	if (!release_needed(rl))
+		return 0;
+	rounds_begin(&rl->rounds);
 	if ((rc = classify(rl, b)) < 0)
 		return rc;
 	if (rl->nqs && backpressure_rooms(&rl->bp, conn, &rl->rounds, rl->qs, rl->nqs) < 0) {
@@ -272,9 +258,10 @@ int release_run(struct release *rl, struct pg_source *pg, struct redis_conn *con
 	return 0;
 }
 
-size_t release_nheld(const struct release *rl)
+void release_counts(const struct release *rl, size_t *held, size_t *released)
 {
-	return rl->nmv;
+	*held = rl->nmv;
+	*released = rl->nwant ? (size_t)pg_held_nrows(&rl->held) : 0;
 }
 
 void release_unrelease(struct release *rl, const struct batch_job *j)

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "buf.h"
 #include "rounds.h"
 
 #define NONE LLONG_MIN
@@ -213,20 +214,6 @@ static int rehash(struct rounds *r, size_t need)
 	return 0;
 }
 
-static int grow_touched(struct rounds *r)
-{
-	size_t cap = r->captouched ? r->captouched * 2 : 64;
-	size_t *v;
-
-	if (r->ntouched < r->captouched)
-		return 0;
-	if (!(v = realloc(r->touched, cap * sizeof(*v))))
-		return -ENOMEM;
-	r->touched = v;
-	r->captouched = cap;
-	return 0;
-}
-
 /* The tenant's slot, added if there is room: *at is SIZE_MAX when the table
  * is at max_tenants (the caller puts the job at the end of the queue). */
 static int tenant_slot(struct rounds *r, size_t queue, const char *name, size_t len, size_t *at)
@@ -323,7 +310,8 @@ int rounds_hold(struct rounds *r, size_t qi, const char *tenant, size_t tlen, lo
 	long long last;
 	size_t at;
 
-	if (grow_touched(r) < 0 || tenant_slot(r, qi, tenant, tlen, &at) < 0)
+	if (buf_grow_array((void **)&r->touched, &r->captouched, r->ntouched + 1, sizeof(*r->touched)) < 0 ||
+	    tenant_slot(r, qi, tenant, tlen, &at) < 0)
 		return -ENOMEM;
 	if (at == SIZE_MAX) {
 		*round = q->pend.top + 1 > q->pend.round ? q->pend.top + 1 : q->pend.round;
