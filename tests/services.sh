@@ -45,10 +45,16 @@ as_pg() {
 	if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
 }
 
+# A port below the kernel's ephemeral range: a client's outgoing connection
+# (the relay's, a test's) can take any port inside it between our check and the
+# server's bind, as one did to Postgres in CI.
 free_port() {
-	local p
+	local p lo span
+	read -r lo _ </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || lo=32768
+	span=$((lo - 10000))
+	[ "$span" -ge 1000 ] || span=20000 lo=50000
 	for _ in $(seq 1 50); do
-		p=$((20000 + RANDOM % 30000))
+		p=$((lo - 1 - (RANDOM * 32768 + RANDOM) % span))
 		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then echo "$p"; return; fi
 	done
 	echo "services.sh: no free port found" >&2
@@ -110,18 +116,30 @@ redis2_start() {
 	done
 }
 
+# pg_listen DATADIR SOCKDIR MAXCONN PORTFILE LOG: starts the server in DATADIR
+# on a free port, which goes to PORTFILE. A port found free can be taken before
+# the server binds it: try another.
+pg_listen() {
+	local data=$1 run=$2 maxconn=$3 portfile=$4 log=$5 port try
+	for try in 1 2 3; do
+		port=$(free_port)
+		if as_pg "$(pgbin)/pg_ctl" -D "$data" -l "$log" -w -t 30 start \
+			-o "-c listen_addresses=127.0.0.1 -p $port -k $run -c fsync=off -c max_connections=$maxconn" \
+			>/dev/null 2>&1; then
+			echo "$port" >"$portfile"
+			return 0
+		fi
+		[ "$try" != 3 ] || { cat "$log" >&2; exit 1; }
+	done
+}
+
 pg_start() {
-	local dir=$1 bin port
-	bin=$(pgbin)
-	port=$(free_port)
+	local dir=$1
 	mkdir -p "$dir/pg" "$dir/pgrun"
 	[ "$(id -u)" != 0 ] || chown postgres: "$dir/pg" "$dir/pgrun"
-	as_pg "$bin/initdb" -D "$dir/pg" -U postgres --auth=trust -E UTF8 --no-sync >"$dir/initdb.log" 2>&1 ||
+	as_pg "$(pgbin)/initdb" -D "$dir/pg" -U postgres --auth=trust -E UTF8 --no-sync >"$dir/initdb.log" 2>&1 ||
 		{ cat "$dir/initdb.log" >&2; exit 1; }
-	as_pg "$bin/pg_ctl" -D "$dir/pg" -l "$dir/pgrun/pg.log" -w -t 30 start \
-		-o "-c listen_addresses=127.0.0.1 -p $port -k $dir/pgrun -c fsync=off -c max_connections=50" \
-		>/dev/null || { cat "$dir/pgrun/pg.log" >&2; exit 1; }
-	echo "$port" >"$dir/pg.port"
+	pg_listen "$dir/pg" "$dir/pgrun" 50 "$dir/pg.port" "$dir/pgrun/pg.log"
 }
 
 pg_restart() {
@@ -135,7 +153,7 @@ pg_restart() {
 # the shared server so later tests keep theirs. The primary is a copy of the
 # shared server (cheaper than initdb), the standby a copy of the primary.
 pgfo_start() {
-	local dir=$1 bin p1 p2
+	local dir=$1 bin p1
 	bin=$(pgbin)
 	# A test that ran these servers before left their (stopped) data behind.
 	rm -rf "$dir/pgfo1" "$dir/pgfo2"
@@ -145,18 +163,11 @@ pgfo_start() {
 	as_pg "$bin/pg_basebackup" -h 127.0.0.1 -p "$(cat "$dir/pg.port")" -U postgres -D "$dir/pgfo1" \
 		-X stream -c fast --no-sync >"$dir/pgfo-basebackup.log" 2>&1 ||
 		{ cat "$dir/pgfo-basebackup.log" >&2; exit 1; }
-	p1=$(free_port)
-	as_pg "$bin/pg_ctl" -D "$dir/pgfo1" -l "$dir/pgforun/p1.log" -w -t 30 start \
-		-o "-c listen_addresses=127.0.0.1 -p $p1 -k $dir/pgforun -c fsync=off -c max_connections=20" \
-		>/dev/null || { cat "$dir/pgforun/p1.log" >&2; exit 1; }
-	echo "$p1" >"$dir/pgfo1.port"
+	pg_listen "$dir/pgfo1" "$dir/pgforun" 20 "$dir/pgfo1.port" "$dir/pgforun/p1.log"
+	p1=$(cat "$dir/pgfo1.port")
 	as_pg "$bin/pg_basebackup" -h 127.0.0.1 -p "$p1" -U postgres -D "$dir/pgfo2" -R -X stream \
 		-c fast --no-sync >"$dir/pgfo-basebackup.log" 2>&1 || { cat "$dir/pgfo-basebackup.log" >&2; exit 1; }
-	p2=$(free_port)
-	as_pg "$bin/pg_ctl" -D "$dir/pgfo2" -l "$dir/pgforun/p2.log" -w -t 30 start \
-		-o "-c listen_addresses=127.0.0.1 -p $p2 -k $dir/pgforun -c fsync=off -c max_connections=20" \
-		>/dev/null || { cat "$dir/pgforun/p2.log" >&2; exit 1; }
-	echo "$p2" >"$dir/pgfo2.port"
+	pg_listen "$dir/pgfo2" "$dir/pgforun" 20 "$dir/pgfo2.port" "$dir/pgforun/p2.log"
 }
 
 pgfo_promote() {
