@@ -56,6 +56,9 @@ extern const char pg_read_columns[];
  */
 int pg_read_rows_head(struct buf *sql, long max_job, const char *extra, const char *order) SD_MUSTCHECK;
 int pg_read_rows_tail(struct buf *sql, long max_bytes, const char *order) SD_MUSTCHECK;
+/* Parses the id of every row of such a read into *ids, of *cap elements,
+ * grown as needed. 0 or -ENOMEM. */
+int pg_read_ids(const PGresult *res, long long **ids, size_t *cap) SD_MUSTCHECK;
 /* Fills row from row i of such a read, its id already parsed. */
 void pg_read_row_of(const PGresult *res, int i, long long id, struct job_row *row);
 /* Frees the rows; the ids stay until the next read. */

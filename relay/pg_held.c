@@ -162,22 +162,6 @@ static int append_read(struct buf *sql, PGconn *conn, const struct rounds *r, co
 	return rc ? rc : pg_read_rows_tail(sql, max_bytes, order);
 }
 
-static int note_ids(struct pg_held *h)
-{
-	size_t n = (size_t)PQntuples(h->rows);
-
-	if (n > h->cap) {
-		long long *ids = realloc(h->ids, n * sizeof(*ids));
-		if (!ids)
-			return -ENOMEM;
-		h->ids = ids;
-		h->cap = n;
-	}
-	for (size_t i = 0; i < n; i++)
-		h->ids[i] = strtoll(PQgetvalue(h->rows, (int)i, 0), NULL, 10);
-	return 0;
-}
-
 int pg_held_move_read(struct pg_held *h, struct pg_source *pg, const struct rounds *r, const struct held_move *mv,
 		      size_t nmv, const struct held_want *w, size_t nw, long max_bytes)
 {
@@ -205,7 +189,7 @@ int pg_held_move_read(struct pg_held *h, struct pg_source *pg, const struct roun
 	if (rc == 0 && nw && !h->rows)
 		rc = pg_source_fail(pg, NULL, "the release read returned nothing");
 	if (rc == 0 && h->rows)
-		rc = note_ids(h);
+		rc = pg_read_ids(h->rows, &h->ids, &h->cap);
 	if (rc < 0)
 		pg_held_clear(h);
 	return rc;

@@ -163,24 +163,28 @@ bool pg_read_take(struct pg_read *r, PGresult *res)
 	return t == 1;
 }
 
+int pg_read_ids(const PGresult *res, long long **ids, size_t *cap)
+{
+	size_t n = (size_t)PQntuples(res);
+	int rc = buf_grow_array((void **)ids, cap, n, sizeof(**ids));
+
+	for (size_t i = 0; rc == 0 && i < n; i++)
+		(*ids)[i] = strtoll(PQgetvalue(res, (int)i, COL_ID), NULL, 10);
+	return rc;
+}
+
 /* The ids read, ascending, and how far the gap read got if its limit or the
  * size bound cut it short. */
 static int note_ids(struct pg_read *r, const struct gaps *g, int limit)
 {
 	size_t n = (size_t)PQntuples(r->rows), below = 0;
 	bool cut = n > 0 && strtoull(PQgetvalue(r->rows, 0, COL_NALL), NULL, 10) > n;
+	int rc = pg_read_ids(r->rows, &r->ids, &r->cap);
 
-	if (n > r->cap) {
-		long long *ids = realloc(r->ids, n * sizeof(*ids));
-		if (!ids)
-			return -ENOMEM;
-		r->ids = ids;
-		r->cap = n;
-	}
-	for (size_t i = 0; i < n; i++) {
-		r->ids[i] = strtoll(PQgetvalue(r->rows, (int)i, COL_ID), NULL, 10);
+	if (rc < 0)
+		return rc;
+	for (size_t i = 0; i < n; i++)
 		below += r->ids[i] <= g->cursor;
-	}
 	r->seen.ids = r->ids;
 	r->seen.n = n;
 	if (below > 0 && (below >= (size_t)limit || (cut && below == n)))

@@ -119,6 +119,26 @@ bool pg_source_broken(const struct pg_source *pg)
 	" FROM pg_attribute a LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum"                  \
 	" WHERE a.attrelid = 'staged_jobs'::regclass AND a.attname = 'id'"
 
+/* What each column of SCHEMA_SQL after the first must say, and what to run
+ * when it does not; show puts the column's value between the two halves. */
+static const struct schema_need {
+	const char *want, *say, *then;
+	bool show;
+} schema_needs[] = {
+	{ "t", "staged_jobs.id does not take the xid before the id (migration 002): run `stagedrain migrate`", "",
+	  false },
+	{ "1", "sequence of staged_jobs.id has CACHE ",
+	  "; the relay needs ids in order: ALTER SEQUENCE staged_jobs_id_seq CACHE 1", true },
+	{ "t", "staged_jobs has no uuid column (migration 004): run `stagedrain migrate`", "", false },
+	{ "t",
+	  "staged_jobs has no tenant column or staged_jobs_held is missing (migration 005): run `stagedrain migrate`",
+	  "", false },
+	{ "t",
+	  "the relay's role may not SELECT, INSERT and DELETE on staged_jobs_held: "
+	  "run sql/roles.sql again (after migration 005)",
+	  "", false },
+};
+
 int pg_source_check_schema(struct pg_source *pg)
 {
 	PGresult *res = PQexec(pg->conn, SCHEMA_SQL);
@@ -129,31 +149,17 @@ int pg_source_check_schema(struct pg_source *pg)
 		if (strcmp(pg->sqlstate, "42P01") == 0)
 			snprintf(pg->errstr, sizeof(pg->errstr),
 				 "table staged_jobs or staged_jobs_dead is missing: run `stagedrain migrate` first");
-	} else if (PQntuples(res) != 1 || strcmp(PQgetvalue(res, 0, 1), "t") != 0) {
-		snprintf(pg->errstr, sizeof(pg->errstr),
-			 "staged_jobs.id does not take the xid before the id (migration 002): "
-			 "run `stagedrain migrate`");
-		rc = -EIO;
-	} else if (strcmp(PQgetvalue(res, 0, 2), "1") != 0) {
-		snprintf(pg->errstr, sizeof(pg->errstr),
-			 "sequence of staged_jobs.id has CACHE %s; the relay needs ids in order: "
-			 "ALTER SEQUENCE staged_jobs_id_seq CACHE 1",
-			 PQgetvalue(res, 0, 2));
-		rc = -EIO;
-	} else if (strcmp(PQgetvalue(res, 0, 3), "t") != 0) {
-		snprintf(pg->errstr, sizeof(pg->errstr),
-			 "staged_jobs has no uuid column (migration 004): run `stagedrain migrate`");
-		rc = -EIO;
-	} else if (strcmp(PQgetvalue(res, 0, 4), "t") != 0) {
-		snprintf(pg->errstr, sizeof(pg->errstr),
-			 "staged_jobs has no tenant column or staged_jobs_held is missing (migration 005): "
-			 "run `stagedrain migrate`");
-		rc = -EIO;
-	} else if (strcmp(PQgetvalue(res, 0, 5), "t") != 0) {
-		snprintf(pg->errstr, sizeof(pg->errstr),
-			 "the relay's role may not SELECT, INSERT and DELETE on staged_jobs_held: "
-			 "run sql/roles.sql again (after migration 005)");
-		rc = -EIO;
+		PQclear(res);
+		return rc;
+	}
+	for (int col = 1; rc == 0 && col <= (int)(sizeof(schema_needs) / sizeof(schema_needs[0])); col++) {
+		const struct schema_need *n = &schema_needs[col - 1];
+		const char *got = PQntuples(res) == 1 ? PQgetvalue(res, 0, col) : "";
+
+		if (strcmp(got, n->want) != 0) {
+			snprintf(pg->errstr, sizeof(pg->errstr), "%s%s%s", n->say, n->show ? got : "", n->then);
+			rc = -EIO;
+		}
 	}
 	PQclear(res);
 	return rc;

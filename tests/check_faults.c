@@ -266,6 +266,64 @@ START_TEST(missing_schema_says_to_migrate)
 }
 END_TEST
 
+/* Applies sql/NAME to the database at url with psql, as an admin would. */
+static void apply_sql(const char *url, const char *name)
+{
+	char cmd[1600];
+
+	snprintf(cmd, sizeof(cmd), "psql -X -q -v ON_ERROR_STOP=1 -d '%s' -f sql/%s >/dev/null", url, name);
+	ck_assert_msg(system(cmd) == 0, "%s failed", cmd);
+}
+
+/* A schema one migration short: the relay refuses, naming the one it lacks. */
+START_TEST(each_missing_migration_is_named)
+{
+	static const struct {
+		const char *apply, *want;
+	} steps[] = {
+		{ "001_staged_jobs.sql", "(migration 002): run `stagedrain migrate`" },
+		{ "002_cursor.sql", "(migration 004): run `stagedrain migrate`" },
+		{ "003_dead_letter_key.sql", "(migration 004): run `stagedrain migrate`" },
+		{ "004_job_uuid.sql", "(migration 005): run `stagedrain migrate`" },
+	};
+	PGconn *c = h_pg();
+	char out[4096], url[512];
+
+	h_sql(c, "DROP DATABASE IF EXISTS partial_db");
+	h_sql(c, "CREATE DATABASE partial_db");
+	snprintf(url, sizeof(url), "%.*s/partial_db", (int)(strrchr(h_env("TEST_PG_URL"), '/') - h_env("TEST_PG_URL")),
+		 h_env("TEST_PG_URL"));
+	for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
+		apply_sql(url, steps[i].apply);
+		ck_assert_int_eq(run_failing("partial-schema", (const char *const[]){ "--pg-url", url, NULL }, out,
+					     sizeof(out)),
+				 1);
+		ck_assert_msg(strstr(out, steps[i].want), "after %s: %s", steps[i].apply, out);
+		ck_assert_int_eq(count_lines(out), 1);
+	}
+	PQfinish(c);
+}
+END_TEST
+
+/* The held table without the relay's DELETE on it: one line saying what to run. */
+START_TEST(missing_held_privilege_says_to_run_roles_sql)
+{
+	PGconn *c = h_pg();
+	char out[4096], url[512];
+	int st;
+
+	h_relay_role(c, "sd_unheld", url, sizeof(url));
+	h_sql(c, "REVOKE DELETE ON staged_jobs_held FROM stagedrain_relay");
+	st = run_failing("no-held-privilege", (const char *const[]){ "--pg-url", url, NULL }, out, sizeof(out));
+	h_sql(c, "GRANT DELETE ON staged_jobs_held TO stagedrain_relay");
+	ck_assert_int_eq(st, 1);
+	ck_assert_msg(strstr(out, "may not SELECT, INSERT and DELETE on staged_jobs_held: run sql/roles.sql again"),
+		      "%s", out);
+	ck_assert_int_eq(count_lines(out), 1);
+	PQfinish(c);
+}
+END_TEST
+
 Suite *faults_suite(void)
 {
 	Suite *s = suite_create("faults");
@@ -279,6 +337,8 @@ Suite *faults_suite(void)
 	tcase_add_test(tc, row_changed_under_a_pushed_batch_is_not_pushed_again);
 	tcase_add_test(tc, start_up_errors_are_one_clear_line);
 	tcase_add_test(tc, missing_schema_says_to_migrate);
+	tcase_add_test(tc, each_missing_migration_is_named);
+	tcase_add_test(tc, missing_held_privilege_says_to_run_roles_sql);
 	suite_add_tcase(s, tc);
 	return s;
 }
