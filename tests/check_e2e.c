@@ -85,35 +85,26 @@ static void stop_sidekiq(struct relay_proc *p)
 	ck_assert_int_eq(h_relay_wait(p, 15000), 0);
 }
 
-static void insert_ran(PGconn *c, const char *json)
-{
-	const char *params[1] = { json };
-	PGresult *res = PQexecParams(c,
-				     "INSERT INTO ran SELECT j->>'jid', j->>'queue', j->'args'"
-				     " FROM (SELECT $1::jsonb AS j) x",
-				     1, NULL, params, NULL, NULL, 0);
-
-	ck_assert_msg(PQresultStatus(res) == PGRES_COMMAND_OK, "%s", PQerrorMessage(c));
-	PQclear(res);
-}
-
 /* Loads each recorded execution (jid, queue, args) into table `ran`. */
 static void load_ran(PGconn *c, struct target *t)
 {
-	h_sql(c, "DROP TABLE IF EXISTS ran"); /* the other case's */
-	h_sql(c, "CREATE TABLE ran (jid text, queue text, args jsonb)");
 	if (t->tls) {
 		/* redis-cli's raw output: one element per line (the JSON is compact). */
 		char *out = h_tls_cli("tls", "LRANGE e2e:ran 0 -1"), *save = NULL;
+		const char **lines = calloc(strlen(out) + 1, sizeof(*lines));
+		size_t n = 0;
+
+		ck_assert_ptr_nonnull(lines);
 		for (char *line = strtok_r(out, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
-			insert_ran(c, line);
+			lines[n++] = line;
+		h_json_table(c, "ran_json", lines, n);
+		free(lines);
 		free(out);
-		return;
+	} else {
+		h_load_list(c, t->r, "e2e:ran", "ran_json");
 	}
-	redisReply *rep = h_cmd(t->r, "LRANGE e2e:ran 0 -1");
-	for (size_t i = 0; i < rep->elements; i++)
-		insert_ran(c, rep->element[i]->str);
-	freeReplyObject(rep);
+	h_sql(c, "DROP TABLE IF EXISTS ran"); /* the other case's */
+	h_sql(c, "CREATE TABLE ran AS SELECT j->>'jid' AS jid, j->>'queue' AS queue, j->'args' AS args FROM ran_json");
 }
 
 /* The relay pushes everything once (--once) to the target. */

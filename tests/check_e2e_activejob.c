@@ -93,23 +93,6 @@ static void snapshot(PGconn *c)
 		 " extract(epoch FROM run_at) FROM staged_jobs WHERE uuid::text NOT IN (SELECT id FROM aj_expected)");
 }
 
-/* Loads every recorded run into table aj_ran. */
-static void load_ran(PGconn *c, redisContext *r)
-{
-	redisReply *rep = h_cmd(r, "LRANGE aj:ran 0 -1");
-
-	h_sql(c, "DROP TABLE IF EXISTS aj_ran");
-	h_sql(c, "CREATE TABLE aj_ran (j jsonb)");
-	for (size_t i = 0; i < rep->elements; i++) {
-		const char *params[1] = { rep->element[i]->str };
-		PGresult *res =
-			PQexecParams(c, "INSERT INTO aj_ran VALUES ($1::jsonb)", 1, NULL, params, NULL, NULL, 0);
-		ck_assert_msg(PQresultStatus(res) == PGRES_COMMAND_OK, "%s", PQerrorMessage(c));
-		PQclear(res);
-	}
-	freeReplyObject(rep);
-}
-
 /* Every expected job ran exactly once, nothing else ran, nothing failed. */
 static void assert_each_ran_once(PGconn *c, redisContext *r, long long n)
 {
@@ -212,7 +195,7 @@ START_TEST(activejob_jobs_run_once_with_their_arguments)
 	ck_assert_int_eq(h_cmd_int(r, "ZCARD schedule"), 2);
 
 	run_worker(r, n);
-	load_ran(c, r);
+	h_load_list(c, r, "aj:ran", "aj_ran");
 	assert_each_ran_once(c, r, n);
 	assert_activejob_runs(c, 2);
 	redisFree(r);
@@ -244,7 +227,7 @@ START_TEST(mixed_sidekiq_relay_runs_both_kinds)
 	assert_layouts(r, 0, PER_RELAY + 2);
 
 	run_worker(r, n);
-	load_ran(c, r);
+	h_load_list(c, r, "aj:ran", "aj_ran");
 	assert_each_ran_once(c, r, n);
 	assert_activejob_runs(c, 1);
 	ck_assert_int_eq(plain_runs(c), plain);

@@ -223,26 +223,6 @@ static void stop_gracefully(struct run *x)
 	x->relay_up = false;
 }
 
-/* Every recorded run, with its place in the order they ran, into capped_ran. */
-static void load_ran(struct run *x)
-{
-	redisReply *rep = h_cmd(x->r, "LRANGE %s 0 -1", x->f->ran);
-
-	h_sql(x->c, "CREATE TABLE capped_ran (pos int, j jsonb)");
-	for (size_t i = 0; i < rep->elements; i++) {
-		char pos[24];
-		const char *params[2] = { pos, rep->element[i]->str };
-		PGresult *res;
-
-		snprintf(pos, sizeof(pos), "%zu", i);
-		res = PQexecParams(x->c, "INSERT INTO capped_ran VALUES ($1::int, $2::jsonb)", 2, NULL, params, NULL,
-				   NULL, 0);
-		ck_assert_msg(PQresultStatus(res) == PGRES_COMMAND_OK, "%s", PQerrorMessage(x->c));
-		PQclear(res);
-	}
-	freeReplyObject(rep);
-}
-
 static void assert_each_ran_once(struct run *x)
 {
 	ck_assert_int_eq(h_sql(x->c, "SELECT count(*) FROM capped_expected"), JOBS);
@@ -310,7 +290,7 @@ static void capped_run(const struct flavor *f)
 	stop_gracefully(&x);
 
 	ck_assert_msg(x.max_len <= CAP + BATCH, "queue:default reached %lld, cap %d + batch %d", x.max_len, CAP, BATCH);
-	load_ran(&x);
+	h_load_list(x.c, x.r, x.f->ran, "capped_ran"); /* pos: the order they ran in */
 	assert_each_ran_once(&x);
 	assert_late_ran_early(&x, at);
 	redisFree(x.r);

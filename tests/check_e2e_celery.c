@@ -77,28 +77,13 @@ static void relay_once(void)
 	ck_assert_int_eq(h_relay_run("relay", args), 0);
 }
 
-static void insert_ran(PGconn *c, const char *json)
-{
-	const char *params[1] = { json };
-	PGresult *res = PQexecParams(c,
-				     "INSERT INTO ran SELECT j->>'id', j->'args', j->'kwargs', j->>'queue',"
-				     " to_timestamp((j->>'ran_at')::float8) FROM (SELECT $1::jsonb AS j) x",
-				     1, NULL, params, NULL, NULL, 0);
-
-	ck_assert_msg(PQresultStatus(res) == PGRES_COMMAND_OK, "%s", PQerrorMessage(c));
-	PQclear(res);
-}
-
 /* Each recorded run (task id, args, kwargs, queue, when) into table `ran`. */
 static void load_ran(PGconn *c, redisContext *r)
 {
-	redisReply *rep = h_cmd(r, "LRANGE e2e:celery:ran 0 -1");
-
+	h_load_list(c, r, "e2e:celery:ran", "ran_json");
 	h_sql(c, "DROP TABLE IF EXISTS ran");
-	h_sql(c, "CREATE TABLE ran (id text, args jsonb, kwargs jsonb, queue text, ran_at timestamptz)");
-	for (size_t i = 0; i < rep->elements; i++)
-		insert_ran(c, rep->element[i]->str);
-	freeReplyObject(rep);
+	h_sql(c, "CREATE TABLE ran AS SELECT j->>'id' AS id, j->'args' AS args, j->'kwargs' AS kwargs,"
+		 " j->>'queue' AS queue, to_timestamp((j->>'ran_at')::float8) AS ran_at FROM ran_json");
 }
 
 /*

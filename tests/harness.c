@@ -343,6 +343,36 @@ void h_load_seen(PGconn *c, redisContext *r, const char *const *keys)
 		copy_jids(c, r, *keys);
 }
 
+void h_json_table(PGconn *c, const char *table, const char *const *texts, size_t n)
+{
+	h_sql(c, "DROP TABLE IF EXISTS %s", table);
+	h_sql(c, "CREATE TABLE %s (pos int, j jsonb)", table);
+	for (size_t i = 0; i < n; i++) {
+		char pos[24], sql[128];
+		const char *params[2] = { pos, texts[i] };
+		PGresult *res;
+
+		snprintf(pos, sizeof(pos), "%zu", i);
+		snprintf(sql, sizeof(sql), "INSERT INTO %.64s VALUES ($1::int, $2::jsonb)", table);
+		res = PQexecParams(c, sql, 2, NULL, params, NULL, NULL, 0);
+		ck_assert_msg(PQresultStatus(res) == PGRES_COMMAND_OK, "%s", PQerrorMessage(c));
+		PQclear(res);
+	}
+}
+
+void h_load_list(PGconn *c, redisContext *r, const char *key, const char *table)
+{
+	redisReply *rep = h_cmd(r, "LRANGE %s 0 -1", key);
+	const char **texts = calloc(rep->elements + 1, sizeof(*texts));
+
+	ck_assert_ptr_nonnull(texts);
+	for (size_t i = 0; i < rep->elements; i++)
+		texts[i] = rep->element[i]->str;
+	h_json_table(c, table, texts, rep->elements);
+	free(texts);
+	freeReplyObject(rep);
+}
+
 void h_snapshot_expected(PGconn *c)
 {
 	h_sql(c, "DROP TABLE IF EXISTS expected");

@@ -106,6 +106,11 @@ int h_http_port(struct relay_proc *p);
 
 /* Every job payload in a Redis list, parsed (caller json_decref's). */
 json_t *h_list_jobs(redisContext *r, const char *key);
+/* Table `table` (pos int, j jsonb), made anew, of the n JSON texts, pos
+ * counting from 0: what a worker recorded, to ask with SQL. */
+void h_json_table(PGconn *c, const char *table, const char *const *texts, size_t n);
+/* The same of the elements of the Redis list key, in LRANGE order. */
+void h_load_list(PGconn *c, redisContext *r, const char *key, const char *table);
 /* Records the staged rows' jids in table `expected`, before a relay runs. */
 void h_snapshot_expected(PGconn *c);
 /* Loads the jid of every job in the given Redis lists into table `seen`. */
