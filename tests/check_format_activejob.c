@@ -10,6 +10,7 @@
 #include "buf.h"
 #include "job.h"
 #include "suites.h"
+#include "support/job_rows.h"
 
 #define JID "0123456789abcdef01234567"
 #define UUID "6f1c2a9e-3b4d-4e5f-8a7b-9c0d1e2f3a4b"
@@ -19,18 +20,8 @@
 
 static struct job_row aj_row(const char *args, const char *options)
 {
-	struct job_row r;
+	struct job_row r = job_row_of("mailers", "WelcomeMailJob", args, options);
 
-	memset(&r, 0, sizeof(r));
-	r.id = 1;
-	r.queue = "mailers";
-	r.queue_len = strlen(r.queue);
-	r.job_class = "WelcomeMailJob";
-	r.class_len = strlen(r.job_class);
-	r.args = args;
-	r.args_len = strlen(args);
-	r.options = options;
-	r.options_len = options ? strlen(options) : 0;
 	r.jid = JID;
 	r.jid_len = strlen(JID);
 	r.uuid = UUID;

@@ -12,6 +12,7 @@
 #include "job.h"
 #include "redis_cmds.h"
 #include "suites.h"
+#include "support/job_rows.h"
 #include "support/celery_body.h"
 
 #define UUID "0b7e3c7e-8a52-4d1c-9f0e-3c2f6a1b9d44"
@@ -20,18 +21,8 @@
 
 static struct job_row celery_row(const char *args, const char *options)
 {
-	struct job_row r;
+	struct job_row r = job_row_of("celery", "shop.tasks.send_receipt", args, options);
 
-	memset(&r, 0, sizeof(r));
-	r.id = 1;
-	r.queue = "celery";
-	r.queue_len = strlen(r.queue);
-	r.job_class = "shop.tasks.send_receipt";
-	r.class_len = strlen(r.job_class);
-	r.args = args;
-	r.args_len = strlen(args);
-	r.options = options;
-	r.options_len = options ? strlen(options) : 0;
 	r.created_at_us = CREATED_US;
 	r.uuid = UUID;
 	r.uuid_len = strlen(UUID);

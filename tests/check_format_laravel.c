@@ -12,6 +12,7 @@
 #include "job.h"
 #include "redis_cmds.h"
 #include "suites.h"
+#include "support/job_rows.h"
 
 #define UUID "0f8fad5b-d9cb-469f-a165-70867728950e"
 #define ID "0f8fad5bd9cb469fa16570867728950e"
@@ -30,21 +31,11 @@ static struct job_opts laravel_opts(void)
 
 static struct job_row laravel_row(const char *job_class, const char *args, const char *options)
 {
-	struct job_row r = {
-		.id = 1,
-		.queue = "default",
-		.queue_len = 7,
-		.job_class = job_class,
-		.class_len = strlen(job_class),
-		.args = args,
-		.args_len = strlen(args),
-		.options = options,
-		.options_len = options ? strlen(options) : 0,
-		.uuid = UUID,
-		.uuid_len = strlen(UUID),
-		.created_at_us = NOW_US,
-	};
+	struct job_row r = job_row_of("default", job_class, args, options);
 
+	r.uuid = UUID;
+	r.uuid_len = strlen(UUID);
+	r.created_at_us = NOW_US;
 	return r;
 }
 
