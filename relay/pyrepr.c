@@ -210,14 +210,17 @@ static void py_float(char *dst, double d)
 static int repr_number(struct py_repr *r, struct span tok)
 {
 	char num[48];
+	double d;
 
 	if (!memchr(tok.p, '.', tok.n) && !memchr(tok.p, 'e', tok.n) && !memchr(tok.p, 'E', tok.n)) {
 		if (tok.n == 2 && memcmp(tok.p, "-0", 2) == 0)
 			return repr_tok(r, TOK_TEXT, "0", 1);
 		return repr_tok(r, TOK_TEXT, tok.p, tok.n);
 	}
-	/* The token ends at , ] } or space, which strtod does not read. */
-	py_float(num, strtod(tok.p, NULL));
+	/* 1e400 is inf to Python too, 1e-400 0.0. */
+	if (payload_double(tok, &d) < 0)
+		return -ENOMEM;
+	py_float(num, d);
 	return repr_tok(r, TOK_TEXT, num, strlen(num));
 }
 

@@ -403,6 +403,51 @@ START_TEST(kwargsrepr_and_origin)
 }
 END_TEST
 
+/* jsonb holds numbers of any size: in args and kwargs each arrives as
+ * written; argsrepr and kwargsrepr are what json.loads makes of them
+ * (ints, inf, 0.0). Options the relay reads refuse them by name. */
+START_TEST(numbers_past_64_bits_copied_as_written)
+{
+	const char *big = job_rows_big_numbers(), *repr = job_rows_big_numbers_repr();
+	char args[1200], options[1200], want[2600];
+	struct job_row r;
+	struct job_opts o = celery_opts();
+	json_t *env;
+	char *body;
+	size_t len;
+
+	snprintf(args, sizeof(args), "[%s]", big);
+	snprintf(options, sizeof(options), "{\"kwargs\": {\"n\": 18446744073709551616, \"all\": [%s]}}", big);
+	r = celery_row(args, options);
+	env = build(&r, &o);
+	body = celery_body_text(env, &len);
+	ck_assert_ptr_nonnull(body);
+	snprintf(want, sizeof(want), "[[%s],{\"n\":18446744073709551616,\"all\":[%s]},{\"callbacks\"", big, big);
+	ck_assert_msg(strncmp(body, want, strlen(want)) == 0, "body %s", body);
+	ck_assert_str_eq(str_at(env, "headers", "argsrepr"), repr);
+	snprintf(want, sizeof(want), "{'n': 18446744073709551616, 'all': %s}", repr);
+	ck_assert_str_eq(str_at(env, "headers", "kwargsrepr"), want);
+	free(body);
+	json_decref(env);
+	r = celery_row("[]", "{\"priority\": 18446744073709551616}");
+	expect_reject(&r, "options key \"priority\" is not an integer from 0 to 9");
+	r = celery_row("[]", "{\"priority\": -18446744073709551625}");
+	expect_reject(&r, "options key \"priority\" is not an integer from 0 to 9");
+	r = celery_row("[]", "{\"expires\": 1e400}");
+	expect_reject(&r, "options key \"expires\" is not seconds");
+	r = celery_row("[]", "{\"expires\": 18446744073709551616}");
+	expect_reject(&r, "options key \"expires\" is not seconds");
+}
+END_TEST
+
+/* Numbers as json.loads reads them: an exponent or fraction makes a float. */
+START_TEST(argsrepr_number_spellings)
+{
+	expect_repr("[1E400, -1e400, 1.5e-400, -1.5e-400, 1.0e2, -0, 0.5E-3, 1e0]",
+		    "[inf, -inf, 0.0, -0.0, 100.0, 0, 0.0005, 1.0]");
+}
+END_TEST
+
 START_TEST(expires_options)
 {
 	struct job_row r = celery_row("[]", "{\"expires\": 60}");
@@ -548,6 +593,8 @@ Suite *celery_format_suite(void)
 	tcase_add_test(tc, float_repr_random_doubles);
 	tcase_add_test(tc, kwargsrepr_and_origin);
 	tcase_add_test(tc, expires_options);
+	tcase_add_test(tc, numbers_past_64_bits_copied_as_written);
+	tcase_add_test(tc, argsrepr_number_spellings);
 	tcase_add_test(tc, rejects_with_reasons);
 	tcase_add_test(tc, priority_lists);
 	/* 100,000 reprs against python3's, slower under sanitizers */
