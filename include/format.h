@@ -22,12 +22,14 @@
 
 /* A row that passed the shared checks: class and queue are non-empty UTF-8
  * without NULs, args is a JSON array no deeper than JOB_MAX_DEPTH - 1 and
- * no larger than --max-job-bytes, options an object without duplicate keys. */
+ * no larger than --max-job-bytes, options an object without duplicate keys.
+ * Both are JSON text (numbers of any size): read them with payload.h's
+ * readers, copy them, never re-encode them. */
 struct job_in {
 	const struct job_row *row;
-	struct span args;      /* the args text, trimmed: copy it, never re-encode it */
-	const json_t *options; /* NULL when {} */
-	bool scheduled;        /* run_at is after opts->now_us */
+	struct span args;    /* the args text, trimmed */
+	struct span options; /* the options text, trimmed; {} when NULL */
+	bool scheduled;      /* run_at is after opts->now_us */
 };
 
 struct format {
@@ -56,7 +58,7 @@ const struct format *format_of(enum job_format f);
  * consumed, never written. 0, or JOB_REJECT when it is not a boolean or f
  * is another layout.
  */
-int format_of_row(enum job_format f, const json_t *options, const struct format **out, char *reason, size_t rlen);
+int format_of_row(enum job_format f, struct span options, const struct format **out, char *reason, size_t rlen);
 
 /* The job hash Sidekiq's client writes, which ActiveJob's adapter wraps:
  * class (and wrapped), args written by put_args, queue, jid, retry, the

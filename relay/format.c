@@ -23,24 +23,25 @@ const struct format *format_of(enum job_format f)
 	return &format_sidekiq;
 }
 
-int format_of_row(enum job_format f, const json_t *options, const struct format **out, char *reason, size_t rlen)
+int format_of_row(enum job_format f, struct span options, const struct format **out, char *reason, size_t rlen)
 {
-	const json_t *aj = json_object_get(options, "activejob");
 	bool sidekiq_layout = f == FORMAT_SIDEKIQ || f == FORMAT_ACTIVEJOB;
+	struct span aj;
+	int rc;
 
 	*out = format_of(f);
-	if (!aj)
-		return 0;
+	if ((rc = payload_member(options, "activejob", &aj)) < 0 || aj.n == 0)
+		return rc;
 	if (!sidekiq_layout) {
 		payload_reason(reason, rlen, "options key \"activejob\" needs --format sidekiq or activejob, not %s",
 			       (*out)->name);
 		return JOB_REJECT;
 	}
-	if (!json_is_boolean(aj)) {
+	if (payload_kind(aj) != PAYLOAD_BOOLEAN) {
 		payload_reason(reason, rlen, "options key \"activejob\" is not true or false");
 		return JOB_REJECT;
 	}
-	*out = json_is_true(aj) ? &format_activejob : &format_sidekiq;
+	*out = aj.p[0] == 't' ? &format_activejob : &format_sidekiq;
 	return 0;
 }
 

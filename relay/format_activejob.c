@@ -73,25 +73,6 @@ static int enter(struct aj_walk *w)
 	return JOB_REJECT;
 }
 
-/* Key text (with its quotes) equal to name, escapes decoded. */
-static int key_is(struct span key, const char *name, bool *eq)
-{
-	json_error_t err;
-	json_t *v;
-
-	*eq = false;
-	if (!memchr(key.p, '\\', key.n)) {
-		*eq = key.n == strlen(name) + 2 && memcmp(key.p + 1, name, key.n - 2) == 0;
-		return 0;
-	}
-	v = json_loadb(key.p, key.n, JSON_DECODE_ANY, &err);
-	if (!v) /* a \u0000 key: equal to no name */
-		return json_error_code(&err) == json_error_out_of_memory ? -ENOMEM : 0;
-	*eq = strcmp(json_string_value(v), name) == 0;
-	json_decref(v);
-	return 0;
-}
-
 /* The reserved key a member key names, or NULL. */
 static int reserved_key(struct span key, const char **which)
 {
@@ -100,7 +81,7 @@ static int reserved_key(struct span key, const char **which)
 
 	*which = NULL;
 	for (const char *const *k = aj_reserved; *k; k++) {
-		if ((rc = key_is(key, *k, &eq)) < 0)
+		if ((rc = payload_key_is(key, *k, &eq)) < 0)
 			return rc;
 		if (eq) {
 			*which = *k;
@@ -266,26 +247,35 @@ static int check_uuid(const struct job_row *row, char *reason, size_t rlen)
 	return JOB_REJECT;
 }
 
-/* Rails' job settings from options: priority an Integer or nil, locale and
- * timezone non-empty strings (I18n and Time.use_zone refuse ""). */
-static int check_settings(const json_t *options, char *reason, size_t rlen)
+/* Rails' job settings from options: priority an Integer (any size: Ruby
+ * reads it, the relay copies it) or nil, locale and timezone non-empty
+ * strings (I18n and Time.use_zone refuse ""). */
+static int check_settings(struct span options, char *reason, size_t rlen)
 {
-	const json_t *p = json_object_get(options, "priority");
 	static const char *const texts[] = { "locale", "timezone" };
+	struct span p, t, wrapped;
+	long long n;
+	int rc;
 
-	if (p && !json_is_integer(p) && !json_is_null(p)) {
+	if ((rc = payload_member(options, "priority", &p)) < 0)
+		return rc;
+	if (p.n && payload_kind(p) != PAYLOAD_NULL && payload_int(p, &n) == -EINVAL) {
 		payload_reason(reason, rlen, "options key \"priority\" is not an integer or null");
 		return JOB_REJECT;
 	}
 	for (size_t i = 0; i < 2; i++) {
-		const json_t *t = json_object_get(options, texts[i]);
-		if (t && (!json_is_string(t) || json_string_length(t) == 0)) {
+		if ((rc = payload_member(options, texts[i], &t)) < 0)
+			return rc;
+		/* "" is the one way to write an empty string. */
+		if (t.n && (payload_kind(t) != PAYLOAD_STRING || t.n == 2)) {
 			payload_reason(reason, rlen, "options key \"%s\" is not a non-empty string", texts[i]);
 			return JOB_REJECT;
 		}
 	}
 	/* The adapter writes "wrapped" itself: a second one would forge the job. */
-	if (json_object_get(options, "wrapped")) {
+	if ((rc = payload_member(options, "wrapped", &wrapped)) < 0)
+		return rc;
+	if (wrapped.n) {
 		payload_reason(reason, rlen, "options key \"wrapped\" is reserved");
 		return JOB_REJECT;
 	}
@@ -324,11 +314,15 @@ static int put_iso8601(struct buf *b, long long us, enum rails_version rails)
 	return buf_puts(b, "Z\"");
 }
 
-static int put_option(struct buf *b, const json_t *options, const char *key, const char *dflt)
+/* An option's value as written, or dflt when it is absent. */
+static int put_option(struct buf *b, struct span options, const char *key, const char *dflt)
 {
-	const json_t *v = json_object_get(options, key);
+	struct span v;
+	int rc = payload_member(options, key, &v);
 
-	return v ? payload_json(b, v, JSON_ENCODE_ANY) : buf_puts(b, dflt);
+	if (rc < 0)
+		return rc;
+	return v.n ? payload_compact(b, v, false) : buf_puts(b, dflt);
 }
 
 /* [ ActiveJob::Base#serialize ]: the one argument JobWrapper#perform takes. */

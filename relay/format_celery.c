@@ -20,30 +20,6 @@ static const char tail_mid[] = ",\"body_encoding\":\"base64\",\"delivery_tag\":\
 /* Options a celery row may carry; anything else is a typo, not a silent drop. */
 static const char *const celery_keys[] = { "kwargs", "priority", "expires", NULL };
 
-/* The value of key in the top-level object text s, as a span (n == 0: absent). */
-static int member_span(struct span s, const char *key, struct span *out)
-{
-	size_t i = payload_skip_ws(s, 0) + 1, k;
-
-	*out = span_of(NULL, 0);
-	while ((i = payload_skip_ws(s, i)) < s.n && s.p[i] == '"') {
-		json_t *name = json_loadb(s.p + i, (k = payload_string_end(s, i)) - i, JSON_DECODE_ANY, NULL);
-		bool hit;
-		if (!name)
-			return -ENOMEM;
-		hit = strcmp(json_string_value(name), key) == 0;
-		json_decref(name);
-		i = payload_skip_ws(s, payload_skip_ws(s, k) + 1); /* past ':' */
-		k = payload_value_end(s, i);
-		if (hit) {
-			*out = span_of(s.p + i, k - i);
-			return 0;
-		}
-		i = payload_skip_ws(s, k) + 1; /* past ',' */
-	}
-	return 0;
-}
-
 /* Celery's saferepr(args or ()) or saferepr(kwargs) of JSON text, as a JSON string. */
 static int put_repr(struct buf *b, struct span json)
 {
@@ -193,30 +169,38 @@ struct celery_opts {
 	long long expires_us;
 };
 
-static int check_keys(const json_t *options, char *reason, size_t rlen)
+static int check_keys(struct span options, char *reason, size_t rlen)
 {
-	const char *key;
-	json_t *v;
+	struct span key, v;
+	size_t i = 0;
+	int rc;
 
-	json_object_foreach((json_t *)options, key, v)
-	{
+	while (payload_next(options, &i, &key, &v)) {
 		bool known = false;
-		for (const char *const *k = celery_keys; *k; k++)
-			known = known || strcmp(key, *k) == 0;
+		for (const char *const *k = celery_keys; *k && !known; k++)
+			if ((rc = payload_key_is(key, *k, &known)) < 0)
+				return rc;
 		if (!known) {
-			payload_reason(reason, rlen, "options key \"%s\" is not one of kwargs, priority, expires", key);
+			payload_reason(reason, rlen, "options key \"%.*s\" is not one of kwargs, priority, expires",
+				       (int)key.n - 2, key.p + 1);
 			return JOB_REJECT;
 		}
 	}
 	return 0;
 }
 
-static const char *kind_of(const json_t *v)
+/* expires' ISO 8601 text, from its JSON string. */
+static int read_iso(struct span v, long long *us, bool *ok)
 {
-	static const char *const names[] = { "object", "array",   "string",  "number",
-					     "number", "boolean", "boolean", "null" };
+	json_error_t err;
+	json_t *s = json_loadb(v.p, v.n, JSON_DECODE_ANY, &err);
 
-	return names[json_typeof(v)];
+	*ok = false;
+	if (!s)
+		return json_error_code(&err) == json_error_out_of_memory ? -ENOMEM : 0;
+	*ok = parse_iso(json_string_value(s), us) == 0;
+	json_decref(s);
+	return 0;
 }
 
 /*
@@ -224,12 +208,24 @@ static const char *kind_of(const json_t *v)
  * time with an offset, written back in UTC with six digits: Celery 5.2's
  * parse_iso8601 reads a fraction ".5" as 5 microseconds.
  */
-static int read_expires(const json_t *v, const struct job_row *row, struct celery_opts *co, char *reason, size_t rlen)
+static int read_expires(struct span v, const struct job_row *row, struct celery_opts *co, char *reason, size_t rlen)
 {
-	if (json_is_number(v) && json_number_value(v) >= 0 && json_number_value(v) < 1e11) {
+	bool ok = false;
+	double secs;
+	int rc = 0;
+
+	if (payload_kind(v) == PAYLOAD_NUMBER) {
+		rc = payload_double(v, &secs);
 		/* Rounded by hand: llround would make the binary need libm. */
-		co->expires_us = row->created_at_us + (long long)(json_number_value(v) * 1e6 + 0.5);
-	} else if (!json_is_string(v) || parse_iso(json_string_value(v), &co->expires_us) != 0) {
+		ok = rc == 0 && secs >= 0 && secs < 1e11;
+		if (ok)
+			co->expires_us = row->created_at_us + (long long)(secs * 1e6 + 0.5);
+	} else if (payload_kind(v) == PAYLOAD_STRING) {
+		rc = read_iso(v, &co->expires_us, &ok);
+	}
+	if (rc < 0)
+		return rc;
+	if (!ok) {
 		payload_reason(reason, rlen,
 			       "options key \"expires\" is not seconds (0 or more) or an iso 8601 time with an offset");
 		return JOB_REJECT;
@@ -240,24 +236,26 @@ static int read_expires(const json_t *v, const struct job_row *row, struct celer
 
 static int read_options(const struct job_in *in, struct celery_opts *co, char *reason, size_t rlen)
 {
-	const json_t *kw = json_object_get(in->options, "kwargs"), *pri = json_object_get(in->options, "priority");
-	const json_t *exp = json_object_get(in->options, "expires");
+	struct span pri, exp;
+	long long p = 0;
 	int rc = check_keys(in->options, reason, rlen);
 
-	if (rc)
+	if (rc != 0 || (rc = payload_member(in->options, "kwargs", &co->kwargs)) < 0 ||
+	    (rc = payload_member(in->options, "priority", &pri)) < 0 ||
+	    (rc = payload_member(in->options, "expires", &exp)) < 0)
 		return rc;
-	if (kw && !json_is_object(kw)) {
-		payload_reason(reason, rlen, "kwargs is not a json object (got %s)", kind_of(kw));
+	if (co->kwargs.n && payload_kind(co->kwargs) != PAYLOAD_OBJECT) {
+		payload_reason(reason, rlen, "kwargs is not a json object (got %s)",
+			       payload_kind_name(payload_kind(co->kwargs)));
 		return JOB_REJECT;
 	}
-	if (kw && (rc = member_span(span_of(in->row->options, in->row->options_len), "kwargs", &co->kwargs)) < 0)
-		return rc;
-	if (pri && (!json_is_integer(pri) || json_integer_value(pri) < 0 || json_integer_value(pri) > 9)) {
+	/* kombu picks the list by it: a number past 64 bits is none of 0 to 9. */
+	if (pri.n && (payload_int(pri, &p) != 0 || p < 0 || p > 9)) {
 		payload_reason(reason, rlen, "options key \"priority\" is not an integer from 0 to 9");
 		return JOB_REJECT;
 	}
-	co->priority = pri ? (int)json_integer_value(pri) : 0;
-	return exp ? read_expires(exp, in->row, co, reason, rlen) : 0;
+	co->priority = (int)p;
+	return exp.n ? read_expires(exp, in->row, co, reason, rlen) : 0;
 }
 
 static int check_uuid(const struct job_row *row, char *reason, size_t rlen)

@@ -140,51 +140,50 @@ static int split_job(struct span job, struct span *display, char *reason, size_t
 	return JOB_REJECT;
 }
 
-static bool count_value(const json_t *v)
+/* An int PHP holds (json_decode makes a float of a bigger one), 0 or more. */
+static bool count_value(struct span v)
 {
-	return json_is_integer(v) && json_integer_value(v) >= 0;
+	long long n;
+
+	return payload_int(v, &n) == 0 && n >= 0;
 }
 
 /* Job::backoff() is read by the worker as "10,20,30" (explode), the way
  * Queue::getJobBackoff implodes the job's $backoff property. */
-static int put_backoff(struct buf *b, const json_t *v)
+static int put_backoff(struct buf *b, struct span v)
 {
-	size_t i;
-	json_t *e;
+	struct span key, e;
+	size_t i = 0;
 	int rc;
 
-	if (json_is_integer(v))
-		return buf_printf(b, "\"%lld\"", (long long)json_integer_value(v));
+	if (payload_kind(v) == PAYLOAD_NUMBER)
+		return buf_printf(b, "\"%.*s\"", (int)v.n, v.p);
 	if ((rc = buf_puts(b, "\"")) < 0)
 		return rc;
-	json_array_foreach(v, i, e)
-	{
-		if ((i > 0 && (rc = buf_puts(b, ",")) < 0) || (rc = buf_put_int(b, json_integer_value(e))) < 0)
+	for (bool first = true; payload_next(v, &i, &key, &e); first = false)
+		if ((!first && (rc = buf_puts(b, ",")) < 0) || (rc = buf_append(b, e.p, e.n)) < 0)
 			return rc;
-	}
 	return buf_puts(b, "\"");
 }
 
-static bool bool_value(const json_t *v)
+static bool bool_value(struct span v)
 {
-	return json_is_boolean(v);
+	return payload_kind(v) == PAYLOAD_BOOLEAN;
 }
 
-static bool backoff_value(const json_t *v)
+static bool backoff_value(struct span v)
 {
-	size_t i;
-	json_t *e;
+	struct span key, e;
+	size_t i = 0, n = 0;
 
 	if (count_value(v))
 		return true;
-	if (!json_is_array(v) || json_array_size(v) == 0)
+	if (payload_kind(v) != PAYLOAD_ARRAY)
 		return false;
-	json_array_foreach(v, i, e)
-	{
+	for (; payload_next(v, &i, &key, &e); n++)
 		if (!count_value(e))
 			return false;
-	}
-	return true;
+	return n > 0;
 }
 
 /* The job properties a string payload carries; null or absent keeps Laravel's default. */
@@ -192,59 +191,75 @@ struct laravel_option {
 	const char *key;
 	const char *def; /* written when the option is absent or null */
 	const char *want;
-	bool (*valid)(const json_t *v);
+	bool (*valid)(struct span v);
 };
 
 static const struct laravel_option laravel_options[] = {
-	{ "maxTries", "null", "a non-negative integer", count_value },
-	{ "maxExceptions", "null", "a non-negative integer", count_value },
+	{ "maxTries", "null", "a non-negative integer of 64 bits", count_value },
+	{ "maxExceptions", "null", "a non-negative integer of 64 bits", count_value },
 	{ "failOnTimeout", "false", "true or false", bool_value },
-	{ "backoff", "null", "a non-negative integer or a non-empty array of them", backoff_value },
-	{ "timeout", "null", "a non-negative integer", count_value },
+	{ "backoff", "null", "a non-negative integer or a non-empty array of them, of 64 bits", backoff_value },
+	{ "timeout", "null", "a non-negative integer of 64 bits", count_value },
 };
 
 #define N_OPTIONS (sizeof(laravel_options) / sizeof(laravel_options[0]))
 
-static int check_options(const json_t *options, char *reason, size_t rlen)
+/* Which of laravel_options key names: 0 with *k, N_OPTIONS for none; -ENOMEM. */
+static int option_of(struct span key, size_t *k)
 {
-	const char *key;
-	json_t *v;
-	size_t k;
+	bool eq = false;
+	int rc;
 
-	json_object_foreach((json_t *)options, key, v)
-	{
-		for (k = 0; k < N_OPTIONS && strcmp(key, laravel_options[k].key) != 0; k++)
-			;
+	for (*k = 0; *k < N_OPTIONS; (*k)++) {
+		if ((rc = payload_key_is(key, laravel_options[*k].key, &eq)) < 0)
+			return rc;
+		if (eq)
+			break;
+	}
+	return 0;
+}
+
+static int check_options(struct span options, char *reason, size_t rlen)
+{
+	struct span key, v;
+	size_t i = 0, k;
+	int rc;
+
+	while (payload_next(options, &i, &key, &v)) {
+		if ((rc = option_of(key, &k)) < 0)
+			return rc;
 		if (k == N_OPTIONS) {
 			payload_reason(reason, rlen,
-				       "options key \"%s\" is not one laravel reads (maxTries, maxExceptions, "
+				       "options key \"%.*s\" is not one laravel reads (maxTries, maxExceptions, "
 				       "failOnTimeout, backoff, timeout)",
-				       key);
+				       (int)key.n - 2, key.p + 1);
 			return JOB_REJECT;
 		}
-		if (!json_is_null(v) && !laravel_options[k].valid(v)) {
-			payload_reason(reason, rlen, "options key \"%s\" is not %s", key, laravel_options[k].want);
+		if (payload_kind(v) != PAYLOAD_NULL && !laravel_options[k].valid(v)) {
+			payload_reason(reason, rlen, "options key \"%s\" is not %s", laravel_options[k].key,
+				       laravel_options[k].want);
 			return JOB_REJECT;
 		}
 	}
 	return 0;
 }
 
-static int put_options(struct buf *b, const json_t *options)
+/* Each option in Laravel's order, its value as written (backoff imploded). */
+static int put_options(struct buf *b, struct span options)
 {
 	int rc = 0;
 
 	for (size_t k = 0; rc == 0 && k < N_OPTIONS; k++) {
 		const struct laravel_option *o = &laravel_options[k];
-		const json_t *v = json_object_get(options, o->key);
-		if ((rc = payload_key(b, o->key)) < 0)
+		struct span v;
+		if ((rc = payload_member(options, o->key, &v)) < 0 || (rc = payload_key(b, o->key)) < 0)
 			return rc;
-		if (!v || json_is_null(v))
+		if (v.n == 0 || payload_kind(v) == PAYLOAD_NULL)
 			rc = buf_puts(b, o->def);
 		else if (strcmp(o->key, "backoff") == 0)
 			rc = put_backoff(b, v);
 		else
-			rc = payload_json(b, v, JSON_ENCODE_ANY);
+			rc = buf_append(b, v.p, v.n);
 	}
 	return rc;
 }

@@ -48,6 +48,7 @@ static int put_stamp(struct buf *b, const struct job_opts *opts, const char *key
 int sidekiq_put_item(struct buf *b, const struct job_in *in, const struct job_opts *opts, const struct sidekiq_item *it)
 {
 	const struct job_row *row = in->row;
+	struct span retry;
 
 	if (buf_puts(b, "{\"class\":") < 0 || payload_string(b, it->class_name, 0) < 0)
 		return -ENOMEM;
@@ -58,7 +59,7 @@ int sidekiq_put_item(struct buf *b, const struct job_in *in, const struct job_op
 	    buf_append(b, row->jid, row->jid_len) < 0 || buf_puts(b, "\"") < 0)
 		return -ENOMEM;
 	/* Sidekiq's default_job_options; an explicit option wins. */
-	if (!json_object_get(in->options, "retry") && buf_puts(b, ",\"retry\":true") < 0)
+	if (payload_member(in->options, "retry", &retry) < 0 || (retry.n == 0 && buf_puts(b, ",\"retry\":true") < 0))
 		return -ENOMEM;
 	if (payload_merge(b, in->options, it->skip) < 0 || put_stamp(b, opts, "created_at", row->created_at_us) < 0)
 		return -ENOMEM;

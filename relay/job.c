@@ -125,7 +125,8 @@ static const char *type_name(const json_t *v)
 	return "unknown";
 }
 
-/* Parses one column's JSON text: 0 with *out owned by the caller, JOB_REJECT or -ENOMEM. */
+/* Checks one column's JSON text: 0 with *out (its shape, every number 0)
+ * owned by the caller, JOB_REJECT or -ENOMEM. */
 static int load_json(const char *what, struct span s, size_t flags, json_t **out, char *reason, size_t rlen)
 {
 	json_error_t err;
@@ -136,7 +137,8 @@ static int load_json(const char *what, struct span s, size_t flags, json_t **out
 		payload_reason(reason, rlen, "%s contains a nul byte", what);
 		return JOB_REJECT;
 	}
-	*out = json_loadb(s.p, s.n, flags, &err);
+	if (payload_load(s, flags, out, &err) < 0)
+		return -ENOMEM;
 	if (*out)
 		return 0;
 	if (json_error_code(&err) == json_error_out_of_memory)
@@ -189,8 +191,7 @@ static int check_args(struct span raw, const struct job_opts *opts, struct span 
 		payload_reason(reason, rlen, "args is %zu bytes, over --max-job-bytes %ld", s.n, opts->max_job_bytes);
 		return JOB_REJECT;
 	}
-	/* INT_AS_REAL: big integers are valid JSON and pass through verbatim anyway. */
-	rc = load_json("args", s, JSON_DECODE_ANY | JSON_DECODE_INT_AS_REAL, &v, reason, rlen);
+	rc = load_json("args", s, JSON_DECODE_ANY, &v, reason, rlen);
 	if (rc != 0)
 		return rc;
 	if (!json_is_array(v)) {
@@ -207,50 +208,48 @@ static int check_args(struct span raw, const struct job_opts *opts, struct span 
 }
 
 /*
- * Options NULL means {} and leaves *out NULL. Integers are kept as integers
- * (Sidekiq reads "retry": 5 only if it is an Integer), so an option holding
- * an integer past 64 bits is rejected. Duplicate keys are rejected rather
- * than silently merged.
+ * Checks options and returns in *out their text, {} for NULL: the formats
+ * read values from it and copy them as written, so a number of any size
+ * jsonb holds reaches the payload unchanged. Duplicate keys are rejected
+ * rather than silently merged.
  */
-static int load_options(const char *text, size_t len, json_t **out, char *reason, size_t rlen)
+static int check_options(const char *text, size_t len, struct span *out, char *reason, size_t rlen)
 {
+	json_t *v;
 	size_t i;
 	int rc;
 
-	*out = NULL;
+	*out = span_of("{}", 2);
 	if (!text)
 		return 0;
-	rc = load_json("options", span_of(text, len), JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, out, reason, rlen);
+	*out = trim(span_of(text, len));
+	rc = load_json("options", *out, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &v, reason, rlen);
 	if (rc != 0)
 		return rc;
-	if (!json_is_object(*out)) {
-		payload_reason(reason, rlen, "options is not a json object (got %s)", type_name(*out));
-		goto reject;
-	}
-	/* Options are merged into the job object: their levels are the job's. */
-	if (deeper_than(*out, JOB_MAX_DEPTH)) {
+	if (!json_is_object(v)) {
+		payload_reason(reason, rlen, "options is not a json object (got %s)", type_name(v));
+		rc = JOB_REJECT;
+	} else if (deeper_than(v, JOB_MAX_DEPTH)) {
+		/* Options are merged into the job object: their levels are the job's. */
 		payload_reason(reason, rlen, "options nest deeper than %d levels", JOB_MAX_DEPTH);
-		goto reject;
+		rc = JOB_REJECT;
 	}
-	for (i = 0; i < sizeof(reserved_keys) / sizeof(reserved_keys[0]); i++) {
-		if (json_object_get(*out, reserved_keys[i])) {
+	for (i = 0; rc == 0 && i < sizeof(reserved_keys) / sizeof(reserved_keys[0]); i++) {
+		if (json_object_get(v, reserved_keys[i])) {
 			payload_reason(reason, rlen, "options key \"%s\" is reserved", reserved_keys[i]);
-			goto reject;
+			rc = JOB_REJECT;
 		}
 	}
-	return 0;
-reject:
-	json_decref(*out);
-	*out = NULL;
-	return JOB_REJECT;
+	json_decref(v);
+	return rc;
 }
 
 /*
  * Every check that needs no output and holds for every format; a format
  * adds its own (Sidekiq's jid, Celery's kwargs) as it writes the payload.
  */
-static int check_row(const struct job_row *row, const struct job_opts *opts, struct span *args, json_t **options,
-		     char *reason, size_t rlen)
+static int check_row(const struct job_row *row, const struct job_opts *opts, struct job_in *in, char *reason,
+		     size_t rlen)
 {
 	int rc;
 
@@ -262,9 +261,9 @@ static int check_row(const struct job_row *row, const struct job_opts *opts, str
 	if (rc == 0)
 		rc = check_text("queue", span_of(row->queue, row->queue_len), reason, rlen);
 	if (rc == 0)
-		rc = check_args(span_of(row->args, row->args_len), opts, args, reason, rlen);
+		rc = check_args(span_of(row->args, row->args_len), opts, &in->args, reason, rlen);
 	if (rc == 0)
-		rc = load_options(row->options, row->options_len, options, reason, rlen);
+		rc = check_options(row->options, row->options_len, &in->options, reason, rlen);
 	return rc;
 }
 
@@ -273,20 +272,17 @@ int job_build(const struct job_row *row, const struct job_opts *opts, struct buf
 {
 	size_t start = out_buf->len, len;
 	const struct format *f = NULL;
-	json_t *options = NULL;
 	struct job_in in = { .row = row };
 	int rc;
 
 	payload_reason(reason, reasonlen, "%s", "");
-	rc = check_row(row, opts, &in.args, &options, reason, reasonlen);
+	rc = check_row(row, opts, &in, reason, reasonlen);
 	if (rc == 0)
-		rc = format_of_row(opts->format, options, &f, reason, reasonlen);
+		rc = format_of_row(opts->format, in.options, &f, reason, reasonlen);
 	if (rc == 0) {
-		in.options = options;
 		in.scheduled = row->has_run_at && row->run_at_us > opts->now_us;
 		rc = f->payload(&in, opts, out_buf, reason, reasonlen);
 	}
-	json_decref(options);
 	len = out_buf->len - start;
 	if (rc == 0 && over_limit(len, opts)) {
 		payload_reason(reason, reasonlen, "job is %zu bytes, over --max-job-bytes %ld", len,

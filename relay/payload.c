@@ -2,8 +2,10 @@
 #include "fmacros.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "payload.h"
@@ -49,7 +51,7 @@ static int dump_cb(const char *p, size_t n, void *data)
  * Inputs are validated before we get here, so the only ways left for
  * jansson to fail are our buffer or its own allocations: out of memory.
  */
-int payload_json(struct buf *b, const json_t *v, size_t flags)
+static int payload_json(struct buf *b, const json_t *v, size_t flags)
 {
 	return json_dump_callback(v, dump_cb, b, flags) == 0 ? 0 : -ENOMEM;
 }
@@ -76,26 +78,32 @@ int payload_key(struct buf *b, const char *key)
 	return buf_puts(b, "\":");
 }
 
-static bool skipped(const char *key, const char *const *skip)
+/* Whether key (its text, with quotes) is one of skip. 0 or -ENOMEM. */
+static int skipped(struct span key, const char *const *skip, bool *hit)
 {
-	for (; skip && *skip; skip++)
-		if (strcmp(key, *skip) == 0)
-			return true;
-	return false;
+	int rc = 0;
+
+	*hit = false;
+	for (; rc == 0 && !*hit && skip && *skip; skip++)
+		rc = payload_key_is(key, *skip, hit);
+	return rc;
 }
 
-int payload_merge(struct buf *b, const json_t *obj, const char *const *skip)
+int payload_merge(struct buf *b, struct span obj, const char *const *skip)
 {
-	const char *key;
-	json_t *v;
+	struct span key, v;
+	size_t i = 0;
+	bool hit;
+	int rc;
 
-	json_object_foreach((json_t *)obj, key, v)
-	{
-		if (skipped(key, skip))
+	while (payload_next(obj, &i, &key, &v)) {
+		if ((rc = skipped(key, skip, &hit)) < 0)
+			return rc;
+		if (hit)
 			continue;
-		if (buf_puts(b, ",") < 0 || payload_string(b, span_of(key, strlen(key)), 0) < 0 ||
-		    buf_puts(b, ":") < 0 || payload_json(b, v, JSON_COMPACT | JSON_ENCODE_ANY) < 0)
-			return -ENOMEM;
+		if ((rc = buf_puts(b, ",")) < 0 || (rc = payload_compact(b, key, false)) < 0 ||
+		    (rc = buf_puts(b, ":")) < 0 || (rc = payload_compact(b, v, false)) < 0)
+			return rc;
 	}
 	return 0;
 }
@@ -151,6 +159,206 @@ size_t payload_skip_ws(struct span s, size_t i)
 	while (i < s.n && (s.p[i] == ' ' || s.p[i] == '\t' || s.p[i] == '\n' || s.p[i] == '\r'))
 		i++;
 	return i;
+}
+
+static bool is_digit(char c)
+{
+	return c >= '0' && c <= '9';
+}
+
+static size_t digits_end(const char *p, size_t n, size_t i)
+{
+	while (i < n && is_digit(p[i]))
+		i++;
+	return i;
+}
+
+/* The length of the JSON number at p (n bytes on), or 0 when none starts there. */
+static size_t number_len(const char *p, size_t n)
+{
+	size_t i = p[0] == '-', d;
+
+	if (i >= n || !is_digit(p[i]))
+		return 0;
+	i = p[i] == '0' ? i + 1 : digits_end(p, n, i);
+	if (i < n && p[i] == '.') {
+		if ((d = digits_end(p, n, i + 1)) == i + 1)
+			return 0;
+		i = d;
+	}
+	if (i < n && (p[i] == 'e' || p[i] == 'E')) {
+		i += i + 1 < n && (p[i + 1] == '+' || p[i + 1] == '-') ? 2 : 1;
+		if ((d = digits_end(p, n, i)) == i)
+			return 0;
+		i = d;
+	}
+	return i;
+}
+
+static bool numberish(char c)
+{
+	return is_digit(c) || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E';
+}
+
+/* Every well-formed number outside strings becomes "0" and spaces, in place;
+ * a malformed one (01, 1., 1e) is left for jansson to refuse. */
+static void zero_numbers(char *p, size_t n)
+{
+	size_t i = 0, k, end;
+
+	while (i < n) {
+		if (p[i] == '"') {
+			i = payload_string_end(span_of(p, n), i);
+			continue;
+		}
+		if (!numberish(p[i]) || (i > 0 && numberish(p[i - 1]))) {
+			i++;
+			continue;
+		}
+		k = number_len(p + i, n - i);
+		for (end = i + k; end < n && numberish(p[end]); end++)
+			;
+		if (k > 0 && end == i + k) {
+			p[i] = '0';
+			memset(p + i + 1, ' ', k - 1);
+		}
+		i = end;
+	}
+}
+
+/*
+ * jansson holds no integer past 64 bits and no double past 1.8e308, both of
+ * which jsonb stores; it checks a copy whose numbers are 0s of the same
+ * length (its error columns still point into s).
+ */
+int payload_load(struct span s, size_t flags, json_t **out, json_error_t *err)
+{
+	char *copy = malloc(s.n + 1);
+
+	*out = NULL;
+	if (!copy)
+		return -ENOMEM;
+	memcpy(copy, s.p, s.n);
+	copy[s.n] = '\0';
+	zero_numbers(copy, s.n);
+	*out = json_loadb(copy, s.n, flags, err);
+	free(copy);
+	return 0;
+}
+
+enum payload_kind payload_kind(struct span v)
+{
+	switch (v.n ? v.p[0] : '\0') {
+	case '\0':
+		return PAYLOAD_NONE;
+	case '{':
+		return PAYLOAD_OBJECT;
+	case '[':
+		return PAYLOAD_ARRAY;
+	case '"':
+		return PAYLOAD_STRING;
+	case 't':
+	case 'f':
+		return PAYLOAD_BOOLEAN;
+	case 'n':
+		return PAYLOAD_NULL;
+	}
+	return PAYLOAD_NUMBER;
+}
+
+const char *payload_kind_name(enum payload_kind k)
+{
+	static const char *const names[] = { "nothing", "object", "array", "string", "number", "boolean", "null" };
+
+	return names[k];
+}
+
+bool payload_next(struct span c, size_t *i, struct span *key, struct span *value)
+{
+	size_t at = payload_skip_ws(c, *i ? *i : 1), end;
+
+	*key = span_of(NULL, 0);
+	if (at >= c.n || c.p[at] == '}' || c.p[at] == ']')
+		return false;
+	if (c.p[0] == '{') {
+		end = payload_string_end(c, at);
+		*key = span_of(c.p + at, end - at);
+		at = payload_skip_ws(c, payload_skip_ws(c, end) + 1); /* past ':' */
+	}
+	end = payload_value_end(c, at);
+	*value = span_of(c.p + at, end - at);
+	at = payload_skip_ws(c, end);
+	*i = at < c.n && c.p[at] == ',' ? at + 1 : at;
+	return true;
+}
+
+int payload_key_is(struct span key, const char *name, bool *eq)
+{
+	json_error_t err;
+	json_t *v;
+
+	*eq = false;
+	if (!memchr(key.p, '\\', key.n)) {
+		*eq = key.n == strlen(name) + 2 && memcmp(key.p + 1, name, key.n - 2) == 0;
+		return 0;
+	}
+	v = json_loadb(key.p, key.n, JSON_DECODE_ANY, &err);
+	if (!v)
+		return json_error_code(&err) == json_error_out_of_memory ? -ENOMEM : 0;
+	*eq = strcmp(json_string_value(v), name) == 0;
+	json_decref(v);
+	return 0;
+}
+
+int payload_member(struct span obj, const char *name, struct span *value)
+{
+	struct span key, v;
+	size_t i = 0;
+	bool eq;
+	int rc;
+
+	*value = span_of(NULL, 0);
+	while (payload_next(obj, &i, &key, &v)) {
+		if ((rc = payload_key_is(key, name, &eq)) < 0)
+			return rc;
+		if (eq) {
+			*value = v;
+			return 0;
+		}
+	}
+	return 0;
+}
+
+int payload_int(struct span v, long long *out)
+{
+	bool neg = v.n > 0 && v.p[0] == '-';
+	unsigned long long mag = 0, limit = neg ? 0ULL - (unsigned long long)LLONG_MIN : LLONG_MAX;
+
+	if (payload_kind(v) != PAYLOAD_NUMBER || memchr(v.p, '.', v.n) || memchr(v.p, 'e', v.n) ||
+	    memchr(v.p, 'E', v.n))
+		return -EINVAL;
+	for (size_t i = neg; i < v.n; i++) {
+		unsigned d = (unsigned)(v.p[i] - '0');
+		if (mag > (limit - d) / 10)
+			return -ERANGE;
+		mag = mag * 10 + d;
+	}
+	*out = neg ? (long long)(0ULL - mag) : (long long)mag;
+	return 0;
+}
+
+int payload_double(struct span v, double *out)
+{
+	char small[64], *text = v.n < sizeof(small) ? small : malloc(v.n + 1);
+
+	if (!text)
+		return -ENOMEM;
+	memcpy(text, v.p, v.n);
+	text[v.n] = '\0';
+	*out = strtod(text, NULL);
+	if (text != small)
+		free(text);
+	return 0;
 }
 
 /* i at an opening quote; returns the index past the closing one. */

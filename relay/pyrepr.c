@@ -114,19 +114,50 @@ static int repr_string(struct py_repr *r, struct span tok)
 	return rc;
 }
 
-/* The shortest "%e" digits of d that read back as d, and its exponent. */
+/* e, "%.*e" text, one up in its last digit (away from zero): 9.9e-01 becomes 1.0e+00. */
+static void next_up(char *e, size_t size)
+{
+	char digits[24];
+	int nd = 0, k, x = atoi(strchr(e, 'e') + 1);
+	bool neg = e[0] == '-';
+
+	for (const char *q = e; *q != 'e'; q++)
+		if (*q >= '0' && *q <= '9')
+			digits[nd++] = *q;
+	for (k = nd - 1; k >= 0 && digits[k] == '9'; k--)
+		digits[k] = '0';
+	if (k >= 0) {
+		digits[k]++;
+	} else {
+		digits[0] = '1';
+		x++;
+	}
+	snprintf(e, size, "%s%c.%.*se%d", neg ? "-" : "", digits[0], nd - 1, digits + 1, x);
+}
+
+/*
+ * Python's repr digits (dtoa's mode 0): the fewest that read back as d, the
+ * nearest to d of that many, and its exponent. printf gives the nearest of
+ * each length; when that one does not read back, the next one up still may:
+ * a power of two's rounding interval reaches twice as far above it as below
+ * (2^-24 is 5.960464477539063e-08, where printf's 16 digits end in 062).
+ */
 static int shortest_digits(double d, char *digits, int *exp10)
 {
-	char e[40];
-	int prec, nd = 0;
+	char e[48];
+	int nd = 0, prec;
 
 	for (prec = 1; prec < 17; prec++) {
 		snprintf(e, sizeof(e), "%.*e", prec - 1, d);
 		if (strtod(e, NULL) == d)
 			break;
+		next_up(e, sizeof(e));
+		if (strtod(e, NULL) == d)
+			break;
 	}
-	snprintf(e, sizeof(e), "%.*e", prec - 1, d);
-	for (const char *q = e; *q && *q != 'e'; q++)
+	if (prec == 17) /* 17 digits always read back */
+		snprintf(e, sizeof(e), "%.16e", d);
+	for (const char *q = e; *q != 'e'; q++)
 		if (*q >= '0' && *q <= '9')
 			digits[nd++] = *q;
 	while (nd > 1 && digits[nd - 1] == '0')
@@ -179,14 +210,17 @@ static void py_float(char *dst, double d)
 static int repr_number(struct py_repr *r, struct span tok)
 {
 	char num[48];
+	double d;
 
 	if (!memchr(tok.p, '.', tok.n) && !memchr(tok.p, 'e', tok.n) && !memchr(tok.p, 'E', tok.n)) {
 		if (tok.n == 2 && memcmp(tok.p, "-0", 2) == 0)
 			return repr_tok(r, TOK_TEXT, "0", 1);
 		return repr_tok(r, TOK_TEXT, tok.p, tok.n);
 	}
-	/* The token ends at , ] } or space, which strtod does not read. */
-	py_float(num, strtod(tok.p, NULL));
+	/* 1e400 is inf to Python too, 1e-400 0.0. */
+	if (payload_double(tok, &d) < 0)
+		return -ENOMEM;
+	py_float(num, d);
 	return repr_tok(r, TOK_TEXT, num, strlen(num));
 }
 

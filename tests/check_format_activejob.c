@@ -296,6 +296,32 @@ START_TEST(numbers_and_strings_kept_as_written)
 }
 END_TEST
 
+/* jsonb holds numbers of any size: in the arguments, in Sidekiq's options
+ * and in priority (the relay copies it, Ruby reads any Integer) each arrives
+ * as written; jansson cannot parse the payload back, so its text is checked. */
+START_TEST(numbers_past_64_bits_copied_as_written)
+{
+	const char *big = job_rows_big_numbers();
+	char args[1200], options[1200], want[2600], reason[JOB_REASON_SIZE];
+	struct job_row r;
+	struct job_opts o = aj_opts(FORMAT_ACTIVEJOB, RAILS_7_1, 7);
+	struct job_out out;
+	struct buf b;
+
+	snprintf(args, sizeof(args), "[%s, {\"k\": [%s]}]", big, big);
+	snprintf(options, sizeof(options),
+		 "{\"retry\": 18446744073709551616, \"all\": [%s], \"priority\": -18446744073709551616}", big);
+	r = aj_row(args, options);
+	buf_init(&b);
+	ck_assert_int_eq(job_build(&r, &o, &b, &out, reason, sizeof(reason)), 0);
+	snprintf(want, sizeof(want), "\"priority\":-18446744073709551616,\"arguments\":[%s,{\"k\":[%s],", big, big);
+	ck_assert_msg(strstr(b.data, want) != NULL, "payload lacks %s: %s", want, b.data);
+	snprintf(want, sizeof(want), "\"retry\":18446744073709551616,\"all\":[%s],\"created_at\":", big);
+	ck_assert_msg(strstr(b.data, want) != NULL, "payload lacks %s: %s", want, b.data);
+	buf_free(&b);
+}
+END_TEST
+
 START_TEST(reserved_keys_are_dead_lettered)
 {
 	static const char *const rows[] = {
@@ -542,6 +568,7 @@ Suite *activejob_format_suite(void)
 	tcase_add_test(tc, every_object_gets_empty_symbol_keys);
 	tcase_add_test(tc, globalid_passes_through);
 	tcase_add_test(tc, numbers_and_strings_kept_as_written);
+	tcase_add_test(tc, numbers_past_64_bits_copied_as_written);
 	tcase_add_test(tc, reserved_keys_are_dead_lettered);
 	tcase_add_test(tc, globalid_must_be_a_gid_string);
 	tcase_add_test(tc, depth_counts_the_wrapper_and_symbol_keys);

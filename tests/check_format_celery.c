@@ -4,12 +4,16 @@
 #include <check.h>
 #include <jansson.h>
 #include <openssl/evp.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "batch.h"
 #include "format.h"
 #include "job.h"
+#include "pyrepr.h"
 #include "redis_cmds.h"
 #include "suites.h"
 #include "support/job_rows.h"
@@ -236,6 +240,95 @@ START_TEST(argsrepr_like_saferepr)
 }
 END_TEST
 
+/* Python's repr of each double (its bits), one line each, from /usr/bin/python3
+ * (tests/deps.sh installs it): the reference, not a copy of its algorithm. */
+static char **python_reprs(const uint64_t *bits, size_t n)
+{
+	static const char script[] = "import struct, sys; print(\"\\n\".join(repr(struct.unpack(\"<d\", "
+				     "struct.pack(\"<Q\", int(l, 16)))[0]) for l in sys.stdin))";
+	char path[] = "/tmp/stagedrain-reprs-XXXXXX", cmd[512], *line = NULL, **out = calloc(n, sizeof(char *));
+	const char *py = access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3";
+	int fd = mkstemp(path);
+	FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL, *p;
+	size_t cap = 0, i = 0;
+	ssize_t len;
+
+	ck_assert_ptr_nonnull(out);
+	ck_assert_ptr_nonnull(f);
+	for (size_t k = 0; k < n; k++)
+		fprintf(f, "%016llx\n", (unsigned long long)bits[k]);
+	ck_assert_int_eq(fclose(f), 0);
+	snprintf(cmd, sizeof(cmd), "%s -c '%s' < %s", py, script, path);
+	p = popen(cmd, "r");
+	ck_assert_ptr_nonnull(p);
+	while (i < n && (len = getline(&line, &cap, p)) > 0) {
+		line[len - 1] = '\0';
+		out[i++] = strdup(line);
+	}
+	free(line);
+	ck_assert_msg(pclose(p) == 0 && i == n, "python3 gave %zu of %zu reprs (tests/deps.sh installs python3)", i, n);
+	unlink(path);
+	return out;
+}
+
+/* argsrepr of [x], x written with 17 digits (exact), against Python's repr;
+ * frees the reprs. Reports the first few that differ. */
+static void expect_python_floats(const uint64_t *bits, size_t n)
+{
+	char **want = python_reprs(bits, n), first[512] = "";
+	size_t bad = 0;
+	struct buf b;
+
+	buf_init(&b);
+	for (size_t i = 0; i < n; i++) {
+		double d;
+		char text[40];
+		memcpy(&d, &bits[i], sizeof(d));
+		snprintf(text, sizeof(text), "[%.16e]", d);
+		payload_rewind(&b, 0);
+		ck_assert_int_eq(pyrepr_saferepr(&b, span_of(text, strlen(text))), 0);
+		if (b.len != strlen(want[i]) + 2 || memcmp(b.data + 1, want[i], b.len - 2) != 0) {
+			if (bad++ < 3)
+				snprintf(first + strlen(first), sizeof(first) - strlen(first), " %s gave %s;", want[i],
+					 b.data);
+		}
+		free(want[i]);
+	}
+	free(want);
+	buf_free(&b);
+	ck_assert_msg(bad == 0, "%zu of %zu floats differ from python's repr:%s", bad, n, first);
+}
+
+/* Every power of two, 2^-1074 (the least subnormal) to 2^1023. */
+START_TEST(float_repr_powers_of_two)
+{
+	uint64_t bits[2098];
+	size_t n = 0;
+
+	for (int k = -1074; k <= 1023; k++)
+		bits[n++] = k < -1022 ? 1ULL << (k + 1074) : (uint64_t)(k + 1023) << 52;
+	expect_python_floats(bits, n);
+}
+END_TEST
+
+/* 100,000 finite doubles from random bit patterns (a fixed seed: a failure repeats). */
+START_TEST(float_repr_random_doubles)
+{
+	enum { N = 100000 };
+	uint64_t *bits = malloc(N * sizeof(*bits)), x = 0x9e3779b97f4a7c15ULL;
+	size_t n = 0;
+
+	ck_assert_ptr_nonnull(bits);
+	while (n < N) {
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17; /* xorshift64 */
+		if ((x >> 52 & 0x7ff) != 0x7ff)
+			bits[n++] = x;
+	}
+	expect_python_floats(bits, n);
+	free(bits);
+}
+END_TEST
+
 /* head, n copies of item joined by sep, tail (the caller frees it). */
 static char *repeat(const char *head, const char *item, int n, const char *sep, const char *tail)
 {
@@ -307,6 +400,51 @@ START_TEST(kwargsrepr_and_origin)
 	env = build(&r, &o);
 	ck_assert_str_eq(str_at(env, "headers", "kwargsrepr"), "{}");
 	json_decref(env);
+}
+END_TEST
+
+/* jsonb holds numbers of any size: in args and kwargs each arrives as
+ * written; argsrepr and kwargsrepr are what json.loads makes of them
+ * (ints, inf, 0.0). Options the relay reads refuse them by name. */
+START_TEST(numbers_past_64_bits_copied_as_written)
+{
+	const char *big = job_rows_big_numbers(), *repr = job_rows_big_numbers_repr();
+	char args[1200], options[1200], want[2600];
+	struct job_row r;
+	struct job_opts o = celery_opts();
+	json_t *env;
+	char *body;
+	size_t len;
+
+	snprintf(args, sizeof(args), "[%s]", big);
+	snprintf(options, sizeof(options), "{\"kwargs\": {\"n\": 18446744073709551616, \"all\": [%s]}}", big);
+	r = celery_row(args, options);
+	env = build(&r, &o);
+	body = celery_body_text(env, &len);
+	ck_assert_ptr_nonnull(body);
+	snprintf(want, sizeof(want), "[[%s],{\"n\":18446744073709551616,\"all\":[%s]},{\"callbacks\"", big, big);
+	ck_assert_msg(strncmp(body, want, strlen(want)) == 0, "body %s", body);
+	ck_assert_str_eq(str_at(env, "headers", "argsrepr"), repr);
+	snprintf(want, sizeof(want), "{'n': 18446744073709551616, 'all': %s}", repr);
+	ck_assert_str_eq(str_at(env, "headers", "kwargsrepr"), want);
+	free(body);
+	json_decref(env);
+	r = celery_row("[]", "{\"priority\": 18446744073709551616}");
+	expect_reject(&r, "options key \"priority\" is not an integer from 0 to 9");
+	r = celery_row("[]", "{\"priority\": -18446744073709551625}");
+	expect_reject(&r, "options key \"priority\" is not an integer from 0 to 9");
+	r = celery_row("[]", "{\"expires\": 1e400}");
+	expect_reject(&r, "options key \"expires\" is not seconds");
+	r = celery_row("[]", "{\"expires\": 18446744073709551616}");
+	expect_reject(&r, "options key \"expires\" is not seconds");
+}
+END_TEST
+
+/* Numbers as json.loads reads them: an exponent or fraction makes a float. */
+START_TEST(argsrepr_number_spellings)
+{
+	expect_repr("[1E400, -1e400, 1.5e-400, -1.5e-400, 1.0e2, -0, 0.5E-3, 1e0]",
+		    "[inf, -inf, 0.0, -0.0, 100.0, 0, 0.0005, 1.0]");
 }
 END_TEST
 
@@ -451,10 +589,16 @@ Suite *celery_format_suite(void)
 	tcase_add_test(tc, eta_iso_with_offset);
 	tcase_add_test(tc, argsrepr_like_saferepr);
 	tcase_add_test(tc, argsrepr_cut_at_1024);
+	tcase_add_test(tc, float_repr_powers_of_two);
+	tcase_add_test(tc, float_repr_random_doubles);
 	tcase_add_test(tc, kwargsrepr_and_origin);
 	tcase_add_test(tc, expires_options);
+	tcase_add_test(tc, numbers_past_64_bits_copied_as_written);
+	tcase_add_test(tc, argsrepr_number_spellings);
 	tcase_add_test(tc, rejects_with_reasons);
 	tcase_add_test(tc, priority_lists);
+	/* 100,000 reprs against python3's, slower under sanitizers */
+	tcase_set_timeout(tc, 120);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -120,6 +120,33 @@ START_TEST(numbers_are_copied_as_written)
 }
 END_TEST
 
+/* jsonb holds numbers of any size: in data each arrives as written; the
+ * options Laravel reads as PHP ints refuse what an int cannot hold. */
+START_TEST(numbers_past_64_bits_copied_as_written)
+{
+	const char *big = job_rows_big_numbers();
+	char args[1200], want[2600];
+	struct job_row r;
+
+	snprintf(args, sizeof(args), "[%s, {\"k\": [%s]}]", big, big);
+	r = laravel_row("A@b", args, "{\"maxTries\": 9223372036854775807}");
+	snprintf(want, sizeof(want),
+		 "{\"uuid\":\"" UUID "\",\"displayName\":\"A\",\"job\":\"A@b\",\"maxTries\":9223372036854775807,"
+		 "\"maxExceptions\":null,\"failOnTimeout\":false,\"backoff\":null,\"timeout\":null,"
+		 "\"data\":[%s,{\"k\":[%s]}]" TAIL,
+		 big, big);
+	assert_payload(&r, want);
+	r = laravel_row("A@b", "[]", "{\"maxTries\": 9223372036854775808}");
+	assert_reject(&r, "options key \"maxTries\" is not a non-negative integer");
+	r = laravel_row("A@b", "[]", "{\"timeout\": 18446744073709551616}");
+	assert_reject(&r, "options key \"timeout\" is not a non-negative integer");
+	r = laravel_row("A@b", "[]", "{\"backoff\": [1, 18446744073709551616]}");
+	assert_reject(&r, "options key \"backoff\" is not a non-negative integer or a non-empty array");
+	r = laravel_row("A@b", "[]", "{\"backoff\": 1e400}");
+	assert_reject(&r, "options key \"backoff\" is not a non-negative integer or a non-empty array");
+}
+END_TEST
+
 START_TEST(maps_the_job_options)
 {
 	struct job_row all = laravel_row("A@b", "[]",
@@ -314,6 +341,7 @@ Suite *laravel_format_suite(void)
 	tcase_add_test(payload, class_without_method_is_its_own_display_name);
 	tcase_add_test(payload, escapes_as_php_does);
 	tcase_add_test(payload, numbers_are_copied_as_written);
+	tcase_add_test(payload, numbers_past_64_bits_copied_as_written);
 	tcase_add_test(payload, rejects_rows_laravel_cannot_run);
 	tcase_add_test(options, maps_the_job_options);
 	tcase_add_test(options, rejects_options_laravel_does_not_read);

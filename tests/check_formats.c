@@ -174,6 +174,68 @@ START_TEST(bad_rows_are_dead_lettered_and_the_drain_goes_on)
 }
 END_TEST
 
+/* What each format copies from a row's options as written: the option staged
+ * (Resque and Laravel write none of theirs) and the text it must make. */
+static const struct {
+	const char *options, *copied;
+} big_options[] = {
+	{ "{\"big\": 18446744073709551616}", "\"big\":18446744073709551616," },
+	{ "{\"big\": 18446744073709551616}", NULL },
+	{ "{\"big\": 18446744073709551616}", "\"big\":18446744073709551616," },
+	{ "{\"kwargs\": {\"n\": 18446744073709551616}}", "{\"n\":18446744073709551616}" },
+	{ "{}", NULL },
+};
+
+/* jsonb holds numbers of any size: a row with 2^64, -2^64 and 1e400 (which
+ * jsonb writes as 401 digits) in args and 2^64 in options is pushed, not
+ * dead-lettered, each number as jsonb wrote it. */
+START_TEST(numbers_past_64_bits_arrive_as_written)
+{
+	const struct layout *l = &layouts[_i];
+	PGconn *c = h_pg();
+	redisContext *r = h_redis();
+	char digits[512], key[128];
+	redisReply *rep;
+	json_t *env = NULL;
+	char *text;
+	size_t len;
+
+	h_sql(c,
+	      "INSERT INTO staged_jobs (job_class, args, options) VALUES ('App\\Jobs\\W@handle',"
+	      " '[18446744073709551616, -18446744073709551616, 1e400]', '%s')",
+	      big_options[_i].options);
+	h_sql_text(c, "SELECT '1e400'::jsonb::text", digits, sizeof(digits));
+	ck_assert_uint_eq(strlen(digits), 401);
+	ck_assert_int_eq(h_relay_run("relay", (const char *const[]){ "--once", "--format", l->format, NULL }), 0);
+	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs_dead"), 0);
+	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs"), 0);
+	snprintf(key, sizeof(key), "%sdefault", l->prefix);
+	rep = h_cmd(r, "%s %s", l->pop, key);
+	ck_assert_msg(rep->type == REDIS_REPLY_STRING, "%s: no job in %s", l->format, key);
+	text = strdup(rep->str);
+	if (strcmp(l->format, "celery") == 0) {
+		env = json_loads(rep->str, 0, NULL);
+		ck_assert_ptr_nonnull(env);
+		free(text);
+		text = celery_body_text(env, &len);
+		ck_assert_ptr_nonnull(text);
+		ck_assert_ptr_nonnull(
+			strstr(json_string_value(json_object_get(json_object_get(env, "headers"), "kwargsrepr")),
+			       "{'n': 18446744073709551616}"));
+	}
+	ck_assert_msg(strstr(text, "[18446744073709551616,") && strstr(text, "-18446744073709551616,") &&
+			      strstr(text, digits),
+		      "%s: args changed: %s", l->format, text);
+	if (big_options[_i].copied)
+		ck_assert_msg(strstr(text, big_options[_i].copied), "%s: option changed: %s", l->format, text);
+	free(text);
+	json_decref(env);
+	freeReplyObject(rep);
+	PQfinish(c);
+	redisFree(r);
+}
+END_TEST
+
 Suite *formats_suite(void)
 {
 	Suite *s = suite_create("formats");
@@ -184,6 +246,7 @@ Suite *formats_suite(void)
 	tcase_add_loop_test(tc, each_job_once_fifo_per_queue, 0, NLAYOUTS);
 	tcase_add_loop_test(tc, crash_between_push_and_delete_is_not_pushed_again, 0, NLAYOUTS);
 	tcase_add_loop_test(tc, bad_rows_are_dead_lettered_and_the_drain_goes_on, 0, NLAYOUTS);
+	tcase_add_loop_test(tc, numbers_past_64_bits_arrive_as_written, 0, NLAYOUTS);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -10,6 +10,7 @@
 #include "buf.h"
 #include "job.h"
 #include "suites.h"
+#include "support/job_rows.h"
 
 #define JID "0123456789abcdef01234567"
 #define CREATED_US 1700000000123456LL
@@ -311,6 +312,60 @@ START_TEST(args_copied_verbatim)
 }
 END_TEST
 
+/* Builds one job that must succeed; its text in b (the caller frees), unparsed:
+ * jansson cannot read every number a payload may carry. */
+static const char *build_text(const struct job_row *r, const struct job_opts *o, struct buf *b)
+{
+	char reason[JOB_REASON_SIZE];
+	struct job_out out;
+	int rc;
+
+	buf_init(b);
+	rc = job_build(r, o, b, &out, reason, sizeof(reason));
+	ck_assert_msg(rc == 0, "job_build returned %d: %s", rc, reason);
+	return b->data + out.off;
+}
+
+static void assert_has(const char *payload, const char *want)
+{
+	ck_assert_msg(strstr(payload, want) != NULL, "payload lacks %s:\n%s", want, payload);
+}
+
+/* jsonb holds numbers of any size: in args and options each arrives as
+ * written, never re-encoded (0.1, 1.0E+2 and -0 too). */
+START_TEST(numbers_past_64_bits_copied_as_written)
+{
+	const char *big = job_rows_big_numbers();
+	struct job_row r = good_row();
+	struct job_opts o = sidekiq_opts(7);
+	char args[1200], options[1200], want[2600];
+	struct buf b;
+	const char *p;
+
+	snprintf(args, sizeof(args), "[%s]", big);
+	snprintf(options, sizeof(options),
+		 "{\"retry\": 18446744073709551616, \"n\": -18446744073709551616, \"all\": [%s], "
+		 "\"f\": 0.1, \"e\": 1.0E+2, \"z\": -0}",
+		 big);
+	SET(r, args, args_len, args);
+	SET(r, options, options_len, options);
+	p = build_text(&r, &o, &b);
+	snprintf(want, sizeof(want),
+		 "{\"class\":\"HardWorker\",\"args\":[%s],\"queue\":\"default\",\"jid\":\"" JID
+		 "\",\"retry\":18446744073709551616,\"n\":-18446744073709551616,\"all\":[%s],\"f\":0.1,"
+		 "\"e\":1.0E+2,\"z\":-0,\"created_at\":",
+		 big, big);
+	assert_has(p, want);
+	buf_free(&b);
+	/* Resque writes no options but checks them: none of these is refused. */
+	o = resque_opts();
+	p = build_text(&r, &o, &b);
+	snprintf(want, sizeof(want), "{\"class\":\"HardWorker\",\"args\":[%s]}", big);
+	ck_assert_str_eq(p, want);
+	buf_free(&b);
+}
+END_TEST
+
 START_TEST(args_whitespace_trimmed)
 {
 	struct job_row r = good_row();
@@ -524,7 +579,15 @@ START_TEST(rejects_args_shape)
 		{ "[01]", "args is not valid json: " },
 		{ "[NaN]", "args is not valid json: " },
 		{ "['a']", "args is not valid json: " },
-		{ "[1e400]", "args is not valid json: " },
+		{ "[1.]", "args is not valid json: " },
+		{ "[.5]", "args is not valid json: " },
+		{ "[-]", "args is not valid json: " },
+		{ "[1e]", "args is not valid json: " },
+		{ "[+1]", "args is not valid json: " },
+		{ "[1 2]", "args is not valid json: " },
+		{ "[1-2]", "args is not valid json: " },
+		{ "[-Infinity]", "args is not valid json: " },
+		{ "[1e400, 1.5e-400,\n 1x]", "args is not valid json: ']' expected near 'x' at line 2 column 3" },
 		{ "[\"\\u0000\"]", "args is not valid json: " },
 		{ "[\"\\ud800\"]", "args is not valid json: " },
 		{ "[\"a\x01\"]", "args is not valid json: " },
@@ -620,7 +683,14 @@ START_TEST(rejects_bad_options)
 		{ "{} {}", "options is not valid json: " },
 		{ "{\"a\": 1, \"a\": 2}", "options is not valid json: duplicate" },
 		{ "{\"\\u0000k\": 1}", "options is not valid json: " },
-		{ "{\"n\": 123456789012345678901234567890}", "options is not valid json: " },
+		/* Numbers of any size are valid; a number jsonb would not write is not. */
+		{ "{\"n\": 01}", "options is not valid json: " },
+		{ "{\"n\": 1.}", "options is not valid json: " },
+		{ "{\"n\": -}", "options is not valid json: " },
+		{ "{\"n\": 1e}", "options is not valid json: " },
+		{ "{\"n\": +1}", "options is not valid json: " },
+		{ "{\"n\": 1e400 \"m\": 1}", "options is not valid json: " },
+		{ "{\"n\": 1e400, \"n\": 1}", "options is not valid json: duplicate" },
 		{ "{\"\xff\": 1}", "options is not valid json: " },
 	};
 	struct job_row r = good_row();
@@ -1044,6 +1114,7 @@ Suite *job_suite(void)
 	tcase_add_test(build, sidekiq_past_or_now_run_at_is_immediate);
 	tcase_add_test(build, args_copied_verbatim);
 	tcase_add_test(build, args_whitespace_trimmed);
+	tcase_add_test(build, numbers_past_64_bits_copied_as_written);
 	tcase_add_test(build, options_merged_compactly);
 	tcase_add_test(build, options_retry_overrides_default);
 	tcase_add_test(build, options_empty_object_is_like_null);

@@ -8,22 +8,34 @@
 
 #include "celery_body.h"
 
-json_t *celery_body(const json_t *envelope, size_t flags)
+char *celery_body_text(const json_t *envelope, size_t *len)
 {
 	const char *b64 = json_string_value(json_object_get(envelope, "body"));
 	size_t n = b64 ? strlen(b64) : 0;
 	unsigned char *raw;
-	json_t *v = NULL;
-	int len;
+	int got;
 
 	if (!b64 || !(raw = malloc(n / 4 * 3 + 4)))
 		return NULL;
-	len = EVP_DecodeBlock(raw, (const unsigned char *)b64, (int)n);
+	got = EVP_DecodeBlock(raw, (const unsigned char *)b64, (int)n);
 	/* EVP_DecodeBlock counts the padding as zero bytes. */
-	while (len > 0 && n > 0 && b64[--n] == '=')
-		len--;
-	if (len >= 0)
-		v = json_loadb((const char *)raw, (size_t)len, flags, NULL);
-	free(raw);
+	while (got > 0 && n > 0 && b64[--n] == '=')
+		got--;
+	if (got < 0) {
+		free(raw);
+		return NULL;
+	}
+	raw[got] = '\0';
+	*len = (size_t)got;
+	return (char *)raw;
+}
+
+json_t *celery_body(const json_t *envelope, size_t flags)
+{
+	size_t len;
+	char *text = celery_body_text(envelope, &len);
+	json_t *v = text ? json_loadb(text, len, flags, NULL) : NULL;
+
+	free(text);
 	return v;
 }
