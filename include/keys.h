@@ -18,7 +18,11 @@
 #define KEYS_OWN_FMT "%sstagedrain:%lld:%s"
 /* The crash fence: what the last batch pushed, and in which epoch. */
 #define KEYS_FENCE "fence"
-/* The leader epoch counter, INCR'd at each takeover. */
+/* The leader epoch: "<n>:<token>", n counting takeovers (1 on an empty Redis)
+ * and the token KEYS_EPOCH_TOKEN_LEN random lower-case hex digits, new at each
+ * takeover. The push script compares the whole value, so an epoch is never
+ * reused even when a Redis that lost its data counts n from 1 again. */
 #define KEYS_EPOCH "epoch"
+#define KEYS_EPOCH_TOKEN_LEN 32
 
 #endif
