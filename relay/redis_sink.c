@@ -94,13 +94,14 @@ static int add_fence(struct redis_sink *rs, const struct batch *b)
 
 /*
  * The script runs atomically in Redis: it pushes only while ARGV[1] is still
- * the epoch key's whole value (keys.h), number and token. A new leader takes
+ * the epoch's whole value (keys.h), count and token. A new leader takes
  * a new epoch before it reads the fence, so a push from a relay that lost its
  * session (or whose reply was lost: the relay takes a new epoch then too)
  * either landed before that read, and the fence names it, or is refused; it
  * can never land after. The token makes this hold across a Redis that lost
  * its data: its count starts again at 1, but no token comes back, so a late
- * push of an epoch "1" taken before the loss is refused like any other.
+ * push of an epoch "1" taken before the loss is refused like any other. (An
+ * epoch key of the wrong type reads as ""; so does a missing one.)
  *
  * A Redis script is not rolled back when a command in it fails: a key of the
  * wrong type half-way would leave the pushes before it applied and the fence
@@ -109,10 +110,14 @@ static int add_fence(struct redis_sink *rs, const struct batch *b)
  * answers WRONGTYPE with each bad key and its type. Past that check no
  * command can fail (an OOM refusal can only come on the first write), so the
  * batch lands whole or not at all, and the fence's SET, last, exists only if
- * its batch's pushes do. (An epoch key of the wrong type reads as not
- * current: pcall, so the answer is STALE and the relay takes a new epoch.)
+ * its batch's pushes do.
  */
-static const char push_script[] = "if redis.pcall('GET', KEYS[1]) ~= ARGV[1] then\n"
+static const char push_script[] = "local function text(k)\n"
+				  "  local v = redis.pcall('GET', k)\n"
+				  "  if type(v) == 'string' then return v end\n"
+				  "  return ''\n"
+				  "end\n"
+				  "if text(KEYS[1]) .. ':' .. text(KEYS[2]) ~= ARGV[1] then\n"
 				  "  return redis.error_reply('STALE epoch ' .. ARGV[1] .. ' is not current')\n"
 				  "end\n"
 				  "local want = { LPUSH = 'list', RPUSH = 'list', SADD = 'set', ZADD = 'zset' }\n"
@@ -146,7 +151,8 @@ static int build_commands(struct redis_sink *rs, const struct batch *b)
 
 	cmds_reset(c);
 	if ((rc = cmds_begin(c, "EVAL")) < 0 || (rc = cmds_ref(c, push_script, sizeof(push_script) - 1)) < 0 ||
-	    (rc = CMDS_LIT(c, "1")) < 0 || (rc = arg_own_key(rs, KEYS_EPOCH)) < 0 ||
+	    (rc = CMDS_LIT(c, "2")) < 0 || (rc = arg_own_key(rs, KEYS_EPOCH)) < 0 ||
+	    (rc = arg_own_key(rs, KEYS_EPOCH_TOKEN)) < 0 ||
 	    (rc = cmds_ref(c, rs->epoch_value, strlen(rs->epoch_value))) < 0)
 		return rc;
 	rc = format_of(rs->cfg->format)->commands(c, b, rs->cfg->key_prefix);
@@ -345,16 +351,15 @@ bool redis_sink_blocked(struct redis_sink *rs, const struct batch *b, const stru
 }
 
 /*
- * Takes the next epoch: the count after the one the key holds, and the token
- * ARGV[1]. The relay owns the key, so whatever else it finds there (a value
- * it did not write, a count too large for Lua's doubles to add 1 to exactly,
- * another type) it replaces, counting from 1 again, and says what it found.
- * The token keeps the epoch new whatever the count.
+ * Takes the next epoch: the count after the one KEYS[1] holds, and the token
+ * ARGV[1] into KEYS[2]. The relay owns the count, so whatever else it finds
+ * there (a value it did not write, a count too large for Lua's doubles to add
+ * 1 to exactly, another type) it replaces, counting from 1 again, and says
+ * what it found. The token keeps the epoch new whatever the count.
  */
 static const char epoch_script[] = "local t, n, found = redis.call('TYPE', KEYS[1]).ok, 0, ''\n"
 				   "if t == 'string' then\n"
-				   "  local v = redis.call('GET', KEYS[1])\n"
-				   "  local d = string.match(v, '^(%d+):%x+$') or string.match(v, '^(%d+)$')\n"
+				   "  local d = string.match(redis.call('GET', KEYS[1]), '^(%d+)$')\n"
 				   "  if not d then\n"
 				   "    found = 'a string that is not an epoch'\n"
 				   "  elseif #d > 15 then\n"
@@ -366,7 +371,8 @@ static const char epoch_script[] = "local t, n, found = redis.call('TYPE', KEYS[
 				   "  found = 'a ' .. t\n"
 				   "end\n"
 				   "n = n + 1\n"
-				   "redis.call('SET', KEYS[1], string.format('%d:%s', n, ARGV[1]))\n"
+				   "redis.call('SET', KEYS[1], string.format('%d', n))\n"
+				   "redis.call('SET', KEYS[2], ARGV[1])\n"
 				   "return { n, found }\n";
 
 /*
@@ -380,23 +386,30 @@ static const char fence_script[] = "local t = redis.call('TYPE', KEYS[1]).ok\n"
 				   "redis.call('DEL', KEYS[1])\n"
 				   "return { 'a ' .. t }\n";
 
-/* Queues `EVAL script 1 <own key> [arg]`. */
-static int append_own_key_eval(struct redis_sink *rs, const char *script, const char *key, const char *arg)
+/* Queues `EVAL script <n> <own keys...> [arg]`: keys is NULL-terminated, at most 2. */
+static int append_own_key_eval(struct redis_sink *rs, const char *script, const char *const *keys, const char *arg)
 {
-	const char *argv[5];
-	size_t argvlen[5];
-	int argc = arg ? 5 : 4;
+	const char *argv[6];
+	size_t argvlen[6], nkeys = 0;
+	int rc;
 
 	if (!redis_sink_connected(rs))
 		return sink_fail(rs, "not connected to redis");
+	while (keys[nkeys])
+		nkeys++;
 	cmds_reset(&rs->cmds);
-	if (cmds_begin(&rs->cmds, "EVAL") < 0 || cmds_ref(&rs->cmds, script, strlen(script)) < 0 ||
-	    CMDS_LIT(&rs->cmds, "1") < 0 || arg_own_key(rs, key) < 0 ||
-	    (arg && cmds_ref(&rs->cmds, arg, strlen(arg)) < 0))
+	rc = cmds_begin(&rs->cmds, "EVAL");
+	if (rc == 0 && (rc = cmds_ref(&rs->cmds, script, strlen(script))) == 0)
+		rc = cmds_fmt(&rs->cmds, "%zu", nkeys);
+	for (size_t k = 0; rc == 0 && k < nkeys; k++)
+		rc = arg_own_key(rs, keys[k]);
+	if (rc == 0 && arg)
+		rc = cmds_ref(&rs->cmds, arg, strlen(arg));
+	if (rc < 0)
 		return sink_fail(rs, "out of memory");
-	for (int a = 0; a < argc; a++)
-		argv[a] = cmds_arg(&rs->cmds, 0, (size_t)a, &argvlen[a]);
-	if (redis_conn_append(&rs->conn, argc, argv, argvlen) < 0)
+	for (size_t a = 0; a < 3 + nkeys + (arg != NULL); a++)
+		argv[a] = cmds_arg(&rs->cmds, 0, a, &argvlen[a]);
+	if (redis_conn_append(&rs->conn, (int)(3 + nkeys + (arg != NULL)), argv, argvlen) < 0)
 		return sink_fail(rs, "%s", rs->conn.errstr);
 	return 0;
 }
@@ -443,12 +456,13 @@ static int note_epoch(struct redis_sink *rs, const redisReply *r, const char *to
 
 int redis_sink_new_epoch(struct redis_sink *rs)
 {
+	static const char *const epoch_keys[] = { KEYS_EPOCH, KEYS_EPOCH_TOKEN, NULL };
 	char token[KEYS_EPOCH_TOKEN_LEN + 1];
 	redisReply *r;
 	int rc;
 
 	rs->found[0] = '\0';
-	if (new_token(rs, token) < 0 || append_own_key_eval(rs, epoch_script, KEYS_EPOCH, token) < 0 ||
+	if (new_token(rs, token) < 0 || append_own_key_eval(rs, epoch_script, epoch_keys, token) < 0 ||
 	    !(r = own_key_reply(rs, "taking an epoch")))
 		return -EIO;
 	rc = note_epoch(rs, r, token);
@@ -458,13 +472,14 @@ int redis_sink_new_epoch(struct redis_sink *rs)
 
 int redis_sink_get_fence(struct redis_sink *rs, struct buf *out)
 {
+	static const char *const fence_keys[] = { KEYS_FENCE, NULL };
 	bool wait = rs->cfg->redis_wait_replicas > 0;
 	redisReply *r;
 	int rc = 0;
 
 	buf_reset(out);
 	rs->found[0] = '\0';
-	if (append_own_key_eval(rs, fence_script, KEYS_FENCE, NULL) < 0 || (wait && append_wait(rs) < 0))
+	if (append_own_key_eval(rs, fence_script, fence_keys, NULL) < 0 || (wait && append_wait(rs) < 0))
 		return -EIO;
 	if (!(r = own_key_reply(rs, "reading the fence")))
 		return -EIO;

@@ -158,16 +158,12 @@ START_TEST(a_relay_whose_epoch_moved_takes_a_new_one)
 	PGconn *c = h_pg();
 	redisContext *r = h_redis();
 	struct relay_proc p;
-	struct redis_sink other;
 
 	h_relay_start(&p, "relay", args);
 	ck_assert(h_log_wait(&p, "leading", 10000));
-	/* Another relay takes an epoch, as a new leader would. */
-	redis_sink_init(&other, &cfg);
-	ck_assert_int_eq(redis_sink_connect(&other), 0);
-	ck_assert_int_eq(redis_sink_new_epoch(&other), 0);
-	ck_assert_int_eq(other.epoch, 2);
-	redis_sink_free(&other);
+	/* Another relay takes an epoch: one of an older release INCRs the count,
+	 * which every push still checks (keys.h). */
+	freeReplyObject(h_cmd(r, "INCR %s", h_epoch_key()));
 	h_stage(c, "default", 1, 500);
 	h_snapshot_expected(c);
 	ck_assert(h_log_wait(&p, "STALE", 10000));
