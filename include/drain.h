@@ -46,6 +46,7 @@ struct drain {
 	struct fence fence;
 	struct buf fence_text;
 	char redis_where[300];        /* the Redis server last connected to, to tell a failover */
+	char redis_policy[32];        /* its maxmemory-policy last read, to warn once per change */
 	struct sidekiq_probe sidekiq; /* the version Sidekiq jobs are written for */
 	struct release release;       /* queue caps, the memory bound, fair release */
 	char origin[300];             /* Celery's origin header: gen<pid>@<host>, as Celery's client writes */

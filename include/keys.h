@@ -18,7 +18,14 @@
 #define KEYS_OWN_FMT "%sstagedrain:%lld:%s"
 /* The crash fence: what the last batch pushed, and in which epoch. */
 #define KEYS_FENCE "fence"
-/* The leader epoch counter, INCR'd at each takeover. */
+/* The leader epoch: a count of takeovers in KEYS_EPOCH (an integer, so a
+ * relay of an older release, which INCRs it, still takes epochs that every
+ * push checks), and in KEYS_EPOCH_TOKEN KEYS_EPOCH_TOKEN_LEN random lower-case
+ * hex digits, new at each takeover. The push script compares both, as
+ * "<n>:<token>", so an epoch is never reused even when a Redis that lost its
+ * data counts n from 1 again. */
 #define KEYS_EPOCH "epoch"
+#define KEYS_EPOCH_TOKEN "epoch-token"
+#define KEYS_EPOCH_TOKEN_LEN 32
 
 #endif

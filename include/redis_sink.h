@@ -18,8 +18,11 @@ struct redis_sink {
 	const char **argv;
 	size_t *argvlen;
 	size_t argvcap;
-	long long epoch; /* this leader's epoch, written into each batch's fence */
-	struct buf bad;  /* keys of the wrong type the last push found: "key\0type\0" each */
+	long long epoch;      /* this leader's epoch's count, written into each batch's fence */
+	char epoch_value[64]; /* the whole epoch, "<count>:<token>" (keys.h), checked by each push */
+	char found
+		[96]; /* what the last epoch or fence read found instead of the relay's own, and replaced; "" if nothing */
+	struct buf bad; /* keys of the wrong type the last push found: "key\0type\0" each */
 	size_t nbad;
 	struct redis_cmds one; /* one job's commands, to compare their keys with the bad ones */
 	char errstr[256];
@@ -51,11 +54,14 @@ int redis_sink_push(struct redis_sink *rs, const struct batch *b) SD_MUSTCHECK;
 const char *redis_sink_bad_key(const struct redis_sink *rs, size_t i, const char **type);
 /* True if pushing job j of b would write one of those keys. */
 bool redis_sink_blocked(struct redis_sink *rs, const struct batch *b, const struct batch_job *j);
-/* Takes the next leader epoch (INCR) into rs->epoch. */
+/* Takes the next leader epoch, with a new random token, into rs->epoch and
+ * rs->epoch_value. An epoch key the relay did not write (another type, text,
+ * a count too large) is replaced, counting from 1, and rs->found says what it held. */
 int redis_sink_new_epoch(struct redis_sink *rs) SD_MUSTCHECK;
 /* Reads the last batch's fence into out; out stays empty when there is none.
- * With --redis-wait-replicas, -ETIMEDOUT unless that many replicas have all
- * this connection wrote (the epoch, so the fence read before it too). */
+ * A fence key of another type is deleted (out stays empty) and rs->found
+ * names its type. With --redis-wait-replicas, -ETIMEDOUT unless that many
+ * replicas have all this connection wrote (the epoch, so the fence read before it too). */
 int redis_sink_get_fence(struct redis_sink *rs, struct buf *out) SD_MUSTCHECK;
 void redis_sink_close(struct redis_sink *rs);
 void redis_sink_free(struct redis_sink *rs);

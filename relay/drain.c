@@ -57,6 +57,7 @@ void drain_init(struct drain *d, const struct config *cfg, volatile sig_atomic_t
 	fence_init(&d->fence);
 	buf_init(&d->fence_text);
 	d->redis_where[0] = '\0';
+	d->redis_policy[0] = '\0';
 	sidekiq_probe_init(&d->sidekiq, cfg);
 	release_init(&d->release, cfg);
 	note_origin(d);

@@ -8,8 +8,10 @@
 
 #include "clock.h"
 #include "format.h"
+#include "keys.h"
 #include "ladder.h"
 #include "log.h"
+#include "redis_policy.h"
 
 void ladder_fall_back(struct drain *d, enum drain_state to)
 {
@@ -41,6 +43,28 @@ static void note_redis_server(struct drain *d)
 	metrics_redis_server(d->metrics, where, t->master_name, t->tls);
 }
 
+/*
+ * An allkeys-* maxmemory-policy may evict the relay's epoch and fence and the
+ * workers' queued jobs alike: one warning per policy seen (redis_policy.h
+ * says why volatile-* is left alone). A Redis that refuses CONFIG (a managed
+ * one may) gets a debug line; a failed read leaves the connection to the ladder.
+ */
+static void check_eviction(struct drain *d)
+{
+	char policy[sizeof(d->redis_policy)];
+	int rc = redis_policy_read(&d->redis.conn, policy, sizeof(policy));
+
+	if (rc == -EPERM)
+		log_debug("could not read maxmemory-policy", LOGF(F_STR("error", d->redis.conn.errstr)));
+	if (rc < 0 || strcmp(policy, d->redis_policy) == 0)
+		return;
+	snprintf(d->redis_policy, sizeof(d->redis_policy), "%s", policy);
+	if (redis_policy_evicts(policy))
+		log_warn("redis may evict any key under maxmemory-policy, the relay's epoch and fence and the workers' "
+			 "queued jobs alike; Sidekiq requires noeviction",
+			 LOGF(F_STR("maxmemory_policy", policy), F_STR("redis", d->redis_where)));
+}
+
 static void log_connected(struct drain *d)
 {
 	const struct redis_target *t = &d->cfg->redis;
@@ -52,6 +76,7 @@ static void log_connected(struct drain *d)
 		 LOGF(F_STR("postgres", pgw), F_STR("redis", d->redis_where),
 		      F_STR("master_name", t->master_name ? t->master_name : ""),
 		      F_STR("tls", t->tls ? "true" : "false"), F_STR("format", format_of(d->cfg->format)->name)));
+	check_eviction(d);
 	if (d->cfg->redis_tls_insecure)
 		log_warn("--redis-tls-insecure: the redis server's certificate is not verified; anyone on the "
 			 "network path can read and change the jobs",
@@ -154,10 +179,18 @@ static void count_fenced(struct drain *d, long long deleted)
 		metrics_fenced(d->metrics, queue, len, (unsigned long long)n);
 }
 
+/* The name of one of the relay's own keys (keys.h), for a log line. */
+static const char *own_key(const struct drain *d, const char *name, char *out, size_t len)
+{
+	snprintf(out, len, KEYS_OWN_FMT, d->cfg->key_prefix, d->cfg->lock_key, name);
+	return out;
+}
+
 /* NEED_EPOCH -> NEED_FENCE: a new epoch makes Redis refuse any push of an
  * older one that arrives late. False to try again. */
 static bool take_epoch(struct drain *d)
 {
+	char key[300];
 	int rc = redis_sink_new_epoch(&d->redis);
 
 	if (rc < 0) {
@@ -165,6 +198,11 @@ static bool take_epoch(struct drain *d)
 		return false;
 	}
 	d->state = DRAIN_NEED_FENCE;
+	if (d->redis.found[0])
+		log_warn("replaced the relay's epoch key, which held what the relay does not write; counting from 1 "
+			 "again (the epoch's token keeps it new)",
+			 LOGF(F_STR("key", own_key(d, KEYS_EPOCH, key, sizeof(key))), F_STR("found", d->redis.found),
+			      F_INT("epoch", d->redis.epoch)));
 	log_info("leading", LOGF(F_INT("epoch", d->redis.epoch)));
 	metrics_epoch(d->metrics, d->redis.epoch);
 	return true;
@@ -177,6 +215,7 @@ static bool take_epoch(struct drain *d)
  */
 static bool settle_fence(struct drain *d)
 {
+	char key[300];
 	long long deleted = 0;
 	int rc;
 
@@ -187,6 +226,11 @@ static bool settle_fence(struct drain *d)
 		ladder_redis_trouble(d, rc, "could not read the fence from redis; will retry");
 		return false;
 	}
+	/* A key of another type names no batch; the batches it may have
+	 * overwritten are unknown, as after a Redis that lost its data. */
+	if (d->redis.found[0])
+		log_warn("deleted the fence key, which held what the relay does not write; taking it as no fence",
+			 LOGF(F_STR("key", own_key(d, KEYS_FENCE, key, sizeof(key))), F_STR("found", d->redis.found)));
 	if (d->fence_text.len && fence_parse(&d->fence, d->fence_text.data, d->fence_text.len) < 0) {
 		log_warn("ignoring a fence that is not stagedrain's", NULL);
 		d->fence.n = 0;
@@ -258,6 +302,7 @@ static bool reconnect_redis(struct drain *d)
 		      F_STR("master_name", d->cfg->redis.master_name ? d->cfg->redis.master_name : ""),
 		      F_STR("tls", d->cfg->redis.tls ? "true" : "false")));
 	metrics_connected(d->metrics, METRICS_REDIS, true, true);
+	check_eviction(d);
 	return true;
 }
 

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/time.h>
 
 #include "fence.h"
@@ -93,10 +94,14 @@ static int add_fence(struct redis_sink *rs, const struct batch *b)
 
 /*
  * The script runs atomically in Redis: it pushes only while ARGV[1] is still
- * the current epoch. A new leader INCRs the epoch before it reads the fence,
- * so a push from a relay that lost its session (or whose reply was lost: the
- * relay takes a new epoch then too) either landed before that read, and the
- * fence names it, or is refused; it can never land after.
+ * the epoch's whole value (keys.h), count and token. A new leader takes
+ * a new epoch before it reads the fence, so a push from a relay that lost its
+ * session (or whose reply was lost: the relay takes a new epoch then too)
+ * either landed before that read, and the fence names it, or is refused; it
+ * can never land after. The token makes this hold across a Redis that lost
+ * its data: its count starts again at 1, but no token comes back, so a late
+ * push of an epoch "1" taken before the loss is refused like any other. (An
+ * epoch key of the wrong type reads as ""; so does a missing one.)
  *
  * A Redis script is not rolled back when a command in it fails: a key of the
  * wrong type half-way would leave the pushes before it applied and the fence
@@ -107,7 +112,12 @@ static int add_fence(struct redis_sink *rs, const struct batch *b)
  * batch lands whole or not at all, and the fence's SET, last, exists only if
  * its batch's pushes do.
  */
-static const char push_script[] = "if redis.call('GET', KEYS[1]) ~= ARGV[1] then\n"
+static const char push_script[] = "local function text(k)\n"
+				  "  local v = redis.pcall('GET', k)\n"
+				  "  if type(v) == 'string' then return v end\n"
+				  "  return ''\n"
+				  "end\n"
+				  "if text(KEYS[1]) .. ':' .. text(KEYS[2]) ~= ARGV[1] then\n"
 				  "  return redis.error_reply('STALE epoch ' .. ARGV[1] .. ' is not current')\n"
 				  "end\n"
 				  "local want = { LPUSH = 'list', RPUSH = 'list', SADD = 'set', ZADD = 'zset' }\n"
@@ -141,8 +151,9 @@ static int build_commands(struct redis_sink *rs, const struct batch *b)
 
 	cmds_reset(c);
 	if ((rc = cmds_begin(c, "EVAL")) < 0 || (rc = cmds_ref(c, push_script, sizeof(push_script) - 1)) < 0 ||
-	    (rc = CMDS_LIT(c, "1")) < 0 || (rc = arg_own_key(rs, KEYS_EPOCH)) < 0 ||
-	    (rc = cmds_fmt(c, "%lld", rs->epoch)) < 0)
+	    (rc = CMDS_LIT(c, "2")) < 0 || (rc = arg_own_key(rs, KEYS_EPOCH)) < 0 ||
+	    (rc = arg_own_key(rs, KEYS_EPOCH_TOKEN)) < 0 ||
+	    (rc = cmds_ref(c, rs->epoch_value, strlen(rs->epoch_value))) < 0)
 		return rc;
 	rc = format_of(rs->cfg->format)->commands(c, b, rs->cfg->key_prefix);
 	return rc == 0 ? add_fence(rs, b) : rc;
@@ -339,63 +350,143 @@ bool redis_sink_blocked(struct redis_sink *rs, const struct batch *b, const stru
 	return false;
 }
 
-/* Queues `CMD <own key>`. */
-static int append_own_key_cmd(struct redis_sink *rs, const char *cmd, const char *key)
+/*
+ * Takes the next epoch: the count after the one KEYS[1] holds, and the token
+ * ARGV[1] into KEYS[2]. The relay owns the count, so whatever else it finds
+ * there (a value it did not write, a count too large for Lua's doubles to add
+ * 1 to exactly, another type) it replaces, counting from 1 again, and says
+ * what it found. The token keeps the epoch new whatever the count.
+ */
+static const char epoch_script[] = "local t, n, found = redis.call('TYPE', KEYS[1]).ok, 0, ''\n"
+				   "if t == 'string' then\n"
+				   "  local d = string.match(redis.call('GET', KEYS[1]), '^(%d+)$')\n"
+				   "  if not d then\n"
+				   "    found = 'a string that is not an epoch'\n"
+				   "  elseif #d > 15 then\n"
+				   "    found = 'an epoch too large to count on (' .. string.sub(d, 1, 20) .. ')'\n"
+				   "  else\n"
+				   "    n = tonumber(d)\n"
+				   "  end\n"
+				   "elseif t ~= 'none' then\n"
+				   "  found = 'a ' .. t\n"
+				   "end\n"
+				   "n = n + 1\n"
+				   "redis.call('SET', KEYS[1], string.format('%d', n))\n"
+				   "redis.call('SET', KEYS[2], ARGV[1])\n"
+				   "return { n, found }\n";
+
+/*
+ * Reads the fence. A key of another type cannot name a batch (the push
+ * script only ever SETs it): it is deleted and its type returned, and the
+ * relay goes on as after a Redis that lost the fence.
+ */
+static const char fence_script[] = "local t = redis.call('TYPE', KEYS[1]).ok\n"
+				   "if t == 'string' then return redis.call('GET', KEYS[1]) end\n"
+				   "if t == 'none' then return false end\n"
+				   "redis.call('DEL', KEYS[1])\n"
+				   "return { 'a ' .. t }\n";
+
+/* Queues `EVAL script <n> <own keys...> [arg]`: keys is NULL-terminated, at most 2. */
+static int append_own_key_eval(struct redis_sink *rs, const char *script, const char *const *keys, const char *arg)
 {
-	const char *argv[2];
-	size_t argvlen[2];
+	const char *argv[6];
+	size_t argvlen[6], nkeys = 0;
+	int rc;
 
 	if (!redis_sink_connected(rs))
 		return sink_fail(rs, "not connected to redis");
+	while (keys[nkeys])
+		nkeys++;
 	cmds_reset(&rs->cmds);
-	if (cmds_begin(&rs->cmds, cmd) < 0 || arg_own_key(rs, key) < 0)
+	rc = cmds_begin(&rs->cmds, "EVAL");
+	if (rc == 0 && (rc = cmds_ref(&rs->cmds, script, strlen(script))) == 0)
+		rc = cmds_fmt(&rs->cmds, "%zu", nkeys);
+	for (size_t k = 0; rc == 0 && k < nkeys; k++)
+		rc = arg_own_key(rs, keys[k]);
+	if (rc == 0 && arg)
+		rc = cmds_ref(&rs->cmds, arg, strlen(arg));
+	if (rc < 0)
 		return sink_fail(rs, "out of memory");
-	argv[0] = cmds_arg(&rs->cmds, 0, 0, &argvlen[0]);
-	argv[1] = cmds_arg(&rs->cmds, 0, 1, &argvlen[1]);
-	if (redis_conn_append(&rs->conn, 2, argv, argvlen) < 0)
+	for (size_t a = 0; a < 3 + nkeys + (arg != NULL); a++)
+		argv[a] = cmds_arg(&rs->cmds, 0, a, &argvlen[a]);
+	if (redis_conn_append(&rs->conn, (int)(3 + nkeys + (arg != NULL)), argv, argvlen) < 0)
 		return sink_fail(rs, "%s", rs->conn.errstr);
 	return 0;
 }
 
-/* The reply to `CMD <own key>`, or NULL after recording why. */
-static redisReply *own_key_reply(struct redis_sink *rs, const char *cmd)
+/* The reply to an own key's script, or NULL after recording why. */
+static redisReply *own_key_reply(struct redis_sink *rs, const char *what)
 {
 	redisReply *r = NULL;
 
 	if (redis_conn_reply(&rs->conn, &r, 0) < 0)
-		sink_fail(rs, "%s failed: %s", cmd, rs->conn.errstr);
+		sink_fail(rs, "%s failed: %s", what, rs->conn.errstr);
 	else if (r->type == REDIS_REPLY_ERROR) {
-		sink_fail(rs, "%s failed: %s", cmd, r->str);
+		sink_fail(rs, "%s failed: %s", what, r->str);
 		freeReplyObject(r);
 		r = NULL;
 	}
 	return r;
 }
 
+/* A token no epoch had before: KEYS_EPOCH_TOKEN_LEN random hex digits. */
+static int new_token(struct redis_sink *rs, char *out)
+{
+	unsigned char raw[KEYS_EPOCH_TOKEN_LEN / 2];
+	ssize_t n = getrandom(raw, sizeof(raw), 0);
+
+	if (n != (ssize_t)sizeof(raw))
+		return sink_fail(rs, "could not draw a random epoch token: %s", n < 0 ? strerror(errno) : "short read");
+	for (size_t i = 0; i < sizeof(raw); i++)
+		snprintf(out + 2 * i, 3, "%02x", raw[i]);
+	return 0;
+}
+
+/* Keeps what the epoch script answered: { n, what it replaced or "" }. */
+static int note_epoch(struct redis_sink *rs, const redisReply *r, const char *token)
+{
+	if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 || r->element[0]->type != REDIS_REPLY_INTEGER ||
+	    r->element[1]->type != REDIS_REPLY_STRING)
+		return sink_fail(rs, "redis answered the epoch script with a malformed reply");
+	rs->epoch = r->element[0]->integer;
+	snprintf(rs->epoch_value, sizeof(rs->epoch_value), "%lld:%s", rs->epoch, token);
+	snprintf(rs->found, sizeof(rs->found), "%s", r->element[1]->str);
+	return 0;
+}
+
 int redis_sink_new_epoch(struct redis_sink *rs)
 {
+	static const char *const epoch_keys[] = { KEYS_EPOCH, KEYS_EPOCH_TOKEN, NULL };
+	char token[KEYS_EPOCH_TOKEN_LEN + 1];
 	redisReply *r;
+	int rc;
 
-	if (append_own_key_cmd(rs, "INCR", KEYS_EPOCH) < 0 || !(r = own_key_reply(rs, "INCR")))
+	rs->found[0] = '\0';
+	if (new_token(rs, token) < 0 || append_own_key_eval(rs, epoch_script, epoch_keys, token) < 0 ||
+	    !(r = own_key_reply(rs, "taking an epoch")))
 		return -EIO;
-	rs->epoch = r->type == REDIS_REPLY_INTEGER ? r->integer : 0;
+	rc = note_epoch(rs, r, token);
 	freeReplyObject(r);
-	return 0;
+	return rc;
 }
 
 int redis_sink_get_fence(struct redis_sink *rs, struct buf *out)
 {
+	static const char *const fence_keys[] = { KEYS_FENCE, NULL };
 	bool wait = rs->cfg->redis_wait_replicas > 0;
 	redisReply *r;
 	int rc = 0;
 
 	buf_reset(out);
-	if (append_own_key_cmd(rs, "GET", KEYS_FENCE) < 0 || (wait && append_wait(rs) < 0))
+	rs->found[0] = '\0';
+	if (append_own_key_eval(rs, fence_script, fence_keys, NULL) < 0 || (wait && append_wait(rs) < 0))
 		return -EIO;
-	if (!(r = own_key_reply(rs, "GET")))
+	if (!(r = own_key_reply(rs, "reading the fence")))
 		return -EIO;
 	if (r->type == REDIS_REPLY_STRING)
 		rc = buf_append(out, r->str, r->len);
+	else if (r->type == REDIS_REPLY_ARRAY && r->elements == 1 && r->element[0]->type == REDIS_REPLY_STRING)
+		snprintf(rs->found, sizeof(rs->found), "%s", r->element[0]->str);
 	freeReplyObject(r);
 	/* The rows the fence names are deleted next: only once replicas have it. */
 	return rc == 0 && wait ? read_wait(rs) : rc;

@@ -172,13 +172,27 @@ struct proxy {
 	int port;
 	int redis_port;
 	atomic_int hold_ms;
-	atomic_int held; /* how many commands it held */
+	atomic_int held;    /* how many commands it held */
+	atomic_int gate;    /* 1: hold the next push script until set back to 0 */
+	atomic_int gated;   /* pushes the gate held */
+	atomic_int replies; /* reads from Redis passed on to a client */
 };
 
 struct pipe_pair {
 	struct proxy *px;
 	int client, server;
 };
+
+/* True if the bytes hold the push script's text. */
+static bool holds_push(const char *buf, size_t n)
+{
+	static const char mark[] = "is not current";
+
+	for (size_t i = 0; i + sizeof(mark) - 1 <= n; i++)
+		if (memcmp(buf + i, mark, sizeof(mark) - 1) == 0)
+			return true;
+	return false;
+}
 
 static void *proxy_conn(void *arg)
 {
@@ -207,6 +221,11 @@ static void *proxy_conn(void *arg)
 					atomic_fetch_add(&pp->px->held, 1);
 					sleep_ms(hold);
 				}
+				if (atomic_load(&pp->px->gate) && holds_push(buf, (size_t)n)) {
+					atomic_fetch_add(&pp->px->gated, 1);
+					while (atomic_load(&pp->px->gate))
+						sleep_ms(5);
+				}
 				if (write(pp->server, buf, (size_t)n) != n)
 					break;
 			}
@@ -215,6 +234,7 @@ static void *proxy_conn(void *arg)
 			n = read(pp->server, buf, sizeof(buf));
 			if (n <= 0)
 				break;
+			atomic_fetch_add(&pp->px->replies, 1);
 			if (client_open && write(pp->client, buf, (size_t)n) != n)
 				client_open = false, linger_until = mono_ms() + 3000;
 		}
@@ -262,6 +282,9 @@ static void proxy_start(struct proxy *px)
 	px->redis_port = atoi(h_env("TEST_REDIS_PORT"));
 	atomic_init(&px->hold_ms, 0);
 	atomic_init(&px->held, 0);
+	atomic_init(&px->gate, 0);
+	atomic_init(&px->gated, 0);
+	atomic_init(&px->replies, 0);
 	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	px->listen_fd = socket(AF_INET, SOCK_STREAM, 0);
 	ck_assert_int_eq(bind(px->listen_fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
@@ -295,6 +318,72 @@ START_TEST(a_push_whose_reply_came_late_is_not_pushed_twice)
 	ck_assert(h_log_contains(p.log, "timeout"));
 	ck_assert_int_eq(h_cmd_int(r, "LLEN queue:default"), 3);
 	stop_relay(&p);
+	PQfinish(c);
+	redisFree(r);
+}
+END_TEST
+
+/* ---- issue 20: a Redis that forgot its data ---- */
+
+/* True once the atomic reaches n, within timeout_ms. */
+static bool wait_atomic(atomic_int *v, int n, int timeout_ms)
+{
+	long long t0 = mono_ms();
+
+	while (atomic_load(v) < n) {
+		if (mono_ms() - t0 > timeout_ms)
+			return false;
+		sleep_ms(5);
+	}
+	return true;
+}
+
+/*
+ * Leader A's push is held in flight (a proxy between A and Redis); Redis then
+ * loses its data (FLUSHALL: a restart without persistence, a failover to a
+ * replica that never saw the epoch), A's session is ended, and B leads from
+ * the empty Redis, taking the first epoch again, and relays the jobs. A's
+ * push, released, must be refused: after such a loss the epoch's number
+ * starts again at 1, so only a token never reused tells A's epoch from B's.
+ */
+START_TEST(a_push_held_across_a_redis_that_forgot_is_not_pushed_twice)
+{
+	static const char *const queues[] = { "queue:default", NULL };
+	static const char *const b_args[] = { FAST_RELAY, NULL };
+	static struct proxy px;
+	char url[128];
+	const char *const a_args[] = { "--redis-url", url, "--redis-timeout", "60s", FAST_RELAY, NULL };
+	PGconn *c = h_pg();
+	redisContext *r = h_redis();
+	struct relay_proc a, b;
+	int replies;
+
+	proxy_start(&px);
+	snprintf(url, sizeof(url), "redis://127.0.0.1:%d/0", px.port);
+	h_snapshot_expected(c);
+	h_relay_start(&a, "a", a_args);
+	RELAY_CHECK(&a, h_log_wait(&a, "leading", 10000), "a did not lead");
+	atomic_store(&px.gate, 1);
+	h_stage_expected(c, "default", 1, 10);
+	RELAY_CHECK(&a, wait_atomic(&px.gated, 1, 10000), "a's push never reached the proxy");
+	freeReplyObject(h_cmd(r, "FLUSHALL"));
+	h_sql(c, "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = 'stagedrain'");
+	h_relay_start(&b, "b", b_args);
+	RELAY_CHECK(&b, wait_len(r, "queue:default", 10, 20000), "b did not relay the jobs");
+	RELAY_CHECK(&b, wait_staged_empty(c, 10000), "b did not delete the rows");
+	ck_assert_int_eq(atomic_load(&px.gated), 1);
+
+	/* A's push reaches Redis now; its answer, passed back, says it ran. */
+	replies = atomic_load(&px.replies);
+	atomic_store(&px.gate, 0);
+	RELAY_CHECK(&a, wait_atomic(&px.replies, replies + 1, 10000), "redis never answered a's held push");
+	ck_assert_msg(h_cmd_int(r, "LLEN queue:default") == 10, "10 jobs staged, %lld in queue:default; see %s",
+		      h_cmd_int(r, "LLEN queue:default"), a.log);
+	h_assert_each_once(c, r, queues, "queue:default", 10);
+	RELAY_CHECK(&a, h_log_wait(&a, "STALE", 10000), "a was not told its epoch is not current");
+	stop_relay(&b);
+	h_relay_kill(&a, SIGTERM);
+	ck_assert_int_eq(h_relay_wait(&a, 10000), 0);
 	PQfinish(c);
 	redisFree(r);
 }
@@ -605,6 +694,7 @@ Suite *guarantees_suite(void)
 	tcase_add_test(tc, a_late_commit_whose_xid_is_above_the_snapshot_xmax_arrives);
 	tcase_add_test(tc, rows_with_infinite_or_unrepresentable_times_are_dead_lettered);
 	tcase_add_test(tc, a_push_whose_reply_came_late_is_not_pushed_twice);
+	tcase_add_test(tc, a_push_held_across_a_redis_that_forgot_is_not_pushed_twice);
 	tcase_add_test(tc, a_key_of_the_wrong_type_holds_its_jobs_and_pushes_nothing_twice);
 	tcase_add_test(tc, a_dead_row_whose_id_is_dead_already_is_still_moved);
 	tcase_add_test(tc, a_dead_row_that_cannot_be_moved_does_not_slow_the_good_ones);

@@ -26,6 +26,12 @@ static void load_config(void)
 
 static void setup(void)
 {
+	redisContext *r = h_redis();
+
+	/* What a failed test may have left: a policy or a refused CONFIG. */
+	freeReplyObject(h_cmd(r, "ACL SETUSER default +@all"));
+	freeReplyObject(h_cmd(r, "CONFIG SET maxmemory-policy noeviction"));
+	redisFree(r);
 	h_reset();
 	load_config();
 }
@@ -155,6 +161,8 @@ START_TEST(a_relay_whose_epoch_moved_takes_a_new_one)
 
 	h_relay_start(&p, "relay", args);
 	ck_assert(h_log_wait(&p, "leading", 10000));
+	/* Another relay takes an epoch: one of an older release INCRs the count,
+	 * which every push still checks (keys.h). */
 	freeReplyObject(h_cmd(r, "INCR %s", h_epoch_key()));
 	h_stage(c, "default", 1, 500);
 	h_snapshot_expected(c);
@@ -172,6 +180,55 @@ START_TEST(a_relay_whose_epoch_moved_takes_a_new_one)
 }
 END_TEST
 
+/* Runs a relay with --once over one staged job; returns its log's lines naming maxmemory-policy. */
+static int policy_lines(PGconn *c, const char *name)
+{
+	static const char *const once[] = { "--once", "--log-level", "debug", NULL };
+	char log[512];
+
+	h_stage(c, "default", 1, 1);
+	ck_assert_int_eq(h_relay_run(name, once), 0);
+	snprintf(log, sizeof(log), "%s/%s.log", h_env("TEST_DIR"), name);
+	return h_log_count(log, "maxmemory-policy");
+}
+
+/*
+ * An allkeys-* eviction policy can drop the relay's epoch and fence and the
+ * workers' queues alike: one warning line at connect. volatile-* evicts only
+ * keys with a TTL, which neither carries; and a Redis that refuses CONFIG GET
+ * (a managed one) gets one debug line, no warning.
+ */
+START_TEST(an_evicting_maxmemory_policy_is_warned_about)
+{
+	static const struct {
+		const char *policy;
+		int lines;
+	} cases[] = { { "noeviction", 0 }, { "volatile-lru", 0 }, { "allkeys-lru", 1 }, { "allkeys-random", 1 } };
+	PGconn *c = h_pg();
+	redisContext *r = h_redis();
+	char log[512];
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		freeReplyObject(h_cmd(r, "CONFIG SET maxmemory-policy %s", cases[i].policy));
+		ck_assert_msg(policy_lines(c, cases[i].policy) == cases[i].lines, "%s: not %d warning lines",
+			      cases[i].policy, cases[i].lines);
+	}
+	snprintf(log, sizeof(log), "%s/allkeys-lru.log", h_env("TEST_DIR"));
+	ck_assert(h_log_count(log, "level=warn") == 1);
+	ck_assert(h_log_count(log, "noeviction") == 1);
+
+	freeReplyObject(h_cmd(r, "ACL SETUSER default -config"));
+	ck_assert_int_eq(policy_lines(c, "refused"), 1);
+	snprintf(log, sizeof(log), "%s/refused.log", h_env("TEST_DIR"));
+	ck_assert(h_log_count(log, "level=debug") >= 1 && h_log_count(log, "level=warn") == 0);
+	freeReplyObject(h_cmd(r, "ACL SETUSER default +@all"));
+	freeReplyObject(h_cmd(r, "CONFIG SET maxmemory-policy noeviction"));
+	ck_assert_int_eq(h_cmd_int(r, "LLEN queue:default"), 5);
+	PQfinish(c);
+	redisFree(r);
+}
+END_TEST
+
 Suite *sink_suite(void)
 {
 	Suite *s = suite_create("sink");
@@ -182,6 +239,7 @@ Suite *sink_suite(void)
 	tcase_add_test(tc, a_deposed_leader_cannot_push);
 	tcase_add_test(tc, a_long_batch_keeps_its_order);
 	tcase_add_test(tc, a_relay_whose_epoch_moved_takes_a_new_one);
+	tcase_add_test(tc, an_evicting_maxmemory_policy_is_warned_about);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -116,6 +116,7 @@ static long long fence_epoch(struct chaos *c)
 	return e;
 }
 
+/* The epoch's count (keys.h); -1 if Redis did not answer. */
 static long long epoch_counter(struct chaos *c)
 {
 	redisReply *r = env_cmd(&c->env, "GET %s", c->env.epoch_key);
