@@ -60,6 +60,7 @@ void drain_init(struct drain *d, const struct config *cfg, volatile sig_atomic_t
 	sidekiq_probe_init(&d->sidekiq, cfg);
 	release_init(&d->release, cfg);
 	note_origin(d);
+	memset(&d->once, 0, sizeof(d->once));
 	d->relayed = d->dead = 0;
 	d->metrics = NULL;
 }
@@ -157,6 +158,8 @@ static long long gaps_to_read(struct drain *d)
 {
 	long long now = clock_mono_ms(), every = d->old_read_cost_ms * GAP_OLD_SHARE;
 
+	if (d->once.read_all)
+		return GAP_OLD;
 	if (every < GAP_OLD_READ_MS)
 		every = GAP_OLD_READ_MS;
 	return now - d->old_read_ms >= every ? GAP_OLD : now - GAP_YOUNG_MS;
@@ -267,14 +270,18 @@ static int drain_batch(struct drain *d)
 	struct batch_times t;
 	long long t0 = clock_mono_us(), young_since = gaps_to_read(d);
 	long max_bytes;
-	int nrows = 0, rc = before_fetch(d, &max_bytes);
+	int nrows = 0, rc;
 
-	if (rc != 0)
+	d->once.moved = 0;
+	d->once.all_read = false;
+	if ((rc = before_fetch(d, &max_bytes)) != 0)
 		return rc > 0 ? 0 : rc;
 	if (pg_source_fetch(&d->pg, &d->gaps, d->cfg->batch_size, young_since, max_bytes, &nrows) < 0) {
 		ladder_pg_trouble(d, "could not read a batch; will retry");
 		return -EIO;
 	}
+	d->once.all_read = young_since == GAP_OLD;
+	d->once.read_all = false;
 	if (young_since == GAP_OLD)
 		d->old_read_cost_ms = (clock_mono_us() - t0) / 1000;
 	if (nrows == 0 && !release_needed(&d->release)) {
@@ -318,6 +325,7 @@ static int drain_batch(struct drain *d)
 		return -EIO;
 	}
 	t.commit_us = clock_mono_us() - t0 - t.fetch_us - t.push_us;
+	d->once.moved = (long long)(d->batch.njobs + d->batch.ndead + t.held);
 	backoff_reset(&d->pg_backoff);
 	backoff_reset(&d->redis_backoff);
 	if (release_needed(&d->release))
@@ -350,23 +358,29 @@ int drain_run(struct drain *d)
 	int rc = 0, wait_ms = 1;
 
 	while (!*d->stop) {
-		if (!ladder_ensure_ready(d))
+		long long cursor = d->gaps.cursor;
+		if (!ladder_ensure_ready(d)) {
+			if (d->once.gave_up)
+				break;
 			continue;
+		}
 		rc = drain_batch(d);
 		if (rc == -ENOMEM)
 			break;
-		if (rc == 0 && d->cfg->once)
+		if (rc >= 0 && d->cfg->once && once_over(d, cursor))
 			break;
-		if (rc > 0)
+		if (rc > 0 || d->cfg->once)
 			wait_ms = 1;
 		else if (rc == 0)
 			idle_wait(d, &wait_ms);
 		rc = 0;
 	}
 	pg_source_rollback(&d->pg);
-	/* Kept rows stay staged: say so, since --once ends with them there. */
+	if (rc >= 0 && d->cfg->once && !*d->stop)
+		return once_report(d);
+	/* Held and kept rows stay staged: say how many. */
 	log_info(*d->stop ? "stopped on signal" : "stopped",
 		 LOGF(F_INT("jobs_relayed", d->relayed), F_INT("jobs_dead", d->dead),
-		      F_INT("rows_kept", gaps_kept(&d->gaps))));
-	return rc;
+		      F_INT("jobs_held", rounds_held(&d->release.rounds)), F_INT("rows_kept", gaps_kept(&d->gaps))));
+	return rc < 0 ? rc : 0;
 }
