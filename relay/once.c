@@ -92,6 +92,17 @@ static long long count_staged(struct drain *d)
 	return n;
 }
 
+/* Paused, nothing was pushed since: every staged row is left. */
+static void say_paused(struct drain *d, char *out, size_t len)
+{
+	long long staged = count_staged(d);
+
+	append(out, len, "paused by --max-redis-memory: ");
+	if (staged >= 0)
+		append(out, len, "%lld ", staged);
+	append(out, len, "rows still staged");
+}
+
 /* "N jobs held by a cap on queue a, M on queue b ...": each queue holding jobs. */
 static void say_held(struct drain *d, char *out, size_t len)
 {
@@ -138,17 +149,17 @@ int once_report(struct drain *d)
 {
 	char left[1024] = "";
 	size_t kept = gaps_kept(&d->gaps);
-	long long held = rounds_held(&d->release.rounds), staged;
+	long long held = rounds_held(&d->release.rounds);
 
-	if (d->once.gave_up)
+	/* Not leading, it knows nothing of the tables but that: what an earlier
+	 * leadership of its own saw may be stale. */
+	if (d->once.gave_up) {
 		append(left, sizeof(left), "another session holds the leader lock (lock_key %lld, %s); waited %d s",
 		       d->cfg->lock_key, d->once.leader, ONCE_LOCK_WAIT_MS / 1000);
-	if (!d->once.gave_up && d->release.paused_ms) {
-		staged = count_staged(d);
-		append(left, sizeof(left), "paused by --max-redis-memory: ");
-		if (staged >= 0)
-			append(left, sizeof(left), "%lld ", staged);
-		append(left, sizeof(left), "rows still staged");
+		held = 0;
+		kept = 0;
+	} else if (d->release.paused_ms) {
+		say_paused(d, left, sizeof(left));
 	}
 	if (held > 0)
 		say_held(d, left, sizeof(left));
