@@ -47,10 +47,10 @@ int batch_grow(struct batch *b, size_t n) SD_MUSTCHECK;
 /* Builds row into a job, or records it as dead; hold_id says where it was
  * read (0: staged_jobs). Returns 0 or -ENOMEM. */
 int batch_add(struct batch *b, const struct job_row *row, const struct job_opts *opts, long long hold_id) SD_MUSTCHECK;
-/* Moves the jobs hold(job, arg) is true of out of the jobs, keeping the order
+/* Moves the jobs keep(job, arg) is true of out of the jobs, keeping the order
  * of the rest; those read from staged_jobs go to kept (a released one stays
  * in the held table, which the caller sees to). Returns how many moved. */
-size_t batch_hold(struct batch *b, bool (*hold)(const struct batch_job *j, void *arg), void *arg);
+size_t batch_keep(struct batch *b, bool (*keep)(const struct batch_job *j, void *arg), void *arg);
 /* Moves every dead row read from staged_jobs to kept, and drops those
  * released from the held table (they stay there): their move to the dead
  * table failed. Returns how many of the latter there were. */

@@ -12,6 +12,7 @@
 #include "gaps.h"
 #include "fmacros.h"
 #include "metrics.h"
+#include "once.h"
 #include "pg_source.h"
 #include "redis_sink.h"
 #include "release.h"
@@ -50,6 +51,7 @@ struct drain {
 	struct sidekiq_probe sidekiq; /* the version Sidekiq jobs are written for */
 	struct release release;       /* queue caps, the memory bound, fair release */
 	char origin[300];             /* Celery's origin header: gen<pid>@<host>, as Celery's client writes */
+	struct once once;             /* with --once: what the last batch did, whether to stop */
 	long long relayed;
 	long long dead;
 	struct metrics *metrics; /* NULL: none; set by the caller after drain_init */
@@ -59,8 +61,13 @@ void drain_init(struct drain *d, const struct config *cfg, volatile sig_atomic_t
 /* Connects to both servers and checks the schema; a failure here is fatal,
  * and has been logged once with the setting and the cause. */
 int drain_start(struct drain *d) SD_MUSTCHECK;
-/* Runs until *stop is set, or with --once until a batch comes back empty.
- * Server faults are logged and retried; only -ENOMEM ends it early. */
+/* drain_run with --once stopped with jobs left behind (once.h): exit 3. */
+#define DRAIN_LEFT 1
+
+/* Runs until *stop is set, or with --once until a read of everything finds
+ * nothing it can move (or it may not lead, or the memory bound pauses it):
+ * then 0, or DRAIN_LEFT when jobs are left. Server faults are logged and
+ * retried; only -ENOMEM ends it early. */
 int drain_run(struct drain *d) SD_MUSTCHECK;
 void drain_free(struct drain *d);
 

@@ -22,7 +22,7 @@
  * batch keeps each batch's cost flat however many old ones pile up.
  *
  * A row the relay read but could not move (its Redis key has the wrong type,
- * its dead-letter insert failed) stays staged: its id becomes a held gap of
+ * its dead-letter insert failed) stays staged: its id becomes a kept gap of
  * its own, which no xmin retires, read with the old gaps until it moves. */
 #ifndef STAGEDRAIN_GAPS_H
 #define STAGEDRAIN_GAPS_H
@@ -34,14 +34,14 @@
 
 #include "fmacros.h"
 
-/* The bound of a held gap: no xmin reaches it. */
-#define GAP_HELD UINT64_MAX
+/* The bound of a kept gap: no xmin reaches it. */
+#define GAP_KEPT UINT64_MAX
 /* opened_ms of a gap that is old from the start. */
 #define GAP_OLD LLONG_MIN
 
 struct gap {
 	long long lo, hi;    /* ids lo..hi, inclusive */
-	uint64_t bound;      /* retire once a read's xmin >= bound; GAP_HELD: never */
+	uint64_t bound;      /* retire once a read's xmin >= bound; GAP_KEPT: never */
 	long long opened_ms; /* when it opened; young while recent */
 };
 
@@ -56,8 +56,8 @@ struct gaps {
 struct gaps_read {
 	const long long *ids; /* every id the read returned, ascending */
 	size_t n;
-	const long long *held; /* those of ids left staged, ascending */
-	size_t nheld;
+	const long long *kept; /* those of ids left staged, ascending */
+	size_t nkept;
 	uint64_t xmin;          /* the read snapshot's xmin */
 	uint64_t bound;         /* an xid assigned after the snapshot (see above) */
 	long long young_since;  /* gaps opened at or after this were read; GAP_OLD: all */
@@ -77,14 +77,14 @@ bool gaps_reads(const struct gaps *g, size_t i, long long young_since);
  * Records a read: ids read leave the gaps they were in; ids between the old
  * cursor and the highest id read that were not read become gaps (old at once
  * when the cursor was 0: they may span everything a previous leader drained);
- * held ids become held gaps; gaps the read covered retire once their bound
+ * kept ids become kept gaps; gaps the read covered retire once their bound
  * <= xmin, except at or above retire_below. Returns 0 or -ENOMEM (the state is
  * then unchanged).
  */
 int gaps_advance(struct gaps *g, const struct gaps_read *r) SD_MUSTCHECK;
 /* Number of ids the gaps cover, for logs and metrics. */
 long long gaps_ids(const struct gaps *g);
-/* Number of held gaps. */
-size_t gaps_held(const struct gaps *g);
+/* Number of kept gaps: rows read but left staged. */
+size_t gaps_kept(const struct gaps *g);
 
 #endif

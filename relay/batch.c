@@ -72,12 +72,12 @@ int batch_add(struct batch *b, const struct job_row *row, const struct job_opts 
 	return 0;
 }
 
-size_t batch_hold(struct batch *b, bool (*hold)(const struct batch_job *j, void *arg), void *arg)
+size_t batch_keep(struct batch *b, bool (*keep)(const struct batch_job *j, void *arg), void *arg)
 {
 	size_t n = 0, moved = 0;
 
 	for (size_t i = 0; i < b->njobs; i++) {
-		if (hold(&b->jobs[i], arg)) {
+		if (keep(&b->jobs[i], arg)) {
 			if (b->jobs[i].hold_id == 0)
 				b->kept[b->nkept++] = b->jobs[i].id;
 			moved++;

@@ -22,7 +22,7 @@
 /* A gap is young, and read by every batch, this long after it opened: the
  * time a concurrent writer takes from its id to its commit. */
 #define GAP_YOUNG_MS 200
-/* Old gaps (and held rows) are read this often: a late commit arrives within
+/* Old gaps (and kept rows) are read this often: a late commit arrives within
  * about this long, and however many old gaps a long transaction keeps open,
  * a batch does not read them. When reading them all takes long (thousands of
  * gaps a transaction holding an xid keeps from retiring), they are read less
@@ -61,6 +61,7 @@ void drain_init(struct drain *d, const struct config *cfg, volatile sig_atomic_t
 	sidekiq_probe_init(&d->sidekiq, cfg);
 	release_init(&d->release, cfg);
 	note_origin(d);
+	memset(&d->once, 0, sizeof(d->once));
 	d->relayed = d->dead = 0;
 	d->metrics = NULL;
 }
@@ -134,7 +135,7 @@ static void log_batch(struct drain *d, const struct batch_times *t)
 }
 
 /* After a read that changed nothing or a batch that committed: the cursor
- * moves, gaps open and retire, kept rows become held gaps. Never before the
+ * moves, gaps open and retire, kept rows become kept gaps. Never before the
  * commit, so a failed batch leaves every row it read where the next read
  * will find it. */
 static int advance_gaps(struct drain *d, bool committed)
@@ -144,8 +145,8 @@ static int advance_gaps(struct drain *d, bool committed)
 	seen.now_ms = clock_mono_ms();
 	if (committed) {
 		batch_sort_kept(&d->batch);
-		seen.held = d->batch.kept;
-		seen.nheld = d->batch.nkept;
+		seen.kept = d->batch.kept;
+		seen.nkept = d->batch.nkept;
 	}
 	/* A read of every gap cut short by its limit goes on at the next batch. */
 	if (seen.young_since == GAP_OLD && seen.retire_below == LLONG_MAX)
@@ -153,11 +154,13 @@ static int advance_gaps(struct drain *d, bool committed)
 	return gaps_advance(&d->gaps, &seen);
 }
 
-/* Every batch reads the young gaps; the old ones and held rows on a timer. */
+/* Every batch reads the young gaps; the old ones and kept rows on a timer. */
 static long long gaps_to_read(struct drain *d)
 {
 	long long now = clock_mono_ms(), every = d->old_read_cost_ms * GAP_OLD_SHARE;
 
+	if (d->once.read_all)
+		return GAP_OLD;
 	if (every < GAP_OLD_READ_MS)
 		every = GAP_OLD_READ_MS;
 	return now - d->old_read_ms >= every ? GAP_OLD : now - GAP_YOUNG_MS;
@@ -182,7 +185,7 @@ static bool job_blocked(const struct batch_job *j, void *arg)
 
 /* Names the keys of the wrong type, at most once a minute while they stay so
  * (wrongtype_log_ms: when last named; 0: not since a clean push). */
-static void log_wrong_types(struct drain *d, size_t held)
+static void log_wrong_types(struct drain *d, size_t kept)
 {
 	long long now = clock_mono_ms();
 	const char *type, *key = redis_sink_bad_key(&d->redis, 0, &type);
@@ -191,7 +194,7 @@ static void log_wrong_types(struct drain *d, size_t held)
 		return;
 	d->wrongtype_log_ms = now;
 	log_warn("a redis key the batch writes has the wrong type; its jobs stay staged until it is fixed",
-		 LOGF(F_STR("key", key), F_STR("type", type), F_INT("keys", d->redis.nbad), F_INT("jobs_held", held)));
+		 LOGF(F_STR("key", key), F_STR("type", type), F_INT("keys", d->redis.nbad), F_INT("jobs_kept", kept)));
 }
 
 /*
@@ -205,12 +208,12 @@ static int push_batch(struct drain *d)
 	int rc = 0;
 
 	for (int tries = 0; tries < 4; tries++) {
-		size_t held;
+		size_t kept;
 		rc = redis_sink_push(&d->redis, &d->batch);
 		if (rc != REDIS_SINK_WRONGTYPE)
 			break;
-		held = batch_hold(&d->batch, job_blocked, &arg);
-		log_wrong_types(d, held);
+		kept = batch_keep(&d->batch, job_blocked, &arg);
+		log_wrong_types(d, kept);
 	}
 	if (rc == 0 && d->batch.nkept == 0)
 		d->wrongtype_log_ms = 0; /* the keys are fixed: say so again if they break */
@@ -268,14 +271,18 @@ static int drain_batch(struct drain *d)
 	struct batch_times t;
 	long long t0 = clock_mono_us(), young_since = gaps_to_read(d);
 	long max_bytes;
-	int nrows = 0, rc = before_fetch(d, &max_bytes);
+	int nrows = 0, rc;
 
-	if (rc != 0)
+	d->once.moved = 0;
+	d->once.all_read = false;
+	if ((rc = before_fetch(d, &max_bytes)) != 0)
 		return rc > 0 ? 0 : rc;
 	if (pg_source_fetch(&d->pg, &d->gaps, d->cfg->batch_size, young_since, max_bytes, &nrows) < 0) {
 		ladder_pg_trouble(d, "could not read a batch; will retry");
 		return -EIO;
 	}
+	d->once.all_read = young_since == GAP_OLD;
+	d->once.read_all = false;
 	if (young_since == GAP_OLD)
 		d->old_read_cost_ms = (clock_mono_us() - t0) / 1000;
 	if (nrows == 0 && !release_needed(&d->release)) {
@@ -319,6 +326,7 @@ static int drain_batch(struct drain *d)
 		return -EIO;
 	}
 	t.commit_us = clock_mono_us() - t0 - t.fetch_us - t.push_us;
+	d->once.moved = (long long)(d->batch.njobs + d->batch.ndead + t.held);
 	backoff_reset(&d->pg_backoff);
 	backoff_reset(&d->redis_backoff);
 	if (release_needed(&d->release))
@@ -351,23 +359,29 @@ int drain_run(struct drain *d)
 	int rc = 0, wait_ms = 1;
 
 	while (!*d->stop) {
-		if (!ladder_ensure_ready(d))
+		long long cursor = d->gaps.cursor;
+		if (!ladder_ensure_ready(d)) {
+			if (d->once.gave_up)
+				break;
 			continue;
+		}
 		rc = drain_batch(d);
 		if (rc == -ENOMEM)
 			break;
-		if (rc == 0 && d->cfg->once)
+		if (rc >= 0 && d->cfg->once && once_over(d, cursor))
 			break;
-		if (rc > 0)
+		if (rc > 0 || d->cfg->once)
 			wait_ms = 1;
 		else if (rc == 0)
 			idle_wait(d, &wait_ms);
 		rc = 0;
 	}
 	pg_source_rollback(&d->pg);
-	/* Held rows stay staged: say so, since --once ends with them there. */
+	if (rc >= 0 && d->cfg->once && !*d->stop)
+		return once_report(d);
+	/* Held and kept rows stay staged: say how many. */
 	log_info(*d->stop ? "stopped on signal" : "stopped",
 		 LOGF(F_INT("jobs_relayed", d->relayed), F_INT("jobs_dead", d->dead),
-		      F_INT("rows_held", gaps_held(&d->gaps))));
-	return rc;
+		      F_INT("jobs_held", rounds_held(&d->release.rounds)), F_INT("rows_kept", gaps_kept(&d->gaps))));
+	return rc < 0 ? rc : 0;
 }

@@ -34,9 +34,9 @@ bool gaps_reads(const struct gaps *g, size_t i, long long young_since)
 }
 
 /*
- * Keeps lo..hi of a gap the read covered, unless it retires. A held gap the
- * read got through no longer holds anything there (a row still held comes
- * back as a held gap of its own), so what is left is an ordinary gap; this
+ * Keeps lo..hi of a gap the read covered, unless it retires. A kept gap the
+ * read got through no longer keeps anything there (a row still kept comes
+ * back as a kept gap of its own), so what is left is an ordinary gap; this
  * read's bound is a sound bound for it, being later than its first.
  */
 static void keep(struct gap *out, size_t *n, long long lo, long long hi, const struct gap *from,
@@ -47,7 +47,7 @@ static void keep(struct gap *out, size_t *n, long long lo, long long hi, const s
 
 	if (lo > hi)
 		return;
-	if (seen && bound == GAP_HELD)
+	if (seen && bound == GAP_KEPT)
 		bound = r->bound;
 	if (seen && bound <= r->xmin)
 		return;
@@ -119,7 +119,7 @@ static size_t carry_and_open(const struct gaps *g, const struct gaps_read *r, st
 
 int gaps_advance(struct gaps *g, const struct gaps_read *r)
 {
-	size_t need = g->n * 2 + r->n + r->nheld + 2, n, i = 0, h = 0, m = 0;
+	size_t need = g->n * 2 + r->n + r->nkept + 2, n, i = 0, h = 0, m = 0;
 	struct gap *tmp = malloc(need * sizeof(*tmp)), *out = malloc(need * sizeof(*out));
 	long long cursor;
 
@@ -129,11 +129,11 @@ int gaps_advance(struct gaps *g, const struct gaps_read *r)
 		return -ENOMEM;
 	}
 	n = carry_and_open(g, r, tmp, &cursor);
-	/* Held ids were read, so no range in tmp holds them: merge them in. */
-	while (i < n || h < r->nheld) {
-		if (h < r->nheld && (i == n || r->held[h] < tmp[i].lo)) {
+	/* Kept ids were read, so no range in tmp holds them: merge them in. */
+	while (i < n || h < r->nkept) {
+		if (h < r->nkept && (i == n || r->kept[h] < tmp[i].lo)) {
 			out[m++] = (struct gap){
-				.lo = r->held[h], .hi = r->held[h], .bound = GAP_HELD, .opened_ms = GAP_OLD
+				.lo = r->kept[h], .hi = r->kept[h], .bound = GAP_KEPT, .opened_ms = GAP_OLD
 			};
 			h++;
 		} else {
@@ -159,11 +159,11 @@ long long gaps_ids(const struct gaps *g)
 	return total;
 }
 
-size_t gaps_held(const struct gaps *g)
+size_t gaps_kept(const struct gaps *g)
 {
 	size_t n = 0;
 
 	for (size_t i = 0; i < g->n; i++)
-		n += g->v[i].bound == GAP_HELD;
+		n += g->v[i].bound == GAP_KEPT;
 	return n;
 }

@@ -136,7 +136,8 @@ void ladder_redis_trouble(struct drain *d, int rc, const char *what)
 }
 
 /*
- * Takes the leader lock, or waits as a standby while another relay holds it.
+ * Takes the leader lock, or waits as a standby while another relay holds it
+ * (with --once, ONCE_LOCK_WAIT_MS at most: then it names the holder and ends).
  * The standby asks again every --poll-interval instead of blocking in
  * pg_advisory_lock: a statement waiting on a lock holds its snapshot, and with
  * it the xmin horizon, so a blocked standby would itself be the long
@@ -145,13 +146,14 @@ void ladder_redis_trouble(struct drain *d, int rc, const char *what)
 static int become_leader(struct drain *d)
 {
 	bool held = false;
+	long long since = clock_mono_ms();
 	int rc = pg_source_check_primary(&d->pg);
 
 	if (rc == 0)
 		rc = pg_source_try_lock(&d->pg, &held);
 	if (rc == 0 && !held)
 		log_info("another relay is the leader; waiting as standby", LOGF(F_INT("lock_key", d->cfg->lock_key)));
-	while (rc == 0 && !held && !*d->stop) {
+	while (rc == 0 && !held && !*d->stop && !once_stop_waiting(d, since)) {
 		ladder_nap(d, d->cfg->poll_interval_ms);
 		rc = pg_source_try_lock(&d->pg, &held);
 	}

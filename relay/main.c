@@ -19,6 +19,9 @@
 #include "version.h"
 #include "watch.h"
 
+/* --once stopped with jobs left behind (README, Settings); 1 and 2 are errors. */
+#define EXIT_JOBS_LEFT 3
+
 static volatile sig_atomic_t stop_requested;
 
 static void on_stop_signal(int sig)
@@ -121,7 +124,7 @@ static int run_relay(const struct config *cfg)
 	watch_stop(&w);
 	drain_free(&d);
 	metrics_free(&m);
-	return rc < 0 ? EXIT_FAILURE : EXIT_SUCCESS;
+	return rc < 0 ? EXIT_FAILURE : rc == DRAIN_LEFT ? EXIT_JOBS_LEFT : EXIT_SUCCESS;
 }
 
 int main(int argc, char **argv)

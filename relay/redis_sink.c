@@ -341,7 +341,7 @@ bool redis_sink_blocked(struct redis_sink *rs, const struct batch *b, const stru
 	one.njobs = 1;
 	cmds_reset(&rs->one);
 	if (format_of(rs->cfg->format)->commands(&rs->one, &one, rs->cfg->key_prefix) < 0)
-		return true; /* out of memory: hold the job rather than push it wrongly */
+		return true; /* out of memory: keep the job rather than push it wrongly */
 	for (size_t k = 0; k < rs->one.ncmds; k++) {
 		key = cmds_arg(&rs->one, k, 1, &len);
 		if (is_bad(rs, key, len))

@@ -209,7 +209,9 @@ const struct setting settings[] = {
 		  "/readyz and the warning" },
 	{ .flag = "once", .env = "STAGEDRAIN_ONCE", .type = V_BOOL, .def = "off",
 	  .choices = bool_words, .off = OFF(once),
-	  .help = "drain until the table is empty, then exit 0" },
+	  .help = "relay every committed job, then exit: 0 when none is left; 3 when some "
+		  "are, held by a cap, paused by --max-redis-memory, kept by a key of the wrong "
+		  "type, or the leader lock is another session's for 5 s (one line says which)" },
 	{ .flag = "help", .short_name = 'h', .type = V_ACTION, .def = "off",
 	  .choices = bool_words, .off = OFF(help), .help = "print this help and exit" },
 	{ .flag = "version", .short_name = 'V', .type = V_ACTION, .def = "off",

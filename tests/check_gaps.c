@@ -1,5 +1,5 @@
 /* Gap bookkeeping: what the cursor skipped stays tracked until no transaction
- * that could commit it is running, and never longer than needed; held rows
+ * that could commit it is running, and never longer than needed; kept rows
  * stay until they move; old gaps are read on the timer only. */
 #include "fmacros.h"
 
@@ -205,37 +205,37 @@ START_TEST(old_gaps_wait_for_a_read_of_every_gap)
 }
 END_TEST
 
-START_TEST(a_held_row_stays_until_it_moves)
+START_TEST(a_kept_row_stays_until_it_moves)
 {
-	const long long a[] = { 3, 5 }, held[] = { 3 }, again[] = { 3 };
+	const long long a[] = { 3, 5 }, kept[] = { 3 }, again[] = { 3 };
 	struct gaps_read r = rd(a, 2, 100, 101, 1000);
 
-	r.held = held;
-	r.nheld = 1;
+	r.kept = kept;
+	r.nkept = 1;
 	ck_assert_int_eq(gaps_advance(&g, &r), 0);
 	ck_assert_uint_eq(g.n, 3);
-	assert_gap(1, 3, 3, GAP_HELD);
-	ck_assert_uint_eq(gaps_held(&g), 1);
-	/* No xmin retires it; read and held again, it stays. */
+	assert_gap(1, 3, 3, GAP_KEPT);
+	ck_assert_uint_eq(gaps_kept(&g), 1);
+	/* No xmin retires it; read and kept again, it stays. */
 	r = rd(again, 1, 1000, 1001, 2000);
-	r.held = held;
-	r.nheld = 1;
+	r.kept = kept;
+	r.nkept = 1;
 	ck_assert_int_eq(gaps_advance(&g, &r), 0);
 	ck_assert_uint_eq(g.n, 1);
-	assert_gap(0, 3, 3, GAP_HELD);
+	assert_gap(0, 3, 3, GAP_KEPT);
 	/* Read and moved: gone. */
 	adv(again, 1, 1002, 1003);
 	ck_assert_uint_eq(g.n, 0);
 }
 END_TEST
 
-START_TEST(a_held_row_deleted_by_someone_else_retires_like_a_gap)
+START_TEST(a_kept_row_deleted_by_someone_else_retires_like_a_gap)
 {
-	const long long a[] = { 3, 5 }, held[] = { 3 };
+	const long long a[] = { 3, 5 }, kept[] = { 3 };
 	struct gaps_read r = rd(a, 2, 100, 101, 1000);
 
-	r.held = held;
-	r.nheld = 1;
+	r.kept = kept;
+	r.nkept = 1;
 	ck_assert_int_eq(gaps_advance(&g, &r), 0);
 	/* The read finds no row 3: what is left waits for this read's bound. */
 	adv(NULL, 0, 150, 160);
@@ -284,8 +284,8 @@ Suite *gaps_suite(void)
 	tcase_add_test(tc, at_the_bound_the_closest_neighbours_merge);
 	tcase_add_test(tc, merging_keeps_the_later_bound_and_the_earlier_opening);
 	tcase_add_test(tc, old_gaps_wait_for_a_read_of_every_gap);
-	tcase_add_test(tc, a_held_row_stays_until_it_moves);
-	tcase_add_test(tc, a_held_row_deleted_by_someone_else_retires_like_a_gap);
+	tcase_add_test(tc, a_kept_row_stays_until_it_moves);
+	tcase_add_test(tc, a_kept_row_deleted_by_someone_else_retires_like_a_gap);
 	tcase_add_test(tc, a_first_read_that_finds_nothing_skips_to_the_sequence);
 	tcase_add_test(tc, reset_forgets_everything);
 	suite_add_tcase(s, tc);

@@ -468,10 +468,11 @@ START_TEST(held_rows_are_released_by_a_relay_without_caps)
 	consumer_init(&k, "queue:default", "RPOP", 20, 200);
 	stage(c, "default", "A", 1, 150, 0);
 	stage(c, "default", NULL, 1001, 50, 0);
-	/* --once with a full capped queue and no worker stops with the rest held. */
+	/* --once with a full capped queue and no worker stops with the rest held,
+	 * and says so in its exit status (3: jobs left). */
 	ck_assert_int_eq(h_relay_run("capped", (const char *const[]){ "--once", "--queue-limit", "default=20",
 								      FAST_RELAY, NULL }),
-			 0);
+			 3);
 	ck_assert_int_eq(sample_len(&k), 20);
 	ck_assert_int_eq(held(c, "default"), 180);
 	ck_assert_int_eq(staged(c), 0);
@@ -504,7 +505,7 @@ START_TEST(a_held_row_that_is_no_longer_a_job_is_dead_lettered_on_release)
 	stage(c, "default", "A", 12, 9, 0);
 	ck_assert_int_eq(h_relay_run("capped",
 				     (const char *const[]){ "--once", "--queue-limit", "default=5", FAST_RELAY, NULL }),
-			 0);
+			 3);
 	ck_assert_int_eq(held(c, "default"), 15);
 	ck_assert_int_eq(h_relay_run("smaller",
 				     (const char *const[]){ "--once", "--max-job-bytes", "1k", FAST_RELAY, NULL }),

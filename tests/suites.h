@@ -37,5 +37,6 @@ Suite *activejob_e2e_suite(void);
 Suite *celery_e2e_suite(void);
 Suite *release_suite(void);
 Suite *capped_e2e_suite(void);
+Suite *once_suite(void);
 
 #endif

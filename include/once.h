@@ -1,0 +1,38 @@
+/* --once: when the run is over, and the one line that says what it leaves
+ * behind and why. It exits 0 only when a read of everything (every gap
+ * included) found nothing it could relay, and nothing is held, kept or paused;
+ * otherwise DRAIN_LEFT (exit 3). README "Running it" has what each case means. */
+#ifndef STAGEDRAIN_ONCE_H
+#define STAGEDRAIN_ONCE_H
+
+#include <stdbool.h>
+
+#include "fmacros.h"
+
+/* How long --once waits for another relay's leader lock before it says so. */
+#define ONCE_LOCK_WAIT_MS 5000
+
+/* What --once knows of the last batch (the drain holds one). */
+struct once {
+	bool read_all;    /* the next read covers every gap: the last word before stopping */
+	bool all_read;    /* the last read did */
+	long long moved;  /* rows the last batch took out of staged_jobs or staged_jobs_held */
+	bool gave_up;     /* another session held the leader lock past ONCE_LOCK_WAIT_MS */
+	char leader[300]; /* then: who holds it, as far as Postgres shows */
+};
+
+struct drain;
+
+/* After a batch that did not fail: true when --once should stop. A batch that
+ * moved nothing and left the cursor where it was (cursor_before) ends the run
+ * only if its read covered every gap; else it asks the next read to. A pause
+ * by --max-redis-memory ends it at once. */
+bool once_over(struct drain *d, long long cursor_before);
+/* While standing by: true when --once has waited long enough since since_ms;
+ * it then names the lock's holder (Postgres's view of it) for the last line. */
+bool once_stop_waiting(struct drain *d, long long since_ms);
+/* Logs the line --once ends with: "stopped", or what is left and why. Returns
+ * 0, or DRAIN_LEFT when something is left. */
+int once_report(struct drain *d);
+
+#endif

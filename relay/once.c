@@ -1,0 +1,176 @@
+/* --once: when the run is over, and the one line saying what it leaves behind (once.h). */
+#include "fmacros.h"
+
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clock.h"
+#include "drain.h"
+#include "log.h"
+#include "once.h"
+
+/* Queues and keys named in the line at most; the rest are counted. */
+#define ONCE_NAMES 5
+
+/* The session holding an advisory lock on a bigint key shows in pg_locks as
+ * classid (high 32 bits) and objid (low 32 bits) with objsubid 1. Who it is
+ * (pid, application and user) is visible to any role; its address only to
+ * roles that may see its statistics. */
+#define HOLDER_SQL                                                                                                     \
+	"SELECT a.pid, coalesce(a.application_name, ''), coalesce(a.usename::text, ''),"                               \
+	" coalesce(host(a.client_addr), '')"                                                                           \
+	" FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid"                                                    \
+	" WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1"                                              \
+	" AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())"                           \
+	" AND l.classid = (($1::int8 >> 32) & 4294967295)::oid AND l.objid = ($1::int8 & 4294967295)::oid LIMIT 1"
+
+bool once_over(struct drain *d, long long cursor_before)
+{
+	struct once *o = &d->once;
+
+	if (d->release.paused_ms)
+		return true;
+	if (o->moved > 0 || d->gaps.cursor != cursor_before)
+		return false;
+	if (o->all_read)
+		return true;
+	o->read_all = true;
+	return false;
+}
+
+/* The lock's holder as Postgres shows it, into o->leader. */
+static void name_leader(struct drain *d)
+{
+	struct once *o = &d->once;
+	char key[32];
+	const char *params[1] = { key };
+	PGresult *res;
+
+	snprintf(key, sizeof(key), "%lld", d->cfg->lock_key);
+	res = PQexecParams(d->pg.conn, HOLDER_SQL, 1, NULL, params, NULL, NULL, 0);
+	if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1)
+		snprintf(o->leader, sizeof(o->leader), "pid %s, application_name \"%.60s\", user %.60s%s%.60s",
+			 PQgetvalue(res, 0, 0), PQgetvalue(res, 0, 1), PQgetvalue(res, 0, 2),
+			 *PQgetvalue(res, 0, 3) ? ", from " : "", PQgetvalue(res, 0, 3));
+	else
+		snprintf(o->leader, sizeof(o->leader), "its session is not visible to this role");
+	PQclear(res);
+}
+
+bool once_stop_waiting(struct drain *d, long long since_ms)
+{
+	if (!d->cfg->once || clock_mono_ms() - since_ms < ONCE_LOCK_WAIT_MS)
+		return false;
+	d->once.gave_up = true;
+	name_leader(d);
+	return true;
+}
+
+/* Appends to out, a string of size len, cutting what does not fit. */
+__attribute__((format(printf, 3, 4))) static void append(char *out, size_t len, const char *fmt, ...)
+{
+	size_t at = strlen(out);
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(out + at, len - at, fmt, ap);
+	va_end(ap);
+}
+
+/* Rows still in staged_jobs, or -1 if Postgres cannot say now. */
+static long long count_staged(struct drain *d)
+{
+	PGresult *res = pg_source_broken(&d->pg) ? NULL : PQexec(d->pg.conn, "SELECT count(*) FROM staged_jobs");
+	long long n = -1;
+
+	if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1)
+		n = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+	PQclear(res);
+	return n;
+}
+
+/* Paused, nothing was pushed since: every staged row is left. */
+static void say_paused(struct drain *d, char *out, size_t len)
+{
+	long long staged = count_staged(d);
+
+	append(out, len, "paused by --max-redis-memory: ");
+	if (staged >= 0)
+		append(out, len, "%lld ", staged);
+	append(out, len, "rows still staged");
+}
+
+/* "N jobs held by a cap on queue a, M on queue b ...": each queue holding jobs. */
+static void say_held(struct drain *d, char *out, size_t len)
+{
+	const struct rounds *r = &d->release.rounds;
+	size_t queues = 0;
+
+	for (size_t i = 0; i < r->nq; i++) {
+		const struct rounds_queue *q = &r->q[i];
+		int qlen = (int)(q->len < 100 ? q->len : 100);
+		if (q->now.held == 0 || ++queues > ONCE_NAMES)
+			continue;
+		if (queues == 1)
+			append(out, len, "%s%lld jobs held by a cap on queue %.*s", *out ? "; " : "", q->now.held, qlen,
+			       q->name);
+		else
+			append(out, len, ", %lld on queue %.*s", q->now.held, qlen, q->name);
+	}
+	if (queues > ONCE_NAMES)
+		append(out, len, " and %zu more queues", queues - ONCE_NAMES);
+	if (queues)
+		append(out, len, " (in staged_jobs_held: they leave as workers pop)");
+}
+
+/* "N rows kept staged by key k (a string)": the keys of the wrong type
+ * the last push found, or else the dead-letter move that failed. */
+static void say_kept(struct drain *d, char *out, size_t len, size_t kept)
+{
+	const char *type, *key;
+
+	const char *sep = *out ? "; " : "";
+
+	if (!d->wrongtype_log_ms || d->redis.nbad == 0) {
+		append(out, len, "%s%zu rows kept staged: their move to staged_jobs_dead failed", sep, kept);
+		return;
+	}
+	key = redis_sink_bad_key(&d->redis, 0, &type);
+	append(out, len, "%s%zu rows kept staged by key %.200s (a %.20s, not what the format writes)", sep, kept, key,
+	       type);
+	if (d->redis.nbad > 1)
+		append(out, len, " and %zu more keys", d->redis.nbad - 1);
+}
+
+int once_report(struct drain *d)
+{
+	char left[1024] = "";
+	size_t kept = gaps_kept(&d->gaps);
+	long long held = rounds_held(&d->release.rounds);
+
+	/* Not leading, it knows nothing of the tables but that: what an earlier
+	 * leadership of its own saw may be stale. */
+	if (d->once.gave_up) {
+		append(left, sizeof(left), "another session holds the leader lock (lock_key %lld, %s); waited %d s",
+		       d->cfg->lock_key, d->once.leader, ONCE_LOCK_WAIT_MS / 1000);
+		held = 0;
+		kept = 0;
+	} else if (d->release.paused_ms) {
+		say_paused(d, left, sizeof(left));
+	}
+	if (held > 0)
+		say_held(d, left, sizeof(left));
+	if (kept > 0)
+		say_kept(d, left, sizeof(left), kept);
+	if (!*left) {
+		log_info("stopped", LOGF(F_INT("jobs_relayed", d->relayed), F_INT("jobs_dead", d->dead)));
+		return 0;
+	}
+	log_warn("--once stopped with jobs left",
+		 LOGF(F_STR("left", left), F_INT("jobs_relayed", d->relayed), F_INT("jobs_dead", d->dead),
+		      F_INT("jobs_held", held), F_INT("rows_kept", kept)));
+	return DRAIN_LEFT;
+}
