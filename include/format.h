@@ -79,6 +79,15 @@ int sidekiq_commands(struct redis_cmds *c, const struct batch *b, const char *pr
 /* Which of a batch's jobs a command takes. */
 enum format_which { FORMAT_NOW, FORMAT_LATER, FORMAT_ALL };
 
+/* A list within job j's queue (Celery's priority step). */
+typedef int (*format_sub_fn)(const struct batch *b, const struct batch_job *j);
+/*
+ * Groups the jobs which takes in c->groups, list by list (a list: a queue,
+ * or with sub a list within it), the lists in the order of their first
+ * job, each list's jobs in id order; n log n comparisons of queue names.
+ */
+int format_group(struct redis_cmds *c, const struct batch *b, enum format_which which, format_sub_fn sub) SD_MUSTCHECK;
+
 /* Adds job j's values to the command being built (its payload; a score and
  * its payload; a constant). */
 typedef int (*format_add_fn)(struct redis_cmds *c, const struct batch *b, const struct batch_job *j);

@@ -377,21 +377,6 @@ static int step_of(const struct batch *b, const struct batch_job *j)
 	return priority_of(b, j) / 3 * 3;
 }
 
-/* Whether two jobs go to the same list: queue and priority step. */
-static bool same_list(const struct batch *b, const struct batch_job *x, const struct batch_job *y)
-{
-	return x->queue_len == y->queue_len && memcmp(x->queue, y->queue, x->queue_len) == 0 &&
-	       step_of(b, x) == step_of(b, y);
-}
-
-static bool first_of_list(const struct batch *b, size_t i)
-{
-	for (size_t k = 0; k < i; k++)
-		if (same_list(b, &b->jobs[k], &b->jobs[i]))
-			return false;
-	return true;
-}
-
 /* LPUSH <prefix><queue>, or <prefix><queue>\x06\x16<step> (kombu's sep) for a step above 0. */
 static int begin_list(struct redis_cmds *c, const struct batch *b, const struct batch_job *j, const char *prefix)
 {
@@ -411,15 +396,15 @@ static int begin_list(struct redis_cmds *c, const struct batch *b, const struct 
  */
 static int celery_commands(struct redis_cmds *c, const struct batch *b, const char *prefix)
 {
-	int rc = 0;
+	const struct queue_groups *g = &c->groups;
+	int rc = format_group(c, b, FORMAT_ALL, step_of);
 
-	for (size_t i = 0; rc == 0 && i < b->njobs; i++) {
-		if (!first_of_list(b, i))
-			continue;
-		rc = begin_list(c, b, &b->jobs[i], prefix);
-		for (size_t k = i; rc == 0 && k < b->njobs; k++)
-			if (same_list(b, &b->jobs[k], &b->jobs[i]) && (rc = cmds_room(c, 2)) == 0)
-				rc = cmds_ref(c, b->payloads.data + b->jobs[k].out.off, b->jobs[k].out.len);
+	for (size_t i = 0; rc == 0 && i < g->n; i++) {
+		const struct batch_job *j = &b->jobs[g->v[i].job];
+		if (g->v[i].first && (rc = begin_list(c, b, j, prefix)) < 0)
+			return rc;
+		if ((rc = cmds_room(c, 2)) == 0)
+			rc = cmds_ref(c, b->payloads.data + j->out.off, j->out.len);
 	}
 	return rc;
 }
