@@ -42,7 +42,16 @@ struct format {
 	/* Appends one `LLEN <list>` per list the queue's workers pop (what a
 	 * queue cap counts), under key prefix. */
 	int (*lists)(struct redis_cmds *c, const char *prefix, const char *queue, size_t len);
+	/* 0, or JOB_REJECT with a reason naming the key, when this layout's
+	 * list for queue would be a key its workers keep for something else
+	 * (NULL: no queue name can be). */
+	int (*check_queue)(struct span queue, char *reason, size_t rlen);
 };
+
+/* A queue name in a reason: its first FORMAT_SHOWN bytes, "..." after a
+ * longer one (for "%.*s%s"), so the reason keeps its end in its 256 bytes. */
+#define FORMAT_SHOWN 40
+#define FORMAT_SHOW(s) (int)((s).n < FORMAT_SHOWN ? (s).n : FORMAT_SHOWN), (s).p, (s).n > FORMAT_SHOWN ? "..." : ""
 
 extern const struct format format_sidekiq, format_resque, format_activejob, format_celery, format_laravel;
 

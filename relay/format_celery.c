@@ -409,6 +409,62 @@ static int celery_commands(struct redis_cmds *c, const struct batch *b, const ch
 	return rc;
 }
 
+/* The keys kombu's Redis transport keeps beside the queues' lists
+ * (kombu/transport/redis.py, Channel): a list there fails every worker. */
+static const char *const kombu_keys[][2] = {
+	{ "unacked", "hash of unacked tasks" },
+	{ "unacked_index", "index of unacked tasks" },
+	{ "unacked_mutex", "lock on unacked tasks" },
+};
+#define KOMBU_BINDING "_kombu.binding." /* keyprefix_queue: a set per exchange */
+#define KOMBU_SEP "\x06\x16"            /* sep: between a queue and its priority */
+
+static bool has_prefix(struct span s, const char *prefix)
+{
+	return s.n >= strlen(prefix) && memcmp(s.p, prefix, strlen(prefix)) == 0;
+}
+
+/* The first kombu separator in q, or NULL. */
+static const char *find_sep(struct span q)
+{
+	for (size_t i = 0; i + 1 < q.n; i++)
+		if (q.p[i] == KOMBU_SEP[0] && q.p[i + 1] == KOMBU_SEP[1])
+			return q.p + i;
+	return NULL;
+}
+
+/* A queue whose list is one of kombu's own keys, another queue's priority
+ * list (q\x06\x16<n>), or whose name kombu's binding table would split. */
+static int celery_check_queue(struct span q, char *reason, size_t rlen)
+{
+	const char *sep = find_sep(q);
+
+	for (size_t i = 0; i < sizeof(kombu_keys) / sizeof(kombu_keys[0]); i++) {
+		if (q.n == strlen(kombu_keys[i][0]) && memcmp(q.p, kombu_keys[i][0], q.n) == 0) {
+			payload_reason(reason, rlen, "queue \"%s\" would clobber celery's key \"%s\" (kombu's %s)",
+				       kombu_keys[i][0], kombu_keys[i][0], kombu_keys[i][1]);
+			return JOB_REJECT;
+		}
+	}
+	if (has_prefix(q, KOMBU_BINDING)) {
+		struct span ex = span_of(q.p + strlen(KOMBU_BINDING), q.n - strlen(KOMBU_BINDING));
+		payload_reason(reason, rlen,
+			       "queue \"%.*s%s\" would clobber celery's key \"%.*s%s\" (kombu's bindings of exchange "
+			       "\"%.*s%s\")",
+			       FORMAT_SHOW(q), FORMAT_SHOW(q), FORMAT_SHOW(ex));
+		return JOB_REJECT;
+	}
+	if (sep) {
+		struct span head = span_of(q.p, (size_t)(sep - q.p));
+		payload_reason(reason, rlen,
+			       "queue \"%.*s%s\" would clobber celery's keys \"%.*s%s\\x06\\x16<n>\" (kombu's priority "
+			       "lists of queue \"%.*s%s\")",
+			       FORMAT_SHOW(q), FORMAT_SHOW(head), FORMAT_SHOW(head));
+		return JOB_REJECT;
+	}
+	return 0;
+}
+
 /* The queue's list and its priority steps' lists, as celery_commands fills them. */
 static int celery_lists(struct redis_cmds *c, const char *prefix, const char *queue, size_t len)
 {
@@ -425,4 +481,5 @@ const struct format format_celery = {
 	.payload = celery_payload,
 	.commands = celery_commands,
 	.lists = celery_lists,
+	.check_queue = celery_check_queue,
 };
