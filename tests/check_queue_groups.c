@@ -34,7 +34,7 @@ static const char *const priorities[] = {
 struct many {
 	enum job_format f;
 	size_t n, nq;
-	char (*names)[16];
+	char (*names)[24];
 	struct batch b;
 	struct redis_cmds c;
 };
@@ -371,7 +371,7 @@ START_TEST(grouping_compares_n_log_n_names)
 {
 	enum { N = 4096 };
 	static const size_t nqs[] = { N, 64, 1 };
-	static char names[N][8];
+	static char names[N][24];
 	struct queue_groups g;
 
 	for (size_t q = 0; q < N; q++)
