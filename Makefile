@@ -25,7 +25,7 @@ PYTHON ?= $(shell test -x /usr/bin/python3 && echo /usr/bin/python3 || echo pyth
 # A row into a job and its commands: pure, so the fuzzer links them alone.
 JOB_SRC = relay/job.c relay/buf.c relay/payload.c relay/format.c relay/format_sidekiq.c relay/format_resque.c \
           relay/format_activejob.c relay/format_celery.c relay/format_laravel.c relay/redis_cmds.c \
-          relay/pyrepr.c
+          relay/pyrepr.c relay/queue_groups.c
 LIB_SRC = $(JOB_SRC) relay/log.c relay/values.c relay/settings.c relay/redis_url.c relay/config.c \
           relay/usage.c relay/sidekiq_probe.c relay/clock.c relay/pg_source.c \
           relay/redis_tls.c relay/redis_io.c relay/redis_sentinel.c relay/redis_conn.c relay/redis_sink.c relay/redis_policy.c relay/drain.c relay/migrate.c relay/backoff.c relay/batch.c relay/fence.c relay/gaps.c \
@@ -34,7 +34,8 @@ LIB_SRC = $(JOB_SRC) relay/log.c relay/values.c relay/settings.c relay/redis_url
 LIB_OBJ = $(LIB_SRC:relay/%.c=$(OUT)/%.o) $(OUT)/sql_embed.o
 UNIT_SRC = tests/unit_main.c tests/check_config.c tests/check_redis_url.c tests/check_job.c tests/check_buf.c \
            tests/check_backoff.c tests/check_fence.c tests/check_gaps.c tests/check_metrics.c tests/check_rounds.c \
-           tests/check_format_activejob.c tests/check_format_celery.c tests/check_format_laravel.c
+           tests/check_format_activejob.c tests/check_format_celery.c tests/check_format_laravel.c \
+           tests/check_queue_groups.c
 INTEG_SRC = tests/integration_main.c tests/harness.c tests/check_relay.c \
             tests/check_faults.c tests/check_leader.c tests/check_e2e.c tests/check_sink.c \
             tests/check_cursor.c tests/check_security.c tests/check_trouble.c tests/check_http.c \

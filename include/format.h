@@ -44,7 +44,16 @@ struct format {
 	/* Appends one `LLEN <list>` per list the queue's workers pop (what a
 	 * queue cap counts), under key prefix. */
 	int (*lists)(struct redis_cmds *c, const char *prefix, const char *queue, size_t len);
+	/* 0, or JOB_REJECT with a reason naming the key, when this layout's
+	 * list for queue would be a key its workers keep for something else
+	 * (NULL: no queue name can be). */
+	int (*check_queue)(struct span queue, char *reason, size_t rlen);
 };
+
+/* A queue name in a reason: its first FORMAT_SHOWN bytes, "..." after a
+ * longer one (for "%.*s%s"), so the reason keeps its end in its 256 bytes. */
+#define FORMAT_SHOWN 40
+#define FORMAT_SHOW(s) (int)((s).n < FORMAT_SHOWN ? (s).n : FORMAT_SHOWN), (s).p, (s).n > FORMAT_SHOWN ? "..." : ""
 
 extern const struct format format_sidekiq, format_resque, format_activejob, format_celery, format_laravel;
 
@@ -80,6 +89,15 @@ int sidekiq_commands(struct redis_cmds *c, const struct batch *b, const char *pr
 
 /* Which of a batch's jobs a command takes. */
 enum format_which { FORMAT_NOW, FORMAT_LATER, FORMAT_ALL };
+
+/* A list within job j's queue (Celery's priority step). */
+typedef int (*format_sub_fn)(const struct batch *b, const struct batch_job *j);
+/*
+ * Groups the jobs which takes in c->groups, list by list (a list: a queue,
+ * or with sub a list within it), the lists in the order of their first
+ * job, each list's jobs in id order; n log n comparisons of queue names.
+ */
+int format_group(struct redis_cmds *c, const struct batch *b, enum format_which which, format_sub_fn sub) SD_MUSTCHECK;
 
 /* Adds job j's values to the command being built (its payload; a score and
  * its payload; a constant). */

@@ -7,6 +7,7 @@
 
 #include "buf.h"
 #include "fmacros.h"
+#include "queue_groups.h"
 
 /* An argument: ptr, or (ptr NULL) an offset into scratch, which may move
  * while the batch's commands are built. */
@@ -27,6 +28,7 @@ struct redis_cmds {
 	size_t nargs, argcap;
 	struct cmd *cmds;
 	size_t ncmds, cmdcap;
+	struct queue_groups groups; /* the layouts' grouping of a batch by list */
 };
 
 /* The push script unpacks each command's arguments, and Lua unpacks at most

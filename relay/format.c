@@ -2,8 +2,6 @@
  * the layouts share. */
 #include "fmacros.h"
 
-#include <string.h>
-
 #include "format.h"
 
 const struct format *format_of(enum job_format f)
@@ -45,25 +43,22 @@ int format_of_row(enum job_format f, struct span options, const struct format **
 	return 0;
 }
 
-static bool same_queue(const struct batch_job *a, const struct batch_job *b)
-{
-	return a->queue_len == b->queue_len && memcmp(a->queue, b->queue, a->queue_len) == 0;
-}
-
 static bool takes(const struct batch_job *j, enum format_which which)
 {
 	return which == FORMAT_ALL || j->out.scheduled == (which == FORMAT_LATER);
 }
 
-/* True if job i is the first job of its queue that which takes. */
-static bool first_of_queue(const struct batch *b, size_t i, enum format_which which)
+int format_group(struct redis_cmds *c, const struct batch *b, enum format_which which, format_sub_fn sub)
 {
-	if (!takes(&b->jobs[i], which))
-		return false;
-	for (size_t k = 0; k < i; k++)
-		if (takes(&b->jobs[k], which) && same_queue(&b->jobs[k], &b->jobs[i]))
-			return false;
-	return true;
+	int rc = 0;
+
+	queue_groups_reset(&c->groups);
+	for (size_t i = 0; rc == 0 && i < b->njobs; i++) {
+		const struct batch_job *j = &b->jobs[i];
+		if (takes(j, which))
+			rc = queue_groups_add(&c->groups, j->queue, j->queue_len, sub ? sub(b, j) : 0, i);
+	}
+	return rc ? rc : queue_groups_sort(&c->groups);
 }
 
 int format_llen(struct redis_cmds *c, const char *prefix, const char *infix, const char *queue, size_t len)
@@ -80,17 +75,16 @@ int format_queue_list(struct redis_cmds *c, const char *prefix, const char *queu
 
 int format_add_queue_set(struct redis_cmds *c, const struct batch *b, const char *prefix)
 {
-	bool any = false;
-	int rc = 0;
+	const struct queue_groups *g = &c->groups;
+	int rc = format_group(c, b, FORMAT_NOW, NULL);
 
-	for (size_t i = 0; rc == 0 && i < b->njobs; i++) {
-		if (!first_of_queue(b, i, FORMAT_NOW))
+	for (size_t i = 0; rc == 0 && i < g->n; i++) {
+		if (!g->v[i].first)
 			continue;
-		if (!any && ((rc = cmds_begin(c, "SADD")) < 0 || (rc = cmds_fmt(c, "%squeues", prefix)) < 0))
+		if (i == 0 && ((rc = cmds_begin(c, "SADD")) < 0 || (rc = cmds_fmt(c, "%squeues", prefix)) < 0))
 			return rc;
-		any = true;
 		if ((rc = cmds_room(c, 2)) == 0)
-			rc = cmds_ref(c, b->jobs[i].queue, b->jobs[i].queue_len);
+			rc = cmds_ref(c, g->v[i].queue, g->v[i].len);
 	}
 	return rc;
 }
@@ -98,18 +92,17 @@ int format_add_queue_set(struct redis_cmds *c, const struct batch *b, const char
 int format_per_queue(struct redis_cmds *c, const struct batch *b, enum format_which which, const char *cmd,
 		     const char *prefix, const char *infix, const char *suffix, format_add_fn add)
 {
-	int rc = 0;
+	const struct queue_groups *g = &c->groups;
+	int rc = format_group(c, b, which, NULL);
 
-	for (size_t i = 0; rc == 0 && i < b->njobs; i++) {
-		const struct batch_job *j = &b->jobs[i];
-		if (!first_of_queue(b, i, which))
-			continue;
-		if ((rc = cmds_begin(c, cmd)) < 0 ||
-		    (rc = cmds_fmt(c, "%s%s%.*s%s", prefix, infix, (int)j->queue_len, j->queue, suffix)) < 0)
+	for (size_t i = 0; rc == 0 && i < g->n; i++) {
+		const struct batch_job *j = &b->jobs[g->v[i].job];
+		if (g->v[i].first &&
+		    ((rc = cmds_begin(c, cmd)) < 0 ||
+		     (rc = cmds_fmt(c, "%s%s%.*s%s", prefix, infix, (int)j->queue_len, j->queue, suffix)) < 0))
 			return rc;
-		for (size_t k = i; rc == 0 && k < b->njobs; k++)
-			if (takes(&b->jobs[k], which) && same_queue(&b->jobs[k], j) && (rc = cmds_room(c, 2)) == 0)
-				rc = add(c, b, &b->jobs[k]);
+		if ((rc = cmds_room(c, 2)) == 0)
+			rc = add(c, b, j);
 	}
 	return rc;
 }

@@ -375,21 +375,6 @@ static int step_of(const struct batch *b, const struct batch_job *j)
 	return priority_of(b, j) / 3 * 3;
 }
 
-/* Whether two jobs go to the same list: queue and priority step. */
-static bool same_list(const struct batch *b, const struct batch_job *x, const struct batch_job *y)
-{
-	return x->queue_len == y->queue_len && memcmp(x->queue, y->queue, x->queue_len) == 0 &&
-	       step_of(b, x) == step_of(b, y);
-}
-
-static bool first_of_list(const struct batch *b, size_t i)
-{
-	for (size_t k = 0; k < i; k++)
-		if (same_list(b, &b->jobs[k], &b->jobs[i]))
-			return false;
-	return true;
-}
-
 /* LPUSH <prefix><queue>, or <prefix><queue>\x06\x16<step> (kombu's sep) for a step above 0. */
 static int begin_list(struct redis_cmds *c, const struct batch *b, const struct batch_job *j, const char *prefix)
 {
@@ -409,17 +394,73 @@ static int begin_list(struct redis_cmds *c, const struct batch *b, const struct 
  */
 static int celery_commands(struct redis_cmds *c, const struct batch *b, const char *prefix)
 {
-	int rc = 0;
+	const struct queue_groups *g = &c->groups;
+	int rc = format_group(c, b, FORMAT_ALL, step_of);
 
-	for (size_t i = 0; rc == 0 && i < b->njobs; i++) {
-		if (!first_of_list(b, i))
-			continue;
-		rc = begin_list(c, b, &b->jobs[i], prefix);
-		for (size_t k = i; rc == 0 && k < b->njobs; k++)
-			if (same_list(b, &b->jobs[k], &b->jobs[i]) && (rc = cmds_room(c, 2)) == 0)
-				rc = cmds_ref(c, b->payloads.data + b->jobs[k].out.off, b->jobs[k].out.len);
+	for (size_t i = 0; rc == 0 && i < g->n; i++) {
+		const struct batch_job *j = &b->jobs[g->v[i].job];
+		if (g->v[i].first && (rc = begin_list(c, b, j, prefix)) < 0)
+			return rc;
+		if ((rc = cmds_room(c, 2)) == 0)
+			rc = cmds_ref(c, b->payloads.data + j->out.off, j->out.len);
 	}
 	return rc;
+}
+
+/* The keys kombu's Redis transport keeps beside the queues' lists
+ * (kombu/transport/redis.py, Channel): a list there fails every worker. */
+static const char *const kombu_keys[][2] = {
+	{ "unacked", "hash of unacked tasks" },
+	{ "unacked_index", "index of unacked tasks" },
+	{ "unacked_mutex", "lock on unacked tasks" },
+};
+#define KOMBU_BINDING "_kombu.binding." /* keyprefix_queue: a set per exchange */
+#define KOMBU_SEP "\x06\x16"            /* sep: between a queue and its priority */
+
+static bool has_prefix(struct span s, const char *prefix)
+{
+	return s.n >= strlen(prefix) && memcmp(s.p, prefix, strlen(prefix)) == 0;
+}
+
+/* The first kombu separator in q, or NULL. */
+static const char *find_sep(struct span q)
+{
+	for (size_t i = 0; i + 1 < q.n; i++)
+		if (q.p[i] == KOMBU_SEP[0] && q.p[i + 1] == KOMBU_SEP[1])
+			return q.p + i;
+	return NULL;
+}
+
+/* A queue whose list is one of kombu's own keys, another queue's priority
+ * list (q\x06\x16<n>), or whose name kombu's binding table would split. */
+static int celery_check_queue(struct span q, char *reason, size_t rlen)
+{
+	const char *sep = find_sep(q);
+
+	for (size_t i = 0; i < sizeof(kombu_keys) / sizeof(kombu_keys[0]); i++) {
+		if (q.n == strlen(kombu_keys[i][0]) && memcmp(q.p, kombu_keys[i][0], q.n) == 0) {
+			payload_reason(reason, rlen, "queue \"%s\" would clobber celery's key \"%s\" (kombu's %s)",
+				       kombu_keys[i][0], kombu_keys[i][0], kombu_keys[i][1]);
+			return JOB_REJECT;
+		}
+	}
+	if (has_prefix(q, KOMBU_BINDING)) {
+		struct span ex = span_of(q.p + strlen(KOMBU_BINDING), q.n - strlen(KOMBU_BINDING));
+		payload_reason(reason, rlen,
+			       "queue \"%.*s%s\" would clobber celery's key \"%.*s%s\" (kombu's bindings of exchange "
+			       "\"%.*s%s\")",
+			       FORMAT_SHOW(q), FORMAT_SHOW(q), FORMAT_SHOW(ex));
+		return JOB_REJECT;
+	}
+	if (sep) {
+		struct span head = span_of(q.p, (size_t)(sep - q.p));
+		payload_reason(reason, rlen,
+			       "queue \"%.*s%s\" would clobber celery's keys \"%.*s%s\\x06\\x16<n>\" (kombu's priority "
+			       "lists of queue \"%.*s%s\")",
+			       FORMAT_SHOW(q), FORMAT_SHOW(head), FORMAT_SHOW(head));
+		return JOB_REJECT;
+	}
+	return 0;
 }
 
 /* The queue's list and its priority steps' lists, as celery_commands fills them. */
@@ -438,4 +479,5 @@ const struct format format_celery = {
 	.payload = celery_payload,
 	.commands = celery_commands,
 	.lists = celery_lists,
+	.check_queue = celery_check_queue,
 };

@@ -328,6 +328,32 @@ static int laravel_commands(struct redis_cmds *c, const struct batch *b, const c
 	return format_per_queue(c, b, FORMAT_LATER, "ZADD", prefix, "queues:", ":delayed", add_delayed);
 }
 
+/* RedisQueue's keys for queue q beside its list queues:q: a queue named
+ * q<suffix> would push into them (RedisQueue::migrate, retrieveNextJob). */
+static const char *const laravel_keys[][2] = {
+	{ ":delayed", "delayed jobs" },
+	{ ":reserved", "reserved jobs" },
+	{ ":notify", "notify list" },
+};
+
+static int laravel_check_queue(struct span q, char *reason, size_t rlen)
+{
+	for (size_t i = 0; i < sizeof(laravel_keys) / sizeof(laravel_keys[0]); i++) {
+		const char *suffix = laravel_keys[i][0];
+		size_t n = strlen(suffix);
+		struct span owner;
+		if (q.n < n || memcmp(q.p + q.n - n, suffix, n) != 0)
+			continue;
+		owner = span_of(q.p, q.n - n);
+		payload_reason(
+			reason, rlen,
+			"queue \"%.*s%s\" would clobber laravel's key \"queues:%.*s%s%s\" (queue \"%.*s%s\"'s %s)",
+			FORMAT_SHOW(q), FORMAT_SHOW(owner), suffix, FORMAT_SHOW(owner), laravel_keys[i][1]);
+		return JOB_REJECT;
+	}
+	return 0;
+}
+
 /* queues:<q> alone: the notify list holds a "1" per job, not the jobs. */
 static int laravel_lists(struct redis_cmds *c, const char *prefix, const char *queue, size_t len)
 {
@@ -339,4 +365,5 @@ const struct format format_laravel = {
 	.payload = laravel_payload,
 	.commands = laravel_commands,
 	.lists = laravel_lists,
+	.check_queue = laravel_check_queue,
 };

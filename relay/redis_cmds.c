@@ -13,6 +13,7 @@ void cmds_init(struct redis_cmds *c)
 {
 	memset(c, 0, sizeof(*c));
 	buf_init(&c->scratch);
+	queue_groups_init(&c->groups);
 }
 
 void cmds_reset(struct redis_cmds *c)
@@ -28,6 +29,7 @@ void cmds_free(struct redis_cmds *c)
 	buf_free(&c->scratch);
 	free(c->args);
 	free(c->cmds);
+	queue_groups_free(&c->groups);
 	memset(c, 0, sizeof(*c));
 }
 

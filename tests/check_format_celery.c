@@ -516,6 +516,85 @@ static bool arg_has(const struct redis_cmds *c, size_t k, size_t a, const char *
 	return contains(p, len, needle);
 }
 
+/* A row of queue q. */
+static struct job_row queue_row(const char *q)
+{
+	struct job_row r = celery_row("[]", NULL);
+
+	r.queue = q;
+	r.queue_len = strlen(q);
+	return r;
+}
+
+/*
+ * kombu's Redis transport (kombu/transport/redis.py) keeps a hash
+ * "unacked", a zset "unacked_index", a lock "unacked_mutex" and a set
+ * "_kombu.binding.<exchange>" per exchange, and names queue q's priority
+ * lists q\x06\x16<n>: a queue named so would clobber them.
+ */
+START_TEST(rejects_queues_that_are_kombus_keys)
+{
+	static const char *const bad[][2] = {
+		{ "unacked",
+		  "queue \"unacked\" would clobber celery's key \"unacked\" (kombu's hash of unacked tasks)" },
+		{ "unacked_index", "celery's key \"unacked_index\" (kombu's index of unacked tasks)" },
+		{ "unacked_mutex", "celery's key \"unacked_mutex\" (kombu's lock on unacked tasks)" },
+		{ "_kombu.binding.celery",
+		  "queue \"_kombu.binding.celery\" would clobber celery's key \"_kombu.binding.celery\" (kombu's "
+		  "bindings of exchange \"celery\")" },
+		{ "_kombu.binding.celery.pidbox", "(kombu's bindings of exchange \"celery.pidbox\")" },
+		{ "_kombu.binding.celeryev", "(kombu's bindings of exchange \"celeryev\")" },
+		{ "_kombu.binding.", "(kombu's bindings of exchange \"\")" },
+		{ "celery\x06\x16"
+		  "3",
+		  "queue \"celery??3\" would clobber celery's keys \"celery\\x06\\x16<n>\" (kombu's priority lists "
+		  "of queue \"celery\")" },
+		{ "a\x06\x16", "celery's keys \"a\\x06\\x16<n>\" (kombu's priority lists of queue \"a\")" },
+		{ "\x06\x16x\x06\x16", "celery's keys \"\\x06\\x16<n>\" (kombu's priority lists of queue \"\")" },
+	};
+	/* Names near those, which kombu keeps nothing at. */
+	static const char *const good[] = {
+		"unacked2",        "Unacked",        "my_unacked",        "unacked_",
+		"unacked_indexes", "_kombu.binding", "_kombu.bindings.x", "kombu.binding.celery",
+		"celery.pidbox",   "x\x06",          "x\x16\x06",         "x\x06x\x16",
+	};
+	struct job_opts o = celery_opts();
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		struct job_row r = queue_row(bad[i][0]);
+		expect_reject(&r, bad[i][1]);
+	}
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		struct job_row r = queue_row(good[i]);
+		json_decref(build(&r, &o));
+	}
+}
+END_TEST
+
+/* A long name is shown by its first 40 bytes: the whole reason fits its
+ * column, the key it would clobber included. */
+START_TEST(refused_long_queue_names_are_shown_in_part)
+{
+	char q[400], x40[41], want[JOB_REASON_SIZE];
+	struct job_row r;
+
+	memset(q, 'x', sizeof(q));
+	memcpy(q + 300,
+	       "\x06\x16"
+	       "3",
+	       3);
+	q[sizeof(q) - 1] = '\0';
+	memset(x40, 'x', 40);
+	x40[40] = '\0';
+	snprintf(want, sizeof(want),
+		 "queue \"%s...\" would clobber celery's keys \"%s...\\x06\\x16<n>\" (kombu's priority lists of "
+		 "queue \"%s...\")",
+		 x40, x40, x40);
+	r = queue_row(q);
+	expect_reject(&r, want);
+}
+END_TEST
+
 /* kombu's _q_for_pri: 0-2 the queue itself, 3-5, 6-8 and 9 <queue>\x06\x16<step>. */
 START_TEST(priority_lists)
 {
@@ -599,6 +678,8 @@ Suite *celery_format_suite(void)
 	tcase_add_test(tc, priority_lists);
 	/* 100,000 reprs against python3's, slower under sanitizers */
 	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, rejects_queues_that_are_kombus_keys);
+	tcase_add_test(tc, refused_long_queue_names_are_shown_in_part);
 	suite_add_tcase(s, tc);
 	return s;
 }

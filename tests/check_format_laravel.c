@@ -215,6 +215,48 @@ START_TEST(rejects_rows_laravel_cannot_run)
 }
 END_TEST
 
+/*
+ * RedisQueue keeps queue q's delayed and reserved jobs (zsets) and its
+ * notify list at queues:q:delayed, queues:q:reserved and queues:q:notify:
+ * a queue named q:delayed, q:reserved or q:notify would clobber them.
+ */
+START_TEST(rejects_queues_that_are_another_queues_keys)
+{
+	static const char *const bad[][2] = {
+		{ "default:reserved", "queue \"default:reserved\" would clobber laravel's key "
+				      "\"queues:default:reserved\" (queue \"default\"'s reserved jobs)" },
+		{ "default:delayed", "laravel's key \"queues:default:delayed\" (queue \"default\"'s delayed jobs)" },
+		{ "x:notify", "laravel's key \"queues:x:notify\" (queue \"x\"'s notify list)" },
+		{ "a:b:reserved", "laravel's key \"queues:a:b:reserved\" (queue \"a:b\"'s reserved jobs)" },
+		{ ":delayed", "laravel's key \"queues::delayed\" (queue \"\"'s delayed jobs)" },
+	};
+	/* Names near those, which Laravel keeps nothing at. */
+	static const char *const good[] = {
+		"delayed",   "reserved",   "notify",    "default:reserve", "x:delayed:y",
+		"x:Delayed", "x:delayedx", "x.delayed", "emails:high",     "x:notify2",
+	};
+	struct job_opts o = laravel_opts();
+	char reason[JOB_REASON_SIZE];
+	struct job_out out;
+	struct buf b;
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		struct job_row r = laravel_row("A@handle", "[]", NULL);
+		r.queue = bad[i][0];
+		r.queue_len = strlen(bad[i][0]);
+		assert_reject(&r, bad[i][1]);
+	}
+	buf_init(&b);
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		struct job_row r = laravel_row("A@handle", "[]", NULL);
+		r.queue = good[i];
+		r.queue_len = strlen(good[i]);
+		ck_assert_msg(job_build(&r, &o, &b, &out, reason, sizeof(reason)) == 0, "%s: %s", good[i], reason);
+	}
+	buf_free(&b);
+}
+END_TEST
+
 /* Command k's arguments, joined by spaces, payloads shown by their job class. */
 static void assert_cmd(const struct redis_cmds *c, size_t k, const char *want)
 {
@@ -343,6 +385,7 @@ Suite *laravel_format_suite(void)
 	tcase_add_test(payload, numbers_are_copied_as_written);
 	tcase_add_test(payload, numbers_past_64_bits_copied_as_written);
 	tcase_add_test(payload, rejects_rows_laravel_cannot_run);
+	tcase_add_test(payload, rejects_queues_that_are_another_queues_keys);
 	tcase_add_test(options, maps_the_job_options);
 	tcase_add_test(options, rejects_options_laravel_does_not_read);
 	tcase_add_test(commands, batch_commands);

@@ -236,10 +236,102 @@ START_TEST(numbers_past_64_bits_arrive_as_written)
 }
 END_TEST
 
+/* Queues named like keys a format's workers keep for something else: the
+ * key, as its workers hold it (w[0] NULL: not there yet), and the reason. */
+static const struct clobber {
+	const char *format, *queue, *key, *w[4], *type;
+	long long size; /* of that key */
+	const char *reason;
+} clobbers[] = {
+	{ "celery",
+	  "unacked",
+	  "unacked",
+	  { "HSET", "unacked", "tag", "envelope" },
+	  "hash",
+	  1,
+	  "queue \"unacked\" would clobber celery's key \"unacked\" (kombu's hash of unacked tasks)" },
+	{ "celery",
+	  "unacked_index",
+	  "unacked_index",
+	  { NULL },
+	  "none",
+	  0,
+	  "queue \"unacked_index\" would clobber celery's key \"unacked_index\" (kombu's index of unacked tasks)" },
+	{ "celery",
+	  "_kombu.binding.celery",
+	  "_kombu.binding.celery",
+	  { "SADD", "_kombu.binding.celery", "celery", "celery-binding" },
+	  "set",
+	  2,
+	  "(kombu's bindings of exchange \"celery\")" },
+	{ "laravel",
+	  "default:reserved",
+	  "laravel_database_queues:default:reserved",
+	  { "ZADD", "laravel_database_queues:default:reserved", "1", "job" },
+	  "zset",
+	  1,
+	  "queue \"default:reserved\" would clobber laravel's key \"queues:default:reserved\" (queue \"default\"'s "
+	  "reserved jobs)" },
+	{ "laravel",
+	  "default:delayed",
+	  "laravel_database_queues:default:delayed",
+	  { NULL },
+	  "none",
+	  0,
+	  "(queue \"default\"'s delayed jobs)" },
+};
+
+static const struct layout *layout_named(const char *format)
+{
+	for (int i = 0; i < NLAYOUTS; i++)
+		if (strcmp(layouts[i].format, format) == 0)
+			return &layouts[i];
+	ck_abort_msg("no layout %s", format);
+	return NULL;
+}
+
+/* A job on such a queue is dead-lettered with the reason and the workers'
+ * key stays as it was; the jobs before and after it arrive. */
+START_TEST(queues_named_like_the_workers_keys_are_dead_lettered)
+{
+	const struct clobber *k = &clobbers[_i];
+	const struct layout *l = layout_named(k->format);
+	PGconn *c = h_pg();
+	redisContext *r = h_redis();
+	redisReply *rep;
+	char reason[256];
+
+	if (k->w[0])
+		freeReplyObject(h_cmd(r, "%s %s %s %s", k->w[0], k->w[1], k->w[2], k->w[3]));
+	h_sql(c, "INSERT INTO staged_jobs (job_class, args) VALUES ('App\\Jobs\\W@handle', '[1]')");
+	h_sql(c, "INSERT INTO staged_jobs (queue, job_class, args) VALUES ('%s', 'App\\Jobs\\W@handle', '[2]')",
+	      k->queue);
+	h_sql(c, "INSERT INTO staged_jobs (job_class, args) VALUES ('App\\Jobs\\W@handle', '[3]')");
+	ck_assert_int_eq(h_relay_run("relay", (const char *const[]){ "--once", "--format", l->format, NULL }), 0);
+	assert_fifo(r, l, "default", 2);
+	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs"), 0);
+	h_sql_text(c, "SELECT reason FROM staged_jobs_dead WHERE id = 2", reason, sizeof(reason));
+	ck_assert_msg(strstr(reason, k->reason) != NULL, "%s: reason \"%s\" lacks \"%s\"", k->queue, reason, k->reason);
+	rep = h_cmd(r, "TYPE %s", k->key);
+	ck_assert_msg(strcmp(rep->str, k->type) == 0, "%s is a %s, not a %s", k->key, rep->str, k->type);
+	freeReplyObject(rep);
+	if (k->w[0]) /* and holds just what the workers put there */
+		ck_assert_int_eq(h_cmd_int(r, "%s %s",
+					   strcmp(k->type, "hash") == 0  ? "HLEN"
+					   : strcmp(k->type, "set") == 0 ? "SCARD"
+									 : "ZCARD",
+					   k->key),
+				 k->size);
+	PQfinish(c);
+	redisFree(r);
+}
+END_TEST
+
 Suite *formats_suite(void)
 {
 	Suite *s = suite_create("formats");
 	TCase *tc = tcase_create("every_format");
+	TCase *keys = tcase_create("workers_keys");
 
 	tcase_add_checked_fixture(tc, setup, NULL);
 	tcase_set_timeout(tc, 60);
@@ -248,5 +340,10 @@ Suite *formats_suite(void)
 	tcase_add_loop_test(tc, bad_rows_are_dead_lettered_and_the_drain_goes_on, 0, NLAYOUTS);
 	tcase_add_loop_test(tc, numbers_past_64_bits_arrive_as_written, 0, NLAYOUTS);
 	suite_add_tcase(s, tc);
+	tcase_add_checked_fixture(keys, setup, NULL);
+	tcase_set_timeout(keys, 90);
+	tcase_add_loop_test(keys, queues_named_like_the_workers_keys_are_dead_lettered, 0,
+			    (int)(sizeof(clobbers) / sizeof(clobbers[0])));
+	suite_add_tcase(s, keys);
 	return s;
 }

@@ -656,6 +656,51 @@ START_TEST(rejects_bad_class_and_queue)
 }
 END_TEST
 
+/*
+ * Sidekiq's and Resque's lists are queue:<q> and nothing else they keep
+ * starts so (schedule, retry, dead, processes, queues, stat:*, delayed:*):
+ * no queue name clobbers a key of theirs, so none is refused, nor are the
+ * names other formats refuse.
+ */
+START_TEST(sidekiq_and_resque_take_any_queue_name)
+{
+	static const char *const names[] = {
+		"schedule",
+		"retry",
+		"dead",
+		"processes",
+		"queues",
+		"stat:processed",
+		"delayed:1700000000",
+		"delayed_queue_schedule",
+		"queue:x",
+		"unacked",
+		"_kombu.binding.celery",
+		"default:reserved",
+		"x\x06\x16"
+		"3",
+	};
+	static const enum job_format formats[] = { FORMAT_SIDEKIQ, FORMAT_RESQUE, FORMAT_ACTIVEJOB };
+	struct job_opts o = sidekiq_opts(7);
+	char reason[JOB_REASON_SIZE];
+	struct job_out out;
+	struct buf b;
+
+	buf_init(&b);
+	for (size_t f = 0; f < sizeof(formats) / sizeof(formats[0]); f++) {
+		o.format = formats[f];
+		for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+			struct job_row r = good_row();
+			SET(r, queue, queue_len, names[i]);
+			SET(r, uuid, uuid_len, "0b7e3c7e-8a52-4d1c-9f0e-3c2f6a1b9d44");
+			ck_assert_msg(job_build(&r, &o, &b, &out, reason, sizeof(reason)) == 0,
+				      "format %d, queue %s: %s", (int)formats[f], names[i], reason);
+		}
+	}
+	buf_free(&b);
+}
+END_TEST
+
 START_TEST(rejects_null_class_and_queue)
 {
 	struct job_row r = good_row();
@@ -1131,6 +1176,7 @@ Suite *job_suite(void)
 	tcase_add_test(reject, rejects_nul_in_args);
 	tcase_add_test(reject, rejects_bad_class_and_queue);
 	tcase_add_test(reject, rejects_null_class_and_queue);
+	tcase_add_test(reject, sidekiq_and_resque_take_any_queue_name);
 	tcase_add_test(reject, rejects_bad_options);
 	tcase_add_test(reject, rejects_reserved_option_keys);
 	tcase_add_test(reject, rejects_bad_jid);

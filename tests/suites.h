@@ -16,6 +16,7 @@ Suite *metrics_suite(void);
 Suite *laravel_format_suite(void);
 Suite *activejob_format_suite(void);
 Suite *celery_format_suite(void);
+Suite *queue_groups_suite(void);
 
 Suite *relay_suite(void);
 Suite *faults_suite(void);
