@@ -20,6 +20,7 @@ struct backpressure {
 	bool paused;                /* by --max-redis-memory, until memory falls below the resume mark */
 	bool said_no_max;           /* maxmemory is 0 and the flag can do nothing: said once */
 	long long wrongtype_log_ms; /* when a list of the wrong type was last named */
+	long long error_log_ms;     /* when Redis's error to an LLEN was last named */
 	char errstr[300];
 };
 
@@ -34,8 +35,9 @@ void backpressure_free(struct backpressure *bp);
  */
 int backpressure_memory(struct backpressure *bp, struct redis_conn *conn, long *budget) SD_MUSTCHECK;
 /* Sets the room of each queue in qs (indices into r): its cap less what its
- * lists hold, 0 when a list has the wrong type (named in a warning at most
- * once a minute). 0, -EIO (errstr) or -ENOMEM. */
+ * lists hold, 0 when a length cannot be read (a list of the wrong type, or
+ * an error reply such as NOPERM, LOADING, BUSY; named in a warning at most
+ * once a minute each). 0, -EIO (errstr) or -ENOMEM. */
 int backpressure_rooms(struct backpressure *bp, struct redis_conn *conn, struct rounds *r, const size_t *qs,
 		       size_t n) SD_MUSTCHECK;
 

@@ -18,6 +18,8 @@ struct sidekiq_probe {
 	long long next_ms; /* monotonic ms of the next reading; 0: at once */
 	bool read_once;    /* a reading succeeded: its answer was logged */
 	size_t live;       /* processes alive at the last reading */
+	bool failing;      /* the last reading failed: said once, until one succeeds */
+	char errstr[256];  /* the error Redis answered to the last failed reading */
 };
 
 void sidekiq_probe_init(struct sidekiq_probe *p, const struct config *cfg);
@@ -27,8 +29,9 @@ void sidekiq_probe_init(struct sidekiq_probe *p, const struct config *cfg);
  * drain asks before each batch; at most once per --watch-interval): 8 only while at least one process is alive and every live
  * one says 8.x (7.x and 8.x write "version" into their info; 6.x writes none);
  * 7, whose floats every version reads, otherwise. A change is logged; a
- * failed reading keeps the last answer (the push that follows finds the
- * fault).
+ * failed reading keeps the last answer and leaves the connection as it was
+ * (a warning says why, once until a reading succeeds; a transport fault has
+ * closed the connection, and the push that follows finds it).
  */
 int sidekiq_probe_version(struct sidekiq_probe *p, struct redis_conn *c, long long now_ms);
 

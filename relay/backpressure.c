@@ -118,17 +118,28 @@ static int build_rooms(struct backpressure *bp, const struct rounds *r, const si
 	return rc;
 }
 
-static void name_wrong_type(struct backpressure *bp, size_t k)
+/* Says why a capped queue's length is unknown, at most once a minute for
+ * each cause: its list has the wrong type, or Redis answered LLEN with
+ * another error (NOPERM, LOADING, BUSY), which is named as Redis gave it. */
+static void name_unknown_length(struct backpressure *bp, size_t k, const redisReply *reply)
 {
-	long long now = clock_mono_ms();
+	bool wrongtype = reply->type == REDIS_REPLY_ERROR && strncmp(reply->str, "WRONGTYPE", 9) == 0;
+	long long now = clock_mono_ms(), *last = wrongtype ? &bp->wrongtype_log_ms : &bp->error_log_ms;
 	size_t len;
 	const char *key = cmds_arg(&bp->cmds, k, 1, &len);
 
-	if (bp->wrongtype_log_ms && now - bp->wrongtype_log_ms < 60000)
+	if (*last && now - *last < 60000)
 		return;
-	bp->wrongtype_log_ms = now;
-	log_warn("a capped queue's redis list has the wrong type; its jobs wait in staged_jobs_held until it is fixed",
-		 LOGF(F_STR("key", key)));
+	*last = now;
+	if (wrongtype)
+		log_warn("a capped queue's redis list has the wrong type; its jobs wait in staged_jobs_held until it "
+			 "is fixed",
+			 LOGF(F_STR("key", key)));
+	else
+		log_warn("could not read a capped queue's length; its jobs wait in staged_jobs_held until redis "
+			 "answers LLEN",
+			 LOGF(F_STR("key", key),
+			      F_STR("error", reply->type == REDIS_REPLY_ERROR ? reply->str : "not an integer")));
 }
 
 int backpressure_rooms(struct backpressure *bp, struct redis_conn *conn, struct rounds *r, const size_t *qs, size_t n)
@@ -154,11 +165,14 @@ int backpressure_rooms(struct backpressure *bp, struct redis_conn *conn, struct 
 			rc = -EIO;
 			break;
 		}
+		/* A length it cannot read counts as full: the cap is never
+		 * passed, and the jobs wait held, measured again each batch,
+		 * until Redis answers (the other queues flow meanwhile). */
 		if (reply->type == REDIS_REPLY_INTEGER)
 			q->room = reply->integer >= q->room ? 0 : q->room - (long)reply->integer;
 		else {
 			q->room = 0;
-			name_wrong_type(bp, k);
+			name_unknown_length(bp, k, reply);
 		}
 		freeReplyObject(reply);
 	}

@@ -176,26 +176,48 @@ static int find_server(struct redis_conn *c, char *host, size_t hostlen, int *po
 	return 0;
 }
 
-int redis_conn_connect(struct redis_conn *c)
+/* Connects to host:port (or the url's socket) and greets it. */
+static int connect_to(struct redis_conn *c, const char *host, int port)
 {
 	const struct redis_target *t = &c->cfg->redis;
-	char host[256] = "";
-	int port = 0, rc;
+	int rc = redis_io_connect(&c->io, host, port, t->is_unix ? t->path : NULL, t->tls ? &c->tls : NULL,
+				  c->cfg->redis_timeout_ms);
 
-	redis_io_close(&c->io);
-	c->blame = NULL;
-	if (t->tls && !c->tls.ctx && (rc = load_tls(c)) < 0)
-		return rc;
-	if (!t->is_unix && (rc = find_server(c, host, sizeof(host), &port)) < 0)
-		return rc;
-	rc = redis_io_connect(&c->io, host, port, t->is_unix ? t->path : NULL, t->tls ? &c->tls : NULL,
-			      c->cfg->redis_timeout_ms);
 	if (rc == -ENOMEM)
 		return conn_fail(c, NULL, "out of memory");
 	if (rc < 0)
 		return conn_fail(c, c->io.err.blame, "could not connect to redis at %s: %s", c->where,
 				 c->io.err.errstr);
 	return hello(c);
+}
+
+/*
+ * Behind sentinels, as Redis's client guide asks: when the master a sentinel
+ * named fails (unreachable, or ROLE says replica: that sentinel is stale or
+ * wrong), the sentinel goes to the back of the list and the others are asked.
+ * Each failed answer sends one sentinel behind every one not yet tried, so
+ * nsentinels tries hear each sentinel that answers once; only then does the
+ * connect fail (and the caller back off, or at start-up exit).
+ */
+int redis_conn_connect(struct redis_conn *c)
+{
+	const struct redis_target *t = &c->cfg->redis;
+	size_t tries = t->master_name ? t->nsentinels : 1;
+	char host[256] = "";
+	int port = 0, rc = 0;
+
+	redis_io_close(&c->io);
+	c->blame = NULL;
+	if (t->tls && !c->tls.ctx && (rc = load_tls(c)) < 0)
+		return rc;
+	for (size_t k = 0; k < tries; k++) {
+		if (!t->is_unix && (rc = find_server(c, host, sizeof(host), &port)) < 0)
+			return rc; /* no sentinel answered */
+		if ((rc = connect_to(c, host, port)) == 0 || !t->master_name)
+			return rc;
+		redis_sentinel_distrust(&c->sentinel);
+	}
+	return rc;
 }
 
 bool redis_conn_master_moved(struct redis_conn *c)

@@ -1,5 +1,6 @@
-/* Redis Sentinel, as its client guide asks: ask each sentinel in turn for the
- * master, start with the one that answered last, and listen for +switch-master. */
+/* Redis Sentinel, as its client guide asks: ask the sentinels in list order,
+ * move the first that answers to the front, move one whose answer failed to
+ * the back, and listen for +switch-master. */
 #include "fmacros.h"
 
 #include <errno.h>
@@ -26,6 +27,32 @@ void redis_sentinel_free(struct redis_sentinel *s)
 	if (!s)
 		return;
 	redis_io_free(&s->sub);
+	free(s->order);
+	s->order = NULL;
+}
+
+/* The list starts in the url's order, made at the first question. */
+static int make_order(struct redis_sentinel *s)
+{
+	if (s->order)
+		return 0;
+	if (!(s->order = calloc(s->t->nsentinels, sizeof(*s->order))))
+		return value_fail(s->errstr, sizeof(s->errstr), -ENOMEM, "out of memory");
+	for (size_t i = 0; i < s->t->nsentinels; i++)
+		s->order[i] = i;
+	return 0;
+}
+
+/* Moves the k-th of the list to position to, the others keeping their order. */
+static void move(struct redis_sentinel *s, size_t k, size_t to)
+{
+	size_t i = s->order[k];
+
+	if (k > to)
+		memmove(&s->order[to + 1], &s->order[to], (k - to) * sizeof(*s->order));
+	else
+		memmove(&s->order[k], &s->order[k + 1], (to - k) * sizeof(*s->order));
+	s->order[to] = i;
 }
 
 /* Sends argv and keeps the reply; -EIO with why after a transport fault. */
@@ -112,17 +139,27 @@ static int ask_one(struct redis_sentinel *s, size_t i, char *host, size_t hostle
 
 int redis_sentinel_master(struct redis_sentinel *s, char *host, size_t hostlen, int *port, const char **blame)
 {
-	size_t n = s->t->nsentinels;
+	int rc;
 
 	*blame = NULL;
-	for (size_t k = 0; k < n; k++) {
-		size_t i = (s->first + k) % n;
-		if (ask_one(s, i, host, hostlen, port, blame) == 0) {
-			s->first = i;
+	if ((rc = make_order(s)) < 0)
+		return rc;
+	for (size_t k = 0; k < s->t->nsentinels; k++) {
+		if (ask_one(s, s->order[k], host, hostlen, port, blame) == 0) {
+			move(s, k, 0);
 			return 0;
 		}
 	}
 	return -EIO;
+}
+
+void redis_sentinel_distrust(struct redis_sentinel *s)
+{
+	if (!s->order || s->t->nsentinels < 2)
+		return;
+	move(s, 0, s->t->nsentinels - 1);
+	/* It may have missed the failover news too. */
+	redis_io_close(&s->sub);
 }
 
 /* "+switch-master" messages read "<name> <old-ip> <old-port> <new-ip> <new-port>". */

@@ -4,6 +4,7 @@
 #include "fmacros.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -55,8 +56,21 @@ static int ask_infos(struct redis_conn *c, const char *prefix, const redisReply 
 	return rc;
 }
 
-/* Reads the registry: *live processes, *all8 when every one is 8.x or later. */
-static int read_registry(struct redis_conn *c, const char *prefix, size_t *live, bool *all8)
+/*
+ * Reads the registry: *live processes, *all8 when every one is 8.x or later.
+ * -EINVAL (errstr) when Redis answered an error, -EIO on a transport fault.
+ *
+ * It reads on the drain's connection, and every reply a reading asks for is
+ * read before it returns (SMEMBERS alone, then one reply per HGET sent), so
+ * the connection is in step whatever Redis answered: an error reply (a
+ * processes key of another type, NOPERM) fails only the reading, never the
+ * connection the batch then pushes on. A transport fault closes it in
+ * redis_conn_reply, as the push would. A connection of its own would double
+ * the relay's connections and handshakes (sentinels, TLS, AUTH) for a reading
+ * taken once per --watch-interval.
+ */
+static int read_registry(struct redis_conn *c, const char *prefix, size_t *live, bool *all8, char *errstr,
+			 size_t errlen)
 {
 	redisReply *members = NULL, *r;
 	struct buf key;
@@ -69,7 +83,13 @@ static int read_registry(struct redis_conn *c, const char *prefix, size_t *live,
 	*live = 0;
 	*all8 = true;
 	buf_init(&key);
-	rc = redis_conn_command(c, 2, argv, NULL, &members);
+	rc = redis_conn_append(c, 2, argv, NULL);
+	if (rc == 0)
+		rc = redis_conn_reply(c, &members, 0);
+	if (rc == 0 && members->type == REDIS_REPLY_ERROR) {
+		snprintf(errstr, errlen, "SMEMBERS %.40s: %.200s", smembers_key, members->str);
+		rc = -EINVAL;
+	}
 	if (rc == 0 && members->type == REDIS_REPLY_ARRAY) {
 		rc = ask_infos(c, prefix, members, &key);
 		for (size_t i = 0; i < members->elements && i < SIDEKIQ_PROBE_MAX; i++)
@@ -94,19 +114,24 @@ int sidekiq_probe_version(struct sidekiq_probe *p, struct redis_conn *c, long lo
 	enum job_format f = p->cfg->format;
 	size_t live;
 	bool all8;
-	int was = p->version;
+	int was = p->version, rc;
 
 	if (p->cfg->sidekiq_version != SIDEKIQ_VERSION_AUTO || (f != FORMAT_SIDEKIQ && f != FORMAT_ACTIVEJOB))
 		return p->version;
 	if (now_ms < p->next_ms || !redis_conn_connected(c))
 		return p->version;
 	p->next_ms = now_ms + p->cfg->watch_interval_ms;
-	if (read_registry(c, p->cfg->key_prefix, &live, &all8) < 0) {
-		/* Replies may still be due on it: start the next push afresh. */
-		redis_conn_close(c);
-		log_debug("could not read the sidekiq processes", LOGF(F_STR("error", c->errstr)));
+	if ((rc = read_registry(c, p->cfg->key_prefix, &live, &all8, p->errstr, sizeof(p->errstr))) < 0) {
+		if (!p->failing)
+			log_warn("could not read the sidekiq processes; jobs are written for the version last read",
+				 LOGF(F_STR("error", rc == -EIO ? c->errstr : p->errstr),
+				      F_INT("version", p->version)));
+		p->failing = true;
 		return p->version;
 	}
+	if (p->failing)
+		log_info("the sidekiq processes are read again", NULL);
+	p->failing = false;
 	p->version = live > 0 && all8 ? 8 : SAFE_VERSION;
 	if (!p->read_once || p->version != was)
 		log_info(p->read_once ? "sidekiq version changed" : "sidekiq version read",

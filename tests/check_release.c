@@ -557,6 +557,46 @@ START_TEST(a_capped_queue_whose_key_is_not_a_list_holds_its_jobs)
 }
 END_TEST
 
+/* An error reply to a capped queue's LLEN (here NOPERM: the relay's ACL user
+ * may not run LLEN) is logged as Redis's answer, not as a wrong type. The
+ * queue's length is unknown, so it counts as full: its jobs wait held, other
+ * queues flow, and once the ACL allows LLEN again they are all released. */
+START_TEST(an_error_reading_a_capped_queue_is_named_and_its_jobs_wait)
+{
+	PGconn *c = h_pg();
+	struct consumer k;
+	struct relay_proc p;
+	char url[300];
+	long long t0;
+	const char *args[] = { "--pg-url",      h_env("TEST_PG_URL"), "--redis-url", url,
+			       "--queue-limit", "default=10",         FAST_RELAY,    NULL };
+
+	consumer_init(&k, "queue:default", "RPOP", 10, 30);
+	freeReplyObject(h_cmd(k.r, "ACL SETUSER sd_nollen on resetpass >pw ~* &* +@all -llen"));
+	snprintf(url, sizeof(url), "redis://sd_nollen:pw@127.0.0.1:%s/0", h_env("TEST_REDIS_PORT"));
+	stage(c, "default", "A", 1, 30, 0);
+	stage(c, "critical", "A", CRITICAL_ARG, 1, 0);
+	h_relay_start_bare(&p, "llen-noperm", args);
+	for (t0 = mono_ms(); h_cmd_int(k.r, "LLEN queue:critical") == 0 || staged(c) > 0; sleep_ms(10))
+		RELAY_CHECK(&p, mono_ms() - t0 < WAIT_MS, "the uncapped queue waited behind the unreadable one; see %s",
+			    p.log);
+	RELAY_CHECK(&p, held(c, "default") == 30, "%lld held, not 30", held(c, "default"));
+	RELAY_CHECK(&p, h_log_wait(&p, "NOPERM", WAIT_MS), "no line gives redis's NOPERM answer in %s", p.log);
+	RELAY_CHECK(&p, logs_count_both(p.log, "NOPERM", "key=queue:default") >= 1, "the line lacks the key in %s",
+		    p.log);
+	RELAY_CHECK(&p, !h_log_contains(p.log, "wrong type"), "NOPERM reported as a wrong type in %s", p.log);
+	freeReplyObject(h_cmd(k.r, "ACL SETUSER sd_nollen +llen"));
+	consume(&k, &p, 30, 0);
+	stop_relay(&p);
+	freeReplyObject(h_cmd(k.r, "ACL DELUSER sd_nollen"));
+	assert_in_order(&k, 1, 30, 30);
+	assert_each_once(c, k.r, &k, (const char *const[]){ "queue:critical", NULL });
+	assert_drained(c, &k);
+	PQfinish(c);
+	consumer_free(&k);
+}
+END_TEST
+
 /* A job due later goes to Sidekiq's schedule, past a full queue's cap: it is
  * never held (Sidekiq moves it to the queue when due). */
 START_TEST(a_scheduled_job_is_never_held_by_a_cap)
@@ -824,6 +864,7 @@ Suite *release_suite(void)
 	tcase_add_test(tc, a_late_commit_to_a_held_queue_takes_its_turn);
 	tcase_add_test(tc, a_held_row_that_is_no_longer_a_job_is_dead_lettered_on_release);
 	tcase_add_test(tc, a_capped_queue_whose_key_is_not_a_list_holds_its_jobs);
+	tcase_add_test(tc, an_error_reading_a_capped_queue_is_named_and_its_jobs_wait);
 	tcase_add_test(tc, a_scheduled_job_is_never_held_by_a_cap);
 	tcase_add_test(tc, the_memory_bound_without_maxmemory_says_so_and_pushes);
 	tcase_add_test(tc, held_and_released_jobs_are_metrics_by_queue);

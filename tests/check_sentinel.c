@@ -12,6 +12,7 @@
 
 #include "harness.h"
 #include "suites.h"
+#include "support/fake_sentinel.h"
 
 #define MASTER "stagedrain-test"
 #define WAIT_MS 30000
@@ -93,14 +94,22 @@ static const char *sentinel_url(const char *scheme)
 	return url;
 }
 
+/* A fake sentinel on fake_port listed first, then the three real ones. */
+static const char *url_with_fake(int fake_port)
+{
+	static char url[256];
+
+	snprintf(url, sizeof(url), "redis-sentinel://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d/%s/0",
+		 fake_port, h_port("sentinel1"), h_port("sentinel2"), h_port("sentinel3"), MASTER);
+	return url;
+}
+
 /* Starts the relay through the sentinels with args after the URLs, and waits
  * for its first connection, which must name the primary and the master name. */
-static void start_relay(struct relay_proc *p, const char *name, const char *const *args)
+static void start_relay(struct relay_proc *p, const char *name, const char *url, const char *const *args)
 {
-	const char *argv[40] = { "--pg-url",        h_env("TEST_PG_URL"),
-				 "--redis-url",     sentinel_url("redis-sentinel"),
-				 "--batch-size",    "50",
-				 "--poll-interval", "20ms" };
+	const char *argv[40] = { "--pg-url", h_env("TEST_PG_URL"), "--redis-url", url, "--batch-size",
+				 "50",       "--poll-interval",    "20ms" };
 	char want[64];
 	int n = 8;
 
@@ -209,7 +218,7 @@ START_TEST(follows_a_requested_failover)
 	redisContext *s;
 	int next = 0, old = master_port(), now;
 
-	start_relay(&p, "sentinel-failover",
+	start_relay(&p, "sentinel-failover", sentinel_url("redis-sentinel"),
 		    (const char *const[]){ "--redis-wait-replicas", "1", "--redis-wait-timeout", "200ms", "--http-addr",
 					   "127.0.0.1:0", "--watch-interval", "200ms", NULL });
 	produce(c, &next, 1000);
@@ -238,7 +247,7 @@ START_TEST(follows_the_promotion_after_the_primary_dies)
 	struct relay_proc p;
 	int next = 0, old = master_port(), now;
 
-	start_relay(&p, "sentinel-kill", NULL);
+	start_relay(&p, "sentinel-kill", sentinel_url("redis-sentinel"), NULL);
 	produce(c, &next, 1000);
 	h_services("sentinel-kill");
 	produce(c, &next, 2000);
@@ -295,7 +304,7 @@ START_TEST(wait_keeps_jobs_staged_until_a_replica_has_them)
 	struct relay_proc p;
 	int old = master_port(), now;
 
-	start_relay(&p, "sentinel-wait",
+	start_relay(&p, "sentinel-wait", sentinel_url("redis-sentinel"),
 		    (const char *const[]){ "--redis-wait-replicas", "1", "--redis-wait-timeout", "200ms", NULL });
 	stage_across_a_cut(c, &p);
 	RELAY_CHECK(&p, h_log_wait(&p, "only 0 of 1 replicas acknowledged", WAIT_MS), "no short WAIT in %s", p.log);
@@ -323,7 +332,7 @@ START_TEST(without_wait_the_cut_loses_jobs)
 	struct relay_proc p;
 	int old = master_port(), now;
 
-	start_relay(&p, "sentinel-nowait", NULL);
+	start_relay(&p, "sentinel-nowait", sentinel_url("redis-sentinel"), NULL);
 	stage_across_a_cut(c, &p);
 	wait_drained(&p, c);
 	stop_relay(&p);
@@ -331,6 +340,63 @@ START_TEST(without_wait_the_cut_loses_jobs)
 	now = wait_new_master(old);
 	ck_assert_int_eq(missing_after_cut(c, now), 100);
 	ck_assert_int_eq(h_missing(c), 100); /* and the 100 from before the cut are there */
+	PQfinish(c);
+}
+END_TEST
+
+/* The first sentinel listed names the replica (a stale or misconfigured one).
+ * ROLE says slave, so its answer failed: it goes to the back and the next
+ * sentinel, which knows the master, is asked. The relay starts and drains;
+ * it used to ask the same sentinel again and exit 1. */
+START_TEST(a_sentinel_naming_the_replica_does_not_stop_the_start)
+{
+	PGconn *c = h_pg();
+	struct fake_sentinel f;
+	struct relay_proc p;
+	int next = 0;
+
+	ck_assert_int_eq(fake_sentinel_start(&f, h_port("sentinel-r2")), 0);
+	start_relay(&p, "sentinel-stale-start", url_with_fake(f.port), NULL);
+	produce(c, &next, 500);
+	wait_drained(&p, c);
+	stop_relay(&p);
+	ck_assert_int_ge(fake_sentinel_asked(&f), 1);
+	fake_sentinel_stop(&f);
+	assert_all_on(c, h_port("sentinel-r1"), "replica named at start");
+	PQfinish(c);
+}
+END_TEST
+
+/* The first sentinel listed answers first at start-up, rightly, and then
+ * misses the failover: it still names the old primary, now a replica. After
+ * the failover the relay asks it first (it answered last), finds a replica,
+ * and must go on to the sentinels that saw the promotion. */
+START_TEST(a_sentinel_that_missed_the_failover_does_not_stop_the_drain)
+{
+	PGconn *c = h_pg();
+	struct fake_sentinel f;
+	struct relay_proc p;
+	redisContext *s;
+	int next = 0, old = master_port(), now, asked;
+
+	ck_assert_int_eq(fake_sentinel_start(&f, old), 0);
+	start_relay(&p, "sentinel-stale-failover", url_with_fake(f.port),
+		    (const char *const[]){ "--redis-wait-replicas", "1", "--redis-wait-timeout", "200ms", NULL });
+	produce(c, &next, 1000);
+	wait_drained(&p, c);
+	asked = fake_sentinel_asked(&f);
+	s = open_port(h_port("sentinel1"));
+	freeReplyObject(h_cmd(s, "SENTINEL FAILOVER %s", MASTER));
+	redisFree(s);
+	produce(c, &next, 3000);
+	now = wait_new_master(old);
+	produce(c, &next, 2000);
+	wait_drained(&p, c);
+	assert_master_changed(&p, now);
+	stop_relay(&p);
+	ck_assert_int_gt(fake_sentinel_asked(&f), asked); /* it was asked, and not believed */
+	fake_sentinel_stop(&f);
+	assert_all_on(c, now, "stale sentinel after a failover");
 	PQfinish(c);
 }
 END_TEST
@@ -400,6 +466,8 @@ Suite *sentinel_suite(void)
 	tcase_add_test(tc, follows_the_promotion_after_the_primary_dies);
 	tcase_add_test(tc, wait_keeps_jobs_staged_until_a_replica_has_them);
 	tcase_add_test(tc, without_wait_the_cut_loses_jobs);
+	tcase_add_test(tc, a_sentinel_naming_the_replica_does_not_stop_the_start);
+	tcase_add_test(tc, a_sentinel_that_missed_the_failover_does_not_stop_the_drain);
 	suite_add_tcase(s, tc);
 	tls = tcase_create("tls");
 	tcase_add_checked_fixture(tls, sentinel_tls_up, sentinel_down);

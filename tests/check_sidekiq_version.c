@@ -179,6 +179,48 @@ START_TEST(the_relay_follows_a_rolling_upgrade_and_logs_it)
 }
 END_TEST
 
+/* Stages one job every 100 ms for ms milliseconds, args from *next on. */
+static void trickle(PGconn *c, int *next, int ms)
+{
+	for (long long t0 = mono_ms(); mono_ms() - t0 < ms; sleep_ms(100))
+		h_stage(c, "default", (*next)++, 1);
+}
+
+/* A processes key of another type (a string, then a list) while jobs flow:
+ * each reading fails (every --watch-interval, before a batch), and must not
+ * touch the drain's connection: no failed push, the first epoch throughout,
+ * every job in its queue once. It used to close the connection the batch
+ * then pushed on: a failed push and a new epoch per reading. */
+START_TEST(a_processes_key_of_another_type_fails_no_batch)
+{
+	redisContext *r = h_redis();
+	PGconn *c = h_pg();
+	struct relay_proc p;
+	long long t0;
+	int next = 1;
+
+	freeReplyObject(h_cmd(r, "SET processes oops"));
+	h_relay_start(&p, "processes-wrongtype",
+		      (const char *const[]){ "--watch-interval", "100ms", "--poll-interval", "20ms", NULL });
+	RELAY_CHECK(&p, h_log_wait(&p, "msg=leading", 10000), "no leader; see %s", p.log);
+	trickle(c, &next, 1500);
+	h_cmd_int(r, "DEL processes");
+	h_cmd_int(r, "RPUSH processes w1:1:aaa");
+	trickle(c, &next, 1500);
+	for (t0 = mono_ms(); h_cmd_int(r, "LLEN queue:default") < next - 1; sleep_ms(20))
+		RELAY_CHECK(&p, mono_ms() - t0 < 15000, "%lld of %d jobs arrived; see %s",
+			    h_cmd_int(r, "LLEN queue:default"), next - 1, p.log);
+	h_relay_kill(&p, SIGTERM);
+	ck_assert_int_eq(h_relay_wait(&p, 10000), 0);
+	ck_assert_msg(h_log_count(p.log, "could not push") == 0, "pushes failed; see %s", p.log);
+	ck_assert_msg(h_log_count(p.log, "msg=leading") == 1, "the epoch moved; see %s", p.log);
+	ck_assert_int_eq(h_cmd_int(r, "LLEN queue:default"), next - 1);
+	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs"), 0);
+	PQfinish(c);
+	redisFree(r);
+}
+END_TEST
+
 Suite *sidekiq_version_suite(void)
 {
 	Suite *s = suite_create("sidekiq_version");
@@ -189,6 +231,7 @@ Suite *sidekiq_version_suite(void)
 	tcase_add_test(tc, auto_writes_milliseconds_only_while_every_live_process_is_8);
 	tcase_add_test(tc, auto_reads_the_namespace_and_a_fixed_version_reads_nothing);
 	tcase_add_test(tc, the_relay_follows_a_rolling_upgrade_and_logs_it);
+	tcase_add_test(tc, a_processes_key_of_another_type_fails_no_batch);
 	suite_add_tcase(s, tc);
 	return s;
 }
