@@ -38,6 +38,8 @@ struct release {
 	size_t capjq;
 	size_t *qs; /* queues whose lists the batch measures */
 	size_t nqs, capqs;
+	bool *in_qs; /* by queue index: already in qs (one look, however many queues) */
+	size_t capin;
 	struct held_move *mv;
 	size_t nmv, capmv;
 	struct held_want *want;

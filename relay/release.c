@@ -37,6 +37,7 @@ void release_free(struct release *rl)
 	pg_held_free(&rl->held);
 	free(rl->jq);
 	free(rl->qs);
+	free(rl->in_qs);
 	free(rl->mv);
 	free(rl->want);
 	memset(rl, 0, sizeof(*rl));
@@ -89,13 +90,27 @@ int release_memory(struct release *rl, struct redis_conn *conn, long *max_bytes,
 
 static int add_measured(struct release *rl, size_t qi)
 {
-	for (size_t i = 0; i < rl->nqs; i++)
-		if (rl->qs[i] == qi)
-			return 0;
+	size_t had = rl->capin;
+
+	if (buf_grow_array((void **)&rl->in_qs, &rl->capin, qi + 1, sizeof(*rl->in_qs)) < 0)
+		return -ENOMEM;
+	if (rl->capin > had)
+		memset(rl->in_qs + had, 0, (rl->capin - had) * sizeof(*rl->in_qs));
+	if (rl->in_qs[qi])
+		return 0;
 	if (buf_grow_array((void **)&rl->qs, &rl->capqs, rl->nqs + 1, sizeof(*rl->qs)) < 0)
 		return -ENOMEM;
+	rl->in_qs[qi] = true;
 	rl->qs[rl->nqs++] = qi;
 	return 0;
+}
+
+/* Forgets the last batch's measured queues: as many steps as there were. */
+static void clear_measured(struct release *rl)
+{
+	for (size_t i = 0; i < rl->nqs; i++)
+		rl->in_qs[rl->qs[i]] = false;
+	rl->nqs = 0;
 }
 
 /* The queue a job is decided in (its index), or -1 when it goes straight
@@ -133,7 +148,7 @@ static int classify(struct release *rl, const struct batch *b)
 
 	if (buf_grow_array((void **)&rl->jq, &rl->capjq, b->njobs, sizeof(*rl->jq)) < 0)
 		return -ENOMEM;
-	rl->nqs = 0;
+	clear_measured(rl);
 	for (size_t i = 0; rc == 0 && i < b->njobs; i++) {
 		rl->jq[i] = queue_of(rl, &b->jobs[i]);
 		if (rl->jq[i] == -ENOMEM)
