@@ -640,6 +640,41 @@ START_TEST(a_late_commit_to_a_held_queue_takes_its_turn)
 }
 END_TEST
 
+/* One transaction's jobs to a capped queue, split by a read: T stages 100,
+ * a read passes their ids (a job to an uncapped queue arrives), T stages 100
+ * more and commits. Its jobs are held and released in id order: before the
+ * fix the later 100 were read first, above the cursor, and held before the
+ * first 100, which came through their gap on the timer. */
+START_TEST(a_transaction_split_by_a_read_is_released_in_id_order)
+{
+	static const char *const args[] = { "--queue-limit", "default=10", FAST_RELAY, NULL };
+	static const char *const rest[] = { "queue:critical", NULL };
+	PGconn *c = h_pg(), *t = h_pg();
+	struct consumer k;
+	struct relay_proc p;
+	long long t0;
+
+	consumer_init(&k, "queue:default", "RPOP", 10, 200);
+	h_sql(t, "BEGIN");
+	stage(t, "default", "A", 1, 100, 0);
+	h_relay_start(&p, "split", args);
+	stage(c, "critical", "B", CRITICAL_ARG, 1, 0);
+	for (t0 = mono_ms(); h_cmd_int(k.r, "LLEN queue:critical") == 0; sleep_ms(5))
+		RELAY_CHECK(&p, mono_ms() - t0 < WAIT_MS, "the uncapped queue's job did not arrive; see %s", p.log);
+	stage(t, "default", "A", 101, 100, 0);
+	h_sql(t, "COMMIT");
+	PQfinish(t);
+	wait_settled(&k, &p, c, "default", 10, 190);
+	consume(&k, &p, 200, 0);
+	stop_relay(&p);
+	assert_in_order(&k, 1, 200, 200);
+	assert_each_once(c, k.r, &k, rest);
+	assert_drained(c, &k);
+	PQfinish(c);
+	consumer_free(&k);
+}
+END_TEST
+
 /* The value of the sample named exactly series on /metrics; NAN if absent. */
 static double metric(int port, const char *series)
 {
@@ -810,7 +845,7 @@ END_TEST
 Suite *release_suite(void)
 {
 	Suite *s = suite_create("release");
-	TCase *tc = tcase_create("release");
+	TCase *tc = tcase_create("release"), *order;
 
 	tcase_add_checked_fixture(tc, setup, NULL);
 	tcase_set_timeout(tc, 90);
@@ -829,5 +864,11 @@ Suite *release_suite(void)
 	tcase_add_test(tc, a_resque_queue_is_capped_and_fair_too);
 	tcase_add_test(tc, the_memory_bound_pauses_before_redis_is_full);
 	suite_add_tcase(s, tc);
+	/* One transaction's jobs in id order: CK_RUN_CASE=order runs these and cursor's. */
+	order = tcase_create("order");
+	tcase_add_checked_fixture(order, setup, NULL);
+	tcase_set_timeout(order, 90);
+	tcase_add_test(order, a_transaction_split_by_a_read_is_released_in_id_order);
+	suite_add_tcase(s, order);
 	return s;
 }
