@@ -217,8 +217,8 @@ int pg_source_check_primary(struct pg_source *pg)
 	return rc;
 }
 
-/* BEGIN, the statement bound, then the read's own statements. */
-static int build_fetch(struct pg_source *pg, const struct gaps *g, int limit, long long young_since, long max_bytes)
+/* BEGIN, the statement bound, then the read's snapshot. */
+static int build_begin(struct pg_source *pg)
 {
 	struct buf *sql = &pg->sql;
 	int rc;
@@ -228,7 +228,7 @@ static int build_fetch(struct pg_source *pg, const struct gaps *g, int limit, lo
 	/* LOCAL: it ends with the batch, so the lock wait and migrations keep theirs. */
 	if (rc == 0 && pg->bound_statements)
 		rc = buf_printf(sql, "SET LOCAL statement_timeout = %d;", tx_bound_ms(pg->cfg));
-	return rc ? rc : pg_read_build(&pg->read, sql, pg->cfg, g, limit, young_since, max_bytes);
+	return rc ? rc : pg_read_begin(&pg->read, sql);
 }
 
 /* Reads every result of the fetch: the read keeps the rows and notes the rest. */
@@ -273,20 +273,52 @@ int pg_source_wait_jobs(struct pg_source *pg, int ms, volatile sig_atomic_t *sto
 	}
 }
 
-int pg_source_fetch(struct pg_source *pg, const struct gaps *g, int limit, long long young_since, long max_bytes,
-		    int *nrows)
+/* Sends the statements in pg->sql and takes every result. */
+static int send_fetch(struct pg_source *pg)
 {
 	int rc;
 
-	if ((rc = build_fetch(pg, g, limit, young_since, max_bytes)) < 0)
-		return rc;
-	pg->in_tx = true;
 	if (!PQsendQuery(pg->conn, pg->sql.data))
 		return pg_source_fail(pg, NULL, "could not read staged jobs");
-	if ((rc = read_fetch_results(pg)) < 0) {
+	if ((rc = read_fetch_results(pg)) < 0)
 		pg_read_clear(&pg->read);
+	return rc;
+}
+
+/* With the snapshot back: which old gaps this read must read too (gaps.h). */
+static int mark_due(struct pg_source *pg, struct gaps *g, long long young_since)
+{
+	const struct snapshot *snap = pg_read_snapshot(&pg->read);
+	int rc;
+
+	if (!snap)
+		return pg_source_fail(pg, NULL, "could not read the snapshot of a batch");
+	rc = gaps_mark_due(g, snap, young_since);
+	return rc < 0 ? rc : 0;
+}
+
+/*
+ * One round trip; two while an old gap that a transaction could still fill
+ * is left out of the read: its snapshot comes back first, so that the gaps
+ * whose fillers ended since the last read are read in the same statement as
+ * the rows above the cursor, and come out in id order with them.
+ */
+int pg_source_fetch(struct pg_source *pg, struct gaps *g, int limit, long long young_since, long max_bytes, int *nrows)
+{
+	int rc;
+
+	if ((rc = build_begin(pg)) < 0)
 		return rc;
+	pg->in_tx = true;
+	if (gaps_any_fillable_unread(g, young_since)) {
+		if ((rc = send_fetch(pg)) < 0 || (rc = mark_due(pg, g, young_since)) < 0)
+			return rc;
+		buf_reset(&pg->sql);
 	}
+	if ((rc = pg_read_build(&pg->read, &pg->sql, pg->cfg, g, limit, young_since, max_bytes)) < 0)
+		return rc;
+	if ((rc = send_fetch(pg)) < 0)
+		return rc;
 	rc = pg_read_finish(&pg->read, g, limit);
 	if (rc == -EIO)
 		return pg_source_fail(pg, NULL, "could not read staged jobs");
