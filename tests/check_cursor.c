@@ -1,6 +1,7 @@
 /* The cursor and its gaps against a real Postgres: late commits still arrive,
- * rolled-back ids never stall, drained rows are not walked again, a busy
- * relay reads again at once, and the optional trigger wakes an idle one. */
+ * rolled-back ids never stall, a transaction a read splits still reaches its
+ * queue in id order, drained rows are not walked again, a busy relay reads
+ * again at once, and the optional trigger wakes an idle one. */
 #include "fmacros.h"
 
 #include <check.h>

@@ -1,6 +1,7 @@
 /* Backpressure and fair release against the real servers: a capped queue holds
  * one tenant's flood in Postgres and releases it round-robin with a newcomer's
- * job (one slot at a time too, a late commit's as well), across relay kills,
+ * job (one slot at a time too, a late commit's as well), a transaction a read
+ * splits in id order, across relay kills,
  * the crash fence and a relay restarted without caps, while uncapped queues
  * and scheduled jobs flow; held rows that can no longer be jobs, a key of the
  * wrong type, the metrics, Resque's list; and the Redis memory bound, which
@@ -284,9 +285,8 @@ static void acceptance(int kills)
 	long long t0;
 
 	consumer_init(&k, "queue:default", "RPOP", 100, total);
-	/* Staged before the relay runs: a transaction this long that outlives a
-	 * read is a late commit to the relay, its first ids read through their
-	 * gap after the rest (README, Gaps), and A's order would not be id order. */
+	/* Staged before the relay runs; one that outlives a read keeps id order
+	 * too (a_transaction_split_by_a_read_is_released_in_id_order). */
 	stage(c, "default", "A", 1, 5000, 0);
 	h_relay_start(&p, kills ? "acceptance-kills" : "acceptance", args);
 	wait_settled(&k, &p, c, "default", 100, 4900);
