@@ -31,14 +31,17 @@
  * shows it ended, so, compared with the snapshot of the last read that
  * advanced the gaps (prev), its xid is among those that ended since: running
  * by prev, ended by the read's own. A read whose ended xids meet an old gap's
- * window reads that gap too, in the same statement as the rows above the
- * cursor, so they come out in id order together; the gap stays due until a
- * read got through it uncut (a read cut short by its limit leaves every part
- * it did not reach due). A failed batch leaves prev as it was: the next read
+ * window reads that gap too, in the same snapshot and statement as the rows
+ * above the cursor, so they come out in id order together. (The statement
+ * goes out with the snapshot's; when the snapshot makes a gap due, it runs
+ * again, in the same transaction.) The gap stays due until a read got
+ * through it uncut: a read cut short by its limit leaves every part it did
+ * not reach due. A failed batch leaves prev as it was: the next read
  * measures from the same prev, a superset. An ended xid that wrote nothing
- * there (a rollback, another table) costs one extra read of the gap, no more;
- * under a long transaction, only its own end makes the old gaps due, so a
- * batch's cost stays flat.
+ * there (a rollback, another table) costs one extra read, no more. Only the
+ * end of a transaction that was running when the gap opened makes it due,
+ * so however many old gaps a long transaction keeps, a batch reads none of
+ * them until such a transaction ends (the holder's own end: one read).
  *
  * Subtransactions (a savepoint, Django's nested atomic, Rails' requires_new)
  * write their rows under a subxid, and the snapshot's xip lists top-level
@@ -107,12 +110,10 @@ void gaps_free(struct gaps *g);
 /* Whether a read that reads the gaps opened at or after young_since (and the
  * due ones) reads gap i. */
 bool gaps_reads(const struct gaps *g, size_t i, long long young_since);
-/* Whether such a read would leave out a gap a transaction could still fill:
- * then it takes its snapshot first and asks gaps_mark_due. */
-bool gaps_any_fillable_unread(const struct gaps *g, long long young_since);
-/* Marks due each gap such a read would leave out whose window holds an xid
- * that ended between prev and cur, the read's snapshot. Returns how many it
- * marked, or -ENOMEM (nothing marked). */
+/* Marks due each gap such a read leaves out whose window holds an xid that
+ * ended between prev and cur, the read's snapshot: the read must read them
+ * too, in that snapshot. Returns how many it marked, or -ENOMEM (nothing
+ * marked). */
 int gaps_mark_due(struct gaps *g, const struct snapshot *cur, long long young_since) SD_MUSTCHECK;
 /*
  * Records a read: ids read leave the gaps they were in; ids between the old

@@ -46,9 +46,9 @@ int pg_source_try_lock(struct pg_source *pg, bool *held) SD_MUSTCHECK;
 int pg_source_check_primary(struct pg_source *pg) SD_MUSTCHECK;
 /* Opens a REPEATABLE READ transaction and reads up to limit rows in id order,
  * their text at most max_bytes (at least one row): first those in the gaps
- * opened since young_since (GAP_OLD: every gap) and the due ones, which it
- * marks first (gaps_mark_due: the one change it makes to g), then above the
- * cursor. Then takes the transaction's xid, the bound of the gaps this read
+ * opened since young_since (GAP_OLD: every gap) and the due ones, marked by
+ * this read's snapshot (gaps_mark_due: the one change it makes to g), then
+ * above the cursor. Then takes the transaction's xid, the bound of the gaps this read
  * opens. Fills pg->read. Unless the session has a statement_timeout of its
  * own, the statements are bounded like its idle time (4 x --redis-timeout,
  * >= 10 s). */

@@ -41,7 +41,8 @@ static bool fillable(const struct gap *gp)
 	return gp->xid_lo < gp->xid_hi;
 }
 
-bool gaps_any_fillable_unread(const struct gaps *g, long long young_since)
+/* Whether the read leaves out a gap that a transaction could still fill. */
+static bool any_fillable_unread(const struct gaps *g, long long young_since)
 {
 	for (size_t i = 0; i < g->n; i++)
 		if (!gaps_reads(g, i, young_since) && fillable(&g->v[i]))
@@ -54,6 +55,8 @@ int gaps_mark_due(struct gaps *g, const struct snapshot *cur, long long young_si
 	struct snapshot_ended ended;
 	int marked = 0;
 
+	if (!any_fillable_unread(g, young_since))
+		return 0;
 	if (snapshot_ended_init(&ended, &g->prev, cur) < 0)
 		return -ENOMEM;
 	for (size_t i = 0; i < g->n; i++) {

@@ -123,14 +123,32 @@ static int append_rows(struct buf *sql, const struct config *cfg, const struct g
 	return rc ? rc : pg_read_rows_tail(sql, max_bytes, "id");
 }
 
-int pg_read_begin(struct pg_read *r, struct buf *sql)
+/* Reads above the cursor, and in the gaps below it: no query starts below the
+ * oldest gap, so drained rows' dead index entries are not walked per batch. */
+int pg_read_build(struct pg_read *r, struct buf *sql, const struct config *cfg, const struct gaps *g, int limit,
+		  long long young_since, long max_bytes)
 {
+	int rc = buf_puts(sql, SNAPSHOT_SQL);
+
 	pg_read_clear(r);
 	snapshot_clear(&r->snap);
-	r->seen = (struct gaps_read){ .retire_below = LLONG_MAX };
+	r->above = g->cursor;
+	r->seen = (struct gaps_read){ .young_since = young_since, .retire_below = LLONG_MAX };
+	r->skip = g->cursor == 0;
 	r->tables = 0;
 	r->bad_snapshot = false;
-	return buf_puts(sql, SNAPSHOT_SQL);
+	r->due = 0;
+	if (rc == 0)
+		rc = append_rows(sql, cfg, g, young_since, limit, max_bytes);
+	if (rc == 0 && r->skip)
+		rc = buf_puts(sql, SKIP_SQL);
+	return rc ? rc : buf_puts(sql, BOUND_SQL);
+}
+
+int pg_read_build_rows(struct buf *sql, const struct config *cfg, const struct gaps *g, int limit,
+		       long long young_since, long max_bytes)
+{
+	return append_rows(sql, cfg, g, young_since, limit, max_bytes);
 }
 
 const struct snapshot *pg_read_snapshot(const struct pg_read *r)
@@ -138,19 +156,10 @@ const struct snapshot *pg_read_snapshot(const struct pg_read *r)
 	return r->tables > 0 && !r->bad_snapshot ? &r->snap : NULL;
 }
 
-/* Reads above the cursor, and in the gaps below it: no query starts below the
- * oldest gap, so drained rows' dead index entries are not walked per batch. */
-int pg_read_build(struct pg_read *r, struct buf *sql, const struct config *cfg, const struct gaps *g, int limit,
-		  long long young_since, long max_bytes)
+void pg_read_take_rows(struct pg_read *r, PGresult *res)
 {
-	int rc = append_rows(sql, cfg, g, young_since, limit, max_bytes);
-
-	r->above = g->cursor;
-	r->seen.young_since = young_since;
-	r->skip = g->cursor == 0;
-	if (rc == 0 && r->skip)
-		rc = buf_puts(sql, SKIP_SQL);
-	return rc ? rc : buf_puts(sql, BOUND_SQL);
+	PQclear(r->rows);
+	r->rows = res;
 }
 
 static uint64_t value_u64(const PGresult *res)
