@@ -18,21 +18,33 @@ struct pg_read {
 	long long *ids; /* every id read, ascending; seen.ids points here */
 	size_t cap;
 	long long above;       /* the cursor the read started above */
+	struct snapshot snap;  /* the read's snapshot; seen.snap points here */
 	struct gaps_read seen; /* for gaps_advance; held and now_ms are the caller's */
 	int tables;            /* results taken so far */
 	bool skip;             /* a first read: it asks how far the sequence went */
+	bool bad_snapshot;     /* the snapshot could not be parsed (or memory ran out) */
+	int due;               /* old gaps this read marked due (gaps_mark_due), for the log */
 };
 
 void pg_read_init(struct pg_read *r);
 /*
- * Starts a read: appends to sql, after BEGIN, the statements that read up to
- * limit rows in id order, their text at most --batch-max-bytes (at least one
- * row; max_bytes where that is less): first those in the gaps opened since young_since (GAP_OLD: every
- * gap), then above the cursor. Then the transaction's xid, the bound of the
- * gaps this read opens. 0 or -ENOMEM.
+ * Starts a read: appends to sql, after BEGIN, the statement that takes the
+ * read's snapshot, then those that read up to limit rows in id order, their
+ * text at most --batch-max-bytes (at least one row; max_bytes where that is
+ * less): first those in the gaps opened since young_since (GAP_OLD: every
+ * gap) and the due ones, then above the cursor. Then the transaction's xid,
+ * the bound of the gaps this read opens. 0 or -ENOMEM.
  */
 int pg_read_build(struct pg_read *r, struct buf *sql, const struct config *cfg, const struct gaps *g, int limit,
 		  long long young_since, long max_bytes) SD_MUSTCHECK;
+/* The rows statement alone, to run again in the same transaction once more
+ * gaps are due: the same snapshot, so the same rows and those gaps'. */
+int pg_read_build_rows(struct buf *sql, const struct config *cfg, const struct gaps *g, int limit,
+		       long long young_since, long max_bytes) SD_MUSTCHECK;
+/* The read's snapshot, once its result was taken; NULL before, or if unparsable. */
+const struct snapshot *pg_read_snapshot(const struct pg_read *r);
+/* Keeps res, the rows statement's result run again, in place of the rows. */
+void pg_read_take_rows(struct pg_read *r, PGresult *res);
 /* Takes the next result that returned rows, in order; true when it kept res
  * (the rows: freed by pg_read_clear), false when the caller frees it. */
 bool pg_read_take(struct pg_read *r, PGresult *res);

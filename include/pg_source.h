@@ -45,13 +45,14 @@ int pg_source_try_lock(struct pg_source *pg, bool *held) SD_MUSTCHECK;
  * session is closed). */
 int pg_source_check_primary(struct pg_source *pg) SD_MUSTCHECK;
 /* Opens a REPEATABLE READ transaction and reads up to limit rows in id order,
- * their text at most max_bytes (at least one row): first those in
- * the gaps opened since young_since (GAP_OLD: every gap), then above the
- * cursor. Then takes the transaction's xid, the bound of the gaps this read
+ * their text at most max_bytes (at least one row): first those in the gaps
+ * opened since young_since (GAP_OLD: every gap) and the due ones, marked by
+ * this read's snapshot (gaps_mark_due: the one change it makes to g), then
+ * above the cursor. Then takes the transaction's xid, the bound of the gaps this read
  * opens. Fills pg->read. Unless the session has a statement_timeout of its
  * own, the statements are bounded like its idle time (4 x --redis-timeout,
  * >= 10 s). */
-int pg_source_fetch(struct pg_source *pg, const struct gaps *g, int limit, long long young_since, long max_bytes,
+int pg_source_fetch(struct pg_source *pg, struct gaps *g, int limit, long long young_since, long max_bytes,
 		    int *nrows) SD_MUSTCHECK;
 /* The pause between polls: waits up to ms (less if stop is set), outside a
  * transaction. Staging commits notify nobody unless sql/notify.sql's optional

@@ -130,8 +130,8 @@ static void log_batch(struct drain *d, const struct batch_times *t)
 			  LOGF(F_INT("jobs", b->njobs), F_INT("dead", b->ndead), F_INT("held", t->held),
 			       F_INT("released", t->released), F_INT("release_us", d->release.release_us),
 			       F_INT("first_id", b->njobs ? b->jobs[0].id : 0), F_INT("cursor", d->gaps.cursor),
-			       F_INT("gaps", d->gaps.n), F_INT("fetch_us", t->fetch_us), F_INT("push_us", t->push_us),
-			       F_INT("commit_us", t->commit_us)));
+			       F_INT("gaps", d->gaps.n), F_INT("due", d->pg.read.due), F_INT("fetch_us", t->fetch_us),
+			       F_INT("push_us", t->push_us), F_INT("commit_us", t->commit_us)));
 }
 
 /* After a read that changed nothing or a batch that committed: the cursor

@@ -12,12 +12,14 @@ void gaps_init(struct gaps *g, size_t max)
 	g->v = NULL;
 	g->n = 0;
 	g->max = max < 1 ? 1 : max;
+	snapshot_init(&g->prev);
 }
 
 void gaps_reset(struct gaps *g)
 {
 	g->cursor = 0;
 	g->n = 0;
+	snapshot_clear(&g->prev);
 }
 
 void gaps_free(struct gaps *g)
@@ -25,19 +27,57 @@ void gaps_free(struct gaps *g)
 	if (!g)
 		return;
 	free(g->v);
+	snapshot_free(&g->prev);
 	gaps_init(g, g->max);
 }
 
 bool gaps_reads(const struct gaps *g, size_t i, long long young_since)
 {
-	return g->v[i].opened_ms >= young_since;
+	return g->v[i].due || g->v[i].opened_ms >= young_since;
+}
+
+static bool fillable(const struct gap *gp)
+{
+	return gp->xid_lo < gp->xid_hi;
+}
+
+/* Whether the read leaves out a gap that a transaction could still fill. */
+static bool any_fillable_unread(const struct gaps *g, long long young_since)
+{
+	for (size_t i = 0; i < g->n; i++)
+		if (!gaps_reads(g, i, young_since) && fillable(&g->v[i]))
+			return true;
+	return false;
+}
+
+int gaps_mark_due(struct gaps *g, const struct snapshot *cur, long long young_since)
+{
+	struct snapshot_ended ended;
+	int marked = 0;
+
+	if (!any_fillable_unread(g, young_since))
+		return 0;
+	if (snapshot_ended_init(&ended, &g->prev, cur) < 0)
+		return -ENOMEM;
+	for (size_t i = 0; i < g->n; i++) {
+		struct gap *gp = &g->v[i];
+		if (!gaps_reads(g, i, young_since) && fillable(gp) &&
+		    snapshot_ended_within(&ended, gp->xid_lo, gp->xid_hi)) {
+			gp->due = true;
+			marked++;
+		}
+	}
+	snapshot_ended_free(&ended);
+	return marked;
 }
 
 /*
  * Keeps lo..hi of a gap the read covered, unless it retires. A kept gap the
  * read got through no longer keeps anything there (a row still kept comes
  * back as a kept gap of its own), so what is left is an ordinary gap; this
- * read's bound is a sound bound for it, being later than its first.
+ * read's bound is a sound bound for it, being later than its first. A part
+ * the read did not reach (cut short) stays due, young or old: its rows, if
+ * visible now, must come before any read above the cursor.
  */
 static void keep(struct gap *out, size_t *n, long long lo, long long hi, const struct gap *from,
 		 const struct gaps_read *r)
@@ -51,16 +91,28 @@ static void keep(struct gap *out, size_t *n, long long lo, long long hi, const s
 		bound = r->bound;
 	if (seen && bound <= r->xmin)
 		return;
-	out[(*n)++] = (struct gap){ .lo = lo, .hi = hi, .bound = bound, .opened_ms = from->opened_ms };
+	out[(*n)++] = (struct gap){ .lo = lo,
+				    .hi = hi,
+				    .bound = bound,
+				    .xid_lo = from->xid_lo,
+				    .xid_hi = from->xid_hi,
+				    .opened_ms = from->opened_ms,
+				    .due = !seen };
 }
 
 /* A gap the read skipped above the cursor: retired at once if every
- * transaction that could fill it had ended before the read's snapshot. */
+ * transaction that could fill it had ended before the read's snapshot;
+ * otherwise a filler's xid is at least xmin and below the bound. */
 static void open_gap(struct gap *out, size_t *n, long long lo, long long hi, long long opened,
 		     const struct gaps_read *r)
 {
 	if (lo <= hi && r->bound > r->xmin)
-		out[(*n)++] = (struct gap){ .lo = lo, .hi = hi, .bound = r->bound, .opened_ms = opened };
+		out[(*n)++] = (struct gap){ .lo = lo,
+					    .hi = hi,
+					    .bound = r->bound,
+					    .xid_lo = r->xmin,
+					    .xid_hi = r->bound,
+					    .opened_ms = opened };
 }
 
 /* Merges the two neighbours with the fewest ids between them: the merged
@@ -79,6 +131,11 @@ static void merge_closest(struct gap *v, size_t *n)
 		v[best].bound = v[best + 1].bound;
 	if (v[best + 1].opened_ms < v[best].opened_ms)
 		v[best].opened_ms = v[best + 1].opened_ms;
+	if (v[best + 1].xid_lo < v[best].xid_lo)
+		v[best].xid_lo = v[best + 1].xid_lo;
+	if (v[best + 1].xid_hi > v[best].xid_hi)
+		v[best].xid_hi = v[best + 1].xid_hi;
+	v[best].due = v[best].due || v[best + 1].due;
 	for (size_t i = best + 1; i + 1 < *n; i++)
 		v[i] = v[i + 1];
 	(*n)--;
@@ -132,15 +189,24 @@ int gaps_advance(struct gaps *g, const struct gaps_read *r)
 	/* Kept ids were read, so no range in tmp holds them: merge them in. */
 	while (i < n || h < r->nkept) {
 		if (h < r->nkept && (i == n || r->kept[h] < tmp[i].lo)) {
-			out[m++] = (struct gap){
-				.lo = r->kept[h], .hi = r->kept[h], .bound = GAP_KEPT, .opened_ms = GAP_OLD
-			};
+			out[m++] = (struct gap){ .lo = r->kept[h],
+						 .hi = r->kept[h],
+						 .bound = GAP_KEPT,
+						 .xid_lo = UINT64_MAX,
+						 .xid_hi = 0,
+						 .opened_ms = GAP_OLD };
 			h++;
 		} else {
 			out[m++] = tmp[i++];
 		}
 	}
 	free(tmp);
+	if (r->snap && snapshot_copy(&g->prev, r->snap) < 0) {
+		free(out);
+		return -ENOMEM;
+	}
+	if (!r->snap)
+		snapshot_clear(&g->prev);
 	while (m > g->max)
 		merge_closest(out, &m);
 	free(g->v);

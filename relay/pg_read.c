@@ -10,9 +10,9 @@
 
 #include "pg_read.h"
 
-/* The snapshot's xmin comes first, right after BEGIN: in REPEATABLE READ the
- * first statement's snapshot is the snapshot of every read that follows. */
-#define SNAPSHOT_SQL "SELECT pg_snapshot_xmin(pg_current_snapshot())::text;"
+/* The snapshot comes first, right after BEGIN: in REPEATABLE READ the first
+ * statement's snapshot is the snapshot of every read that follows. */
+#define SNAPSHOT_SQL "SELECT pg_current_snapshot()::text;"
 /* Taken after the snapshot and after the sequence was read: the gaps' bound (gaps.h). */
 #define BOUND_SQL "SELECT pg_current_xact_id()::text"
 /* On a first read that finds nothing, how far ids were handed out: the cursor
@@ -50,6 +50,7 @@ enum {
 void pg_read_init(struct pg_read *r)
 {
 	memset(r, 0, sizeof(*r));
+	snapshot_init(&r->snap);
 }
 
 /* Rows in the gaps this read covers (late commits), as a subquery; lo and hi
@@ -130,10 +131,13 @@ int pg_read_build(struct pg_read *r, struct buf *sql, const struct config *cfg, 
 	int rc = buf_puts(sql, SNAPSHOT_SQL);
 
 	pg_read_clear(r);
+	snapshot_clear(&r->snap);
 	r->above = g->cursor;
 	r->seen = (struct gaps_read){ .young_since = young_since, .retire_below = LLONG_MAX };
 	r->skip = g->cursor == 0;
 	r->tables = 0;
+	r->bad_snapshot = false;
+	r->due = 0;
 	if (rc == 0)
 		rc = append_rows(sql, cfg, g, young_since, limit, max_bytes);
 	if (rc == 0 && r->skip)
@@ -141,20 +145,40 @@ int pg_read_build(struct pg_read *r, struct buf *sql, const struct config *cfg, 
 	return rc ? rc : buf_puts(sql, BOUND_SQL);
 }
 
+int pg_read_build_rows(struct buf *sql, const struct config *cfg, const struct gaps *g, int limit,
+		       long long young_since, long max_bytes)
+{
+	return append_rows(sql, cfg, g, young_since, limit, max_bytes);
+}
+
+const struct snapshot *pg_read_snapshot(const struct pg_read *r)
+{
+	return r->tables > 0 && !r->bad_snapshot ? &r->snap : NULL;
+}
+
+void pg_read_take_rows(struct pg_read *r, PGresult *res)
+{
+	PQclear(r->rows);
+	r->rows = res;
+}
+
 static uint64_t value_u64(const PGresult *res)
 {
 	return PQntuples(res) == 1 ? strtoull(PQgetvalue(res, 0, 0), NULL, 10) : 0;
 }
 
-/* The snapshot's xmin, the rows, the sequence (on a first read) and the
- * bound, in that order: keeps the rows and notes the rest. */
+/* The snapshot, the rows, the sequence (on a first read) and the bound, in
+ * that order: keeps the rows and notes the rest. */
 bool pg_read_take(struct pg_read *r, PGresult *res)
 {
 	int t = r->tables++;
 
-	if (t == 0)
-		r->seen.xmin = value_u64(res);
-	else if (t == 1)
+	if (t == 0) {
+		/* Unparsable or out of memory: the read fails (pg_read_finish). */
+		r->bad_snapshot = PQntuples(res) != 1 || snapshot_parse(&r->snap, PQgetvalue(res, 0, 0)) < 0;
+		r->seen.xmin = r->snap.xmin;
+		r->seen.snap = &r->snap;
+	} else if (t == 1)
 		r->rows = res;
 	else if (t == 2 && r->skip)
 		r->seen.skip_to = PQgetisnull(res, 0, 0) ? 0 : (long long)value_u64(res);
@@ -196,7 +220,7 @@ int pg_read_finish(struct pg_read *r, const struct gaps *g, int limit)
 {
 	int rc;
 
-	if (!r->rows || r->seen.bound == 0)
+	if (!r->rows || r->seen.bound == 0 || r->bad_snapshot)
 		rc = -EIO;
 	else
 		rc = note_ids(r, g, limit);
@@ -277,4 +301,5 @@ void pg_read_free(struct pg_read *r)
 	free(r->ids);
 	r->ids = NULL;
 	r->cap = 0;
+	snapshot_free(&r->snap);
 }

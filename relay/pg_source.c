@@ -231,8 +231,9 @@ static int build_fetch(struct pg_source *pg, const struct gaps *g, int limit, lo
 	return rc ? rc : pg_read_build(&pg->read, sql, pg->cfg, g, limit, young_since, max_bytes);
 }
 
-/* Reads every result of the fetch: the read keeps the rows and notes the rest. */
-static int read_fetch_results(struct pg_source *pg)
+/* Reads every result of the fetch: the read keeps the rows and notes the
+ * rest; rows_only: the rows statement ran again alone. */
+static int read_fetch_results(struct pg_source *pg, bool rows_only)
 {
 	PGresult *res;
 	int rc = 0;
@@ -241,6 +242,10 @@ static int read_fetch_results(struct pg_source *pg)
 		ExecStatusType st = PQresultStatus(res);
 		if (rc == 0 && st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK)
 			rc = pg_source_fail(pg, res, "could not read staged jobs");
+		if (rc == 0 && st == PGRES_TUPLES_OK && rows_only) {
+			pg_read_take_rows(&pg->read, res);
+			continue;
+		}
 		if (rc == 0 && st == PGRES_TUPLES_OK && pg_read_take(&pg->read, res))
 			continue;
 		PQclear(res);
@@ -273,20 +278,51 @@ int pg_source_wait_jobs(struct pg_source *pg, int ms, volatile sig_atomic_t *sto
 	}
 }
 
-int pg_source_fetch(struct pg_source *pg, const struct gaps *g, int limit, long long young_since, long max_bytes,
-		    int *nrows)
+/* Sends the statements in pg->sql and takes every result. */
+static int send_fetch(struct pg_source *pg, bool rows_only)
+{
+	int rc;
+
+	if (!PQsendQuery(pg->conn, pg->sql.data))
+		return pg_source_fail(pg, NULL, "could not read staged jobs");
+	if ((rc = read_fetch_results(pg, rows_only)) < 0)
+		pg_read_clear(&pg->read);
+	return rc;
+}
+
+/*
+ * The read went out before its snapshot came back. If that snapshot shows a
+ * transaction ended that could fill an old gap the read left out, the gap is
+ * due (gaps.h), and the rows statement runs again with it, in the same
+ * transaction, so in the same snapshot: the gap's rows and those above the
+ * cursor come out in id order together. That second round trip is rare: it
+ * takes the end of a transaction that was running when the gap opened.
+ */
+static int read_due(struct pg_source *pg, struct gaps *g, int limit, long long young_since, long max_bytes)
+{
+	const struct snapshot *snap = pg_read_snapshot(&pg->read);
+	int rc;
+
+	if (!snap)
+		return 0; /* pg_read_finish fails the read */
+	if ((rc = gaps_mark_due(g, snap, young_since)) <= 0)
+		return rc;
+	pg->read.due = rc;
+	buf_reset(&pg->sql);
+	if ((rc = pg_read_build_rows(&pg->sql, pg->cfg, g, limit, young_since, max_bytes)) < 0)
+		return rc;
+	return send_fetch(pg, true);
+}
+
+int pg_source_fetch(struct pg_source *pg, struct gaps *g, int limit, long long young_since, long max_bytes, int *nrows)
 {
 	int rc;
 
 	if ((rc = build_fetch(pg, g, limit, young_since, max_bytes)) < 0)
 		return rc;
 	pg->in_tx = true;
-	if (!PQsendQuery(pg->conn, pg->sql.data))
-		return pg_source_fail(pg, NULL, "could not read staged jobs");
-	if ((rc = read_fetch_results(pg)) < 0) {
-		pg_read_clear(&pg->read);
+	if ((rc = send_fetch(pg, false)) < 0 || (rc = read_due(pg, g, limit, young_since, max_bytes)) < 0)
 		return rc;
-	}
 	rc = pg_read_finish(&pg->read, g, limit);
 	if (rc == -EIO)
 		return pg_source_fail(pg, NULL, "could not read staged jobs");

@@ -1,11 +1,13 @@
 /* The cursor and its gaps against a real Postgres: late commits still arrive,
- * rolled-back ids never stall, drained rows are not walked again, a busy
- * relay reads again at once, and the optional trigger wakes an idle one. */
+ * rolled-back ids never stall, a transaction a read splits still reaches its
+ * queue in id order, drained rows are not walked again, a busy relay reads
+ * again at once, and the optional trigger wakes an idle one. */
 #include "fmacros.h"
 
 #include <check.h>
 #include <signal.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "harness.h"
 #include "suites.h"
@@ -78,6 +80,99 @@ START_TEST(a_late_commit_below_the_cursor_arrives_promptly)
 	PQfinish(rolled);
 	PQfinish(c);
 	redisFree(r);
+}
+END_TEST
+
+/* Waits until key holds n jobs, then checks that they were pushed with args
+ * 1..n in that order (LPUSH: the head of the list is the job pushed last). */
+static void assert_pushed_in_order(struct relay_proc *p, redisContext *r, const char *key, int n)
+{
+	long long t0 = mono_ms();
+	char got[256] = "", want[256] = "";
+	json_t *jobs;
+
+	while (h_cmd_int(r, "LLEN %s", key) < n) {
+		RELAY_CHECK(p, mono_ms() - t0 < 10000, "%s: not %d jobs within 10 s; see %s", key, n, p->log);
+		sleep_ms(5);
+	}
+	jobs = h_list_jobs(r, key);
+	ck_assert_int_eq(json_array_size(jobs), n);
+	for (int i = 0; i < n; i++) {
+		json_t *j = json_array_get(jobs, (size_t)(n - 1 - i));
+		size_t at = strlen(got);
+		snprintf(got + at, sizeof(got) - at, " %lld",
+			 (long long)json_integer_value(json_array_get(json_object_get(j, "args"), 0)));
+		at = strlen(want);
+		snprintf(want + at, sizeof(want) - at, " %d", i + 1);
+	}
+	json_decref(jobs);
+	RELAY_CHECK(p, strcmp(got, want) == 0, "%s: pushed in the order%s, not%s; see %s", key, got, want, p->log);
+}
+
+/* True once key holds n jobs, within 10 s. */
+static bool wait_key(redisContext *r, const char *key, long long n)
+{
+	long long t0 = mono_ms();
+
+	while (h_cmd_int(r, "LLEN %s", key) < n) {
+		if (mono_ms() - t0 > 10000)
+			return false;
+		sleep_ms(5);
+	}
+	return true;
+}
+
+/*
+ * T stages its first jobs, a read passes their ids, T stages more and
+ * commits: its first ids sit in a gap below the cursor, its later ones above
+ * it. They become visible together and must reach the queue in id order.
+ * At start-up the first read makes T's first ids an old gap at once; in the
+ * steady state the gap T's first ids fall into (behind U's committed job)
+ * turns old while T runs. Before the fix the later jobs came first: the old
+ * gap was read on the timer, up to 500 ms after the rows above the cursor.
+ */
+static void split_transaction(bool steady)
+{
+	static const char *const args[] = { "--batch-size", "50", "--poll-interval", "20ms", "--log-level",
+					    "debug",        NULL };
+	PGconn *c = h_pg(), *t = h_pg();
+	redisContext *r = h_redis();
+	struct relay_proc p;
+
+	if (steady) {
+		h_relay_start(&p, "relay", args);
+		h_stage(c, "default", 1, 5);
+		RELAY_CHECK(&p, wait_key(r, "queue:default", 5), "the earlier jobs did not arrive; see %s", p.log);
+	}
+	h_sql(t, "BEGIN");
+	h_stage(t, "q", 1, 3);
+	if (!steady)
+		h_relay_start(&p, "relay", args);
+	/* Committed after T's first ids: once it is in Redis, a read has passed them. */
+	h_stage(c, "other", 100, 1);
+	RELAY_CHECK(&p, wait_key(r, "queue:other", 1), "U's job did not arrive; see %s", p.log);
+	if (steady)
+		sleep_ms(700); /* T's first ids are an old gap now (young for 200 ms) */
+	h_stage(t, "q", 4, 3);
+	h_sql(t, "COMMIT");
+	assert_pushed_in_order(&p, r, "queue:q", 6);
+	wait_staged_empty(c);
+	h_relay_kill(&p, SIGTERM);
+	ck_assert_int_eq(h_relay_wait(&p, 5000), 0);
+	PQfinish(t);
+	PQfinish(c);
+	redisFree(r);
+}
+
+START_TEST(a_transaction_split_by_the_first_read_arrives_in_id_order)
+{
+	split_transaction(false);
+}
+END_TEST
+
+START_TEST(a_transaction_split_by_a_read_in_the_steady_state_arrives_in_id_order)
+{
+	split_transaction(true);
 }
 END_TEST
 
@@ -293,7 +388,7 @@ END_TEST
 Suite *cursor_suite(void)
 {
 	Suite *s = suite_create("cursor");
-	TCase *tc = tcase_create("cursor");
+	TCase *tc = tcase_create("cursor"), *order;
 
 	tcase_add_checked_fixture(tc, h_reset, NULL);
 	tcase_set_timeout(tc, 60);
@@ -305,5 +400,12 @@ Suite *cursor_suite(void)
 	tcase_add_test(tc, the_optional_notify_trigger_wakes_an_idle_relay);
 	tcase_add_test(tc, a_sequence_that_caches_ids_is_refused);
 	suite_add_tcase(s, tc);
+	/* One transaction's jobs in id order: CK_RUN_CASE=order runs these and release's. */
+	order = tcase_create("order");
+	tcase_add_checked_fixture(order, h_reset, NULL);
+	tcase_set_timeout(order, 60);
+	tcase_add_test(order, a_transaction_split_by_the_first_read_arrives_in_id_order);
+	tcase_add_test(order, a_transaction_split_by_a_read_in_the_steady_state_arrives_in_id_order);
+	suite_add_tcase(s, order);
 	return s;
 }

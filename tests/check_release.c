@@ -1,6 +1,7 @@
 /* Backpressure and fair release against the real servers: a capped queue holds
  * one tenant's flood in Postgres and releases it round-robin with a newcomer's
- * job (one slot at a time too, a late commit's as well), across relay kills,
+ * job (one slot at a time too, a late commit's as well), a transaction a read
+ * splits in id order, across relay kills,
  * the crash fence and a relay restarted without caps, while uncapped queues
  * and scheduled jobs flow; held rows that can no longer be jobs, a key of the
  * wrong type, the metrics, Resque's list; and the Redis memory bound, which
@@ -284,9 +285,8 @@ static void acceptance(int kills)
 	long long t0;
 
 	consumer_init(&k, "queue:default", "RPOP", 100, total);
-	/* Staged before the relay runs: a transaction this long that outlives a
-	 * read is a late commit to the relay, its first ids read through their
-	 * gap after the rest (README, Gaps), and A's order would not be id order. */
+	/* Staged before the relay runs; one that outlives a read keeps id order
+	 * too (a_transaction_split_by_a_read_is_released_in_id_order). */
 	stage(c, "default", "A", 1, 5000, 0);
 	h_relay_start(&p, kills ? "acceptance-kills" : "acceptance", args);
 	wait_settled(&k, &p, c, "default", 100, 4900);
@@ -681,6 +681,41 @@ START_TEST(a_late_commit_to_a_held_queue_takes_its_turn)
 }
 END_TEST
 
+/* One transaction's jobs to a capped queue, split by a read: T stages 100,
+ * a read passes their ids (a job to an uncapped queue arrives), T stages 100
+ * more and commits. Its jobs are held and released in id order: before the
+ * fix the later 100 were read first, above the cursor, and held before the
+ * first 100, which came through their gap on the timer. */
+START_TEST(a_transaction_split_by_a_read_is_released_in_id_order)
+{
+	static const char *const args[] = { "--queue-limit", "default=10", FAST_RELAY, NULL };
+	static const char *const rest[] = { "queue:critical", NULL };
+	PGconn *c = h_pg(), *t = h_pg();
+	struct consumer k;
+	struct relay_proc p;
+	long long t0;
+
+	consumer_init(&k, "queue:default", "RPOP", 10, 200);
+	h_sql(t, "BEGIN");
+	stage(t, "default", "A", 1, 100, 0);
+	h_relay_start(&p, "split", args);
+	stage(c, "critical", "B", CRITICAL_ARG, 1, 0);
+	for (t0 = mono_ms(); h_cmd_int(k.r, "LLEN queue:critical") == 0; sleep_ms(5))
+		RELAY_CHECK(&p, mono_ms() - t0 < WAIT_MS, "the uncapped queue's job did not arrive; see %s", p.log);
+	stage(t, "default", "A", 101, 100, 0);
+	h_sql(t, "COMMIT");
+	PQfinish(t);
+	wait_settled(&k, &p, c, "default", 10, 190);
+	consume(&k, &p, 200, 0);
+	stop_relay(&p);
+	assert_in_order(&k, 1, 200, 200);
+	assert_each_once(c, k.r, &k, rest);
+	assert_drained(c, &k);
+	PQfinish(c);
+	consumer_free(&k);
+}
+END_TEST
+
 /* The value of the sample named exactly series on /metrics; NAN if absent. */
 static double metric(int port, const char *series)
 {
@@ -851,7 +886,7 @@ END_TEST
 Suite *release_suite(void)
 {
 	Suite *s = suite_create("release");
-	TCase *tc = tcase_create("release");
+	TCase *tc = tcase_create("release"), *order;
 
 	tcase_add_checked_fixture(tc, setup, NULL);
 	tcase_set_timeout(tc, 90);
@@ -871,5 +906,11 @@ Suite *release_suite(void)
 	tcase_add_test(tc, a_resque_queue_is_capped_and_fair_too);
 	tcase_add_test(tc, the_memory_bound_pauses_before_redis_is_full);
 	suite_add_tcase(s, tc);
+	/* One transaction's jobs in id order: CK_RUN_CASE=order runs these and cursor's. */
+	order = tcase_create("order");
+	tcase_add_checked_fixture(order, setup, NULL);
+	tcase_set_timeout(order, 90);
+	tcase_add_test(order, a_transaction_split_by_a_read_is_released_in_id_order);
+	suite_add_tcase(s, order);
 	return s;
 }
