@@ -148,8 +148,11 @@ static int advance_gaps(struct drain *d, bool committed)
 		seen.kept = d->batch.kept;
 		seen.nkept = d->batch.nkept;
 	}
-	/* A read of every gap cut short by its limit goes on at the next batch. */
-	if (seen.young_since == GAP_OLD && seen.retire_below == LLONG_MAX)
+	/* A read of every gap cut short by its limit leaves the part it did not
+	 * reach due (gaps.c), so the next batches read on from there. Starting
+	 * over from the lowest gap instead read the same kept rows (a bad key's,
+	 * more than a batch) again and again, and nothing above them. */
+	if (seen.young_since == GAP_OLD)
 		d->old_read_ms = seen.now_ms;
 	return gaps_advance(&d->gaps, &seen);
 }

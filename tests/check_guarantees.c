@@ -433,6 +433,39 @@ START_TEST(a_key_of_the_wrong_type_holds_its_jobs_and_pushes_nothing_twice)
 }
 END_TEST
 
+/*
+ * More rows kept by a bad key than one batch reads: the reads of the old gaps
+ * and kept rows, in id order, must not take only those rows again and again
+ * (a read cut short by its limit used to start over at the lowest kept id in
+ * every batch, so nothing above them was read again: the drain stalled).
+ */
+START_TEST(more_kept_rows_than_a_batch_do_not_stall_the_drain)
+{
+	static const char *const args[] = { FAST_RELAY, "--batch-size", "10", NULL };
+	PGconn *c = h_pg();
+	redisContext *r = h_redis();
+	struct relay_proc p;
+
+	freeReplyObject(h_cmd(r, "SET queue:b not-a-list"));
+	h_stage(c, "b", 1, 35);
+	h_snapshot_expected(c);
+	h_relay_start(&p, "relay", args);
+	RELAY_CHECK(&p, h_log_wait(&p, "queue:b", 10000), "the log does not name the key");
+	/* Past several reads of the kept rows (twice a second at most). */
+	sleep_ms(2500);
+	h_stage_expected(c, "a", 1, 5);
+	RELAY_CHECK(&p, wait_len(r, "queue:a", 5, 15000), "queue a stalled behind more kept rows than a batch");
+	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs WHERE queue = 'b'"), 35);
+	freeReplyObject(h_cmd(r, "DEL queue:b"));
+	RELAY_CHECK(&p, wait_len(r, "queue:b", 35, 15000), "queue b's jobs did not arrive once the key was fixed");
+	RELAY_CHECK(&p, wait_staged_empty(c, 5000), "rows left behind");
+	h_assert_each_once(c, r, (const char *const[]){ "queue:a", "queue:b", NULL }, "queue:b", 35);
+	stop_relay(&p);
+	PQfinish(c);
+	redisFree(r);
+}
+END_TEST
+
 /* ---- defect 5: a dead-letter move that fails ---- */
 
 START_TEST(a_dead_row_whose_id_is_dead_already_is_still_moved)
@@ -696,6 +729,7 @@ Suite *guarantees_suite(void)
 	tcase_add_test(tc, a_push_whose_reply_came_late_is_not_pushed_twice);
 	tcase_add_test(tc, a_push_held_across_a_redis_that_forgot_is_not_pushed_twice);
 	tcase_add_test(tc, a_key_of_the_wrong_type_holds_its_jobs_and_pushes_nothing_twice);
+	tcase_add_test(tc, more_kept_rows_than_a_batch_do_not_stall_the_drain);
 	tcase_add_test(tc, a_dead_row_whose_id_is_dead_already_is_still_moved);
 	tcase_add_test(tc, a_dead_row_that_cannot_be_moved_does_not_slow_the_good_ones);
 	tcase_add_test(tc, a_batch_stops_at_its_byte_bound_and_loses_nothing);
