@@ -12,6 +12,7 @@
 #include "gaps.h"
 #include "fmacros.h"
 #include "metrics.h"
+#include "narrow.h"
 #include "pg_source.h"
 #include "redis_sink.h"
 #include "release.h"
@@ -48,6 +49,7 @@ struct drain {
 	char redis_where[300];        /* the Redis server last connected to, to tell a failover */
 	struct sidekiq_probe sidekiq; /* the version Sidekiq jobs are written for */
 	struct release release;       /* queue caps, the memory bound, fair release */
+	struct narrow narrow;         /* finding the row of a batch Redis refuses */
 	char origin[300];             /* Celery's origin header: gen<pid>@<host>, as Celery's client writes */
 	long long relayed;
 	long long dead;
