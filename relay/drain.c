@@ -296,6 +296,12 @@ static int push_refused(struct drain *d, size_t nrows)
 			 LOGF(F_INT("id", b->jobs[0].id), F_STR("error", answer)));
 		return -EIO;
 	}
+	/* Released jobs are not narrowed (the held read keeps its own size): with
+	 * them in the batch, wait as for any trouble rather than spin. */
+	if (b->jobs[b->njobs - 1].hold_id) {
+		ladder_redis_trouble(d, -EIO, "redis refused a batch with released jobs; rolled back, will retry");
+		return -EIO;
+	}
 	log_warn("redis refused a batch for what it holds; reading fewer rows to find the one it refuses",
 		 LOGF(F_STR("error", answer), F_INT("rows", nrows), F_INT("next_rows", d->narrow.limit)));
 	return -EIO;
