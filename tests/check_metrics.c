@@ -350,16 +350,15 @@ START_TEST(long_queue_names_are_shortened)
 	char *big[N], *text;
 
 	for (size_t i = 0; i < N; i++) {
-		big[i] = malloc(LEN);
+		big[i] = malloc(LEN + 1);
 		ck_assert_ptr_nonnull(big[i]);
 		memset(big[i], 'q', LEN);
 		big[i][LEN - 1] = (char)('a' + i);
+		big[i][LEN] = '\0';
 		names[i] = big[i];
 	}
 	names[N] = NULL;
 	fake_batch(&f, names, 0);
-	for (size_t i = 0; i < N; i++)
-		f.jobs[i].queue_len = LEN;
 	metrics_batch_pushed(&m, &f.b);
 	metrics_batch_done(&m, 0, 0.1, 1);
 	metrics_batch_pushed(&m, &f.b); /* seen again: the same series */
@@ -390,7 +389,7 @@ END_TEST
 START_TEST(queue_label_bytes_are_bounded)
 {
 	static struct fake f;
-	static char longnames[1000][METRICS_LABEL_MAX];
+	static char longnames[1000][METRICS_LABEL_MAX + 1];
 	const char *names[1001];
 	size_t named = METRICS_LABEL_BUDGET / METRICS_LABEL_MAX;
 	char *text;
@@ -399,12 +398,11 @@ START_TEST(queue_label_bytes_are_bounded)
 		memset(longnames[i], 'n', METRICS_LABEL_MAX);
 		snprintf(longnames[i], 8, "%06zu", i);
 		longnames[i][6] = 'n';
+		longnames[i][METRICS_LABEL_MAX] = '\0';
 		names[i] = longnames[i];
 	}
 	names[1000] = NULL;
 	fake_batch(&f, names, 0);
-	for (size_t i = 0; i < 1000; i++)
-		f.jobs[i].queue_len = METRICS_LABEL_MAX;
 	metrics_batch_pushed(&m, &f.b);
 	metrics_batch_done(&m, 0, 0.1, 1);
 	ck_assert_uint_le(kept_label_bytes(), METRICS_LABEL_BUDGET + sizeof(METRICS_OTHER_QUEUE));
