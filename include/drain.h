@@ -12,6 +12,7 @@
 #include "gaps.h"
 #include "fmacros.h"
 #include "metrics.h"
+#include "narrow.h"
 #include "once.h"
 #include "pg_source.h"
 #include "redis_sink.h"
@@ -50,6 +51,7 @@ struct drain {
 	char redis_policy[32];        /* its maxmemory-policy last read, to warn once per change */
 	struct sidekiq_probe sidekiq; /* the version Sidekiq jobs are written for */
 	struct release release;       /* queue caps, the memory bound, fair release */
+	struct narrow narrow;         /* finding the row of a batch Redis refuses */
 	char origin[300];             /* Celery's origin header: gen<pid>@<host>, as Celery's client writes */
 	struct once once;             /* with --once: what the last batch did, whether to stop */
 	long long relayed;

@@ -57,6 +57,11 @@ struct job_out {
 	size_t len;
 };
 
+/* The longest queue, class or tenant a row may have: far past any a real
+ * app writes, and what keeps a hostile row's cost to the relay small (the
+ * read leaves a longer one in Postgres and the row is dead-lettered). */
+#define JOB_MAX_NAME_BYTES 1024
+
 #define JOB_REJECT 1
 #define JOB_REASON_SIZE 256
 /*

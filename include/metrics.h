@@ -18,9 +18,16 @@ enum metrics_server { METRICS_PG = 0, METRICS_REDIS, METRICS_NSERVERS };
  * so a table full of distinct queue names cannot blow up a scrape. */
 #define METRICS_MAX_QUEUES 1000
 #define METRICS_OTHER_QUEUE "_other"
+/* A queue label is at most this long: a longer name shows as its first bytes,
+ * "...#" and 16 hex digits of a hash of the whole name (so two long names
+ * that share a prefix stay two series). */
+#define METRICS_LABEL_MAX 200
+/* The queue labels kept, in bytes all told: past it new queues count under
+ * METRICS_OTHER_QUEUE too, so names cannot make a scrape or the relay big. */
+#define METRICS_LABEL_BUDGET 65536
 
 struct metrics_queue {
-	char *name;
+	char *name; /* the label: the queue's name, or its shortened form */
 	size_t len;
 	unsigned long long relayed;
 	unsigned long long pending; /* pushed, not yet committed */
@@ -50,6 +57,7 @@ struct metrics {
 	pthread_mutex_t lock;
 	struct metrics_queue *queues;
 	size_t nqueues, capqueues;
+	size_t label_bytes; /* the queues' labels, all told */
 	unsigned long long batches, dead;
 	unsigned long long buckets[METRICS_NBUCKETS + 1]; /* per bucket, the last is +Inf */
 	double duration_sum;

@@ -58,13 +58,17 @@ void pg_read_row(const struct pg_read *r, int i, struct job_row *row);
 /* The columns a read of job rows selects from a table aliased s (staged_jobs
  * or staged_jobs_held), for the wrapper below. */
 extern const char pg_read_columns[];
+/* The columns of a job row such a read returns, before extra's. */
+#define PG_READ_NCOLS 12
 /*
  * The wrapper round a read of job rows (the subquery goes between head and
- * tail): the rows in order while their text stays within max_bytes (the
- * first always comes); args over max_job bytes stay in Postgres, only their
- * length comes (the row is dead-lettered); nall says how many rows there
- * were before the cut. extra: more of the subquery's columns, after the
- * row's (", round, hold_id"). 0 or -ENOMEM.
+ * tail): the rows in order while their text, every column counted, stays
+ * within max_bytes (the first always comes); args or options over max_job
+ * bytes, and a queue, class or tenant over JOB_MAX_NAME_BYTES, stay in
+ * Postgres: only the reason naming the column and its length comes (the row
+ * is dead-lettered); nall says how many rows there were before the cut.
+ * extra: more of the subquery's columns, after the row's PG_READ_NCOLS
+ * (", round, hold_id"). 0 or -ENOMEM.
  */
 int pg_read_rows_head(struct buf *sql, long max_job, const char *extra, const char *order) SD_MUSTCHECK;
 int pg_read_rows_tail(struct buf *sql, long max_bytes, const char *order) SD_MUSTCHECK;

@@ -34,6 +34,11 @@ struct redis_sink {
 
 /* redis_sink_push found keys of the wrong type and wrote nothing. */
 #define REDIS_SINK_WRONGTYPE 1
+/* Redis refused the push for what it holds, it seems: an error reply that is
+ * not about Redis's state (OOM, READONLY, LOADING ...), or a connection
+ * dropped before the reply (not a timeout). errstr says which; the connection
+ * is closed and the push's outcome is as after -EIO. */
+#define REDIS_SINK_REFUSED 2
 
 void redis_sink_init(struct redis_sink *rs, const struct config *cfg);
 /* Connects, authenticates, selects the database and checks with PING
@@ -50,6 +55,9 @@ bool redis_sink_connected(const struct redis_sink *rs);
  * it is 0 only once that many replicas have the batch too; -ETIMEDOUT when
  * they did not in time (the push landed on the primary). */
 int redis_sink_push(struct redis_sink *rs, const struct batch *b) SD_MUSTCHECK;
+/* The push script with no commands: 0 when Redis runs it (the epoch is still
+ * ours and scripts run), else as redis_sink_push; writes nothing. */
+int redis_sink_probe(struct redis_sink *rs) SD_MUSTCHECK;
 /* The i-th key of the wrong type (i < nbad), and its type. */
 const char *redis_sink_bad_key(const struct redis_sink *rs, size_t i, const char **type);
 /* True if pushing job j of b would write one of those keys. */

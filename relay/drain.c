@@ -60,6 +60,7 @@ void drain_init(struct drain *d, const struct config *cfg, volatile sig_atomic_t
 	d->redis_policy[0] = '\0';
 	sidekiq_probe_init(&d->sidekiq, cfg);
 	release_init(&d->release, cfg);
+	narrow_init(&d->narrow);
 	note_origin(d);
 	memset(&d->once, 0, sizeof(d->once));
 	d->relayed = d->dead = 0;
@@ -97,7 +98,10 @@ static int build_batch(struct drain *d, int nrows, long max_bytes)
 	metrics_job_format(d->metrics, format_of(d->cfg->format)->name, sidekiq ? opts.sidekiq_version : 0);
 	for (int i = 0; rc == 0 && i < nrows; i++) {
 		struct job_row row;
+		const char *refused;
 		pg_source_row(&d->pg, i, &row);
+		if (!row.unfit && (refused = narrow_unfit(&d->narrow, row.id)) != NULL)
+			row.unfit = refused;
 		rc = batch_add(&d->batch, &row, &opts, 0);
 	}
 	if (rc < 0)
@@ -269,6 +273,47 @@ static int build_trouble(struct drain *d, int rc)
 	return rc;
 }
 
+/*
+ * Redis refused the batch, it seems for what it holds. If Redis is down
+ * (no fresh connection answers PING), this is ordinary trouble: back off.
+ * Otherwise read fewer rows next time, at once, until one job is refused
+ * alone, twice; it is dead-lettered with Redis's answer if Redis still runs
+ * a push of nothing, so a Redis refusing every push never costs a job.
+ */
+static int push_refused(struct drain *d, size_t nrows)
+{
+	char answer[sizeof(d->redis.errstr)];
+	const struct batch *b = &d->batch;
+
+	memcpy(answer, d->redis.errstr, sizeof(answer));
+	if (redis_sink_connect(&d->redis) < 0) {
+		narrow_calm(&d->narrow);
+		ladder_redis_trouble(d, -EIO,
+				     "could not push a batch to redis, nor reach it again; rolled back, will retry");
+		return -EIO;
+	}
+	if (narrow_refused(&d->narrow, nrows, b->njobs, b->jobs[0].id, answer)) {
+		if (redis_sink_probe(&d->redis) < 0) {
+			narrow_calm(&d->narrow);
+			ladder_redis_trouble(d, -EIO, "redis refuses even a push of nothing; rolled back, will retry");
+			return -EIO;
+		}
+		narrow_condemn(&d->narrow);
+		log_warn("redis refused one job twice, alone; it goes to staged_jobs_dead",
+			 LOGF(F_INT("id", b->jobs[0].id), F_STR("error", answer)));
+		return -EIO;
+	}
+	/* Released jobs are not narrowed (the held read keeps its own size): with
+	 * them in the batch, wait as for any trouble rather than spin. */
+	if (b->jobs[b->njobs - 1].hold_id) {
+		ladder_redis_trouble(d, -EIO, "redis refused a batch with released jobs; rolled back, will retry");
+		return -EIO;
+	}
+	log_warn("redis refused a batch for what it holds; reading fewer rows to find the one it refuses",
+		 LOGF(F_STR("error", answer), F_INT("rows", nrows), F_INT("next_rows", d->narrow.limit)));
+	return -EIO;
+}
+
 static int drain_batch(struct drain *d)
 {
 	struct batch_times t;
@@ -280,7 +325,8 @@ static int drain_batch(struct drain *d)
 	d->once.all_read = false;
 	if ((rc = before_fetch(d, &max_bytes)) != 0)
 		return rc > 0 ? 0 : rc;
-	if (pg_source_fetch(&d->pg, &d->gaps, d->cfg->batch_size, young_since, max_bytes, &nrows) < 0) {
+	if (pg_source_fetch(&d->pg, &d->gaps, narrow_limit(&d->narrow, d->cfg->batch_size), young_since, max_bytes,
+			    &nrows) < 0) {
 		ladder_pg_trouble(d, "could not read a batch; will retry");
 		return -EIO;
 	}
@@ -311,13 +357,15 @@ static int drain_batch(struct drain *d)
 			 LOGF(F_STR("error", d->pg.errstr), F_STR("sqlstate", d->pg.sqlstate),
 			      F_INT("rows", d->batch.nkept)));
 	t.fetch_us = clock_mono_us() - t0;
-	if ((rc = push_batch(d)) < 0) {
+	if ((rc = push_batch(d)) != 0) {
 		/* Stale: another relay took an epoch since ours. Otherwise the push
 		 * may still land (a reply lost or late): either way this epoch must
 		 * not push again. A new one refuses the old push if it comes late,
 		 * and the fence, read after, names it if it came first. */
 		ladder_fall_back(d, DRAIN_NEED_EPOCH);
 		pg_source_rollback(&d->pg);
+		if (rc == REDIS_SINK_REFUSED)
+			return push_refused(d, (size_t)nrows + t.released);
 		ladder_redis_trouble(d, rc, "could not push a batch to redis; rolled back, will retry");
 		return -EIO;
 	}
@@ -332,6 +380,7 @@ static int drain_batch(struct drain *d)
 	d->once.moved = (long long)(d->batch.njobs + d->batch.ndead + t.held);
 	backoff_reset(&d->pg_backoff);
 	backoff_reset(&d->redis_backoff);
+	narrow_passed(&d->narrow, (size_t)nrows + t.released);
 	if (release_needed(&d->release))
 		release_commit(&d->release, d->metrics);
 	if ((rc = advance_gaps(d, true)) < 0)

@@ -34,12 +34,36 @@ void metrics_free(struct metrics *m)
 	memset(m, 0, sizeof(*m));
 }
 
-/* The queue's counter, added on first sight; past the bound, or out of
- * memory, the shared METRICS_OTHER_QUEUE one. hint: where the last job's was. */
+/* The label of a long name: its head, cut on a UTF-8 boundary, "...#" and a
+ * 64-bit FNV-1a hash of the whole name: METRICS_LABEL_MAX bytes in out,
+ * which holds one more for snprintf's nul. */
+static size_t short_label(const char *name, size_t len, char *out)
+{
+	unsigned long long h = 14695981039346656037ULL;
+	size_t head = METRICS_LABEL_MAX - 20;
+
+	for (size_t i = 0; i < len; i++)
+		h = (h ^ (unsigned char)name[i]) * 1099511628211ULL;
+	while (head > 0 && ((unsigned char)name[head] & 0xc0) == 0x80)
+		head--;
+	memcpy(out, name, head);
+	return head + (size_t)snprintf(out + head, METRICS_LABEL_MAX + 1 - head, "...#%016llx", h);
+}
+
+/* The queue's counter, added on first sight; past the bounds (queues, label
+ * bytes), or out of memory, the shared METRICS_OTHER_QUEUE one. hint: where
+ * the last job's was. */
 static struct metrics_queue *queue_slot(struct metrics *m, const char *name, size_t len, size_t *hint)
 {
+	char label[METRICS_LABEL_MAX + 1];
 	struct metrics_queue *q;
-	bool full = m->nqueues >= METRICS_MAX_QUEUES;
+	bool full;
+
+	if (len > METRICS_LABEL_MAX) {
+		len = short_label(name, len, label);
+		name = label;
+	}
+	full = m->nqueues >= METRICS_MAX_QUEUES || m->label_bytes + len > METRICS_LABEL_BUDGET;
 
 	if (*hint < m->nqueues && m->queues[*hint].len == len && memcmp(m->queues[*hint].name, name, len) == 0)
 		return &m->queues[*hint];
@@ -67,6 +91,7 @@ static struct metrics_queue *queue_slot(struct metrics *m, const char *name, siz
 	if (!(q->name = strndup(name, len)))
 		return NULL;
 	q->len = len;
+	m->label_bytes += len;
 	q->relayed = q->pending = 0;
 	q->capped = false;
 	q->held = 0;

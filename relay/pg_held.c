@@ -9,7 +9,7 @@
 #include "pg_read.h"
 
 /* The columns after a job row's, in a released row. */
-enum { COL_ROUND = 11, COL_HOLD_ID = 12, COL_HELD_US = 13 };
+enum { COL_ROUND = PG_READ_NCOLS, COL_HOLD_ID, COL_HELD_US };
 
 void pg_held_init(struct pg_held *h)
 {

@@ -30,8 +30,7 @@
 	" ELSE s." col "::text END"
 #define TIMES TIME_US("created_at") " AS created_us, " TIME_US("run_at") " AS run_at_us"
 const char pg_read_columns[] =
-	"s.id, s.queue, s.job_class, s.args::text AS args, s.options::text AS options, s.jid, " TIMES
-	", s.uuid::text AS uuid, s.tenant";
+	"s.id, s.queue, s.job_class, s.args, s.options, s.jid, " TIMES ", s.uuid::text AS uuid, s.tenant";
 
 enum {
 	COL_ID,
@@ -44,7 +43,8 @@ enum {
 	COL_RUN_AT,
 	COL_NALL,
 	COL_UUID,
-	COL_TENANT
+	COL_TENANT,
+	COL_UNFIT
 };
 
 void pg_read_init(struct pg_read *r)
@@ -87,22 +87,60 @@ static bool reads_any_gap(const struct gaps *g, long long young_since)
 	return false;
 }
 
+/* The first column over its bound, as the row's dead-letter reason; NULL when
+ * none is. Checked in the order the job is built. */
+#define UNFIT_SQL                                                                                                            \
+	"CASE WHEN queue_len > %d THEN 'queue is ' || queue_len || ' bytes, over the %d-byte limit of a queue name'"         \
+	" WHEN job_class_len > %d THEN 'job_class is ' || job_class_len || ' bytes, over the %d-byte limit of a class name'" \
+	" WHEN tenant_len > %d THEN 'tenant is ' || tenant_len || ' bytes, over the %d-byte limit of a tenant'"              \
+	" WHEN args_len > %ld THEN 'args are larger than --max-job-bytes: ' || args_len || ' bytes, over %ld'"               \
+	" WHEN options_len > %ld THEN 'options are larger than --max-job-bytes: ' || options_len || ' bytes, over %ld'"      \
+	" END"
+
+/* A column as read: NULL when it is over its bound and stays behind. */
+#define PICK(col, bound) "CASE WHEN " col "_len > " bound " THEN NULL ELSE " col " END"
+/* The same for a jsonb column, as text: only the rows read become text. */
+#define PICK_TEXT(col, bound) "CASE WHEN " col "_len > " bound " THEN NULL ELSE " col "::text END"
+/* Its bytes as read: none when it stays behind. */
+#define FIT(col, bound) "(CASE WHEN " col "_len > " bound " THEN 0 ELSE " col "_len END)"
+
+/* The row's columns, each bounded; then UNFIT_SQL and the extra columns. */
+#define PICK_SQL                                                                                                       \
+	"SELECT id, " PICK("queue", "%d") ", " PICK("job_class", "%d") ", " PICK_TEXT("args", "%ld") ", " PICK_TEXT(   \
+		"options", "%ld") ", jid, created_us, run_at_us, nall, uuid, " PICK("tenant", "%d") ", "
+/* What the budget counts of a row: every column as read, and 64 for the rest. */
+#define BYTES_SQL                                                                                                      \
+	FIT("args", "%ld")                                                                                             \
+	" + " FIT("options", "%ld") " + " FIT("queue", "%d") " + " FIT("job_class", "%d") " + " FIT(                   \
+		"tenant", "%d") " + coalesce(octet_length(l.jid), 0) + coalesce(octet_length(l.uuid), 0) + 64"
+#define LENS_SQL                                                                                                       \
+	"octet_length(u.queue) AS queue_len, octet_length(u.job_class) AS job_class_len,"                              \
+	" octet_length(u.args::text) AS args_len, coalesce(octet_length(u.options::text), 0) AS options_len,"          \
+	" coalesce(octet_length(u.tenant), 0) AS tenant_len"
+
+/*
+ * A column over its bound stays in Postgres (NULL comes instead, and the
+ * reason says which and how long): a hostile row costs the relay its short
+ * columns, never its long ones. The budget counts every column as read.
+ */
 int pg_read_rows_head(struct buf *sql, long max_job, const char *extra, const char *order)
 {
+	const int name = JOB_MAX_NAME_BYTES;
+
 	return buf_printf(sql,
-			  "SELECT id, queue, job_class, CASE WHEN args_len > %ld THEN NULL ELSE args END,"
-			  " options, jid, created_us, run_at_us, nall, uuid, tenant%s FROM ("
-			  "SELECT r.*, sum(r.bytes) OVER (ORDER BY %s ROWS UNBOUNDED PRECEDING) AS total,"
-			  " count(*) OVER () AS nall FROM ("
-			  "SELECT u.*, octet_length(u.args) AS args_len, least(octet_length(u.args), %ld)"
-			  " + octet_length(u.options) + octet_length(u.queue) + octet_length(u.job_class) + 64"
-			  " AS bytes FROM (",
-			  max_job, extra, order, max_job);
+			  PICK_SQL UNFIT_SQL
+			  "%s FROM (SELECT r.*, sum(r.bytes) OVER (ORDER BY %s ROWS UNBOUNDED"
+			  " PRECEDING) AS total, count(*) OVER () AS nall FROM (SELECT l.*, " BYTES_SQL
+			  " AS bytes FROM (SELECT u.*, " LENS_SQL " FROM (",
+			  name, name, max_job, max_job, name, name, name, name, name, name, name, max_job, max_job,
+			  max_job, max_job, extra, order, max_job, max_job, name, name, name);
 }
 
 int pg_read_rows_tail(struct buf *sql, long max_bytes, const char *order)
 {
-	return buf_printf(sql, ") u) r) w WHERE w.total - w.bytes < %ld ORDER BY %s;", max_bytes, order);
+	/* OFFSET 0 keeps the lengths' level apart: each jsonb becomes text once, for its
+	 * length, instead of once for every level that reads the length. */
+	return buf_printf(sql, ") u OFFSET 0) l) r) w WHERE w.total - w.bytes < %ld ORDER BY %s;", max_bytes, order);
 }
 
 /* The rows in id order, within max_bytes: pg_read_rows_head's wrapper round
@@ -272,8 +310,8 @@ void pg_read_row_of(const PGresult *r, int i, long long id, struct job_row *row)
 	row->class_len = (size_t)PQgetlength(r, i, COL_CLASS);
 	row->args = PQgetvalue(r, i, COL_ARGS);
 	row->args_len = (size_t)PQgetlength(r, i, COL_ARGS);
-	if (PQgetisnull(r, i, COL_ARGS))
-		row->unfit = "args are larger than --max-job-bytes";
+	if (!PQgetisnull(r, i, COL_UNFIT))
+		row->unfit = PQgetvalue(r, i, COL_UNFIT);
 	row->options = PQgetvalue(r, i, COL_OPTIONS);
 	row->options_len = (size_t)PQgetlength(r, i, COL_OPTIONS);
 	row->jid = PQgetvalue(r, i, COL_JID);

@@ -144,6 +144,7 @@ static const char push_script[] = "local function text(k)\n"
 				  "end\n"
 				  "return 'OK'\n";
 
+/* The batch's commands; b NULL: none, a push of nothing (redis_sink_probe). */
 static int build_commands(struct redis_sink *rs, const struct batch *b)
 {
 	struct redis_cmds *c = &rs->cmds;
@@ -155,6 +156,8 @@ static int build_commands(struct redis_sink *rs, const struct batch *b)
 	    (rc = arg_own_key(rs, KEYS_EPOCH_TOKEN)) < 0 ||
 	    (rc = cmds_ref(c, rs->epoch_value, strlen(rs->epoch_value))) < 0)
 		return rc;
+	if (!b)
+		return 0;
 	rc = format_of(rs->cfg->format)->commands(c, b, rs->cfg->key_prefix);
 	return rc == 0 ? add_fence(rs, b) : rc;
 }
@@ -265,20 +268,49 @@ static int read_wait(struct redis_sink *rs)
 	return rc;
 }
 
-/* The script's reply: 0, -ESTALE, -EIO or REDIS_SINK_WRONGTYPE. */
+/* Error codes Redis answers for its own state, whatever the batch holds. */
+static const char *const state_errors[] = {
+	"OOM ",      "READONLY ",    "LOADING ", "BUSY ",   "MASTERDOWN ", "MISCONF ",  "NOREPLICAS ",
+	"TRYAGAIN ", "CLUSTERDOWN ", "NOAUTH ",  "NOPERM ", "WRONGPASS ",  "NOSCRIPT ", "UNBLOCKED ",
+};
+
+/* An error reply the batch itself may have caused (REDIS_SINK_REFUSED) or
+ * one of Redis's state (-EIO): only the former is worth narrowing. */
+static int error_code(const char *err)
+{
+	if (strncmp(err, "STALE ", 6) == 0)
+		return -ESTALE;
+	for (size_t i = 0; i < sizeof(state_errors) / sizeof(state_errors[0]); i++)
+		if (strncmp(err, state_errors[i], strlen(state_errors[i])) == 0)
+			return -EIO;
+	return REDIS_SINK_REFUSED;
+}
+
+/* A push that lost its connection: Redis may have dropped it for what the
+ * batch holds (a protocol error over proto-max-bulk-len), unless it just did
+ * not answer in time. */
+static int push_lost(struct redis_sink *rs)
+{
+	bool timeout = strstr(rs->conn.errstr, "timeout") != NULL;
+
+	sink_fail(rs, "redis push failed: %s", rs->conn.errstr);
+	return timeout ? -EIO : REDIS_SINK_REFUSED;
+}
+
+/* The script's reply: 0, -ESTALE, -EIO, REDIS_SINK_WRONGTYPE or REDIS_SINK_REFUSED. */
 static int read_push(struct redis_sink *rs)
 {
 	redisReply *r = NULL;
 	int rc = 0;
 
 	if (redis_conn_reply(&rs->conn, &r, 0) < 0)
-		return sink_fail(rs, "redis push failed: %s", rs->conn.errstr);
+		return push_lost(rs);
 	if (r->type == REDIS_REPLY_ERROR)
-		rc = strncmp(r->str, "STALE ", 6) == 0 ? -ESTALE : -EIO;
+		rc = error_code(r->str);
 	else if (r->type == REDIS_REPLY_ARRAY && r->elements > 0 && r->element[0]->type == REDIS_REPLY_STRING &&
 		 strcmp(r->element[0]->str, "WRONGTYPE") == 0)
 		rc = note_wrong_types(rs, r);
-	if (rc < 0 && r->type == REDIS_REPLY_ERROR)
+	if (rc != 0 && r->type == REDIS_REPLY_ERROR)
 		sink_fail(rs, "redis refused the batch: %s", r->str);
 	freeReplyObject(r);
 	return rc;
@@ -303,6 +335,18 @@ int redis_sink_push(struct redis_sink *rs, const struct batch *b)
 	if (wait && redis_sink_connected(rs))
 		wrc = read_wait(rs);
 	return rc == 0 ? wrc : rc;
+}
+
+int redis_sink_probe(struct redis_sink *rs)
+{
+	int rc;
+
+	if (!redis_sink_connected(rs))
+		return sink_fail(rs, "not connected to redis");
+	if ((rc = build_commands(rs, NULL)) < 0 || (rc = append_eval(rs)) < 0)
+		return rc;
+	rc = read_push(rs);
+	return rc == 0 ? 0 : rc < 0 ? rc : -EIO;
 }
 
 const char *redis_sink_bad_key(const struct redis_sink *rs, size_t i, const char **type)

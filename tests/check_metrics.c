@@ -319,6 +319,105 @@ START_TEST(queue_count_is_bounded)
 }
 END_TEST
 
+/* The bytes of the queue labels the metrics keep. */
+static size_t kept_label_bytes(void)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < m.nqueues; i++)
+		n += m.queues[i].len;
+	return n;
+}
+
+/* Series of the relayed counter on the page. */
+static size_t relayed_series(const char *text)
+{
+	size_t n = 0;
+
+	for (const char *p = text; (p = strstr(p, "stagedrain_jobs_relayed_total{")); p++)
+		n++;
+	return n;
+}
+
+/* Twenty queues of 1 MB names that differ only in their last byte: each
+ * stays its own series, its label at most METRICS_LABEL_MAX bytes, and the
+ * page and what the metrics keep stay a few KB. */
+START_TEST(long_queue_names_are_shortened)
+{
+	static struct fake f;
+	enum { N = 20, LEN = 1 << 20 };
+	const char *names[N + 1];
+	char *big[N], *text;
+
+	for (size_t i = 0; i < N; i++) {
+		big[i] = malloc(LEN + 1);
+		ck_assert_ptr_nonnull(big[i]);
+		memset(big[i], 'q', LEN);
+		big[i][LEN - 1] = (char)('a' + i);
+		big[i][LEN] = '\0';
+		names[i] = big[i];
+	}
+	names[N] = NULL;
+	fake_batch(&f, names, 0);
+	metrics_batch_pushed(&m, &f.b);
+	metrics_batch_done(&m, 0, 0.1, 1);
+	metrics_batch_pushed(&m, &f.b); /* seen again: the same series */
+	metrics_batch_done(&m, 0, 0.1, 1);
+	for (size_t i = 0; i < N; i++)
+		free(big[i]);
+	ck_assert_uint_eq(m.nqueues, N);
+	ck_assert_uint_le(kept_label_bytes(), N * METRICS_LABEL_MAX);
+	for (size_t i = 0; i < N; i++) {
+		ck_assert_uint_le(m.queues[i].len, METRICS_LABEL_MAX);
+		ck_assert_uint_eq(m.queues[i].relayed, 2);
+		ck_assert_msg(strstr(m.queues[i].name, "...#"), "no marker in %.*s", (int)m.queues[i].len,
+			      m.queues[i].name);
+		for (size_t k = 0; k < i; k++)
+			ck_assert_msg(m.queues[k].len != m.queues[i].len ||
+					      memcmp(m.queues[k].name, m.queues[i].name, m.queues[i].len) != 0,
+				      "queues %zu and %zu share a label", k, i);
+	}
+	text = page();
+	ck_assert_uint_lt(strlen(text), 16 * 1024); /* 20 MB of names before */
+	ck_assert_uint_eq(relayed_series(text), N);
+	well_formed(text);
+	free(text);
+}
+END_TEST
+
+/* Past METRICS_LABEL_BUDGET bytes of labels, new queues share _other. */
+START_TEST(queue_label_bytes_are_bounded)
+{
+	static struct fake f;
+	static char longnames[1000][METRICS_LABEL_MAX + 1];
+	const char *names[1001];
+	size_t named = METRICS_LABEL_BUDGET / METRICS_LABEL_MAX;
+	char *text;
+
+	for (size_t i = 0; i < 1000; i++) {
+		memset(longnames[i], 'n', METRICS_LABEL_MAX);
+		snprintf(longnames[i], 8, "%06zu", i);
+		longnames[i][6] = 'n';
+		longnames[i][METRICS_LABEL_MAX] = '\0';
+		names[i] = longnames[i];
+	}
+	names[1000] = NULL;
+	fake_batch(&f, names, 0);
+	metrics_batch_pushed(&m, &f.b);
+	metrics_batch_done(&m, 0, 0.1, 1);
+	ck_assert_uint_le(kept_label_bytes(), METRICS_LABEL_BUDGET + sizeof(METRICS_OTHER_QUEUE));
+	text = page();
+	ck_assert_uint_eq(relayed_series(text), named + 1);
+	lacks(text, "queue=\"000999");
+	{
+		char line[64];
+		snprintf(line, sizeof(line), "stagedrain_jobs_relayed_total{queue=\"_other\"} %zu", 1000 - named);
+		has_line(text, line);
+	}
+	free(text);
+}
+END_TEST
+
 START_TEST(leader_epoch_and_reconnects)
 {
 	long long cursor = -1;
@@ -443,6 +542,8 @@ Suite *metrics_suite(void)
 	tcase_add_test(tc, a_bound_equals_its_bucket);
 	tcase_add_test(tc, queue_names_are_escaped);
 	tcase_add_test(tc, queue_count_is_bounded);
+	tcase_add_test(tc, long_queue_names_are_shortened);
+	tcase_add_test(tc, queue_label_bytes_are_bounded);
 	tcase_add_test(tc, leader_epoch_and_reconnects);
 	tcase_add_test(tc, redis_server_and_short_waits);
 	tcase_add_test(tc, job_format_follows_the_sidekiq_fleet);

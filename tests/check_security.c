@@ -1,5 +1,5 @@
 /* Security against the real servers: the roles script's grants, passwords kept
- * out of logs, and TLS to Postgres. */
+ * out of logs, TLS to Postgres, and hostile rows' columns. */
 #include "fmacros.h"
 
 #include <check.h>
@@ -413,12 +413,123 @@ START_TEST(jobs_drain_over_verified_tls)
 }
 END_TEST
 
+/* ---- hostile rows: columns far past any real job's ---- */
+
+/* The relay's peak resident memory so far, in kB (VmHWM). */
+static long peak_rss_kb(const struct relay_proc *p)
+{
+	char path[64], line[256];
+	long kb = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)p->proc.pid);
+	f = fopen(path, "r");
+	ck_assert_ptr_nonnull(f);
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmHWM: %ld kB", &kb) == 1)
+			break;
+	fclose(f);
+	return kb;
+}
+
+static bool wait_good_job(redisContext *r, PGconn *c, int timeout_ms)
+{
+	long long t0 = mono_ms();
+
+	while (mono_ms() - t0 < timeout_ms) {
+		if (h_cmd_int(r, "LLEN queue:default") == 1 && h_sql(c, "SELECT count(*) FROM staged_jobs") == 0)
+			return true;
+		sleep_ms(50);
+	}
+	return false;
+}
+
+#define HOSTILE_ROWS 300
+/* 5 MB, in each of HOSTILE_ROWS rows. */
+#define HOSTILE_SIZE "5000000"
+#define HOSTILE_FROM " FROM generate_series(1, 300)"
+#define BATCH_BYTES "2M"
+#define JOB_BYTES "1M"
+
+/*
+ * Rows whose one column holds 5 MB (a queue, class or tenant name, or
+ * options) and one good job behind them: the good job arrives, each hostile
+ * row is in staged_jobs_dead with a reason naming its column, and the relay
+ * never held more than its documented bound, 2 x (--batch-max-bytes +
+ * 2 x --max-job-bytes) = 8 MB here, past what it holds idle. Before, the
+ * read left tenant out of its budget and never bounded the names: 300 rows
+ * of 5 MB tenants took the relay to 1.5 GB.
+ */
+static void hostile_column(const char *column, const char *insert)
+{
+	static const char *const args[] = {
+		"--batch-max-bytes", BATCH_BYTES, "--max-job-bytes", JOB_BYTES, "--poll-interval", "20ms", NULL
+	};
+	PGconn *c = h_pg();
+	redisContext *r = h_redis();
+	struct relay_proc p;
+	long peak, bound_kb = 2 * (2048 + 2 * 1024) + 40 * 1024; /* the bound, and 40 MB for the relay itself */
+
+#if defined(__SANITIZE_ADDRESS__)
+	bound_kb += 256 * 1024; /* ASan's quarantine keeps freed memory */
+#endif
+	h_sql(c, "SET default_toast_compression = lz4"); /* pglz took 10-20 s for these rows */
+	h_sql(c, "%s", insert);
+	h_sql(c, "INSERT INTO staged_jobs (job_class, args) VALUES ('Good', '[1]')");
+	h_relay_start(&p, "relay", args);
+	RELAY_CHECK(&p, wait_good_job(r, c, 120000), "the good job behind the %s rows did not arrive; see %s", column,
+		    p.log);
+	peak = peak_rss_kb(&p);
+	h_relay_kill(&p, SIGTERM);
+	ck_assert_int_eq(h_relay_wait(&p, 10000), 0);
+	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs_dead"), HOSTILE_ROWS);
+	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs_dead WHERE reason LIKE '%s %%bytes, over %%'",
+			       column),
+			 HOSTILE_ROWS);
+	ck_assert_msg(peak > 0 && peak < bound_kb, "%s: the relay's peak RSS was %ld kB, over %ld kB", column, peak,
+		      bound_kb);
+	ck_assert_int_eq(h_cmd_int(r, "SCARD queues"), 1);
+	PQfinish(c);
+	redisFree(r);
+}
+
+START_TEST(a_huge_tenant_is_dead_lettered_within_the_memory_bound)
+{
+	hostile_column("tenant", "INSERT INTO staged_jobs (tenant, args, job_class)"
+				 " SELECT repeat('t', " HOSTILE_SIZE "), '[1]', 'Hostile'" HOSTILE_FROM);
+}
+END_TEST
+
+START_TEST(a_huge_queue_is_dead_lettered_within_the_memory_bound)
+{
+	hostile_column("queue", "INSERT INTO staged_jobs (queue, args, job_class)"
+				" SELECT repeat('q', " HOSTILE_SIZE "), '[1]', 'Hostile'" HOSTILE_FROM);
+}
+END_TEST
+
+START_TEST(a_huge_class_is_dead_lettered_within_the_memory_bound)
+{
+	hostile_column("job_class", "INSERT INTO staged_jobs (job_class, args)"
+				    " SELECT repeat('C', " HOSTILE_SIZE "), '[1]'" HOSTILE_FROM);
+}
+END_TEST
+
+START_TEST(huge_options_are_dead_lettered_within_the_memory_bound)
+{
+	hostile_column("options are larger than --max-job-bytes:",
+		       "INSERT INTO staged_jobs (options, args, job_class)"
+		       " SELECT jsonb_build_object('tags', repeat('o', " HOSTILE_SIZE
+		       ")), '[1]', 'Hostile'" HOSTILE_FROM);
+}
+END_TEST
+
 Suite *security_suite(void)
 {
 	Suite *s = suite_create("security");
 	TCase *roles = tcase_create("roles");
 	TCase *secrets = tcase_create("secrets");
 	TCase *tls = tcase_create("tls");
+	TCase *hostile = tcase_create("hostile");
 
 	tcase_add_checked_fixture(roles, h_reset, NULL);
 	tcase_set_timeout(roles, 120);
@@ -431,8 +542,15 @@ Suite *security_suite(void)
 	tcase_add_checked_fixture(tls, h_reset, ssl_off);
 	tcase_set_timeout(tls, 120);
 	tcase_add_test(tls, jobs_drain_over_verified_tls);
+	tcase_add_checked_fixture(hostile, h_reset, NULL);
+	tcase_set_timeout(hostile, 300);
+	tcase_add_test(hostile, a_huge_tenant_is_dead_lettered_within_the_memory_bound);
+	tcase_add_test(hostile, a_huge_queue_is_dead_lettered_within_the_memory_bound);
+	tcase_add_test(hostile, a_huge_class_is_dead_lettered_within_the_memory_bound);
+	tcase_add_test(hostile, huge_options_are_dead_lettered_within_the_memory_bound);
 	suite_add_tcase(s, roles);
 	suite_add_tcase(s, secrets);
 	suite_add_tcase(s, tls);
+	suite_add_tcase(s, hostile);
 	return s;
 }

@@ -586,6 +586,7 @@ static void restore_redis(void)
 	try_cmd(r, "CLIENT UNPAUSE");
 	try_cmd(r, "REPLICAOF NO ONE");
 	try_cmd(r, "CONFIG SET maxmemory 0");
+	try_cmd(r, "CONFIG SET proto-max-bulk-len 512mb");
 	redisFree(r);
 }
 
@@ -608,10 +609,63 @@ static void stop_extra_servers(void)
 		fprintf(stderr, "trouble: %s failed\n", cmd);
 }
 
+/*
+ * A row Redis itself refuses (here its payload is over proto-max-bulk-len, so
+ * Redis answers a protocol error and drops the connection, though PING works)
+ * among good ones: the relay narrows the refused batch to that row and
+ * dead-letters it with Redis's answer; every other job arrives once, in id
+ * order. Before, the batch was rolled back and pushed again forever.
+ */
+START_TEST(a_row_redis_refuses_is_dead_lettered_and_the_rest_arrive_in_order)
+{
+	static const char *const args[] = { "--batch-size", "200", "--max-job-bytes", "4M", "--poll-interval",
+					    "20ms",         NULL };
+	PGconn *c = h_pg();
+	redisContext *r = h_redis();
+	struct relay_proc p;
+	long long t0;
+	redisReply *list;
+
+	freeReplyObject(h_cmd(r, "CONFIG SET proto-max-bulk-len 1mb"));
+	h_sql(c, "BEGIN");
+	h_sql(c, "INSERT INTO staged_jobs (job_class, args) SELECT 'Good', jsonb_build_array(i)"
+		 " FROM generate_series(1, 60) i");
+	h_sql(c,
+	      "INSERT INTO staged_jobs (job_class, args) VALUES ('TooBig', jsonb_build_array(repeat('x', 1100000)))");
+	h_sql(c, "INSERT INTO staged_jobs (job_class, args) SELECT 'Good', jsonb_build_array(i)"
+		 " FROM generate_series(61, 120) i");
+	h_sql(c, "COMMIT");
+	h_relay_start(&p, "refused", args);
+	t0 = mono_ms();
+	while (staged(c) > 0 && mono_ms() - t0 < 60000)
+		sleep_ms(50);
+	RELAY_CHECK(&p, staged(c) == 0, "rows still staged after 60 s; see %s", p.log);
+	stop_relay(&p);
+	freeReplyObject(h_cmd(r, "CONFIG SET proto-max-bulk-len 512mb"));
+	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs_dead WHERE job_class = 'TooBig'"
+				  " AND reason LIKE 'redis refused it:%%'"),
+			 1);
+	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs_dead"), 1);
+	/* LPUSH: the newest first. Each good job once, in id order. */
+	list = h_cmd(r, "LRANGE queue:default 0 -1");
+	ck_assert_uint_eq(list->elements, 120);
+	for (size_t i = 0; i < list->elements; i++) {
+		json_t *job = json_loads(list->element[list->elements - 1 - i]->str, 0, NULL);
+		ck_assert_ptr_nonnull(job);
+		ck_assert_int_eq(json_integer_value(json_array_get(json_object_get(job, "args"), 0)), (long long)i + 1);
+		json_decref(job);
+	}
+	freeReplyObject(list);
+	PQfinish(c);
+	redisFree(r);
+}
+END_TEST
+
 Suite *trouble_suite(void)
 {
 	Suite *s = suite_create("trouble");
 	TCase *tc = tcase_create("trouble");
+	TCase *refused = tcase_create("refused");
 
 	tcase_add_checked_fixture(tc, setup, NULL);
 	tcase_add_unchecked_fixture(tc, NULL, stop_extra_servers);
@@ -626,6 +680,10 @@ Suite *trouble_suite(void)
 	tcase_add_test(tc, statement_timeout_backs_off_and_spares_the_standby);
 	tcase_add_test(tc, relay_bounds_its_own_statements_by_default);
 	tcase_add_test(tc, row_deleted_under_a_pushed_batch_is_not_pushed_again);
+	tcase_add_checked_fixture(refused, setup, NULL);
+	tcase_set_timeout(refused, 120);
+	tcase_add_test(refused, a_row_redis_refuses_is_dead_lettered_and_the_rest_arrive_in_order);
 	suite_add_tcase(s, tc);
+	suite_add_tcase(s, refused);
 	return s;
 }
