@@ -69,6 +69,14 @@ const struct format *format_of(enum job_format f);
  */
 int format_of_row(enum job_format f, struct span options, const struct format **out, char *reason, size_t rlen);
 
+/*
+ * Whether the row's options say "serialized": true, that the client library
+ * staged the payload its framework built (ActiveJob's serialize, Celery's
+ * message) rather than the arguments alone. 0 (*on false when absent), or
+ * JOB_REJECT when it is not a boolean. The key is consumed, never written.
+ */
+int format_serialized(struct span options, bool *on, char *reason, size_t rlen);
+
 /* The job hash Sidekiq's client writes, which ActiveJob's adapter wraps:
  * class (and wrapped), args written by put_args, queue, jid, retry, the
  * row's options but those in skip (NULL-terminated, or NULL), created_at,

@@ -43,6 +43,22 @@ int format_of_row(enum job_format f, struct span options, const struct format **
 	return 0;
 }
 
+int format_serialized(struct span options, bool *on, char *reason, size_t rlen)
+{
+	struct span v;
+	int rc;
+
+	*on = false;
+	if ((rc = payload_member(options, "serialized", &v)) < 0 || v.n == 0)
+		return rc;
+	if (payload_kind(v) != PAYLOAD_BOOLEAN) {
+		payload_reason(reason, rlen, "options key \"serialized\" is not true or false");
+		return JOB_REJECT;
+	}
+	*on = v.p[0] == 't';
+	return 0;
+}
+
 static bool takes(const struct batch_job *j, enum format_which which)
 {
 	return which == FORMAT_ALL || j->out.scheduled == (which == FORMAT_LATER);

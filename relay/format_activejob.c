@@ -19,7 +19,9 @@ static const char *const aj_reserved[] = {
 };
 
 /* The options this format consumes; every other one is a Sidekiq option. */
-static const char *const aj_consumed[] = { "activejob", "priority", "locale", "timezone", NULL };
+static const char *const aj_consumed[] = { "activejob", "serialized", "priority", "locale", "timezone", NULL };
+/* A job ActiveJob serialized itself carries its settings inside. */
+static const char *const aj_consumed_serialized[] = { "activejob", "serialized", NULL };
 
 /*
  * The args walk: copies the row's args text as ActiveJob::Arguments.serialize
@@ -353,21 +355,70 @@ static int put_job(struct buf *b, const struct job_in *in, const struct job_opts
 	return buf_puts(b, "}]");
 }
 
+/* [ job_data ] as the app's ActiveJob serialized it, copied as written. */
+static int put_serialized(struct buf *b, const struct job_in *in, const struct job_opts *opts, void *arg)
+{
+	(void)opts;
+	(void)arg;
+	return buf_append(b, in->args.p, in->args.n);
+}
+
+/*
+ * A row the client library staged with ActiveJob's own `serialize`: args is
+ * [job_data], which JobWrapper#perform hands to ActiveJob::Base.execute.
+ * Rails wrote its "_aj_*" keys itself, so the arguments are not walked; the
+ * checks are what execute needs before it can fail the job in the worker.
+ */
+static int check_serialized(struct span args, char *reason, size_t rlen)
+{
+	struct span key, job, v;
+	size_t i = 0;
+	bool one = payload_next(args, &i, &key, &job) && payload_kind(job) == PAYLOAD_OBJECT &&
+		   !payload_next(args, &i, &key, &v);
+	int rc;
+
+	if (!one) {
+		payload_reason(reason, rlen, "serialized activejob args is not [job_data], one object");
+		return JOB_REJECT;
+	}
+	if ((rc = payload_member(job, "job_class", &v)) < 0)
+		return rc;
+	if (payload_kind(v) != PAYLOAD_STRING || v.n == 2) {
+		payload_reason(reason, rlen, "serialized activejob job_data has no \"job_class\" string");
+		return JOB_REJECT;
+	}
+	if ((rc = payload_member(job, "arguments", &v)) < 0)
+		return rc;
+	if (payload_kind(v) != PAYLOAD_ARRAY) {
+		payload_reason(reason, rlen, "serialized activejob job_data has no \"arguments\" array");
+		return JOB_REJECT;
+	}
+	return 0;
+}
+
 static int activejob_payload(const struct job_in *in, const struct job_opts *opts, struct buf *out, char *reason,
 			     size_t rlen)
 {
-	const struct sidekiq_item it = {
+	struct sidekiq_item it = {
 		.class_name = span_of(AJ_WRAPPER, strlen(AJ_WRAPPER)),
 		.wrapped = span_of(in->row->job_class, in->row->class_len),
 		.put_args = put_job,
 		.skip = aj_consumed,
 	};
+	bool serialized;
 	int rc;
 
 	if ((rc = sidekiq_check_jid(in->row, reason, rlen)) != 0 || (rc = check_uuid(in->row, reason, rlen)) != 0 ||
-	    (rc = check_settings(in->options, reason, rlen)) != 0 || (rc = walk_args(in, NULL, reason, rlen)) != 0)
+	    (rc = format_serialized(in->options, &serialized, reason, rlen)) != 0)
 		return rc;
-	return sidekiq_put_item(out, in, opts, &it);
+	if (serialized) {
+		it.put_args = put_serialized;
+		it.skip = aj_consumed_serialized;
+		rc = check_serialized(in->args, reason, rlen);
+	} else if ((rc = check_settings(in->options, reason, rlen)) == 0) {
+		rc = walk_args(in, NULL, reason, rlen);
+	}
+	return rc ? rc : sidekiq_put_item(out, in, opts, &it);
 }
 
 const struct format format_activejob = {

@@ -18,7 +18,9 @@ static const char tail_mid[] = ",\"body_encoding\":\"base64\",\"delivery_tag\":\
 #define TAIL_LEN (sizeof(tail_mid) - 1 + PAYLOAD_UUID_LEN + 3) /* uuid, "}} */
 
 /* Options a celery row may carry; anything else is a typo, not a silent drop. */
-static const char *const celery_keys[] = { "kwargs", "priority", "expires", NULL };
+static const char *const celery_keys[] = { "kwargs", "priority", "expires", "serialized", NULL };
+/* Those of a row that carries the message Celery built (format_serialized). */
+static const char *const built_keys[] = { "serialized", "headers", "priority", "reply_to", NULL };
 
 /* Celery's saferepr(args or ()) or saferepr(kwargs) of JSON text, as a JSON string. */
 static int put_repr(struct buf *b, struct span json)
@@ -69,6 +71,14 @@ static int base64_tail(struct buf *b, size_t off)
 	memmove(b->data + off, b->data + off + n, enc);
 	payload_rewind(b, off + enc);
 	return 0;
+}
+
+/* The body Celery built ([args, kwargs, embed]), base64. */
+static int put_built_body(struct buf *b, struct span body)
+{
+	size_t off = b->len;
+
+	return payload_compact(b, body, false) < 0 ? -ENOMEM : base64_tail(b, off);
 }
 
 /* [args, kwargs, embed], Celery's protocol 2 body. */
@@ -163,13 +173,15 @@ static int parse_iso(const char *s, long long *us)
 /* ---- options ---- */
 
 struct celery_opts {
-	struct span kwargs; /* n == 0: {} */
+	struct span kwargs;   /* n == 0: {} */
+	struct span reply_to; /* n == 0: "" */
 	int priority;
 	bool has_expires;
 	long long expires_us;
 };
 
-static int check_keys(struct span options, char *reason, size_t rlen)
+/* Every key of options is one of keys (NULL-terminated), listed in which. */
+static int check_keys(struct span options, const char *const *keys, const char *which, char *reason, size_t rlen)
 {
 	struct span key, v;
 	size_t i = 0;
@@ -177,12 +189,12 @@ static int check_keys(struct span options, char *reason, size_t rlen)
 
 	while (payload_next(options, &i, &key, &v)) {
 		bool known = false;
-		for (const char *const *k = celery_keys; *k && !known; k++)
+		for (const char *const *k = keys; *k && !known; k++)
 			if ((rc = payload_key_is(key, *k, &known)) < 0)
 				return rc;
 		if (!known) {
-			payload_reason(reason, rlen, "options key \"%.*s\" is not one of kwargs, priority, expires",
-				       (int)key.n - 2, key.p + 1);
+			payload_reason(reason, rlen, "options key \"%.*s\" is not one of %s", (int)key.n - 2, key.p + 1,
+				       which);
 			return JOB_REJECT;
 		}
 	}
@@ -234,14 +246,29 @@ static int read_expires(struct span v, const struct job_row *row, struct celery_
 	return 0;
 }
 
+/* kombu picks the list by it: a number past 64 bits is none of 0 to 9. */
+static int read_priority(struct span options, struct celery_opts *co, char *reason, size_t rlen)
+{
+	struct span pri;
+	long long p = 0;
+	int rc = payload_member(options, "priority", &pri);
+
+	if (rc < 0)
+		return rc;
+	if (pri.n && (payload_int(pri, &p) != 0 || p < 0 || p > 9)) {
+		payload_reason(reason, rlen, "options key \"priority\" is not an integer from 0 to 9");
+		return JOB_REJECT;
+	}
+	co->priority = (int)p;
+	return 0;
+}
+
 static int read_options(const struct job_in *in, struct celery_opts *co, char *reason, size_t rlen)
 {
-	struct span pri, exp;
-	long long p = 0;
-	int rc = check_keys(in->options, reason, rlen);
+	struct span exp;
+	int rc = check_keys(in->options, celery_keys, "kwargs, priority, expires", reason, rlen);
 
 	if (rc != 0 || (rc = payload_member(in->options, "kwargs", &co->kwargs)) < 0 ||
-	    (rc = payload_member(in->options, "priority", &pri)) < 0 ||
 	    (rc = payload_member(in->options, "expires", &exp)) < 0)
 		return rc;
 	if (co->kwargs.n && payload_kind(co->kwargs) != PAYLOAD_OBJECT) {
@@ -249,13 +276,86 @@ static int read_options(const struct job_in *in, struct celery_opts *co, char *r
 			       payload_kind_name(payload_kind(co->kwargs)));
 		return JOB_REJECT;
 	}
-	/* kombu picks the list by it: a number past 64 bits is none of 0 to 9. */
-	if (pri.n && (payload_int(pri, &p) != 0 || p < 0 || p > 9)) {
-		payload_reason(reason, rlen, "options key \"priority\" is not an integer from 0 to 9");
+	if ((rc = read_priority(in->options, co, reason, rlen)) != 0)
+		return rc;
+	return exp.n ? read_expires(exp, in->row, co, reason, rlen) : 0;
+}
+
+/* Whether JSON string v spells the n bytes at p (a column without NULs). */
+static int string_is(struct span v, const char *p, size_t n, bool *eq)
+{
+	char *want;
+	int rc;
+
+	*eq = false;
+	if (payload_kind(v) != PAYLOAD_STRING)
+		return 0;
+	if (!(want = strndup(p, n)))
+		return -ENOMEM;
+	rc = payload_key_is(v, want, eq);
+	free(want);
+	return rc;
+}
+
+/* Celery's headers name the row's task and its uuid: the worker runs the
+ * task the headers name, under their id, which the app's AsyncResult holds. */
+static int check_headers(const struct job_in *in, struct span headers, char *reason, size_t rlen)
+{
+	const struct job_row *row = in->row;
+	struct span id, task;
+	bool id_ok, task_ok;
+	int rc;
+
+	if (payload_kind(headers) != PAYLOAD_OBJECT) {
+		payload_reason(reason, rlen, "options key \"headers\" is not Celery's headers object");
 		return JOB_REJECT;
 	}
-	co->priority = (int)p;
-	return exp.n ? read_expires(exp, in->row, co, reason, rlen) : 0;
+	if ((rc = payload_member(headers, "id", &id)) < 0 || (rc = payload_member(headers, "task", &task)) < 0 ||
+	    (rc = string_is(id, row->uuid, row->uuid_len, &id_ok)) < 0 ||
+	    (rc = string_is(task, row->job_class, row->class_len, &task_ok)) < 0)
+		return rc;
+	if (!id_ok || !task_ok) {
+		payload_reason(reason, rlen, "headers \"%s\" is not the row's %s", id_ok ? "task" : "id",
+			       id_ok ? "job_class" : "uuid");
+		return JOB_REJECT;
+	}
+	return 0;
+}
+
+/* The body Celery built: [args, kwargs, embed], embed an object or null. */
+static int check_body(struct span args, char *reason, size_t rlen)
+{
+	static const enum payload_kind want[] = { PAYLOAD_ARRAY, PAYLOAD_OBJECT, PAYLOAD_OBJECT };
+	struct span key, v;
+	size_t i = 0, n = 0;
+	bool ok = true;
+
+	while (ok && payload_next(args, &i, &key, &v)) {
+		enum payload_kind k = payload_kind(v);
+		ok = n < 3 && (k == want[n] || (n == 2 && k == PAYLOAD_NULL));
+		n++;
+	}
+	if (ok && n == 3)
+		return 0;
+	payload_reason(reason, rlen, "serialized celery args is not the body [args, kwargs, embed]");
+	return JOB_REJECT;
+}
+
+/* A row that carries the message Celery built: its headers, body, priority and reply_to. */
+static int read_built(const struct job_in *in, struct celery_opts *co, struct span *headers, char *reason, size_t rlen)
+{
+	int rc = check_keys(in->options, built_keys, "serialized, headers, priority, reply_to", reason, rlen);
+
+	if (rc != 0 || (rc = payload_member(in->options, "headers", headers)) < 0 ||
+	    (rc = payload_member(in->options, "reply_to", &co->reply_to)) < 0)
+		return rc;
+	if (co->reply_to.n && payload_kind(co->reply_to) != PAYLOAD_STRING) {
+		payload_reason(reason, rlen, "options key \"reply_to\" is not a string");
+		return JOB_REJECT;
+	}
+	if ((rc = check_headers(in, *headers, reason, rlen)) != 0 || (rc = check_body(in->args, reason, rlen)) != 0)
+		return rc;
+	return read_priority(in->options, co, reason, rlen);
 }
 
 static int check_uuid(const struct job_row *row, char *reason, size_t rlen)
@@ -315,7 +415,9 @@ static int put_properties(struct buf *b, const struct job_in *in, const struct j
 	const struct job_row *row = in->row;
 
 	if (buf_puts(b, ",\"properties\":{\"correlation_id\":\"") < 0 || buf_append(b, row->uuid, row->uuid_len) < 0 ||
-	    buf_puts(b, "\"") < 0 || buf_puts(b, ",\"reply_to\":\"\",\"delivery_mode\":2") < 0)
+	    buf_puts(b, "\",\"reply_to\":") < 0 ||
+	    (co->reply_to.n ? payload_compact(b, co->reply_to, false) : buf_puts(b, "\"\"")) < 0 ||
+	    buf_puts(b, ",\"delivery_mode\":2") < 0)
 		return -ENOMEM;
 	/* Producer.publish's expiration: the TTL in whole milliseconds, as a string. */
 	if (co->has_expires &&
@@ -343,12 +445,40 @@ static int check_times(const struct job_in *in, const struct celery_opts *co, ch
 	return 0;
 }
 
+/*
+ * The message Celery built in the app (options "serialized": true): its body
+ * and headers as Celery wrote them, in the envelope kombu's Redis transport
+ * adds at publish time.
+ */
+static int built_payload(const struct job_in *in, const struct job_opts *opts, struct buf *out, char *reason,
+			 size_t rlen)
+{
+	struct celery_opts co = { .priority = 0 };
+	struct span headers;
+	int rc = read_built(in, &co, &headers, reason, rlen);
+
+	if (rc == 0)
+		rc = check_times(in, &co, reason, rlen);
+	if (rc)
+		return rc;
+	if (buf_puts(out, "{\"body\":\"") < 0 || put_built_body(out, in->args) < 0 ||
+	    buf_puts(out, "\",\"content-encoding\":\"utf-8\",\"content-type\":\"application/json\",\"headers\":") < 0 ||
+	    payload_compact(out, headers, false) < 0 || put_properties(out, in, opts, &co) < 0)
+		return -ENOMEM;
+	return buf_puts(out, "}");
+}
+
 static int celery_payload(const struct job_in *in, const struct job_opts *opts, struct buf *out, char *reason,
 			  size_t rlen)
 {
 	struct celery_opts co = { .priority = 0 };
+	bool serialized = false;
 	int rc = check_uuid(in->row, reason, rlen);
 
+	if (rc == 0)
+		rc = format_serialized(in->options, &serialized, reason, rlen);
+	if (rc == 0 && serialized)
+		return built_payload(in, opts, out, reason, rlen);
 	if (rc == 0)
 		rc = read_options(in, &co, reason, rlen);
 	if (rc == 0)

@@ -555,6 +555,60 @@ START_TEST(sidekiq_8_stamps_are_integer_ms)
 }
 END_TEST
 
+/* What the client library stages: ActiveJob's own serialize, which the relay wraps and never rewrites. */
+#define AJ_DATA                                                                                                           \
+	"{\"job_class\": \"WelcomeMailJob\", \"job_id\": \"" UUID "\", \"provider_job_id\": \"" JID "\","                 \
+	" \"queue_name\": \"mailers\", \"priority\": 3, \"arguments\": [{\"_aj_globalid\": \"gid://app/User/1\"},"        \
+	" {\"a\": 1, \"_aj_symbol_keys\": [\"a\"]}, {\"_aj_serialized\": \"ActiveJob::Serializers::DurationSerializer\"," \
+	" \"value\": 3, \"parts\": [[\"seconds\", 3]]}], \"executions\": 0, \"exception_executions\": {},"                \
+	" \"locale\": \"de\", \"timezone\": \"UTC\", \"enqueued_at\": \"2023-11-14T22:13:20Z\"}"
+
+START_TEST(serialized_job_data_is_wrapped_as_written)
+{
+	static const enum job_format relays[] = { FORMAT_ACTIVEJOB, FORMAT_SIDEKIQ };
+
+	for (size_t i = 0; i < 2; i++) {
+		struct job_row r = aj_row("[" AJ_DATA "]", "{\"activejob\": true, \"serialized\": true, \"retry\": 5}");
+		struct job_opts o = aj_opts(relays[i], RAILS_6_1, 6);
+		struct job_out out;
+		struct buf b;
+		json_t *v = build(&r, &o, &b, &out);
+
+		assert_keys(v, outer_now);
+		assert_str(v, "class", WRAPPER);
+		assert_str(v, "wrapped", "WelcomeMailJob");
+		ck_assert_int_eq(json_integer_value(json_object_get(v, "retry")), 5);
+		ck_assert_msg(strstr(b.data, "\"args\":[" AJ_DATA "],") != NULL, "job_data rewritten: %s", b.data);
+		json_decref(v);
+		buf_free(&b);
+	}
+}
+END_TEST
+
+START_TEST(serialized_rejects_with_reasons)
+{
+	static const struct {
+		const char *args, *options, *reason;
+	} cases[] = {
+		{ "[" AJ_DATA "]", "{\"serialized\": 1}", "options key \"serialized\" is not true or false" },
+		{ "[]", "{\"serialized\": true}", "is not [job_data], one object" },
+		{ "[1]", "{\"serialized\": true}", "is not [job_data], one object" },
+		{ "[" AJ_DATA ", {}]", "{\"serialized\": true}", "is not [job_data], one object" },
+		{ "[{\"arguments\": []}]", "{\"serialized\": true}", "has no \"job_class\" string" },
+		{ "[{\"job_class\": \"\", \"arguments\": []}]", "{\"serialized\": true}",
+		  "has no \"job_class\" string" },
+		{ "[{\"job_class\": \"J\", \"arguments\": {}}]", "{\"serialized\": true}",
+		  "has no \"arguments\" array" },
+	};
+	struct job_opts o = aj_opts(FORMAT_ACTIVEJOB, RAILS_7_1, 7);
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct job_row r = aj_row(cases[i].args, cases[i].options);
+		assert_reject(&r, &o, cases[i].reason);
+	}
+}
+END_TEST
+
 Suite *activejob_format_suite(void)
 {
 	Suite *s = suite_create("activejob_format");
@@ -577,6 +631,8 @@ Suite *activejob_format_suite(void)
 	tcase_add_test(tc, row_switch_off_in_an_activejob_relay);
 	tcase_add_test(tc, rejects_with_reasons);
 	tcase_add_test(tc, sidekiq_8_stamps_are_integer_ms);
+	tcase_add_test(tc, serialized_job_data_is_wrapped_as_written);
+	tcase_add_test(tc, serialized_rejects_with_reasons);
 	suite_add_tcase(s, tc);
 	return s;
 }

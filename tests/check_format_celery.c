@@ -596,6 +596,72 @@ START_TEST(refused_long_queue_names_are_shown_in_part)
 END_TEST
 
 /* kombu's _q_for_pri: 0-2 the queue itself, 3-5, 6-8 and 9 <queue>\x06\x16<step>. */
+/* What the client library stages: the headers and body Celery built, wrapped in kombu's envelope as written. */
+#define BUILT_HEADERS                                                                                                  \
+	"{\"lang\": \"py\", \"task\": \"shop.tasks.send_receipt\", \"id\": \"" UUID "\", \"shadow\": null,"            \
+	" \"eta\": \"2023-11-14T22:13:25.000000+00:00\", \"expires\": null, \"group\": null, \"group_index\": null,"   \
+	" \"retries\": 0, \"timelimit\": [30, null], \"root_id\": \"" UUID "\", \"parent_id\": null,"                  \
+	" \"argsrepr\": \"(1,)\", \"kwargsrepr\": \"{'at': datetime.datetime(2023, 1, 1, 0, 0)}\","                    \
+	" \"origin\": \"gen1@app\", \"ignore_result\": false, \"stamped_headers\": null}"
+#define BUILT_BODY                                                                                                     \
+	"[[1], {\"at\": \"2023-01-01T00:00:00\"}, {\"callbacks\": [{\"task\": \"shop.tasks.next\", \"args\": []}],"    \
+	" \"errbacks\": null, \"chain\": null, \"chord\": null}]"
+
+START_TEST(serialized_message_is_wrapped_as_built)
+{
+	static const char *const top[] = { "body", "content-encoding", "content-type", "headers", "properties", NULL };
+	struct job_row r = celery_row(BUILT_BODY, "{\"serialized\": true, \"headers\": " BUILT_HEADERS
+						  ", \"priority\": 6, \"reply_to\": \"a8c1-reply\"}");
+	struct job_opts o = celery_opts();
+	json_t *env = build(&r, &o), *body = celery_body(env, 0);
+	json_error_t err;
+	json_t *want_headers = json_loads(BUILT_HEADERS, 0, &err), *want_body = json_loads(BUILT_BODY, 0, &err);
+
+	assert_keys(env, top);
+	ck_assert(json_equal(json_object_get(env, "headers"), want_headers));
+	ck_assert(json_equal(body, want_body));
+	ck_assert_str_eq(str_at(env, "properties", "reply_to"), "a8c1-reply");
+	ck_assert_str_eq(str_at(env, "properties", "correlation_id"), UUID);
+	ck_assert_str_eq(str_at(env, "properties", "delivery_tag"), UUID);
+	ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(env, "properties"), "priority")), 6);
+	ck_assert_str_eq(str_at(json_object_get(env, "properties"), "delivery_info", "routing_key"), "celery");
+	json_decref(want_headers);
+	json_decref(want_body);
+	json_decref(body);
+	json_decref(env);
+}
+END_TEST
+
+START_TEST(serialized_rejects_with_reasons)
+{
+	static const struct {
+		const char *args, *options, *reason;
+	} cases[] = {
+		{ BUILT_BODY, "{\"serialized\": true}", "headers\" is not Celery's headers object" },
+		{ BUILT_BODY, "{\"serialized\": true, \"headers\": []}", "headers\" is not Celery's headers object" },
+		{ BUILT_BODY, "{\"serialized\": true, \"headers\": {\"task\": \"shop.tasks.send_receipt\"}}",
+		  "headers \"id\" is not the row's uuid" },
+		{ BUILT_BODY,
+		  "{\"serialized\": true, \"headers\": {\"id\": \"" UUID "\", \"task\": \"shop.tasks.other\"}}",
+		  "headers \"task\" is not the row's job_class" },
+		{ "[[1], {}]", "{\"serialized\": true, \"headers\": " BUILT_HEADERS "}",
+		  "is not the body [args, kwargs, embed]" },
+		{ "[[1], [], null]", "{\"serialized\": true, \"headers\": " BUILT_HEADERS "}",
+		  "is not the body [args, kwargs, embed]" },
+		{ BUILT_BODY, "{\"serialized\": true, \"headers\": " BUILT_HEADERS ", \"kwargs\": {}}",
+		  "options key \"kwargs\" is not one of serialized, headers, priority, reply_to" },
+		{ BUILT_BODY, "{\"serialized\": true, \"headers\": " BUILT_HEADERS ", \"reply_to\": 1}",
+		  "options key \"reply_to\" is not a string" },
+		{ BUILT_BODY, "{\"serialized\": \"yes\"}", "options key \"serialized\" is not true or false" },
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct job_row r = celery_row(cases[i].args, cases[i].options);
+		expect_reject(&r, cases[i].reason);
+	}
+}
+END_TEST
+
 START_TEST(priority_lists)
 {
 	static const char *const opts[] = { "{\"priority\": 0}", "{\"priority\": 5}", NULL,
@@ -676,6 +742,8 @@ Suite *celery_format_suite(void)
 	tcase_add_test(tc, argsrepr_number_spellings);
 	tcase_add_test(tc, rejects_with_reasons);
 	tcase_add_test(tc, priority_lists);
+	tcase_add_test(tc, serialized_message_is_wrapped_as_built);
+	tcase_add_test(tc, serialized_rejects_with_reasons);
 	/* 100,000 reprs against python3's, slower under sanitizers */
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, rejects_queues_that_are_kombus_keys);
