@@ -26,3 +26,6 @@ Sidekiq.configure_server do |config|
 end
 
 ActiveJob::Base.queue_adapter = :sidekiq
+# What a Rails app's config.time_zone (default "UTC") sets; ActiveJob
+# deserializes arguments in it, before switching to the job's own time zone.
+Time.zone_default = Time.find_zone!("UTC")

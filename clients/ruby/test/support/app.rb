@@ -24,6 +24,7 @@ Sidekiq.configure_client { |config| config.redis = {url: ENV.fetch("TEST_REDIS_U
 
 # A real table (created by test/run) for GlobalID arguments.
 class User < ActiveRecord::Base
+  self.table_name = "rb_users"
 end
 
 require_relative "jobs"

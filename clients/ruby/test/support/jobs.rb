@@ -23,9 +23,9 @@ end
 # Every argument type ActiveJob serializes, positional and keyword.
 class TypedJob < ActiveJob::Base
   def perform(*args, **kwargs)
-    Recorder.record(job_id, "kind" => "activejob", "jid" => provider_job_id, "queue" => queue_name,
-                            "priority" => priority, "zone" => Time.zone&.name,
-                            "args" => Describe.call(args), "kwargs" => Describe.call(kwargs))
+    Recorder.record(job_id, {"kind" => "activejob", "jid" => provider_job_id, "queue" => queue_name,
+                             "priority" => priority, "zone" => Time.zone&.name,
+                             "args" => Describe.call(args), "kwargs" => Describe.call(kwargs)})
   end
 end
 
@@ -41,8 +41,8 @@ class PlainJob
   include Sidekiq::Job
 
   def perform(*args)
-    Recorder.record(jid, "kind" => "sidekiq", "jid" => jid, "queue" => Thread.current[:rb_item]["queue"],
-                         "item" => Thread.current[:rb_item], "args" => args)
+    item = Thread.current[:rb_item]
+    Recorder.record(jid, {"kind" => "sidekiq", "jid" => jid, "queue" => item["queue"], "item" => item, "args" => args})
   end
 end
 
