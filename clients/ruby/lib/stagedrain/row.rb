@@ -14,9 +14,13 @@ module Stagedrain
     # run, or the text was a literal backslash followed by "u0000".
     NUL_ESCAPE = /(?<!\\)(?:\\\\)*\\u0000/.freeze
 
-    # Raises before the INSERT: jsonb cannot hold U+0000, and Postgres would
-    # fail the statement, and with it the caller's transaction, less clearly.
+    # Raises before the INSERT: Postgres text and jsonb cannot hold U+0000,
+    # and the failed statement would abort the caller's transaction with a
+    # less clear error.
     def validate!
+      {"queue" => queue, "job class" => job_class, "jid" => jid}.each do |what, text|
+        raise ArgumentError, "stagedrain: the #{what} #{text.inspect} contains the NUL character" if text.to_s.include?("\0")
+      end
       [args_json, options_json].each do |json|
         next unless json.match?(NUL_ESCAPE)
 

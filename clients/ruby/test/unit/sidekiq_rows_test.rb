@@ -141,6 +141,8 @@ class SidekiqRowsTest < RowTest
     sent = inserts do
       assert_raises(ArgumentError) { PlainJob.perform_async("a\u0000b") }
       assert_raises(ArgumentError) { PlainJob.set(tags: ["\u0000"]).perform_async(1) }
+      # Nor can a text column.
+      assert_raises(ArgumentError) { PlainJob.set(queue: "q\u0000").perform_async(1) }
     end
 
     assert_empty sent
