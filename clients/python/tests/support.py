@@ -2,15 +2,11 @@
 app role, the superuser's view of staged_jobs, and deadlines instead of sleeps."""
 import os
 import time
-import warnings
 from urllib.parse import urlsplit
 
 import django
 import psycopg2
 from django.conf import settings
-
-# Celery 5.2 reads its entry points through an API Python 3.11 deprecates.
-warnings.filterwarnings("ignore", "SelectableGroups dict interface", DeprecationWarning)
 
 ADMIN_URL = os.environ["TEST_PG_URL"]  # the superuser: reads and clears what the app staged
 APP_URL = os.environ["TEST_APP_PG_URL"]  # a LOGIN role in group stagedrain_app: INSERT only
