@@ -66,6 +66,14 @@ def routed(self, *args, **kwargs):
     _record(self.request, args, kwargs)
 
 
+@app.task(name="t.flaky", bind=True)
+def flaky(self, *args):
+    """Fails its first attempt: the worker stages the retry (same task id) through StagedTask."""
+    _record(self.request, args, {"retries": self.request.retries})
+    if self.request.retries == 0:
+        raise self.retry(countdown=0.5, max_retries=1)
+
+
 @app.task(name="t.add")
 def add(x, y):
     return x + y

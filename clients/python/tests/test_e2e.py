@@ -18,6 +18,7 @@ from decimal import Decimal
 import support  # noqa: F401  (configures Django first)
 import psycopg2
 import redis
+from celery import chain
 from django.db import transaction
 from kombu.utils.json import dumps as kombu_dumps
 from kombu.utils.json import loads as kombu_loads
@@ -25,7 +26,7 @@ from sqlalchemy import create_engine
 from sqlalchemy.orm import Session
 
 from stagedrain.celery import stage
-from stagedrain_test_app import app, record, shape
+from stagedrain_test_app import app, flaky, record, shape
 
 QUEUES = "celery,order,other,routed"
 
@@ -38,7 +39,12 @@ def _start(name, argv, **kw):
 def _stop(proc, what):
     """SIGTERM (the relay's and Celery's clean shutdown), then its exit status, within 30 s."""
     proc.send_signal(signal.SIGTERM)
-    rc = proc.wait(30)
+    try:
+        rc = proc.wait(30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        raise
     assert rc == 0, "%s exited with %s; see its log in %s" % (what, rc, os.environ["TEST_DIR"])
 
 
@@ -48,27 +54,23 @@ class EndToEndTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.db = support.admin()
+        cls.addClassCleanup(cls.db.close)
         support.clear(cls.db)
         cls.redis = redis.Redis.from_url(os.environ["TEST_REDIS_URL"])
+        cls.addClassCleanup(cls.redis.close)
         cls.redis.delete("t:ran", "t:runs")
+        # Class cleanups run even when setUpClass fails half-way.
         cls.worker = _start("celery-worker", [
-            "/usr/bin/python3", "-m", "celery", "-A", "stagedrain_test_app", "worker", "--pool", "prefork",
+            "/usr/bin/python3", "-m", "celery", "-A", "stagedrain_test_worker", "worker", "--pool", "prefork",
             "-c", "1", "--prefetch-multiplier", "1", "-Q", QUEUES, "--without-heartbeat", "--without-gossip",
             "--without-mingle", "--loglevel", "INFO",
         ])
+        cls.addClassCleanup(_stop, cls.worker, "the celery worker")
+        cls.addClassCleanup(cls.stop_relay)
         cls.start_relay()
         # The worker is up once a first task has run.
         first = record.delay("first")
         support.wait_for("the worker's first task", lambda: cls.redis.hget("t:runs", first.id), timeout=90)
-
-    @classmethod
-    def tearDownClass(cls):
-        try:
-            cls.stop_relay()
-            _stop(cls.worker, "the celery worker")
-        finally:
-            cls.db.close()
-            cls.redis.close()
 
     @classmethod
     def start_relay(cls):
@@ -220,6 +222,25 @@ class EndToEndTest(unittest.TestCase):
         self.wait_ran(ids)
         self.barrier()
         self.assertEqual(self.runs(ids), [1] * 5)
+
+    def test_worker_stages_retries_callbacks_and_chains(self):
+        child, second, third = (str(uuid.uuid4()) for _ in range(3))
+        with transaction.atomic():
+            linked = record.apply_async(("parent",), link=record.si("child").set(task_id=child))
+            retried = flaky.delay("flaky")
+            chained = chain(record.si("first"), record.si("second").set(task_id=second),
+                            record.si("third").set(task_id=third)).apply_async()
+        with self.db.cursor() as cur:
+            cur.execute("SELECT count(*) FROM staged_jobs")
+            self.assertLessEqual(cur.fetchone()[0], 3)  # the app staged only the first task of each
+        self.wait_ran([linked.id, child, second, third, chained.id])
+        support.wait_for("the retry", lambda: self.runs([retried.id]) == [2], timeout=60)
+        self.barrier()
+        self.assertEqual(self.runs([linked.id, child, retried.id, second, third]), [1, 1, 2, 1, 1])
+        attempts = [r["kwargs"]["retries"] for r in self.ran() if r["id"] == retried.id]
+        self.assertEqual(attempts, [0, 1])
+        runs = self.by_id()
+        self.assertLess(runs[second]["ran_at"], runs[third]["ran_at"])
 
     def test_delay_result_id_is_the_task_id_the_worker_ran(self):
         marker = "id check %s" % uuid.uuid4()

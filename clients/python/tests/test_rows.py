@@ -7,6 +7,7 @@ from datetime import datetime, timedelta, timezone
 
 import support  # noqa: F401  (configures Django first)
 import psycopg2
+from celery import chain, group
 from django.db import connection, transaction
 from kombu.exceptions import EncodeError
 from sqlalchemy import create_engine
@@ -78,6 +79,16 @@ class ColumnsTest(RowTest):
         self.assertEqual(rd["options"]["headers"]["timelimit"], [9, None])
         self.assertIsNotNone(rd["options"]["headers"]["expires"])
         self.assertIsNone(rd["run_at"])
+
+    def test_group_and_chain_stage_their_first_messages(self):
+        with transaction.atomic():
+            g = group(record.s(1), record.s(2)).apply_async()
+            c = chain(record.si(3), record.si(4)).apply_async()
+        rows = self.rows()
+        self.assertEqual([r["uuid"] for r in rows], [x.id for x in g.results] + [c.parent.id])  # a chain returns its last result
+        self.assertEqual([r["args"][0] for r in rows], [[1], [2], [3]])
+        self.assertEqual([s["args"] for s in rows[2]["args"][2]["chain"]], [[4]])
+        self.assertEqual([r["options"]["headers"]["group"] for r in rows[:2]], [g.id, g.id])
 
     def test_floats_keep_their_fraction_through_jsonb(self):
         # jsonb prints 1e+16 as 10000000000000000, which json.loads makes an int.
@@ -159,6 +170,16 @@ class RefusedTest(RowTest):
         (row,) = self.rows()
         self.assertEqual(row["uuid"], ok.id)
         self.assertEqual(row["args"][0], ["a\\u0000 is six characters, not a NUL"])
+
+    def test_what_the_relay_cannot_push_as_sent_raises_not_stageable(self):
+        with transaction.atomic():
+            with self.assertRaisesRegex(NotStageable, "task_serializer = 'json'"):
+                record.apply_async((1,), serializer="pickle")
+            with self.assertRaisesRegex(NotStageable, "task_compression"):
+                record.apply_async((1,), compression="zlib")
+            with self.assertRaisesRegex(NotStageable, "exchange 'events'"):
+                record.apply_async((1,), exchange="events", routing_key="order.paid")
+        self.assertEqual(self.rows(), [])
 
     def test_missing_table_raises_not_migrated(self):
         # A search_path without staged_jobs, for this transaction only.
