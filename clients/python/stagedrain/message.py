@@ -31,7 +31,7 @@ def _queue(exchange, routing_key, declare):
 
 
 def _run_at(eta, tz):
-    """headers["eta"] as an aware datetime; Celery's worker reads a naive one in the app's timezone."""
+    """headers["eta"] as an aware datetime; a naive one is in the app's timezone (UTC by default), as the worker reads it."""
     if not eta:
         return None
     when = datetime.fromisoformat(eta)

@@ -1,6 +1,5 @@
 """The rows StagedTask and stage() write, checked in the real Postgres as the superuser sees them.
 No relay runs here: rows stay where the app put them."""
-import re
 import unittest
 import uuid
 from datetime import datetime, timedelta, timezone
