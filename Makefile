@@ -61,7 +61,7 @@ BENCH_ARGS ?=
 
 BIN = $(OUT)/stagedrain
 MAN = $(OUT)/stagedrain.1
-.PHONY: all test test-unit test-integration test-ops man-check docker-check install uninstall \
+.PHONY: all test test-unit test-integration test-ops test-clients man-check docker-check install uninstall \
         chaos chaos-caps chaos-steady deps demo fuzz bench clean format format-check help
 
 # Where `make install` puts things: $(DESTDIR)$(PREFIX)/bin, share/man/man1, share/stagedrain.
@@ -198,7 +198,14 @@ test-integration: deps
 	$(MAKE) $(BIN) $(OUT)/check_integration $(OUT)/bench/bench
 	STAGEDRAIN_BIN=$(BIN) bash tests/services.sh run $(OUT)/check_integration
 
-test: test-unit test-ops test-integration
+# The README's set-up block and the client libraries (clients/) with their real
+# frameworks and workers, against the relay; not again under SAN=1, whose
+# relay the integration suite already runs.
+test-clients: deps
+	$(MAKE) $(BIN)
+	STAGEDRAIN_BIN=$(BIN) bash tests/services.sh run bash tests/clients.sh
+
+test: test-unit test-ops test-integration $(if $(SAN),,test-clients)
 
 # make install into a scratch DESTDIR, then man finds the page and the binary runs.
 test-ops: deps

@@ -1,9 +1,17 @@
 -- stagedrain roles: least privilege for the relay and for the applications
 -- that stage jobs. Not a migration (`stagedrain migrate` does not run it): an
--- admin runs it, after `stagedrain migrate`, as the tables' owner or a
--- superuser, in the database that holds staged_jobs:
+-- admin runs it, after `stagedrain migrate`, in the database that holds
+-- staged_jobs:
 --
 --   psql -X -v ON_ERROR_STOP=1 -d app -f sql/roles.sql
+--
+-- Who may run it: a superuser, or a role with CREATEROLE that owns the tables
+-- (the roles it creates are cluster-wide). The tables' owner without
+-- CREATEROLE (a managed database's usual app owner) can run it once the two
+-- group roles exist: someone with CREATEROLE runs
+--   CREATE ROLE stagedrain_relay NOLOGIN; CREATE ROLE stagedrain_app NOLOGIN;
+-- and the owner then runs this script, which only grants. Without them it
+-- stops with that advice before it changes anything.
 --
 -- It creates two NOLOGIN group roles and grants them exactly:
 --
@@ -14,6 +22,10 @@
 --   stagedrain_app    INSERT on staged_jobs' columns other than id (queue,
 --                     job_class, args, run_at, options, created_at, jid,
 --                     uuid, tenant);
+--                     SELECT on its id, uuid and jid columns, so an ORM's
+--                     INSERT ... RETURNING id (ActiveRecord's create!,
+--                     Django's objects.create) works; it shows job ids and
+--                     nothing of the jobs;
 --                     USAGE on its id sequence
 --
 -- and nothing else: each run first revokes whatever these two roles hold on
@@ -34,13 +46,17 @@
 -- refused with "permission denied"; list the columns, as ORMs do when the id
 -- is unset.
 --
--- An ORM that inserts with RETURNING id (ActiveRecord's create!) also needs to
--- read the id column; run with -v app_returning_id=on to grant SELECT (id, uuid)
--- on staged_jobs to stagedrain_app, which shows ids (and the job's uuid, for
--- RETURNING uuid) and nothing of the jobs.
+-- Apps that never read back what they inserted can drop the SELECT on id,
+-- uuid and jid: run with -v app_returning_id=off.
 
 DO $$
 BEGIN
+    IF (NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'stagedrain_relay')
+        OR NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'stagedrain_app'))
+       AND NOT (SELECT rolsuper OR rolcreaterole FROM pg_roles WHERE rolname = current_user) THEN
+        RAISE EXCEPTION 'roles.sql must create the group roles stagedrain_relay and stagedrain_app, which needs a superuser or CREATEROLE, and % has neither', current_user
+            USING HINT = 'have a role with CREATEROLE run: CREATE ROLE stagedrain_relay NOLOGIN; CREATE ROLE stagedrain_app NOLOGIN; then run roles.sql again as the owner of staged_jobs';
+    END IF;
     IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'stagedrain_relay') THEN
         CREATE ROLE stagedrain_relay NOLOGIN;
     END IF;
@@ -97,8 +113,12 @@ BEGIN
 END
 $$;
 
+-- What an ORM's INSERT ... RETURNING reads back; -v app_returning_id=off
+-- leaves it out.
 \if :{?app_returning_id}
-\if :app_returning_id
-GRANT SELECT (id, uuid) ON TABLE staged_jobs TO stagedrain_app;
+\else
+\set app_returning_id on
 \endif
+\if :app_returning_id
+GRANT SELECT (id, uuid, jid) ON TABLE staged_jobs TO stagedrain_app;
 \endif

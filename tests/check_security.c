@@ -52,15 +52,22 @@ static PGconn *pg_as(const char *user)
 	return c;
 }
 
-/* Runs sql/roles.sql with psql, as an admin would. */
-static void apply_roles(const char *psql_opts)
+/* Runs sql/roles.sql with psql as conninfo's user; its exit status, its output in TEST_DIR/roles.out. */
+static int run_roles(const char *conninfo, const char *psql_opts)
 {
 	char services[512], cmd[1600];
 
 	snprintf(services, sizeof(services), "%s", h_env("TEST_SERVICES"));
-	snprintf(cmd, sizeof(cmd), "psql -X -q -v ON_ERROR_STOP=1 %s -d '%s' -f '%s/../sql/roles.sql'", psql_opts,
-		 h_env("TEST_PG_URL"), dirname(services));
-	ck_assert_msg(system(cmd) == 0, "%s failed", cmd);
+	snprintf(cmd, sizeof(cmd),
+		 "psql -X -q -v ON_ERROR_STOP=1 %s -d '%s' -f '%s/../sql/roles.sql' >'%s/roles.out' 2>&1", psql_opts,
+		 conninfo, dirname(services), h_env("TEST_DIR"));
+	return system(cmd);
+}
+
+/* Runs sql/roles.sql with psql, as an admin would. */
+static void apply_roles(const char *psql_opts)
+{
+	ck_assert_msg(run_roles(h_env("TEST_PG_URL"), psql_opts) == 0, "roles.sql %s failed", psql_opts);
 }
 
 /* A login role in a stagedrain group, made afresh. */
@@ -83,11 +90,12 @@ static void login_role(PGconn *c, const char *name, const char *group, const cha
 	" pg_roles r WHERE r.oid = a.grantee AND r.rolname LIKE 'stagedrain\\_%%') x"
 
 /* In byte order (COLLATE "C" in GRANTS_SQL): "." sorts before ":". The app may
- * insert every column but id; with app_returning_id it may also read id, which
- * sorts between created_at and jid, and uuid, last of its columns. */
+ * insert every column but id; unless app_returning_id=off it may also read id,
+ * which sorts between created_at and jid, jid, and uuid, last of its columns. */
 #define APP_INSERTS_BEFORE_ID "staged_jobs.args:stagedrain_app:INSERT staged_jobs.created_at:stagedrain_app:INSERT "
-#define APP_INSERTS_AFTER_ID                                                                                           \
-	"staged_jobs.jid:stagedrain_app:INSERT staged_jobs.job_class:stagedrain_app:INSERT"                            \
+#define APP_INSERTS_AFTER_ID "staged_jobs.jid:stagedrain_app:INSERT" APP_INSERTS_AFTER_ID_BUT_JID
+#define APP_INSERTS_AFTER_ID_BUT_JID                                                                                   \
+	" staged_jobs.job_class:stagedrain_app:INSERT"                                                                 \
 	" staged_jobs.options:stagedrain_app:INSERT staged_jobs.queue:stagedrain_app:INSERT"                           \
 	" staged_jobs.run_at:stagedrain_app:INSERT staged_jobs.tenant:stagedrain_app:INSERT"                           \
 	" staged_jobs.uuid:stagedrain_app:INSERT"
@@ -99,7 +107,8 @@ static void login_role(PGconn *c, const char *name, const char *group, const cha
 	" staged_jobs_id_seq:stagedrain_relay:SELECT"
 #define EXPECTED_GRANTS APP_INSERTS_BEFORE_ID APP_INSERTS_AFTER_ID OTHER_GRANTS
 #define EXPECTED_GRANTS_RETURNING                                                                                      \
-	APP_INSERTS_BEFORE_ID "staged_jobs.id:stagedrain_app:SELECT " APP_INSERTS_AFTER_ID                             \
+	APP_INSERTS_BEFORE_ID "staged_jobs.id:stagedrain_app:SELECT staged_jobs.jid:stagedrain_app:INSERT"             \
+			      " staged_jobs.jid:stagedrain_app:SELECT" APP_INSERTS_AFTER_ID_BUT_JID                    \
 			      " staged_jobs.uuid:stagedrain_app:SELECT" OTHER_GRANTS
 
 START_TEST(roles_grant_exactly_what_each_needs)
@@ -108,16 +117,16 @@ START_TEST(roles_grant_exactly_what_each_needs)
 	char grants[1024];
 
 	/* Idempotent, and a rerun takes back a grant made in between. */
+	apply_roles("-v app_returning_id=off");
 	apply_roles("");
-	apply_roles("-v app_returning_id=on");
 	h_sql(c, "CREATE TABLE IF NOT EXISTS unrelated (x int)");
 	login_role(c, "sd_app", "stagedrain_app", NULL);
 	login_role(c, "sd_relay", "stagedrain_relay", NULL);
 	app = pg_as("sd_app");
-	/* An ORM's create!: the id comes back; choosing one is still refused. */
+	/* An ORM's create! by default: the id comes back; choosing one is still refused. */
 	ck_assert_int_gt(h_sql(app, "INSERT INTO staged_jobs (queue, job_class, args, run_at, options,"
-				    " created_at, jid) VALUES ('default', 'R', '[]', NULL, '{}', now(),"
-				    " '0123456789abcdef01234567') RETURNING id, uuid"),
+				    " created_at) VALUES ('default', 'R', '[]', NULL, '{}', now())"
+				    " RETURNING id, uuid, jid"),
 			 0);
 	denied(app, "INSERT INTO staged_jobs (id, job_class) VALUES (1, 'A') RETURNING id");
 	h_sql(c, "DELETE FROM staged_jobs");
@@ -126,7 +135,7 @@ START_TEST(roles_grant_exactly_what_each_needs)
 
 	/* Table-wide INSERT (what this script granted before) and UPDATE are taken back. */
 	h_sql(c, "GRANT UPDATE, INSERT ON staged_jobs TO stagedrain_app");
-	apply_roles("");
+	apply_roles("-v app_returning_id=off");
 	h_sql(app, "INSERT INTO staged_jobs (job_class, args) VALUES ('A', '[1]')");
 	/* An explicit id can fall below the relay's cursor, and that job would never
 	 * be delivered: Postgres refuses it, whatever the value. */
@@ -155,6 +164,46 @@ START_TEST(roles_grant_exactly_what_each_needs)
 	denied(relay, "INSERT INTO unrelated VALUES (1)");
 	PQfinish(app);
 	PQfinish(relay);
+	PQfinish(c);
+}
+END_TEST
+
+/* The tables' owner without CREATEROLE: told what to ask for before anything
+ * changes; once the group roles exist, it grants exactly the same. */
+START_TEST(roles_script_runs_as_an_owner_without_createrole)
+{
+	PGconn *c = h_pg();
+	char owner[256], grants[1024], out[600];
+
+	h_sql(c, "DROP ROLE IF EXISTS sd_app");
+	h_sql(c, "DROP ROLE IF EXISTS sd_relay");
+	h_sql(c, "DROP OWNED BY stagedrain_app, stagedrain_relay");
+	h_sql(c, "DROP ROLE stagedrain_app");
+	h_sql(c, "DROP ROLE stagedrain_relay");
+	h_sql(c, "DROP ROLE IF EXISTS sd_owner");
+	h_sql(c, "CREATE ROLE sd_owner LOGIN NOCREATEROLE");
+	h_sql(c, "ALTER TABLE staged_jobs OWNER TO sd_owner");
+	h_sql(c, "ALTER TABLE staged_jobs_dead OWNER TO sd_owner");
+	h_sql(c, "ALTER TABLE staged_jobs_held OWNER TO sd_owner");
+	url_as(owner, sizeof(owner), "sd_owner", "");
+
+	ck_assert_int_ne(run_roles(owner, ""), 0);
+	snprintf(out, sizeof(out), "%s/roles.out", h_env("TEST_DIR"));
+	ck_assert(h_log_contains(out, "needs a superuser or CREATEROLE, and sd_owner has neither"));
+	ck_assert(h_log_contains(out, "CREATE ROLE stagedrain_relay NOLOGIN; CREATE ROLE stagedrain_app NOLOGIN;"));
+	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM pg_roles WHERE rolname LIKE 'stagedrain\\_%%'"), 0);
+
+	h_sql(c, "CREATE ROLE stagedrain_relay NOLOGIN");
+	h_sql(c, "CREATE ROLE stagedrain_app NOLOGIN");
+	ck_assert_int_eq(run_roles(owner, ""), 0);
+	h_sql_text(c, GRANTS_SQL, grants, sizeof(grants));
+	ck_assert_str_eq(grants, EXPECTED_GRANTS_RETURNING);
+
+	h_sql(c, "ALTER TABLE staged_jobs OWNER TO postgres");
+	h_sql(c, "ALTER TABLE staged_jobs_dead OWNER TO postgres");
+	h_sql(c, "ALTER TABLE staged_jobs_held OWNER TO postgres");
+	h_sql(c, "DROP OWNED BY sd_owner");
+	h_sql(c, "DROP ROLE sd_owner");
 	PQfinish(c);
 }
 END_TEST
@@ -535,6 +584,7 @@ Suite *security_suite(void)
 	tcase_set_timeout(roles, 120);
 	tcase_add_test(roles, roles_grant_exactly_what_each_needs);
 	tcase_add_test(roles, relay_runs_as_the_relay_role);
+	tcase_add_test(roles, roles_script_runs_as_an_owner_without_createrole);
 	tcase_add_checked_fixture(secrets, h_reset, NULL);
 	tcase_set_timeout(secrets, 180);
 	tcase_add_test(secrets, logs_never_contain_passwords);

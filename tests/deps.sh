@@ -3,7 +3,8 @@
 # missing. apt-get needs root; without it, says what to install and fails.
 set -eu
 PKGS="gcc make pkg-config libc6-dev libpq-dev libhiredis-dev libjansson-dev libssl-dev check
-      postgresql redis-server redis-tools ruby-sidekiq ruby-activejob python3-celery python3-redis php-cli
+      postgresql redis-server redis-tools ruby-sidekiq ruby-activejob ruby-rails ruby-pg python3-celery python3-redis
+      python3-django python3-psycopg2 python3-sqlalchemy php-cli
       procps util-linux
       openssl libmicrohttpd-dev curl python3 python3-yaml mandoc man-db shellcheck"
 

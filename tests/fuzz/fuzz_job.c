@@ -306,21 +306,39 @@ static void check_sidekiq(const struct job_row *row, const struct job_out *out, 
 	json_decref(args);
 }
 
+/* Whether the row's options say "serialized": true (its framework built the payload). */
+static bool row_serialized(const struct job_row *row)
+{
+	json_t *col = row_options(row);
+	bool on = json_is_true(json_object_get(col, "serialized"));
+
+	json_decref(col);
+	return on;
+}
+
 /* JobWrapper's hash: wrapped is the class; its one argument is the
- * serialized job, whose arguments are the row's args, one for one. */
+ * serialized job, whose arguments are the row's args, one for one (or, staged
+ * by ActiveJob itself, the row's args are [job] as they are). */
 static void check_activejob(const struct job_row *row, const struct job_out *out, json_t *job)
 {
+	static const char *const serialized_options[] = { "serialized", NULL };
 	json_t *args = row_args(row), *inner = json_array_get(json_object_get(job, "args"), 0);
 
 	CHECK(string_is(json_object_get(job, "class"), "ActiveJob::QueueAdapters::SidekiqAdapter::JobWrapper", 52),
 	      "not the JobWrapper");
 	CHECK(string_is(json_object_get(job, "wrapped"), row->job_class, row->class_len), "wrapped differs");
 	CHECK(json_array_size(json_object_get(job, "args")) == 1 && json_is_object(inner), "args is not [job]");
+	if (row_serialized(row)) {
+		CHECK(json_equal(args, json_object_get(job, "args")), "serialized job_data differs");
+		check_sidekiq_hash(row, out, job, 1, serialized_options);
+		json_decref(args);
+		return;
+	}
 	CHECK(string_is(json_object_get(inner, "job_class"), row->job_class, row->class_len), "job_class differs");
 	CHECK(string_is(json_object_get(inner, "job_id"), row->uuid, row->uuid_len), "job_id differs");
 	CHECK(json_array_size(json_object_get(inner, "arguments")) == json_array_size(args), "arguments differ");
 	/* the wrapped key adds one; the consumed options are not merged */
-	static const char *const inner_options[] = { "priority", "locale", "timezone", NULL };
+	static const char *const inner_options[] = { "priority", "locale", "timezone", "serialized", NULL };
 
 	check_sidekiq_hash(row, out, job, 1, inner_options);
 	json_decref(args);
@@ -378,12 +396,18 @@ static void check_celery(const struct job_row *row, json_t *job)
 	body = parse(raw, len, JSON_DECODE_ANY);
 	CHECK(json_is_array(body) && json_array_size(body) == 3, "body is not [args, kwargs, embed]");
 	CHECK(numbers_kept(span_of(row->args, row->args_len), span_of(raw, len)), "a number of args changed");
-	CHECK(json_equal(args, json_array_get(body, 0)), "args differ");
-	CHECK(json_is_object(json_array_get(body, 1)), "kwargs is not an object");
-	if (kwargs)
-		CHECK(json_equal(kwargs, json_array_get(body, 1)), "kwargs differ");
-	else
-		CHECK(json_object_size(json_array_get(body, 1)) == 0, "kwargs from nowhere");
+	if (json_is_true(json_object_get(col, "serialized"))) {
+		/* Celery built it: the body is the row's args, the headers the option's. */
+		CHECK(json_equal(args, body), "serialized body differs");
+		CHECK(json_equal(json_object_get(col, "headers"), headers), "serialized headers differ");
+	} else {
+		CHECK(json_equal(args, json_array_get(body, 0)), "args differ");
+		CHECK(json_is_object(json_array_get(body, 1)), "kwargs is not an object");
+		if (kwargs)
+			CHECK(json_equal(kwargs, json_array_get(body, 1)), "kwargs differ");
+		else
+			CHECK(json_object_size(json_array_get(body, 1)) == 0, "kwargs from nowhere");
+	}
 	json_decref(body);
 	free(raw);
 	json_decref(col);
