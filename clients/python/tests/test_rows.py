@@ -111,7 +111,7 @@ class ColumnsTest(RowTest):
         self.assertTrue(job.options["serialized"])
 
     def test_django_model_writes_a_hand_written_row_as_the_app_role(self):
-        # Django inserts with RETURNING id: roles.sql's app_returning_id grant.
+        # Django inserts with RETURNING id: roles.sql's default SELECT (id, uuid, jid).
         with transaction.atomic():
             job = StagedJob.objects.create(job_class="t.record", queue="celery", args=[7])
         (row,) = self.rows()
