@@ -28,7 +28,7 @@ printf '%s\n' "$block" | sed -n "${relay_line},\$p" | sed -e '$ s/$/ --once/' | 
 
 n=$(redis-cli -u "$TEST_REDIS_URL" LLEN queue:default)
 left=$(psql -X -qAt -d "$TEST_PG_URL" -c "SELECT count(*) FROM staged_jobs")
-psql -X -q -d "$TEST_PG_URL" -c "DROP OWNED BY relay" -c "DROP ROLE relay" >/dev/null
+psql -X -q -d "$TEST_PG_URL" -c "DROP OWNED BY relay" -c "DROP ROLE relay" -c "DROP ROLE app" >/dev/null
 if [ "$n" != 1 ] || [ "$left" != 0 ]; then
 	echo "readme_running: FAIL: queue:default holds $n jobs (want 1), $left rows left staged (want 0)" >&2
 	exit 1

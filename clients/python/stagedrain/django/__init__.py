@@ -1,0 +1,1 @@
+"""Django app "stagedrain.django": add it to INSTALLED_APPS for the StagedJob model (app label "stagedrain")."""

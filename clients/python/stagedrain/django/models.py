@@ -1,0 +1,30 @@
+"""StagedJob: the relay's staged_jobs table, seen from Django; `stagedrain migrate` owns its schema."""
+import uuid
+
+from django.db import models
+from django.utils import timezone
+
+from stagedrain.ids import new_jid
+
+
+class StagedJob(models.Model):
+    """One staged job. Django leaves id out of an INSERT (the app role may not set it);
+    the other defaults mirror the columns' own, since Django writes every field."""
+
+    id = models.BigAutoField(primary_key=True)
+    queue = models.TextField(default="default")
+    job_class = models.TextField()
+    args = models.JSONField(default=list)
+    run_at = models.DateTimeField(null=True, blank=True)
+    options = models.JSONField(default=dict)
+    created_at = models.DateTimeField(default=timezone.now)
+    jid = models.TextField(default=new_jid)
+    uuid = models.UUIDField(default=uuid.uuid4)
+    tenant = models.TextField(null=True, blank=True)
+
+    class Meta:
+        managed = False
+        db_table = "staged_jobs"
+
+    def __str__(self):
+        return "%s %s on %s" % (self.job_class, self.uuid, self.queue)
