@@ -1,0 +1,54 @@
+# frozen_string_literal: true
+
+require_relative "../support/e2e"
+
+# Sidekiq jobs through Stagedrain::Sidekiq.enable!, the relay and a stock
+# Sidekiq 6.4 server.
+class SidekiqE2ETest < E2ETest
+  class Trace
+    def call(_klass, item, _queue, _pool)
+      item["trace_id"] = "trace-1"
+      yield
+    end
+  end
+
+  def test_jobs_run_once_with_their_arguments_and_options
+    jids = []
+    Sidekiq.client_middleware.add(Trace)
+    ActiveRecord::Base.transaction do
+      jids << PlainJob.perform_async(1, "two", {"k" => [nil, true, 1.5]}, 12_345_678_901_234_567_890)
+      jids << PlainJob.set(queue: "mailers", retry: 2, tags: ["t"]).perform_async("m")
+      jids.concat(Sidekiq::Client.push_bulk("class" => PlainJob, "args" => [["b1"], ["b2"]]))
+    end
+    recs = wait_ran(jids)
+
+    assert_equal [[1, "two", {"k" => [nil, true, 1.5]}, 12_345_678_901_234_567_890], ["m"], ["b1"], ["b2"]],
+                 jids.map { |j| recs[j]["args"] }
+    assert_equal jids, jids.map { |j| recs[j]["item"]["jid"] }, "the returned jid is the one the worker ran"
+    mail = recs[jids[1]]["item"]
+    assert_equal ["mailers", 2, ["t"], "trace-1", "PlainJob"], mail.values_at("queue", "retry", "tags", "trace_id", "class")
+    assert_equal [true, "default"], recs[jids[0]]["item"].values_at("retry", "queue")
+  ensure
+    Sidekiq.client_middleware.remove(Trace)
+  end
+
+  def test_a_thousand_jobs_of_one_transaction_run_in_staging_order
+    tag = "sk-#{SecureRandom.hex(4)}"
+    jids = ActiveRecord::Base.transaction do
+      Array.new(500) { |i| OrderedPlainJob.perform_async(tag, i) } +
+        OrderedPlainJob.perform_bulk((500...1000).map { |i| [tag, i] })
+    end
+    wait_until("1,000 ordered jobs", timeout: 90) { redis.llen("rb:order:#{tag}") >= 1000 }
+
+    assert_equal (0...1000).map(&:to_s), redis.lrange("rb:order:#{tag}", 0, -1)
+    wait_ran(jids)
+  end
+
+  def test_perform_in_runs_not_before_its_time
+    at = Time.now.to_f + 3
+    jid = ActiveRecord::Base.transaction { PlainJob.perform_at(at, "later") }
+    rec = wait_ran([jid])[jid]
+
+    assert_operator rec["ran_at"], :>=, at, "ran #{(at - rec["ran_at"]).round(3)} s early"
+  end
+end

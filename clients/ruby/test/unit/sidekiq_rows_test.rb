@@ -1,0 +1,175 @@
+# frozen_string_literal: true
+
+require_relative "../support/helper"
+
+class TaggedJob
+  include Sidekiq::Job
+  sidekiq_options queue: "critical", retry: 3, backtrace: 5, tags: ["signup"]
+
+  def perform(*); end
+end
+
+# The rows Sidekiq's own client writes once Stagedrain::Sidekiq.enable! ran
+# (CONTRACT: Sidekiq): Sidekiq builds the item, the client splits it.
+class SidekiqRowsTest < RowTest
+  def teardown
+    Sidekiq.strict_args!(:warn)
+    Stagedrain::Sidekiq.enable!
+  end
+
+  def test_perform_async_stages_the_item
+    before = Time.now.to_f
+    jid = PlainJob.perform_async(1, "two", {"three" => [3]}, nil, 1.5)
+    row, = rows
+
+    assert_equal 1, rows.size
+    assert_jid jid
+    assert_equal [jid, "default", "PlainJob"], row.values_at("jid", "queue", "job_class")
+    assert_equal [1, "two", {"three" => [3]}, nil, 1.5], row["args"]
+    assert_equal({"retry" => true}, row["options"])
+    assert_nil row["run_at"]
+    assert_in_delta before, row["created_at"], 5
+  end
+
+  def test_sidekiq_options_pass_through
+    jid = TaggedJob.perform_async(1)
+    row, = rows
+
+    assert_equal [jid, "critical"], row.values_at("jid", "queue")
+    assert_equal({"retry" => 3, "backtrace" => 5, "tags" => ["signup"]}, row["options"])
+  end
+
+  def test_set_queue_and_retry
+    jid = PlainJob.set(queue: "other", retry: false).perform_async(2)
+    row, = rows
+
+    assert_equal [jid, "other", {"retry" => false}], row.values_at("jid", "queue", "options")
+  end
+
+  def test_perform_in_and_perform_at_are_the_run_at
+    PlainJob.perform_in(30, 1)
+    at = Time.now.to_f + 3600
+    PlainJob.perform_at(at, 2)
+    PlainJob.set(wait: 90).perform_async(3)
+    in30, at3600, wait90 = rows
+
+    assert_in_delta Time.now.to_f + 30, in30["run_at"], 5
+    assert_in_delta at, at3600["run_at"], 1e-5
+    assert_in_delta Time.now.to_f + 90, wait90["run_at"], 5
+    # "at" is a column of its own, not an option.
+    assert_equal [{"retry" => true}] * 3, rows.map { |r| r["options"] }
+  end
+
+  def test_push_bulk_is_one_insert_in_order
+    at = Time.now.to_f + 100
+    jids = nil
+    sent = inserts do
+      jids = Sidekiq::Client.push_bulk("class" => PlainJob, "args" => [[1], [2], [3]], "at" => [at, at + 1, at + 2])
+    end
+
+    assert_equal 1, sent.size
+    assert_equal jids, rows.map { |r| r["jid"] }
+    assert_equal [[1], [2], [3]], rows.map { |r| r["args"] }
+    rows.each_with_index { |r, i| assert_in_delta at + i, r["run_at"], 1e-5 }
+  end
+
+  def test_perform_bulk_returns_the_jids
+    jids = PlainJob.perform_bulk([[1], [2]])
+
+    assert_equal 2, jids.size
+    assert_equal jids, rows.map { |r| r["jid"] }
+  end
+
+  def test_client_push_with_a_class_name
+    jid = Sidekiq::Client.push("class" => "SomeOtherAppsJob", "queue" => "remote", "args" => [1], "custom" => "x")
+    row, = rows
+
+    assert_equal [jid, "SomeOtherAppsJob", "remote"], row.values_at("jid", "job_class", "queue")
+    assert_equal({"retry" => true, "custom" => "x"}, row["options"])
+  end
+
+  # A client middleware sees the item before it is staged; one that stops
+  # the job stops the row too.
+  class AddTrace
+    def call(_klass, item, _queue, _pool)
+      return false if item["args"] == ["drop"]
+
+      item["trace_id"] = "t-1"
+      yield
+    end
+  end
+
+  def test_client_middleware_runs_before_staging
+    Sidekiq.client_middleware.add(AddTrace)
+    jid = PlainJob.perform_async("keep")
+    dropped = PlainJob.perform_async("drop")
+
+    assert_nil dropped
+    assert_equal [jid], rows.map { |r| r["jid"] }
+    assert_equal({"retry" => true, "trace_id" => "t-1"}, rows[0]["options"])
+  ensure
+    Sidekiq.client_middleware.remove(AddTrace)
+  end
+
+  def test_rolled_back_transaction_and_savepoint
+    kept = nil
+    ActiveRecord::Base.transaction do
+      PlainJob.perform_async("gone")
+      raise ActiveRecord::Rollback
+    end
+    ActiveRecord::Base.transaction do
+      kept = PlainJob.perform_async("kept")
+      ActiveRecord::Base.transaction(requires_new: true) do
+        PlainJob.perform_bulk([["savepoint"], ["savepoint"]])
+        raise ActiveRecord::Rollback
+      end
+    end
+
+    assert_equal [kept], rows.map { |r| r["jid"] }
+  end
+
+  def test_strict_args_raise_as_sidekiq_does_and_stage_nothing
+    Sidekiq.strict_args!
+    assert_raises(ArgumentError) { PlainJob.perform_async(:symbol) }
+    assert_raises(ArgumentError) { PlainJob.perform_async({"at" => Time.now}) }
+    assert_raises(ArgumentError) { Sidekiq::Client.push_bulk("class" => PlainJob, "args" => [[1], [Object.new]]) }
+
+    assert_empty rows
+  end
+
+  def test_a_nul_character_raises_before_the_insert
+    sent = inserts do
+      assert_raises(ArgumentError) { PlainJob.perform_async("a\u0000b") }
+      assert_raises(ArgumentError) { PlainJob.set(tags: ["\u0000"]).perform_async(1) }
+      # Nor can a text column.
+      assert_raises(ArgumentError) { PlainJob.set(queue: "q\u0000").perform_async(1) }
+    end
+
+    assert_empty sent
+    assert_empty rows
+  end
+
+  def test_a_missing_table_says_to_migrate
+    err = assert_raises(Stagedrain::NotMigrated) do
+      ActiveRecord::Base.transaction do
+        ActiveRecord::Base.connection.execute("SET LOCAL search_path = ''")
+        PlainJob.perform_async(1)
+      end
+    end
+
+    assert_match(/stagedrain migrate/, err.message)
+  end
+
+  def test_disable_pushes_to_redis_again
+    redis = Redis.new(url: ENV.fetch("TEST_REDIS_URL"))
+    redis.del("queue:unstaged")
+    Stagedrain::Sidekiq.disable!
+    jid = PlainJob.set(queue: "unstaged").perform_async(1)
+
+    assert_empty rows
+    assert_equal [jid], redis.lrange("queue:unstaged", 0, -1).map { |j| JSON.parse(j)["jid"] }
+  ensure
+    redis&.del("queue:unstaged")
+    redis&.close
+  end
+end
