@@ -24,7 +24,13 @@ printf '%s\n' "$block" | head -n $((relay_line - 1)) | bash -euo pipefail
 # What ActiveRecord's create! and Django's objects.create send, as the app's role.
 psql -X -q -v ON_ERROR_STOP=1 -d "postgresql://app@$hostdb" -c "INSERT INTO staged_jobs (queue, job_class, args)
 	VALUES ('default', 'ReadmeJob', '[1]') RETURNING id, uuid, jid" >/dev/null
-printf '%s\n' "$block" | sed -n "${relay_line},\$p" | sed -e '$ s/$/ --once/' | bash -euo pipefail
+printf '%s\n' "$block" | sed -n "${relay_line},\$p" | sed -e '$ s/$/ --once/' | bash -euo pipefail \
+	>"$TEST_DIR/readme_relay.log" 2>&1 || { cat "$TEST_DIR/readme_relay.log" >&2; exit 1; }
+# Set up as the README says, the relay has nothing to warn about.
+if grep -E "level=(warn|error)" "$TEST_DIR/readme_relay.log" >&2; then
+	echo "readme_running: FAIL: the relay warned (above)" >&2
+	exit 1
+fi
 
 n=$(redis-cli -u "$TEST_REDIS_URL" LLEN queue:default)
 left=$(psql -X -qAt -d "$TEST_PG_URL" -c "SELECT count(*) FROM staged_jobs")
