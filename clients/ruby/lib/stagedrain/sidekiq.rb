@@ -42,11 +42,18 @@ module Stagedrain
           job_class: payload["class"],
           args_json: ::Sidekiq.dump_json(payload["args"]),
           run_at: payload["at"] && Time.at(payload["at"]),
-          options_json: ::Sidekiq.dump_json(payload.reject { |key, _| COLUMN_KEYS.include?(key) }),
+          options_json: ::Sidekiq.dump_json(options(payload)),
           created_at: Time.at(payload["created_at"]),
           jid: payload["jid"]
         )
       end
+    end
+
+    # The payload's other keys, and "activejob": false (which the relay
+    # consumes): Sidekiq built the whole job, so a relay run with --format
+    # activejob pushes it as it is too, rather than wrapping it for ActiveJob.
+    def self.options(payload)
+      payload.reject { |key, _| COLUMN_KEYS.include?(key) }.merge("activejob" => false)
     end
 
     # Prepended to Sidekiq::Client: raw_push receives the payloads exactly as

@@ -26,7 +26,7 @@ class SidekiqRowsTest < RowTest
     assert_jid jid
     assert_equal [jid, "default", "PlainJob"], row.values_at("jid", "queue", "job_class")
     assert_equal [1, "two", {"three" => [3]}, nil, 1.5], row["args"]
-    assert_equal({"retry" => true}, row["options"])
+    assert_equal({"retry" => true, "activejob" => false}, row["options"])
     assert_nil row["run_at"]
     assert_in_delta before, row["created_at"], 5
   end
@@ -36,14 +36,14 @@ class SidekiqRowsTest < RowTest
     row, = rows
 
     assert_equal [jid, "critical"], row.values_at("jid", "queue")
-    assert_equal({"retry" => 3, "backtrace" => 5, "tags" => ["signup"]}, row["options"])
+    assert_equal({"retry" => 3, "backtrace" => 5, "tags" => ["signup"], "activejob" => false}, row["options"])
   end
 
   def test_set_queue_and_retry
     jid = PlainJob.set(queue: "other", retry: false).perform_async(2)
     row, = rows
 
-    assert_equal [jid, "other", {"retry" => false}], row.values_at("jid", "queue", "options")
+    assert_equal [jid, "other", {"retry" => false, "activejob" => false}], row.values_at("jid", "queue", "options")
   end
 
   def test_perform_in_and_perform_at_are_the_run_at
@@ -57,7 +57,7 @@ class SidekiqRowsTest < RowTest
     assert_in_delta at, at3600["run_at"], 1e-5
     assert_in_delta Time.now.to_f + 90, wait90["run_at"], 5
     # "at" is a column of its own, not an option.
-    assert_equal [{"retry" => true}] * 3, rows.map { |r| r["options"] }
+    assert_equal [{"retry" => true, "activejob" => false}] * 3, rows.map { |r| r["options"] }
   end
 
   def test_push_bulk_is_one_insert_in_order
@@ -85,7 +85,7 @@ class SidekiqRowsTest < RowTest
     row, = rows
 
     assert_equal [jid, "SomeOtherAppsJob", "remote"], row.values_at("jid", "job_class", "queue")
-    assert_equal({"retry" => true, "custom" => "x"}, row["options"])
+    assert_equal({"retry" => true, "custom" => "x", "activejob" => false}, row["options"])
   end
 
   # A client middleware sees the item before it is staged; one that stops
@@ -106,7 +106,7 @@ class SidekiqRowsTest < RowTest
 
     assert_nil dropped
     assert_equal [jid], rows.map { |r| r["jid"] }
-    assert_equal({"retry" => true, "trace_id" => "t-1"}, rows[0]["options"])
+    assert_equal({"retry" => true, "trace_id" => "t-1", "activejob" => false}, rows[0]["options"])
   ensure
     Sidekiq.client_middleware.remove(AddTrace)
   end
