@@ -191,7 +191,9 @@ static int check_args(struct span raw, const struct job_opts *opts, struct span 
 		payload_reason(reason, rlen, "args is %zu bytes, over --max-job-bytes %ld", s.n, opts->max_job_bytes);
 		return JOB_REJECT;
 	}
-	rc = load_json("args", s, JSON_DECODE_ANY, &v, reason, rlen);
+	/* Duplicate keys too: jsonb never holds one, and a payload that copies
+	 * them would mean whichever value its reader keeps. */
+	rc = load_json("args", s, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &v, reason, rlen);
 	if (rc != 0)
 		return rc;
 	if (!json_is_array(v)) {

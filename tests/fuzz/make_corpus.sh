@@ -153,6 +153,8 @@ fseed $((CELERY | NOUUID)) celery_no_uuid $M "$H" shop.tasks.add celery $JID '' 
 AJDATA='{"job_class": "SendInvoiceJob", "job_id": "0b8e4f1c-2a3d-4e5f-8a9b-0c1d2e3f4a5b", "arguments": [{"_aj_symbol_keys": ["a"], "a": 1}], "locale": "en"}'
 fseed $AJ activejob_serialized $M "$H" SendInvoiceJob default $JID '{"activejob": true, "serialized": true, "retry": 2}' \
 	"[$AJDATA]"
+fseed $AJ args_duplicate_key_serialized $M "$H" SendInvoiceJob default $JID '{"activejob": true, "serialized": true}' \
+	'[{"job_class": "SendInvoiceJob", "job_id": "a", "job_id": "b", "arguments": []}]'
 fseed $CELERY celery_serialized $((M | RUN_AT)) "$FUTURE" shop.tasks.add celery $JID \
 	'{"serialized": true, "priority": 3, "reply_to": "r1", "headers": {"lang": "py", "task": "shop.tasks.add", "id": "0b8e4f1c-2a3d-4e5f-8a9b-0c1d2e3f4a5b", "eta": "2023-11-15T00:00:00+00:00"}}' \
 	'[[1, 2], {"k": 1e300}, {"callbacks": null, "errbacks": null, "chain": null, "chord": null}]'
