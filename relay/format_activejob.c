@@ -255,7 +255,7 @@ static int check_uuid(const struct job_row *row, char *reason, size_t rlen)
 static int check_settings(struct span options, char *reason, size_t rlen)
 {
 	static const char *const texts[] = { "locale", "timezone" };
-	struct span p, t, wrapped;
+	struct span p, t;
 	long long n;
 	int rc;
 
@@ -274,8 +274,16 @@ static int check_settings(struct span options, char *reason, size_t rlen)
 			return JOB_REJECT;
 		}
 	}
-	/* The adapter writes "wrapped" itself: a second one would forge the job. */
-	if ((rc = payload_member(options, "wrapped", &wrapped)) < 0)
+	return 0;
+}
+
+/* The adapter writes "wrapped" itself: a second one would forge the job. */
+static int check_wrapped(struct span options, char *reason, size_t rlen)
+{
+	struct span wrapped;
+	int rc = payload_member(options, "wrapped", &wrapped);
+
+	if (rc < 0)
 		return rc;
 	if (wrapped.n) {
 		payload_reason(reason, rlen, "options key \"wrapped\" is reserved");
@@ -409,6 +417,7 @@ static int activejob_payload(const struct job_in *in, const struct job_opts *opt
 	int rc;
 
 	if ((rc = sidekiq_check_jid(in->row, reason, rlen)) != 0 || (rc = check_uuid(in->row, reason, rlen)) != 0 ||
+	    (rc = check_wrapped(in->options, reason, rlen)) != 0 ||
 	    (rc = format_serialized(in->options, &serialized, reason, rlen)) != 0)
 		return rc;
 	if (serialized) {

@@ -599,6 +599,8 @@ START_TEST(serialized_rejects_with_reasons)
 		  "has no \"job_class\" string" },
 		{ "[{\"job_class\": \"J\", \"arguments\": {}}]", "{\"serialized\": true}",
 		  "has no \"arguments\" array" },
+		{ "[" AJ_DATA "]", "{\"serialized\": true, \"wrapped\": \"Other\"}",
+		  "options key \"wrapped\" is reserved" },
 	};
 	struct job_opts o = aj_opts(FORMAT_ACTIVEJOB, RAILS_7_1, 7);
 
