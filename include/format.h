@@ -90,6 +90,9 @@ struct sidekiq_item {
 };
 int sidekiq_put_item(struct buf *b, const struct job_in *in, const struct job_opts *opts,
 		     const struct sidekiq_item *it) SD_MUSTCHECK;
+/* A sidekiq_item's put_args for the row's args text as written (a plain
+ * Sidekiq job; ActiveJob's serialize staged by the app). */
+int sidekiq_put_row_args(struct buf *b, const struct job_in *in, const struct job_opts *opts, void *arg);
 /* Sidekiq's job check: a jid of 24 lowercase hex digits. 0 or JOB_REJECT. */
 int sidekiq_check_jid(const struct job_row *row, char *reason, size_t rlen);
 /* The sidekiq layout: SADD queues, LPUSH queue:<q>, ZADD schedule. */

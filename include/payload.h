@@ -64,7 +64,10 @@ const char *payload_kind_name(enum payload_kind k);
  * *i is 0 at first; key is the member's key text with its quotes (n == 0 in
  * an array). false past the last. */
 bool payload_next(struct span c, size_t *i, struct span *key, struct span *value);
-/* Whether key text (with its quotes) spells name, escapes read. 0 or -ENOMEM. */
+/* Whether string text s (with its quotes) spells the bytes of want, escapes
+ * read. 0 or -ENOMEM. */
+int payload_string_is(struct span s, struct span want, bool *eq) SD_MUSTCHECK;
+/* The same for a key text and a C string. */
 int payload_key_is(struct span key, const char *name, bool *eq) SD_MUSTCHECK;
 /* The value of obj's member name (n == 0: absent). 0 or -ENOMEM. */
 int payload_member(struct span obj, const char *name, struct span *value) SD_MUSTCHECK;

@@ -363,14 +363,6 @@ static int put_job(struct buf *b, const struct job_in *in, const struct job_opts
 	return buf_puts(b, "}]");
 }
 
-/* [ job_data ] as the app's ActiveJob serialized it, copied as written. */
-static int put_serialized(struct buf *b, const struct job_in *in, const struct job_opts *opts, void *arg)
-{
-	(void)opts;
-	(void)arg;
-	return buf_append(b, in->args.p, in->args.n);
-}
-
 /*
  * A row the client library staged with ActiveJob's own `serialize`: args is
  * [job_data], which JobWrapper#perform hands to ActiveJob::Base.execute.
@@ -421,7 +413,7 @@ static int activejob_payload(const struct job_in *in, const struct job_opts *opt
 	    (rc = format_serialized(in->options, &serialized, reason, rlen)) != 0)
 		return rc;
 	if (serialized) {
-		it.put_args = put_serialized;
+		it.put_args = sidekiq_put_row_args; /* [job_data] as the app's ActiveJob serialized it */
 		it.skip = aj_consumed_serialized;
 		rc = check_serialized(in->args, reason, rlen);
 	} else if ((rc = check_settings(in->options, reason, rlen)) == 0) {

@@ -281,20 +281,11 @@ static int read_options(const struct job_in *in, struct celery_opts *co, char *r
 	return exp.n ? read_expires(exp, in->row, co, reason, rlen) : 0;
 }
 
-/* Whether JSON string v spells the n bytes at p (a column without NULs). */
+/* Whether JSON value v is a string spelling the n bytes at p. */
 static int string_is(struct span v, const char *p, size_t n, bool *eq)
 {
-	char *want;
-	int rc;
-
 	*eq = false;
-	if (payload_kind(v) != PAYLOAD_STRING)
-		return 0;
-	if (!(want = strndup(p, n)))
-		return -ENOMEM;
-	rc = payload_key_is(v, want, eq);
-	free(want);
-	return rc;
+	return payload_kind(v) == PAYLOAD_STRING ? payload_string_is(v, span_of(p, n), eq) : 0;
 }
 
 /* Celery's headers name the row's task and its uuid: the worker runs the

@@ -68,7 +68,7 @@ int sidekiq_put_item(struct buf *b, const struct job_in *in, const struct job_op
 	return buf_puts(b, "}");
 }
 
-static int put_row_args(struct buf *b, const struct job_in *in, const struct job_opts *opts, void *arg)
+int sidekiq_put_row_args(struct buf *b, const struct job_in *in, const struct job_opts *opts, void *arg)
 {
 	(void)opts;
 	(void)arg;
@@ -81,7 +81,7 @@ static int sidekiq_payload(const struct job_in *in, const struct job_opts *opts,
 	static const char *const skip[] = { "activejob", NULL };
 	const struct sidekiq_item it = {
 		.class_name = span_of(in->row->job_class, in->row->class_len),
-		.put_args = put_row_args,
+		.put_args = sidekiq_put_row_args,
 		.skip = skip,
 	};
 	int rc = sidekiq_check_jid(in->row, reason, rlen);

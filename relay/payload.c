@@ -292,22 +292,27 @@ bool payload_next(struct span c, size_t *i, struct span *key, struct span *value
 	return true;
 }
 
-int payload_key_is(struct span key, const char *name, bool *eq)
+int payload_string_is(struct span s, struct span want, bool *eq)
 {
 	json_error_t err;
 	json_t *v;
 
 	*eq = false;
-	if (!memchr(key.p, '\\', key.n)) {
-		*eq = key.n == strlen(name) + 2 && memcmp(key.p + 1, name, key.n - 2) == 0;
+	if (!memchr(s.p, '\\', s.n)) {
+		*eq = s.n == want.n + 2 && memcmp(s.p + 1, want.p, want.n) == 0;
 		return 0;
 	}
-	v = json_loadb(key.p, key.n, JSON_DECODE_ANY, &err);
+	v = json_loadb(s.p, s.n, JSON_DECODE_ANY, &err);
 	if (!v)
 		return json_error_code(&err) == json_error_out_of_memory ? -ENOMEM : 0;
-	*eq = strcmp(json_string_value(v), name) == 0;
+	*eq = json_string_length(v) == want.n && memcmp(json_string_value(v), want.p, want.n) == 0;
 	json_decref(v);
 	return 0;
+}
+
+int payload_key_is(struct span key, const char *name, bool *eq)
+{
+	return payload_string_is(key, span_of(name, strlen(name)), eq);
 }
 
 int payload_member(struct span obj, const char *name, struct span *value)
