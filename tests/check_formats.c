@@ -200,14 +200,26 @@ START_TEST(numbers_past_64_bits_arrive_as_written)
 	char *text;
 	size_t len;
 
+	/* Laravel's pop script re-encodes the job with Redis' cjson, which
+	 * cannot write a number past a double: such a row is dead-lettered. */
+	bool doubles = strcmp(l->format, "laravel") == 0;
+	const char *huge = doubles ? "1e300" : "1e400";
+
 	h_sql(c,
 	      "INSERT INTO staged_jobs (job_class, args, options) VALUES ('App\\Jobs\\W@handle',"
-	      " '[18446744073709551616, -18446744073709551616, 1e400]', '%s')",
-	      big_options[_i].options);
-	h_sql_text(c, "SELECT '1e400'::jsonb::text", digits, sizeof(digits));
-	ck_assert_uint_eq(strlen(digits), 401);
+	      " '[18446744073709551616, -18446744073709551616, %s]', '%s')",
+	      huge, big_options[_i].options);
+	if (doubles)
+		h_sql(c, "INSERT INTO staged_jobs (job_class, args) VALUES ('App\\Jobs\\W@handle', '[1e400]')");
+	snprintf(key, sizeof(key), "SELECT '%s'::jsonb::text", huge);
+	h_sql_text(c, key, digits, sizeof(digits));
+	ck_assert_uint_eq(strlen(digits), doubles ? 301 : 401);
 	ck_assert_int_eq(h_relay_run("relay", (const char *const[]){ "--once", "--format", l->format, NULL }), 0);
-	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs_dead"), 0);
+	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs_dead"), doubles);
+	if (doubles)
+		ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs_dead WHERE reason LIKE"
+					  " '%%is past a double''s range%%'"),
+				 1);
 	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs"), 0);
 	snprintf(key, sizeof(key), "%sdefault", l->prefix);
 	rep = h_cmd(r, "%s %s", l->pop, key);
