@@ -98,6 +98,18 @@ int sidekiq_check_jid(const struct job_row *row, char *reason, size_t rlen);
 /* The sidekiq layout: SADD queues, LPUSH queue:<q>, ZADD schedule. */
 int sidekiq_commands(struct redis_cmds *c, const struct batch *b, const char *prefix);
 
+/*
+ * Laravel's payload for a row that carries what the app's framework built
+ * (options "serialized": true, clients/php): args [payload], the payload text
+ * as one JSON string, appended to out byte for byte once it is strict JSON
+ * with the keys the row and the worker need. 0, JOB_REJECT or -ENOMEM.
+ */
+int laravel_built_payload(const struct job_in *in, struct buf *out, char *reason, size_t rlen) SD_MUSTCHECK;
+/* JSON text Laravel's worker can pop: no deeper than max_depth levels, every
+ * number within a double's range (its pop script re-encodes the job with
+ * Redis' cjson after the LPOP). 0, JOB_REJECT or -ENOMEM. */
+int laravel_check_json(struct span json, int max_depth, char *reason, size_t rlen) SD_MUSTCHECK;
+
 /* Which of a batch's jobs a command takes. */
 enum format_which { FORMAT_NOW, FORMAT_LATER, FORMAT_ALL };
 

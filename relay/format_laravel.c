@@ -223,11 +223,14 @@ static int check_options(struct span options, char *reason, size_t rlen)
 {
 	struct span key, v;
 	size_t i = 0, k;
+	bool serialized;
 	int rc;
 
 	while (payload_next(options, &i, &key, &v)) {
-		if ((rc = option_of(key, &k)) < 0)
+		if ((rc = option_of(key, &k)) < 0 || (rc = payload_key_is(key, "serialized", &serialized)) < 0)
 			return rc;
+		if (serialized) /* false here: format_serialized read it */
+			continue;
 		if (k == N_OPTIONS) {
 			payload_reason(reason, rlen,
 				       "options key \"%.*s\" is not one laravel reads (maxTries, maxExceptions, "
@@ -270,12 +273,19 @@ static int laravel_payload(const struct job_in *in, const struct job_opts *opts,
 	const struct job_row *row = in->row;
 	struct span job = span_of(row->job_class, row->class_len), display;
 	char id[PAYLOAD_UUID_LEN + 1];
+	bool serialized;
 	size_t data_off;
 	int rc;
 
 	(void)opts;
-	if ((rc = check_uuid(row, id, reason, rlen)) != 0 || (rc = split_job(job, &display, reason, rlen)) != 0 ||
-	    (rc = check_options(in->options, reason, rlen)) != 0)
+	if ((rc = check_uuid(row, id, reason, rlen)) != 0 ||
+	    (rc = format_serialized(in->options, &serialized, reason, rlen)) != 0)
+		return rc;
+	if (serialized)
+		return laravel_built_payload(in, b, reason, rlen);
+	if ((rc = split_job(job, &display, reason, rlen)) != 0 ||
+	    (rc = check_options(in->options, reason, rlen)) != 0 ||
+	    (rc = laravel_check_json(in->args, JOB_MAX_DEPTH, reason, rlen)) != 0)
 		return rc;
 	if (buf_puts(b, "{\"uuid\":\"") < 0 || buf_append(b, row->uuid, row->uuid_len) < 0 ||
 	    buf_puts(b, "\",\"displayName\":") < 0 || put_php_string(b, display) < 0 || buf_puts(b, ",\"job\":") < 0 ||

@@ -24,8 +24,10 @@
 --                     uuid, tenant);
 --                     SELECT on its id, uuid and jid columns, so an ORM's
 --                     INSERT ... RETURNING id (ActiveRecord's create!,
---                     Django's objects.create) works; it shows job ids and
---                     nothing of the jobs;
+--                     Django's objects.create) works, and on queue, so a
+--                     queue driver's size() (Laravel's) counts a queue's
+--                     staged rows; it shows job ids and queue names and
+--                     nothing else of the jobs;
 --                     USAGE on its id sequence
 --
 -- and nothing else: each run first revokes whatever these two roles hold on
@@ -47,7 +49,7 @@
 -- is unset.
 --
 -- Apps that never read back what they inserted can drop the SELECT on id,
--- uuid and jid: run with -v app_returning_id=off.
+-- uuid, jid and queue: run with -v app_returning_id=off.
 
 DO $$
 BEGIN
@@ -113,12 +115,12 @@ BEGIN
 END
 $$;
 
--- What an ORM's INSERT ... RETURNING reads back; -v app_returning_id=off
--- leaves it out.
+-- What an ORM's INSERT ... RETURNING reads back, and the queue a driver's
+-- size() counts by; -v app_returning_id=off leaves them out.
 \if :{?app_returning_id}
 \else
 \set app_returning_id on
 \endif
 \if :app_returning_id
-GRANT SELECT (id, uuid, jid) ON TABLE staged_jobs TO stagedrain_app;
+GRANT SELECT (id, uuid, jid, queue) ON TABLE staged_jobs TO stagedrain_app;
 \endif

@@ -1,9 +1,13 @@
-/* End to end for --format laravel: Laravel's worker cannot be installed here,
- * so what the relay pushes is compared byte for byte with what PHP's
- * json_encode writes for Laravel's layout (tests/e2e/laravel_payload.php). */
+/* End to end for --format laravel against real servers: what the relay pushes
+ * for a hand-written Class@method row is compared byte for byte with what
+ * PHP's json_encode writes for Laravel 10-12's layout, rebuilt from their
+ * source (tests/e2e/laravel_payload.php), and a payload clients/php staged
+ * reaches Redis as written. A real Laravel 8 worker runs both kinds in
+ * clients/php's own end-to-end tests. */
 #include "fmacros.h"
 
 #include <check.h>
+#include <jansson.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -208,6 +212,72 @@ START_TEST(payloads_match_php_byte_for_byte)
 }
 END_TEST
 
+/* A payload as clients/php stages it: Laravel's createPayload output (a
+ * protected property's NULs as \u0000), the row's args [payload]. */
+#define BUILT_UUID "77777777-7777-4777-8777-777777777777"
+#define BUILT(id)                                                                                                      \
+	"{\"uuid\":\"" BUILT_UUID "\",\"displayName\":\"App\\\\Jobs\\\\Send\",\"job\":\"Illuminate\\\\Queue\\\\"       \
+	"CallQueuedHandler@call\",\"data\":{\"commandName\":\"App\\\\Jobs\\\\Send\",\"command\":\"O:13:\\\"App\\\\"    \
+	"Jobs\\\\Send\\\":1:{s:4:\\\"\\u0000*\\u0000a\\\";s:3:\\\"a\\/b\\\";}\"},\"id\":\"" id "\",\"attempts\":0}"
+
+static void stage_built(PGconn *c, const char *uuid, const char *payload, const char *run_at)
+{
+	json_t *a = json_pack("[s]", payload);
+	char *args = json_dumps(a, JSON_ENCODE_ANY);
+	const char *p[4] = { uuid, args, run_at };
+	PGresult *res = PQexecParams(c,
+				     "INSERT INTO staged_jobs (uuid, queue, job_class, args, options, run_at)"
+				     " VALUES ($1, 'default', 'App\\Jobs\\Send', $2, '{\"serialized\": true}', $3)",
+				     3, NULL, p, NULL, NULL, 0);
+
+	ck_assert_msg(PQresultStatus(res) == PGRES_COMMAND_OK, "%s", PQerrorMessage(c));
+	PQclear(res);
+	free(args);
+	json_decref(a);
+}
+
+/* What the framework built reaches the queue byte for byte, a delayed one its
+ * zset; a payload the worker could not pop is dead-lettered, the drain going on. */
+START_TEST(built_payloads_reach_redis_as_written)
+{
+	static const char *const argv[] = { "--once", "--format", "laravel", "--laravel-prefix", PREFIX, NULL };
+	PGconn *c;
+	redisContext *r;
+	redisReply *rep;
+
+	h_reset();
+	c = h_pg();
+	r = h_redis();
+	stage_built(c, BUILT_UUID, BUILT("now"), NULL);
+	stage_built(c, "88888888-8888-4888-8888-888888888888", "{\"job\":\"A@b\"}", NULL);
+	/* Redis' cjson reads 1e400 (jsonb writes its 401 digits) as inf and
+	 * cannot encode the popped job again. */
+	h_sql(c, "INSERT INTO staged_jobs (queue, job_class, args) VALUES ('default', 'Big@handle', '[1e400]')");
+	stage_built(c, BUILT_UUID, BUILT("later"), "2100-01-01 00:00:00+00");
+	ck_assert_int_eq(h_relay_run("relay-laravel-built", argv), 0);
+
+	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs"), 0);
+	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs_dead WHERE reason LIKE "
+				  "'%%payload''s \"displayName\" is not the row''s job_class%%'"),
+			 1);
+	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs_dead WHERE job_class = 'Big@handle'"
+				  " AND reason LIKE '%%is past a double''s range%%'"),
+			 1);
+	rep = h_cmd(r, "LRANGE %s 0 -1", PREFIX "queues:default");
+	ck_assert_uint_eq(rep->elements, 1);
+	ck_assert_str_eq(rep->element[0]->str, BUILT("now"));
+	freeReplyObject(rep);
+	ck_assert_int_eq(h_cmd_int(r, "LLEN %s", PREFIX "queues:default:notify"), 1);
+	rep = h_cmd(r, "ZRANGE %s 0 -1 WITHSCORES", PREFIX "queues:default:delayed");
+	ck_assert_uint_eq(rep->elements, 2);
+	ck_assert_str_eq(rep->element[0]->str, BUILT("later"));
+	ck_assert_str_eq(rep->element[1]->str, "4102444800");
+	freeReplyObject(rep);
+	redisFree(r);
+	PQfinish(c);
+}
+END_TEST
+
 Suite *laravel_e2e_suite(void)
 {
 	Suite *s = suite_create("laravel_e2e");
@@ -215,6 +285,7 @@ Suite *laravel_e2e_suite(void)
 
 	tcase_set_timeout(t, 120);
 	tcase_add_test(t, payloads_match_php_byte_for_byte);
+	tcase_add_test(t, built_payloads_reach_redis_as_written);
 	suite_add_tcase(s, t);
 	return s;
 }

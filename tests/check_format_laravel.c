@@ -4,6 +4,7 @@
 
 #include <check.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "batch.h"
@@ -124,7 +125,8 @@ END_TEST
  * options Laravel reads as PHP ints refuse what an int cannot hold. */
 START_TEST(numbers_past_64_bits_copied_as_written)
 {
-	const char *big = job_rows_big_numbers();
+	/* Past 64 bits, but within a double's range (what PHP and Lua read). */
+	const char *big = "18446744073709551616,-18446744073709551616,1.5e-400,-1.7976931348623157e308";
 	char args[1200], want[2600];
 	struct job_row r;
 
@@ -136,6 +138,12 @@ START_TEST(numbers_past_64_bits_copied_as_written)
 		 "\"data\":[%s,{\"k\":[%s]}]" TAIL,
 		 big, big);
 	assert_payload(&r, want);
+	/* Past a double's range the worker's pop script (Redis' cjson) cannot
+	 * encode the job again after its LPOP, and the job would be lost. */
+	r = laravel_row("A@b", "[{\"k\": [1e400]}]", NULL);
+	assert_reject(&r, "number 1e400 is past a double's range");
+	r = laravel_row("A@b", "[-1E+309]", NULL);
+	assert_reject(&r, "number -1E+309 is past a double's range");
 	r = laravel_row("A@b", "[]", "{\"maxTries\": 9223372036854775808}");
 	assert_reject(&r, "options key \"maxTries\" is not a non-negative integer");
 	r = laravel_row("A@b", "[]", "{\"timeout\": 18446744073709551616}");
@@ -212,6 +220,160 @@ START_TEST(rejects_rows_laravel_cannot_run)
 	assert_reject(&r, "uuid is not a uuid");
 	r = laravel_row("A@b", "{\"a\": 1}", NULL);
 	assert_reject(&r, "args is not a json array");
+}
+END_TEST
+
+/* ---- rows clients/php staged: the payload Laravel's createPayload built ---- */
+
+#define CMD_NAME "App\\Jobs\\SendInvoice"
+/* What RedisQueue would push for a job with a protected property: the NULs
+ * of its serialized name are \u0000 in the JSON text, "/" is "\/", "é" raw
+ * and U+2028 escaped as json_encode(..., JSON_UNESCAPED_UNICODE) writes them. */
+#define BUILT                                                                                                               \
+	"{\"uuid\":\"" UUID "\",\"displayName\":\"App\\\\Jobs\\\\SendInvoice\","                                            \
+	"\"job\":\"Illuminate\\\\Queue\\\\CallQueuedHandler@call\",\"maxTries\":3,\"maxExceptions\":null,"                  \
+	"\"failOnTimeout\":false,\"backoff\":\"10,60\",\"timeout\":null,\"retryUntil\":null,"                               \
+	"\"data\":{\"commandName\":\"App\\\\Jobs\\\\SendInvoice\",\"command\":\"O:20:\\\"App\\\\Jobs\\\\SendInvoice\\\":1:" \
+	"{s:8:\\\"\\u0000*\\u0000note\\\";s:9:\\\"a\\/b \xc3\xa9\\u2028\\\";}\"},"                                          \
+	"\"id\":\"Zx3kq9LmT0aBcDeFgHiJkLmNoPqRsTuV\",\"attempts\":0}"
+
+/* The row's args: [payload] as jsonb writes it, the payload one JSON string. */
+static struct job_row built_row(const char *payload, const char *options)
+{
+	static char args[8192];
+	json_t *a = json_pack("[s]", payload);
+	char *text = json_dumps(a, JSON_ENCODE_ANY);
+
+	ck_assert_ptr_nonnull(text);
+	ck_assert_uint_lt(strlen(text), sizeof(args));
+	strcpy(args, text);
+	free(text);
+	json_decref(a);
+	return laravel_row(CMD_NAME, args, options ? options : "{\"serialized\": true}");
+}
+
+/* The payload the framework built reaches Redis byte for byte. */
+START_TEST(built_payload_is_pushed_as_written)
+{
+	struct job_row r = built_row(BUILT, NULL);
+
+	assert_payload(&r, BUILT);
+	r.run_at_us = NOW_US + 60000000;
+	r.has_run_at = true;
+	assert_payload(&r, BUILT);
+	/* A Class@method job staged through Queue::push. */
+	r = built_row("{\"uuid\":\"" UUID "\",\"displayName\":\"App\\\\Legacy\",\"job\":\"App\\\\Legacy@handle\","
+		      "\"data\":{\"a\":[1,2.50,1e300]},\"id\":\"x\",\"attempts\":0}",
+		      NULL);
+	r.job_class = "App\\Legacy";
+	r.class_len = strlen(r.job_class);
+	assert_payload(&r, "{\"uuid\":\"" UUID "\",\"displayName\":\"App\\\\Legacy\",\"job\":\"App\\\\Legacy@handle\","
+			   "\"data\":{\"a\":[1,2.50,1e300]},\"id\":\"x\",\"attempts\":0}");
+}
+END_TEST
+
+/* Each way a staged payload can be wrong is dead-lettered with its reason. */
+START_TEST(built_payload_rejects)
+{
+	static const char *const bad[][2] = {
+		{ "[\"{}\", \"{}\"]", "serialized laravel args is not [payload], one string" },
+		{ "[{\"job\": \"A@b\"}]", "serialized laravel args is not [payload], one string" },
+		{ "[]", "serialized laravel args is not [payload], one string" },
+		{ "[\"{\\\"job\\\": \"]", "payload is not json" },
+		{ "[\"[1]\"]", "payload is not a json object" },
+		{ "[\"{\\\"a\\\": 1, \\\"a\\\": 2}\"]", "payload is not json: duplicate object key" },
+		{ "[\"{\\\"a\\\": 1} x\"]", "payload is not json" },
+	};
+	struct job_row r;
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		r = laravel_row(CMD_NAME, bad[i][0], "{\"serialized\": true}");
+		assert_reject(&r, bad[i][1]);
+	}
+	r = built_row(BUILT, "{\"serialized\": true, \"maxTries\": 3}");
+	assert_reject(&r, "options key \"maxTries\" is not read with \"serialized\": true");
+	r = built_row(BUILT, "{\"serialized\": 1}");
+	assert_reject(&r, "options key \"serialized\" is not true or false");
+	r = built_row(BUILT, NULL);
+	r.job_class = "App\\Jobs\\Other";
+	r.class_len = strlen(r.job_class);
+	assert_reject(&r, "payload's \"displayName\" is not the row's job_class");
+	r = built_row(BUILT, NULL);
+	r.uuid = "11111111-1111-4111-8111-111111111111";
+	assert_reject(&r, "payload's \"uuid\" is not the row's uuid");
+}
+END_TEST
+
+/* A payload's keys that the worker reads as it pops the job. */
+START_TEST(built_payload_rejects_what_the_worker_cannot_pop)
+{
+	static const char *const bad[][2] = {
+		{ "\"job\":\"\",\"attempts\":0,\"id\":\"x\"", "payload's \"job\" is not a non-empty string" },
+		{ "\"job\":1,\"attempts\":0,\"id\":\"x\"", "payload's \"job\" is not a non-empty string" },
+		{ "\"job\":\"A@b\",\"id\":\"x\"", "payload's \"attempts\" is not a non-negative integer" },
+		{ "\"job\":\"A@b\",\"attempts\":-1,\"id\":\"x\"",
+		  "payload's \"attempts\" is not a non-negative integer" },
+		{ "\"job\":\"A@b\",\"attempts\":\"0\",\"id\":\"x\"",
+		  "payload's \"attempts\" is not a non-negative integer" },
+		{ "\"job\":\"A@b\",\"attempts\":0.5,\"id\":\"x\"",
+		  "payload's \"attempts\" is not a non-negative integer" },
+		{ "\"job\":\"A@b\",\"attempts\":0", "payload's \"id\" is not a string" },
+		{ "\"job\":\"A@b\",\"attempts\":0,\"id\":7", "payload's \"id\" is not a string" },
+		{ "\"job\":\"A@b\",\"attempts\":0,\"id\":\"x\",\"data\":[1e400]",
+		  "number 1e400 is past a double's range" },
+	};
+	char payload[512];
+	struct job_row r;
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(payload, sizeof(payload),
+			 "{\"uuid\":\"" UUID "\",\"displayName\":\"App\\\\Jobs\\\\SendInvoice\",%s}", bad[i][0]);
+		r = built_row(payload, NULL);
+		assert_reject(&r, bad[i][1]);
+	}
+	r = built_row("{\"displayName\":\"App\\\\Jobs\\\\SendInvoice\",\"job\":\"A@b\",\"attempts\":0,\"id\":\"x\"}",
+		      NULL);
+	assert_reject(&r, "payload's \"uuid\" is not the row's uuid");
+	r = built_row("{\"uuid\":\"" UUID "\",\"job\":\"A@b\",\"attempts\":0,\"id\":\"x\"}", NULL);
+	assert_reject(&r, "payload's \"displayName\" is not the row's job_class");
+}
+END_TEST
+
+/* PHP's json_decode($payload, true) reads 511 levels (its default depth is
+ * 512): the worker would decode a deeper payload as null. */
+START_TEST(built_payload_depth_is_phps)
+{
+	static char payload[4096];
+	struct job_row r;
+	size_t n;
+
+	for (int depth = 511; depth <= 512; depth++) {
+		n = (size_t)snprintf(payload, sizeof(payload),
+				     "{\"uuid\":\"" UUID
+				     "\",\"displayName\":\"App\\\\Jobs\\\\SendInvoice\",\"job\":\"A@b\","
+				     "\"attempts\":0,\"id\":\"x\",\"data\":");
+		for (int i = 1; i < depth; i++)
+			payload[n++] = '[';
+		for (int i = 1; i < depth; i++)
+			payload[n++] = ']';
+		snprintf(payload + n, sizeof(payload) - n, "}");
+		r = built_row(payload, NULL);
+		if (depth == 511)
+			assert_payload(&r, payload);
+		else
+			assert_reject(&r, "payload nests deeper than 511 levels");
+	}
+}
+END_TEST
+
+/* "serialized": false is the hand-written row (consumed, never written). */
+START_TEST(not_serialized_is_the_hand_written_row)
+{
+	struct job_row r = laravel_row("A@b", "[1]", "{\"serialized\": false, \"maxTries\": 2}");
+
+	assert_payload(&r, "{\"uuid\":\"" UUID "\",\"displayName\":\"A\",\"job\":\"A@b\",\"maxTries\":2,"
+			   "\"maxExceptions\":null,\"failOnTimeout\":false,\"backoff\":null,\"timeout\":null,"
+			   "\"data\":[1]" TAIL);
 }
 END_TEST
 
@@ -386,6 +548,11 @@ Suite *laravel_format_suite(void)
 	tcase_add_test(payload, numbers_past_64_bits_copied_as_written);
 	tcase_add_test(payload, rejects_rows_laravel_cannot_run);
 	tcase_add_test(payload, rejects_queues_that_are_another_queues_keys);
+	tcase_add_test(payload, built_payload_is_pushed_as_written);
+	tcase_add_test(payload, built_payload_rejects);
+	tcase_add_test(payload, built_payload_rejects_what_the_worker_cannot_pop);
+	tcase_add_test(payload, built_payload_depth_is_phps);
+	tcase_add_test(payload, not_serialized_is_the_hand_written_row);
 	tcase_add_test(options, maps_the_job_options);
 	tcase_add_test(options, rejects_options_laravel_does_not_read);
 	tcase_add_test(commands, batch_commands);

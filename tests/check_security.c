@@ -91,12 +91,13 @@ static void login_role(PGconn *c, const char *name, const char *group, const cha
 
 /* In byte order (COLLATE "C" in GRANTS_SQL): "." sorts before ":". The app may
  * insert every column but id; unless app_returning_id=off it may also read id,
- * which sorts between created_at and jid, jid, and uuid, last of its columns. */
+ * which sorts between created_at and jid, jid, queue, and uuid, last of its
+ * columns. */
 #define APP_INSERTS_BEFORE_ID "staged_jobs.args:stagedrain_app:INSERT staged_jobs.created_at:stagedrain_app:INSERT "
-#define APP_INSERTS_AFTER_ID "staged_jobs.jid:stagedrain_app:INSERT" APP_INSERTS_AFTER_ID_BUT_JID
-#define APP_INSERTS_AFTER_ID_BUT_JID                                                                                   \
+#define APP_INSERTS_TO_QUEUE                                                                                           \
 	" staged_jobs.job_class:stagedrain_app:INSERT"                                                                 \
-	" staged_jobs.options:stagedrain_app:INSERT staged_jobs.queue:stagedrain_app:INSERT"                           \
+	" staged_jobs.options:stagedrain_app:INSERT staged_jobs.queue:stagedrain_app:INSERT"
+#define APP_INSERTS_AFTER_QUEUE                                                                                        \
 	" staged_jobs.run_at:stagedrain_app:INSERT staged_jobs.tenant:stagedrain_app:INSERT"                           \
 	" staged_jobs.uuid:stagedrain_app:INSERT"
 #define OTHER_GRANTS                                                                                                   \
@@ -105,10 +106,13 @@ static void login_role(PGconn *c, const char *name, const char *group, const cha
 	" staged_jobs_held:stagedrain_relay:INSERT staged_jobs_held:stagedrain_relay:SELECT"                           \
 	" staged_jobs_held_hold_id_seq:stagedrain_relay:SELECT staged_jobs_id_seq:stagedrain_app:USAGE"                \
 	" staged_jobs_id_seq:stagedrain_relay:SELECT"
-#define EXPECTED_GRANTS APP_INSERTS_BEFORE_ID APP_INSERTS_AFTER_ID OTHER_GRANTS
+#define EXPECTED_GRANTS                                                                                                \
+	APP_INSERTS_BEFORE_ID                                                                                          \
+		"staged_jobs.jid:stagedrain_app:INSERT" APP_INSERTS_TO_QUEUE APP_INSERTS_AFTER_QUEUE OTHER_GRANTS
 #define EXPECTED_GRANTS_RETURNING                                                                                      \
 	APP_INSERTS_BEFORE_ID "staged_jobs.id:stagedrain_app:SELECT staged_jobs.jid:stagedrain_app:INSERT"             \
-			      " staged_jobs.jid:stagedrain_app:SELECT" APP_INSERTS_AFTER_ID_BUT_JID                    \
+			      " staged_jobs.jid:stagedrain_app:SELECT" APP_INSERTS_TO_QUEUE                            \
+			      " staged_jobs.queue:stagedrain_app:SELECT" APP_INSERTS_AFTER_QUEUE                       \
 			      " staged_jobs.uuid:stagedrain_app:SELECT" OTHER_GRANTS
 
 START_TEST(roles_grant_exactly_what_each_needs)

@@ -162,3 +162,9 @@ fseed $LARAVEL laravel_basic $M "$H" 'App\\Jobs\\SendReceipt@handle' default $JI
 	'["a/b", "\303\244", {"n": 1.0}]'
 fseed $LARAVEL laravel_delayed $((M | RUN_AT)) "$FUTURE" 'App\\Jobs\\Ping' low $JID '{"maxTries": 3}' '[]'
 fseed $LARAVEL laravel_unknown_option $M "$H" 'App\\Jobs\\Ping@handle' low $JID '{"tries": 3}' '[]'
+# A payload clients/php staged (Laravel's createPayload): a protected property's \u0000, "\/".
+LVPAYLOAD='{\\"uuid\\":\\"0b8e4f1c-2a3d-4e5f-8a9b-0c1d2e3f4a5b\\",\\"displayName\\":\\"App\\\\\\\\Jobs\\\\\\\\Send\\",\\"job\\":\\"Illuminate\\\\\\\\Queue\\\\\\\\CallQueuedHandler@call\\",\\"backoff\\":\\"1,2\\",\\"data\\":{\\"commandName\\":\\"App\\\\\\\\Jobs\\\\\\\\Send\\",\\"command\\":\\"O:13:\\\\\\"App\\\\\\\\Jobs\\\\\\\\Send\\\\\\":1:{s:6:\\\\\\"\\\\u0000*\\\\u0000a\\\\\\";s:3:\\\\\\"a\\\\/b\\\\\\";}\\"},\\"id\\":\\"k3\\",\\"attempts\\":0}'
+fseed $LARAVEL laravel_serialized $((M | RUN_AT)) "$FUTURE" 'App\\Jobs\\Send' default $JID '{"serialized": true}' \
+	"[\"$LVPAYLOAD\"]"
+fseed $LARAVEL laravel_serialized_inf $M "$H" 'App\\Jobs\\Send' default $JID '{"serialized": true}' \
+	'["{\\"uuid\\":\\"0b8e4f1c-2a3d-4e5f-8a9b-0c1d2e3f4a5b\\",\\"displayName\\":\\"App\\\\\\\\Jobs\\\\\\\\Send\\",\\"job\\":\\"A@b\\",\\"data\\":[1e400],\\"id\\":\\"k\\",\\"attempts\\":0}"]'
