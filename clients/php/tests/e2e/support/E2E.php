@@ -176,7 +176,7 @@ final class E2E
     public function scenario(string $name, array $input = []): array
     {
         $out = $this->run(
-            ['php', $this->app.'/artisan', 'e2e:scenario', $name, json_encode((object) $input, JSON_UNESCAPED_SLASHES | JSON_UNESCAPED_UNICODE)],
+            ['php', $this->app.'/artisan', 'e2e:scenario', $name, json_encode((object) $input, JSON_UNESCAPED_SLASHES | JSON_UNESCAPED_UNICODE | JSON_PRESERVE_ZERO_FRACTION)],
             $this->appEnv()
         );
         $result = json_decode($out, true);
