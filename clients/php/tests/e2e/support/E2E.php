@@ -38,17 +38,28 @@ final class E2E
     /** @var PDO|null */
     private $appDb;
 
+    /** @var \Throwable|null why the world could not be built */
+    private static $broken;
+
     public static function world(): self
     {
+        if (self::$broken !== null) {
+            throw new RuntimeException('the e2e app could not be set up (see the first failure)', 0, self::$broken);
+        }
         if (self::$world === null) {
             $world = new self();
-            self::$world = $world;
             register_shutdown_function(static function () use ($world) {
                 $world->shutdown();
             });
-            $world->build();
-            $world->startWorker();
-            $world->startRelay();
+            try {
+                $world->build();
+                $world->startWorker();
+                $world->startRelay();
+            } catch (\Throwable $e) {
+                self::$broken = $e;
+                throw $e;
+            }
+            self::$world = $world;
         }
 
         return self::$world;
@@ -354,7 +365,19 @@ final class E2E
     public function reset(): void
     {
         $this->owner()->exec('DELETE FROM staged_jobs; DELETE FROM staged_jobs_dead; DELETE FROM failed_jobs; DELETE FROM php_e2e_users');
-        $this->redis()->flushDB();
+        // The queues and records only: the relay keeps its own keys under the
+        // same prefix (laravel_database_stagedrain:*, its leader epoch), and
+        // deleting them makes its next push fail and retry.
+        $redis = $this->redis();
+        $redis->setOption(Redis::OPT_SCAN, Redis::SCAN_RETRY);
+        foreach ([self::PREFIX.'queues:*', self::PREFIX.'e2e:*'] as $pattern) {
+            $it = null;
+            while (($keys = $redis->scan($it, $pattern, 1000)) !== false) {
+                if ($keys) {
+                    $redis->del($keys);
+                }
+            }
+        }
         if (! $this->relayRunning()) {
             $this->startRelay();
         }
