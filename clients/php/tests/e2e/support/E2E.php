@@ -101,8 +101,10 @@ final class E2E
         file_put_contents($this->app.'/composer.json', json_encode($this->composerJson(), JSON_PRETTY_PRINT | JSON_UNESCAPED_SLASHES)."\n");
         $this->prepareDatabase();
 
-        // As the README says: composer install, offline (packagist.org off),
-        // the package from a path repository, Debian's Laravel provided.
+        // As the README says: the package from a path repository, required as
+        // *@dev (composer install with no lock file resolves as `composer
+        // update` does); offline, packagist.org off, Laravel is Debian's,
+        // declared by the app's `provide`.
         $this->run(['composer', 'install', '--no-interaction', '--no-progress', '--working-dir='.$this->app], $this->composerEnv(), $this->dir.'/composer.log');
         // What the skeleton's post-autoload-dump runs; the first artisan call
         // would build the same manifest from vendor/composer/installed.json.
@@ -130,7 +132,7 @@ final class E2E
             'provide' => $provide,
             'repositories' => [
                 ['packagist.org' => false],
-                ['type' => 'path', 'url' => self::clientDir(), 'options' => ['symlink' => false]],
+                ['type' => 'path', 'url' => self::clientDir()],
             ],
             'autoload' => ['psr-4' => ['App\\' => 'app/']],
             'config' => ['sort-packages' => true, 'allow-plugins' => false],
