@@ -1,0 +1,27 @@
+<?php
+
+return [
+    'default' => env('QUEUE_CONNECTION', 'staged'),
+    'connections' => [
+        // Dispatching stages a row in staged_jobs, in the caller's transaction.
+        'staged' => [
+            'driver' => 'stagedrain',
+            'connection' => 'pgsql',
+            'queue' => 'default',
+        ],
+        // What the relay pushes to and `php artisan queue:work redis` works.
+        'redis' => [
+            'driver' => 'redis',
+            'connection' => 'default',
+            'queue' => 'default',
+            'retry_after' => 90,
+            'block_for' => null,
+            'after_commit' => false,
+        ],
+    ],
+    'failed' => [
+        'driver' => 'database-uuids',
+        'database' => 'pgsql',
+        'table' => 'failed_jobs',
+    ],
+];
