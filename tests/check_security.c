@@ -108,7 +108,7 @@ static void login_role(PGconn *c, const char *name, const char *group, const cha
 	" staged_jobs_id_seq:stagedrain_relay:SELECT"
 #define EXPECTED_GRANTS                                                                                                \
 	APP_INSERTS_BEFORE_ID                                                                                          \
-		"staged_jobs.jid:stagedrain_app:INSERT" APP_INSERTS_TO_QUEUE APP_INSERTS_AFTER_QUEUE OTHER_GRANTS
+	"staged_jobs.jid:stagedrain_app:INSERT" APP_INSERTS_TO_QUEUE APP_INSERTS_AFTER_QUEUE OTHER_GRANTS
 #define EXPECTED_GRANTS_RETURNING                                                                                      \
 	APP_INSERTS_BEFORE_ID "staged_jobs.id:stagedrain_app:SELECT staged_jobs.jid:stagedrain_app:INSERT"             \
 			      " staged_jobs.jid:stagedrain_app:SELECT" APP_INSERTS_TO_QUEUE                            \
