@@ -42,18 +42,23 @@ static const struct staged rows[] = {
 
 #define NROWS (sizeof(rows) / sizeof(rows[0]))
 
+/* One row: uuid, queue, job_class, args, options, run_at (NULL: none). */
+static void stage_row(PGconn *c, const char *const p[6])
+{
+	PGresult *res = PQexecParams(c,
+				     "INSERT INTO staged_jobs (uuid, queue, job_class, args, options, run_at)"
+				     " VALUES ($1, $2, $3, $4, $5, $6)",
+				     6, NULL, p, NULL, NULL, 0);
+
+	ck_assert_msg(PQresultStatus(res) == PGRES_COMMAND_OK, "%s", PQerrorMessage(c));
+	PQclear(res);
+}
+
 static void stage_rows(PGconn *c)
 {
-	for (size_t i = 0; i < NROWS; i++) {
-		const char *p[6] = { rows[i].uuid, rows[i].queue,   rows[i].job_class,
-				     rows[i].args, rows[i].options, rows[i].run_at };
-		PGresult *res = PQexecParams(c,
-					     "INSERT INTO staged_jobs (uuid, queue, job_class, args, options, run_at)"
-					     " VALUES ($1, $2, $3, $4, $5, $6)",
-					     6, NULL, p, NULL, NULL, 0);
-		ck_assert_msg(PQresultStatus(res) == PGRES_COMMAND_OK, "%s", PQerrorMessage(c));
-		PQclear(res);
-	}
+	for (size_t i = 0; i < NROWS; i++)
+		stage_row(c, (const char *const[6]){ rows[i].uuid, rows[i].queue, rows[i].job_class, rows[i].args,
+						     rows[i].options, rows[i].run_at });
 	/* Laravel has no "tries" key: the row is dead-lettered, not pushed. */
 	h_sql(c,
 	      "INSERT INTO staged_jobs (queue, job_class, options) VALUES ('default', 'Bad@handle', '{\"tries\": 3}')");
@@ -224,14 +229,8 @@ static void stage_built(PGconn *c, const char *uuid, const char *payload, const 
 {
 	json_t *a = json_pack("[s]", payload);
 	char *args = json_dumps(a, JSON_ENCODE_ANY);
-	const char *p[4] = { uuid, args, run_at };
-	PGresult *res = PQexecParams(c,
-				     "INSERT INTO staged_jobs (uuid, queue, job_class, args, options, run_at)"
-				     " VALUES ($1, 'default', 'App\\Jobs\\Send', $2, '{\"serialized\": true}', $3)",
-				     3, NULL, p, NULL, NULL, 0);
-
-	ck_assert_msg(PQresultStatus(res) == PGRES_COMMAND_OK, "%s", PQerrorMessage(c));
-	PQclear(res);
+	stage_row(c,
+		  (const char *const[6]){ uuid, "default", "App\\Jobs\\Send", args, "{\"serialized\": true}", run_at });
 	free(args);
 	json_decref(a);
 }
