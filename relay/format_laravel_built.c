@@ -12,7 +12,7 @@
  * deeper payload. */
 #define PHP_JSON_LEVELS 511
 
-/* The number text at s is past a double's range: Laravel's pop script
+/* Number text n past a double's range: Laravel's pop script
  * (Redis' cjson) reads it as inf and cannot encode the job again. */
 static int check_number(struct span n, char *reason, size_t rlen)
 {
