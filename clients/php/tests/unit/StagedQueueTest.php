@@ -428,25 +428,21 @@ class StagedQueueTest extends TestCase
         $this->assertSame([], $this->rows());
     }
 
-    public function testNotMigratedWhenTheTableIsMissing(): void
+    /** A schema without staged_jobs (42P01), and one whose staged_jobs has no uuid column (42703). */
+    public function unmigratedSchemas(): array
     {
-        try {
-            $this->staged('unmigrated')->push('A@b', []);
-            $this->fail('no NotMigrated');
-        } catch (NotMigrated $e) {
-            $this->assertStringContainsString('stagedrain migrate', $e->getMessage());
-            $this->assertSame('42P01', $e->getPrevious()->getCode());
-        }
+        return ['the table is missing' => ['unmigrated', '42P01'], 'the uuid column is missing' => ['old', '42703']];
     }
 
-    public function testNotMigratedWhenTheUuidColumnIsMissing(): void
+    /** @dataProvider unmigratedSchemas */
+    public function testNotMigrated(string $schema, string $sqlstate): void
     {
         try {
-            $this->staged('old')->push('A@b', []);
+            $this->staged($schema)->push('A@b', []);
             $this->fail('no NotMigrated');
         } catch (NotMigrated $e) {
             $this->assertStringContainsString('stagedrain migrate', $e->getMessage());
-            $this->assertSame('42703', $e->getPrevious()->getCode());
+            $this->assertSame($sqlstate, $e->getPrevious()->getCode());
         }
     }
 }
