@@ -80,40 +80,39 @@ static int payload_text(struct span args, json_t **text, char *reason, size_t rl
 	return *text ? 0 : -ENOMEM;
 }
 
-/* The payload's member key must be a string equal to want. */
-static int check_same(struct span payload, const char *key, struct span want, const char *what, char *reason,
-		      size_t rlen)
+/* The parsed payload's member key is a string holding exactly want. */
+static bool same_string(json_t *payload, const char *key, struct span want)
 {
-	struct span v;
-	bool eq = false;
-	int rc;
+	json_t *s = json_object_get(payload, key);
 
-	if ((rc = payload_member(payload, key, &v)) < 0)
-		return rc;
-	if (payload_kind(v) == PAYLOAD_STRING && (rc = payload_string_is(v, want, &eq)) < 0)
-		return rc;
-	if (eq)
-		return 0;
-	payload_reason(reason, rlen, "payload's \"%s\" is not the row's %s", key, what);
-	return JOB_REJECT;
+	return json_is_string(s) && json_string_length(s) == want.n &&
+	       memcmp(json_string_value(s), want.p, want.n) == 0;
 }
 
-/* What the worker reads as it pops: job (the handler), attempts (the pop
- * script adds one to it, after its LPOP) and id. */
-static int check_worker_keys(struct span payload, char *reason, size_t rlen)
+/*
+ * The keys the row and the worker need: displayName and uuid naming the row,
+ * and what the worker reads as it pops: job (the handler), attempts (the pop
+ * script adds one to it, after its LPOP) and id. Strings from the parsed
+ * payload; attempts from its text p (the parse zeroes numbers).
+ */
+static int check_keys(const struct job_row *row, json_t *payload, struct span p, char *reason, size_t rlen)
 {
-	struct span job, attempts, id;
+	json_t *job = json_object_get(payload, "job");
+	struct span attempts;
 	long long n;
 	int rc;
 
-	if ((rc = payload_member(payload, "job", &job)) < 0 ||
-	    (rc = payload_member(payload, "attempts", &attempts)) < 0 || (rc = payload_member(payload, "id", &id)) < 0)
+	if ((rc = payload_member(p, "attempts", &attempts)) < 0)
 		return rc;
-	if (payload_kind(job) != PAYLOAD_STRING || job.n <= 2)
+	if (!same_string(payload, "displayName", span_of(row->job_class, row->class_len)))
+		payload_reason(reason, rlen, "payload's \"displayName\" is not the row's job_class");
+	else if (!same_string(payload, "uuid", span_of(row->uuid ? row->uuid : "", row->uuid_len)))
+		payload_reason(reason, rlen, "payload's \"uuid\" is not the row's uuid");
+	else if (!json_is_string(job) || json_string_length(job) == 0)
 		payload_reason(reason, rlen, "payload's \"job\" is not a non-empty string");
 	else if (payload_int(attempts, &n) != 0 || n < 0)
 		payload_reason(reason, rlen, "payload's \"attempts\" is not a non-negative integer");
-	else if (payload_kind(id) != PAYLOAD_STRING)
+	else if (!json_is_string(json_object_get(payload, "id")))
 		payload_reason(reason, rlen, "payload's \"id\" is not a string");
 	else
 		return 0;
@@ -126,7 +125,6 @@ static int check_payload(const struct job_row *row, struct span p, char *reason,
 {
 	json_error_t err;
 	json_t *v;
-	bool object;
 	int rc;
 
 	/* \u0000 is how json_encode writes the NULs of a protected property's name. */
@@ -138,18 +136,14 @@ static int check_payload(const struct job_row *row, struct span p, char *reason,
 		payload_reason(reason, rlen, "payload is not json: %s", err.text);
 		return JOB_REJECT;
 	}
-	object = json_is_object(v);
-	json_decref(v);
-	if (!object) {
+	if (!json_is_object(v)) {
 		payload_reason(reason, rlen, "payload is not a json object");
-		return JOB_REJECT;
+		rc = JOB_REJECT;
+	} else if ((rc = laravel_check_json(p, PHP_JSON_LEVELS, reason, rlen)) == 0) {
+		rc = check_keys(row, v, p, reason, rlen);
 	}
-	if ((rc = laravel_check_json(p, PHP_JSON_LEVELS, reason, rlen)) != 0 ||
-	    (rc = check_same(p, "displayName", span_of(row->job_class, row->class_len), "job_class", reason, rlen)) !=
-		    0 ||
-	    (rc = check_same(p, "uuid", span_of(row->uuid ? row->uuid : "", row->uuid_len), "uuid", reason, rlen)) != 0)
-		return rc;
-	return check_worker_keys(p, reason, rlen);
+	json_decref(v);
+	return rc;
 }
 
 static int check_options(struct span options, char *reason, size_t rlen)
