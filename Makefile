@@ -26,7 +26,7 @@ PYTHON ?= $(shell test -x /usr/bin/python3 && echo /usr/bin/python3 || echo pyth
 JOB_SRC = relay/job.c relay/buf.c relay/payload.c relay/format.c relay/format_sidekiq.c relay/format_resque.c \
           relay/format_activejob.c relay/format_celery.c relay/format_laravel.c relay/format_laravel_built.c \
           relay/redis_cmds.c relay/pyrepr.c relay/queue_groups.c
-LIB_SRC = $(JOB_SRC) relay/log.c relay/values.c relay/settings.c relay/redis_url.c relay/config.c \
+LIB_SRC = $(JOB_SRC) relay/log.c relay/values.c relay/settings.c relay/redis_url.c relay/config.c relay/signals.c \
           relay/usage.c relay/sidekiq_probe.c relay/clock.c relay/pg_source.c \
           relay/redis_tls.c relay/redis_io.c relay/redis_sentinel.c relay/redis_conn.c relay/redis_sink.c relay/redis_policy.c relay/drain.c relay/migrate.c relay/backoff.c relay/batch.c relay/fence.c relay/gaps.c relay/snapshot.c \
           relay/metrics.c relay/watch.c relay/http.c relay/pg_conn.c relay/pg_read.c relay/queue_limits.c relay/rounds.c relay/backpressure.c relay/pg_held.c relay/release.c relay/ladder.c \
@@ -42,7 +42,7 @@ INTEG_SRC = tests/integration_main.c tests/harness.c tests/check_relay.c \
             tests/check_reconcile.c tests/check_guarantees.c tests/check_tls.c tests/check_sentinel.c \
             tests/check_sidekiq_version.c tests/check_formats.c tests/check_e2e_activejob.c \
             tests/check_e2e_celery.c tests/check_e2e_laravel.c tests/check_release.c \
-            tests/check_e2e_capped.c tests/check_once.c
+            tests/check_e2e_capped.c tests/check_once.c tests/check_startup.c
 
 # The test support library: processes, the throwaway servers, SQL, Redis, logs.
 # The Check suites, the chaos programs and the bench all link it; no Check in it.

@@ -54,6 +54,8 @@ struct config {
 	int max_redis_memory;             /* percent of maxmemory above which nothing is pushed; 0: off */
 	bool help;
 	bool version;
+	bool pg_url_argv_password;    /* --pg-url, given as a flag, holds a password (ps shows it) */
+	bool redis_url_argv_password; /* the same for --redis-url */
 };
 
 #define CONFIG_ERR_SIZE 512

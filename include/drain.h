@@ -60,8 +60,12 @@ struct drain {
 };
 
 void drain_init(struct drain *d, const struct config *cfg, volatile sig_atomic_t *stop);
-/* Connects to both servers and checks the schema; a failure here is fatal,
- * and has been logged once with the setting and the cause. */
+/* Connects to both servers and checks the schema. A server that cannot be
+ * reached yet is waited for with back-off, as at run time (a sidecar may
+ * start before its servers); a setting that can never work (authentication,
+ * TLS verification, a missing migration, a bad URL) fails at once, logged
+ * once with the setting and the cause. -ECANCELED: a stop signal came while
+ * waiting; -ETIMEDOUT: --once waited ONCE_SERVER_WAIT_MS in vain. */
 int drain_start(struct drain *d) SD_MUSTCHECK;
 /* drain_run with --once stopped with jobs left behind (once.h): exit 3. */
 #define DRAIN_LEFT 1
@@ -69,7 +73,8 @@ int drain_start(struct drain *d) SD_MUSTCHECK;
 /* Runs until *stop is set, or with --once until a read of everything finds
  * nothing it can move (or it may not lead, or the memory bound pauses it):
  * then 0, or DRAIN_LEFT when jobs are left. Server faults are logged and
- * retried; only -ENOMEM ends it early. */
+ * retried; only -ENOMEM ends it early, and with --once -ETIMEDOUT after
+ * ONCE_SERVER_WAIT_MS of faults without a batch going through. */
 int drain_run(struct drain *d) SD_MUSTCHECK;
 void drain_free(struct drain *d);
 

@@ -11,14 +11,18 @@
 
 /* How long --once waits for another relay's leader lock before it says so. */
 #define ONCE_LOCK_WAIT_MS 5000
+/* How long --once retries a server it cannot use (at start, or a batch that
+ * keeps failing) before it ends with an error instead of waiting forever. */
+#define ONCE_SERVER_WAIT_MS 10000
 
 /* What --once knows of the last batch (the drain holds one). */
 struct once {
-	bool read_all;    /* the next read covers every gap: the last word before stopping */
-	bool all_read;    /* the last read did */
-	long long moved;  /* rows the last batch took out of staged_jobs or staged_jobs_held */
-	bool gave_up;     /* another session held the leader lock past ONCE_LOCK_WAIT_MS */
-	char leader[300]; /* then: who holds it, as far as Postgres shows */
+	bool read_all;        /* the next read covers every gap: the last word before stopping */
+	bool all_read;        /* the last read did */
+	long long moved;      /* rows the last batch took out of staged_jobs or staged_jobs_held */
+	bool gave_up;         /* another session held the leader lock past ONCE_LOCK_WAIT_MS */
+	char leader[300];     /* then: who holds it, as far as Postgres shows */
+	long long trouble_ms; /* when batches began to fail, none succeeding since; 0: none failing */
 };
 
 struct drain;
@@ -31,6 +35,9 @@ bool once_over(struct drain *d, long long cursor_before);
 /* While standing by: true when --once has waited long enough since since_ms;
  * it then names the lock's holder (Postgres's view of it) for the last line. */
 bool once_stop_waiting(struct drain *d, long long since_ms);
+/* After a batch (or a climb to it) that failed (failed) or not: true, logged,
+ * when --once has failed for ONCE_SERVER_WAIT_MS without a batch going through. */
+bool once_trouble_over(struct drain *d, bool failed);
 /* Logs the line --once ends with: "stopped", or what is left and why. Returns
  * 0, or DRAIN_LEFT when something is left. */
 int once_report(struct drain *d);

@@ -19,6 +19,15 @@ PGconn *pg_conn_open(const struct config *cfg, const char *name, bool name_wins)
 /* Writes "what: message" to out: the result's error, else the connection's,
  * on one line. */
 void pg_conn_error(char *out, size_t outlen, const PGconn *conn, const PGresult *res, const char *what);
+/*
+ * Whether a failed connection's message (libpq's, or the server's FATAL it
+ * carries) says the settings can never work as given: authentication refused,
+ * no pg_hba.conf entry, a database or role that does not exist, a role that
+ * may not log in or connect, TLS that cannot be set up or verified, a bad
+ * option. Anything else (refused, timed out, a name not resolved, a server
+ * starting up or shutting down, too many clients) may pass and is waited for.
+ */
+bool pg_conn_fatal(const char *msg);
 /* Turns libpq's newlines and tabs into single spaces, trailing ones dropped. */
 void pg_conn_one_line(char *str);
 

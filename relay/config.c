@@ -442,6 +442,30 @@ static int check_tls(const struct config *cfg, char *err, size_t errlen)
 	return 0;
 }
 
+/* Whether pg_url holds a password: libpq's own parser says. */
+static bool pg_url_has_password(const char *url)
+{
+	PQconninfoOption *opts = *url ? PQconninfoParse(url, NULL) : NULL;
+	bool has = false;
+
+	for (PQconninfoOption *o = opts; o && o->keyword; o++)
+		has |= strcmp(o->keyword, "password") == 0 && o->val && *o->val;
+	PQconninfoFree(opts);
+	return has;
+}
+
+/* A URL given as a flag (not from a variable or a file) holding a password:
+ * main warns, since every user of the machine can read a command line. */
+static void note_argv_passwords(struct config *cfg, const struct pick *picks)
+{
+	const struct pick *pg = &picks[settings_find("pg-url") - settings];
+	const struct pick *redis = &picks[settings_find("redis-url") - settings];
+
+	cfg->pg_url_argv_password = pg->set && !pg->env && !pg->file && pg_url_has_password(cfg->pg_url);
+	cfg->redis_url_argv_password =
+		redis->set && !redis->env && !redis->file && !cfg->redis_password && cfg->redis.password;
+}
+
 int config_load(struct config *cfg, int argc, char **argv, char *err, size_t errlen)
 {
 	struct pick *picks = calloc(settings_count, sizeof(*picks));
@@ -459,6 +483,8 @@ int config_load(struct config *cfg, int argc, char **argv, char *err, size_t err
 		rc = apply_all(cfg, picks, err, errlen);
 	if (rc == 0 && !cfg->help && !cfg->version)
 		rc = check_tls(cfg, err, errlen);
+	if (rc == 0)
+		note_argv_passwords(cfg, picks);
 	for (size_t i = 0; i < settings_count; i++)
 		free(picks[i].owned);
 	free(picks);

@@ -14,6 +14,7 @@
 #include "format.h"
 #include "ladder.h"
 #include "log.h"
+#include "signals.h"
 
 #define BACKOFF_BASE_MS 100
 #define BACKOFF_CAP_MS 10000
@@ -412,14 +413,18 @@ int drain_run(struct drain *d)
 
 	while (!*d->stop) {
 		long long cursor = d->gaps.cursor;
-		if (!ladder_ensure_ready(d)) {
-			if (d->once.gave_up)
-				break;
-			continue;
+		rc = ladder_ensure_ready(d) ? drain_batch(d) : -EAGAIN;
+		if (d->once.gave_up) {
+			rc = 0;
+			break;
 		}
-		rc = drain_batch(d);
 		if (rc == -ENOMEM)
 			break;
+		if (once_trouble_over(d, rc < 0)) {
+			rc = -ETIMEDOUT;
+			break;
+		}
+		signals_note_hup();
 		if (rc >= 0 && d->cfg->once && once_over(d, cursor))
 			break;
 		if (rc > 0 || d->cfg->once)

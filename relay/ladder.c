@@ -11,6 +11,8 @@
 #include "keys.h"
 #include "ladder.h"
 #include "log.h"
+#include "pg_conn.h"
+#include "signals.h"
 #include "redis_policy.h"
 
 void ladder_fall_back(struct drain *d, enum drain_state to)
@@ -21,6 +23,7 @@ void ladder_fall_back(struct drain *d, enum drain_state to)
 
 void ladder_nap(struct drain *d, int ms)
 {
+	signals_note_hup();
 	while (ms > 0 && !*d->stop) {
 		int slice = ms < 50 ? ms : 50;
 		struct timespec ts = { 0, slice * 1000000L };
@@ -83,25 +86,77 @@ static void log_connected(struct drain *d)
 			 NULL);
 }
 
-int drain_start(struct drain *d)
+/* One try at Postgres at start: 0; -EAGAIN when it cannot be reached yet
+ * (logged and waited out); or a setting that can never work (logged). */
+static int start_pg(struct drain *d)
 {
 	int rc = pg_source_connect(&d->pg);
-	const char *blame;
 
 	if (rc == 0)
 		rc = pg_source_check_schema(&d->pg);
-	if (rc < 0) {
-		log_error("cannot start", LOGF(F_STR("setting", "--pg-url"), F_STR("error", d->pg.errstr)));
-		return rc;
+	if (rc == 0) {
+		metrics_connected(d->metrics, METRICS_PG, true, false);
+		return 0;
 	}
-	rc = redis_sink_connect(&d->redis);
-	if (rc < 0) {
-		blame = d->redis.conn.blame ? d->redis.conn.blame : "--redis-url";
-		log_error("cannot start", LOGF(F_STR("setting", blame), F_STR("error", d->redis.errstr)));
-		return rc;
+	/* A schema read on a session that then broke is a server going away. */
+	if (rc != -ENOMEM && pg_source_broken(&d->pg) && !pg_conn_fatal(d->pg.errstr)) {
+		ladder_pg_trouble(d, "could not reach postgres to start; will retry");
+		return -EAGAIN;
 	}
-	log_connected(d);
-	return 0;
+	log_error("cannot start", LOGF(F_STR("setting", "--pg-url"), F_STR("error", d->pg.errstr)));
+	return rc;
+}
+
+/* The same for Redis: a fault with a setting to blame (a password, TLS
+ * verification, a file) ends the start; any other is waited out. */
+static int start_redis(struct drain *d)
+{
+	int rc = redis_sink_connect(&d->redis);
+	const char *blame = d->redis.conn.blame;
+
+	if (rc == 0) {
+		metrics_connected(d->metrics, METRICS_REDIS, true, false);
+		return 0;
+	}
+	if (rc != -ENOMEM && !blame) {
+		ladder_redis_trouble(d, rc, "could not reach redis to start; will retry");
+		return -EAGAIN;
+	}
+	log_error("cannot start",
+		  LOGF(F_STR("setting", blame ? blame : "--redis-url"), F_STR("error", d->redis.errstr)));
+	return rc;
+}
+
+/* After a try that found a server unreachable: whether to try again. Not
+ * after a stop signal (-ECANCELED), nor with --once past ONCE_SERVER_WAIT_MS
+ * (-ETIMEDOUT: a run that cannot start is an error, not a wait forever). */
+static int start_again(struct drain *d, long long since_ms, const char *server)
+{
+	if (*d->stop)
+		return -ECANCELED;
+	if (!d->cfg->once || clock_mono_ms() - since_ms < ONCE_SERVER_WAIT_MS)
+		return 0;
+	log_error("--once gave up: could not reach the server",
+		  LOGF(F_STR("server", server), F_INT("waited_s", ONCE_SERVER_WAIT_MS / 1000)));
+	return -ETIMEDOUT;
+}
+
+int drain_start(struct drain *d)
+{
+	long long since = clock_mono_ms();
+	int rc;
+
+	while ((rc = start_pg(d)) == -EAGAIN && (rc = start_again(d, since, "postgres")) == 0)
+		;
+	since = clock_mono_ms();
+	while (rc == 0 && (rc = start_redis(d)) == -EAGAIN && (rc = start_again(d, since, "redis")) == 0)
+		;
+	if (rc == 0) {
+		backoff_reset(&d->pg_backoff);
+		backoff_reset(&d->redis_backoff);
+		log_connected(d);
+	}
+	return rc;
 }
 
 void ladder_pg_trouble(struct drain *d, const char *what)

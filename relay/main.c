@@ -1,12 +1,13 @@
 /* stagedrain: parses the settings, installs signals, runs `migrate` or the relay. */
 #include "fmacros.h"
 
+#include <errno.h>
 #include <malloc.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 
 #include "config.h"
 #include "drain.h"
@@ -15,35 +16,13 @@
 #include "metrics.h"
 #include "migrate.h"
 #include "pg_source.h"
+#include "signals.h"
 #include "usage.h"
 #include "version.h"
 #include "watch.h"
 
 /* --once stopped with jobs left behind (README, Settings); 1 and 2 are errors. */
 #define EXIT_JOBS_LEFT 3
-
-static volatile sig_atomic_t stop_requested;
-
-static void on_stop_signal(int sig)
-{
-	(void)sig;
-	stop_requested = 1;
-}
-
-/* No SA_RESTART: a sleep or poll returns early, so stopping is prompt. */
-static void install_signals(void)
-{
-	struct sigaction sa;
-
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = on_stop_signal;
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGINT, &sa, NULL);
-	/* A dropped Redis socket must surface as an error, not kill the process. */
-	sa.sa_handler = SIG_IGN;
-	sigaction(SIGPIPE, &sa, NULL);
-}
 
 static int run_migrate(const struct config *cfg)
 {
@@ -66,27 +45,41 @@ static int run_migrate(const struct config *cfg)
 
 /*
  * The HTTP endpoint and the watcher run in threads of their own; they block
- * the stop signals, so only the main thread (the drain) sees them. The
- * watcher runs whenever someone reads what it finds: the endpoint, or the
- * long-transaction warning of a relay that keeps running.
+ * the signals, so only the main thread (the drain) sees them. The endpoint
+ * starts first: while the servers are waited for, /readyz says so.
  */
-static int start_sidecars(const struct config *cfg, struct metrics *m, struct http *h, struct watch *w)
+static int start_http(const struct config *cfg, struct metrics *m, struct http *h)
 {
-	sigset_t block, old;
-	int rc = 0;
+	sigset_t old;
+	int rc;
 
-	sigemptyset(&block);
-	sigaddset(&block, SIGTERM);
-	sigaddset(&block, SIGINT);
-	pthread_sigmask(SIG_BLOCK, &block, &old);
-	if (*cfg->http_addr && (rc = http_start(h, cfg, m)) < 0)
-		log_error("cannot start", LOGF(F_STR("setting", "--http-addr"), F_STR("error", h->errstr)));
-	else if (*cfg->http_addr)
-		log_info("serving http", LOGF(F_STR("addr", h->where), F_STR("paths", "/metrics /healthz /readyz")));
-	if (rc == 0 && (*cfg->http_addr || (cfg->warn_xact_age_ms > 0 && !cfg->once)) &&
-	    (rc = watch_start(w, cfg, m)) < 0)
-		log_error("cannot start the watcher thread", LOGF(F_STR("error", strerror(-rc))));
+	if (!*cfg->http_addr)
+		return 0;
+	signals_block(&old);
+	rc = http_start(h, cfg, m);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc < 0)
+		log_error("cannot start", LOGF(F_STR("setting", "--http-addr"), F_STR("error", h->errstr)));
+	else
+		log_info("serving http", LOGF(F_STR("addr", h->where), F_STR("paths", "/metrics /healthz /readyz")));
+	return rc;
+}
+
+/* The watcher runs whenever someone reads what it finds: the endpoint, or the
+ * long-transaction warning of a relay that keeps running. It starts once the
+ * drain has, so that a setting that can never work ends the start in one line. */
+static int start_watch(const struct config *cfg, struct metrics *m, struct watch *w)
+{
+	sigset_t old;
+	int rc;
+
+	if (!*cfg->http_addr && (cfg->warn_xact_age_ms <= 0 || cfg->once))
+		return 0;
+	signals_block(&old);
+	rc = watch_start(w, cfg, m);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc < 0)
+		log_error("cannot start the watcher thread", LOGF(F_STR("error", strerror(-rc))));
 	return rc;
 }
 
@@ -110,21 +103,38 @@ static int run_relay(const struct config *cfg)
 		log_error("cannot start", LOGF(F_STR("error", strerror(-rc))));
 		return EXIT_FAILURE;
 	}
-	drain_init(&d, cfg, &stop_requested);
+	drain_init(&d, cfg, signals_stop_flag());
 	d.metrics = &m;
-	rc = drain_start(&d);
-	if (rc == 0) {
-		metrics_connected(&m, METRICS_PG, true, false);
-		metrics_connected(&m, METRICS_REDIS, true, false);
-		rc = start_sidecars(cfg, &m, &h, &w);
-	}
+	rc = start_http(cfg, &m, &h);
+	if (rc == 0)
+		rc = drain_start(&d);
+	if (rc == 0)
+		rc = start_watch(cfg, &m, &w);
 	if (rc == 0)
 		rc = drain_run(&d);
+	else if (rc == -ECANCELED)
+		rc = 0; /* stopped by a signal while waiting for a server */
 	http_stop(&h);
 	watch_stop(&w);
 	drain_free(&d);
 	metrics_free(&m);
 	return rc < 0 ? EXIT_FAILURE : rc == DRAIN_LEFT ? EXIT_JOBS_LEFT : EXIT_SUCCESS;
+}
+
+/* A password inside a URL given as a flag shows in ps to every user of the machine. */
+static void warn_argv_passwords(const struct config *cfg)
+{
+	if (cfg->pg_url_argv_password)
+		log_warn(
+			"a password is given inside --pg-url on the command line, where every user of this machine can "
+			"read it (ps, /proc); give it in --pg-password-file, or the URL in --pg-url-file or "
+			"STAGEDRAIN_PG_URL",
+			LOGF(F_STR("setting", "--pg-url")));
+	if (cfg->redis_url_argv_password)
+		log_warn("a password is given inside --redis-url on the command line, where every user of this machine "
+			 "can read it (ps, /proc); give it in --redis-password-file, or the URL in --redis-url-file or "
+			 "STAGEDRAIN_REDIS_URL",
+			 LOGF(F_STR("setting", "--redis-url")));
 }
 
 int main(int argc, char **argv)
@@ -133,6 +143,9 @@ int main(int argc, char **argv)
 	char err[CONFIG_ERR_SIZE];
 	int status;
 
+	/* The process holds passwords: no core dump, and no other process of the
+	 * same user may read its memory (ptrace, /proc/<pid>/mem). */
+	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 	if (config_load(&cfg, argc, argv, err, sizeof(err)) < 0) {
 		fprintf(stderr, "stagedrain: %s\n", err);
 		return 2;
@@ -146,7 +159,8 @@ int main(int argc, char **argv)
 		return EXIT_SUCCESS;
 	}
 	log_setup(cfg.log_level, cfg.log_format);
-	install_signals();
+	signals_install();
+	warn_argv_passwords(&cfg);
 	status = cfg.command == CMD_MIGRATE ? run_migrate(&cfg) : run_relay(&cfg);
 	config_free(&cfg);
 	return status;

@@ -69,6 +69,24 @@ bool once_stop_waiting(struct drain *d, long long since_ms)
 	return true;
 }
 
+bool once_trouble_over(struct drain *d, bool failed)
+{
+	struct once *o = &d->once;
+	long long now = clock_mono_ms();
+
+	if (!d->cfg->once || !failed) {
+		o->trouble_ms = 0;
+		return false;
+	}
+	if (!o->trouble_ms)
+		o->trouble_ms = now;
+	if (now - o->trouble_ms < ONCE_SERVER_WAIT_MS)
+		return false;
+	log_error("--once gave up: no batch went through; the last fault is logged above",
+		  LOGF(F_INT("waited_s", ONCE_SERVER_WAIT_MS / 1000), F_INT("jobs_relayed", d->relayed)));
+	return true;
+}
+
 /* Appends to out, a string of size len, cutting what does not fit. */
 __attribute__((format(printf, 3, 4))) static void append(char *out, size_t len, const char *fmt, ...)
 {

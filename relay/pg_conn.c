@@ -2,6 +2,7 @@
 #include "fmacros.h"
 
 #include <stdio.h>
+#include <string.h>
 
 #include "pg_conn.h"
 
@@ -35,6 +36,33 @@ PGconn *pg_conn_open(const struct config *cfg, const char *name, bool name_wins)
 		vals[n++] = name;
 	}
 	return PQconnectdbParams(keys, vals, 1);
+}
+
+/* Pieces of the messages of libpq and of the server (lc_messages C) for a
+ * connection that no retry can make work. */
+static const char *const fatal_words[] = {
+	"authentication failed", /* password, scram, md5, peer, ident, gss, cert */
+	"no pg_hba.conf entry",  /* the server's access rules refuse us */
+	"does not exist",        /* database or role */
+	"is not permitted to log in",
+	"permission denied for database",
+	"no password supplied",
+	"server does not support SSL",
+	"certificate", /* verify failed, wrong name, missing root file */
+	"sslmode value",
+	"invalid connection option",
+	"invalid port",
+	"invalid integer value",
+	"invalid URI",
+	"invalid sslmode",
+};
+
+bool pg_conn_fatal(const char *msg)
+{
+	for (size_t i = 0; i < sizeof(fatal_words) / sizeof(fatal_words[0]); i++)
+		if (strstr(msg, fatal_words[i]))
+			return true;
+	return false;
 }
 
 void pg_conn_one_line(char *str)

@@ -102,14 +102,32 @@ int redis_conn_command(struct redis_conn *c, int argc, const char **argv, const 
 	return rc;
 }
 
-/* Sends one command of the handshake and checks it succeeded. */
+/* Answers a server gives while it starts, fails over or is full: waited
+ * out like a refused connection, never blamed on a setting. */
+static bool passing_answer(const char *str)
+{
+	static const char *const prefixes[] = { "LOADING", "BUSY", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN" };
+
+	for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++)
+		if (strncmp(str, prefixes[i], strlen(prefixes[i])) == 0)
+			return true;
+	return strstr(str, "max number of clients") != NULL;
+}
+
+/* Sends one command of the handshake and checks it succeeded. An error
+ * answer (a wrong or missing password: WRONGPASS, NOAUTH; a database number
+ * out of range) blames the setting, so that a start with it fails at once;
+ * a transport fault or a passing answer blames none. */
 static int hello_cmd(struct redis_conn *c, int argc, const char **argv, const char *blame)
 {
 	redisReply *r = NULL;
-	int rc = redis_conn_command(c, argc, argv, NULL, &r);
+	int rc = redis_conn_append(c, argc, argv, NULL);
 
-	if (rc < 0 && !c->blame)
-		c->blame = blame;
+	if (rc == 0)
+		rc = redis_conn_reply(c, &r, 0);
+	if (rc == 0 && r->type == REDIS_REPLY_ERROR)
+		rc = conn_fail(c, passing_answer(r->str) ? NULL : blame, "%s at %s failed: %s", argv[0], c->where,
+			       r->str);
 	freeReplyObject(r);
 	return rc;
 }
@@ -153,7 +171,7 @@ static int hello(struct redis_conn *c)
 		rc = hello_cmd(c, 2, sel, "--redis-url");
 	if (rc == 0 && t->master_name)
 		rc = check_master(c);
-	return rc == 0 ? hello_cmd(c, 1, ping, NULL) : rc;
+	return rc == 0 ? hello_cmd(c, 1, ping, "--redis-url") : rc;
 }
 
 /* Where to connect: the url's server, or the master the sentinels name. */

@@ -11,6 +11,8 @@
 #                                 start it again, loading its AOF slowly (US µs per
 #                                 command, default 100), and return while it answers LOADING
 #   services.sh pg-restart DIR    restart Postgres (fast shutdown) on the same port
+#   services.sh pg-stop DIR       stop Postgres only (fast shutdown)
+#   services.sh pg-start DIR      start it again on the same port
 #   services.sh redis2-start DIR  a second, empty Redis (port in DIR/redis2.port)
 #   services.sh pgfo-start DIR    a Postgres primary and a streaming standby of it
 #                                 (ports in DIR/pgfo1.port, DIR/pgfo2.port)
@@ -140,6 +142,15 @@ pg_start() {
 	as_pg "$(pgbin)/initdb" -D "$dir/pg" -U postgres --auth=trust -E UTF8 --no-sync >"$dir/initdb.log" 2>&1 ||
 		{ cat "$dir/initdb.log" >&2; exit 1; }
 	pg_listen "$dir/pg" "$dir/pgrun" 50 "$dir/pg.port" "$dir/pgrun/pg.log"
+}
+
+# pg_start_again DIR: the shared server, stopped by pg-stop, on its old port.
+pg_start_again() {
+	local dir=$1
+	as_pg "$(pgbin)/pg_ctl" -D "$dir/pg" status >/dev/null 2>&1 && return 0
+	as_pg "$(pgbin)/pg_ctl" -D "$dir/pg" -l "$dir/pgrun/pg.log" -w -t 30 start \
+		-o "-c listen_addresses=127.0.0.1 -p $(cat "$dir/pg.port") -k $dir/pgrun -c fsync=off -c max_connections=50" \
+		>/dev/null || { tail -n 5 "$dir/pgrun/pg.log" >&2; exit 1; }
 }
 
 pg_restart() {
@@ -479,6 +490,8 @@ redis-start-loading) redis_start "$1" LOADING --key-load-delay "${2:-100}" ;;
 redis2-start) redis2_start "$1" ;;
 redis2-stop) redis_stop "$1" redis2 ;;
 pg-restart) pg_restart "$1" ;;
+pg-stop) pg_stop "$1" ;;
+pg-start) pg_start_again "$1" ;;
 pgfo-start) pgfo_start "$1" ;;
 pgfo-promote) pgfo_promote "$1" ;;
 tls-start) tls_start "$1" ;;
@@ -494,7 +507,7 @@ pgfo-stop)
 	pg_stop "$1" pgfo2
 	;;
 *)
-	sed -n '2,34p' "$0" >&2
+	sed -n '2,36p' "$0" >&2
 	exit 2
 	;;
 esac
