@@ -10,6 +10,16 @@
 
 struct MHD_Daemon;
 
+/* What keeps the probes answering while someone abuses the endpoint (README,
+ * Security): connections in all and from one client address, the time a
+ * connection gets for its one request (from accept to the last byte of the
+ * answer, however slowly it sends), and the endpoint's own warnings a minute
+ * (the rest are counted in one line). */
+#define HTTP_MAX_CONNECTIONS 256
+#define HTTP_MAX_PER_ADDRESS 8
+#define HTTP_REQUEST_DEADLINE_MS 5000
+#define HTTP_LOG_LINES_PER_MINUTE 5
+
 struct http {
 	struct MHD_Daemon *daemon;
 	struct metrics *m;
