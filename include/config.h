@@ -47,6 +47,7 @@ struct config {
 	char *http_addr;                  /* "" (off) or HOST:PORT as given */
 	char *http_host;                  /* from http_addr: "" for every interface, brackets removed */
 	int http_port;                    /* from http_addr: 0 picks a free port */
+	bool readyz_detail;               /* /readyz quotes the watcher's errors, not a short reason */
 	int warn_xact_age_ms;             /* 0: never warn about long transactions */
 	int watch_interval_ms;            /* how often the database and redis are looked at */
 	long max_queue_length;            /* every queue's cap on its Redis list; 0: none */

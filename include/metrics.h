@@ -122,8 +122,10 @@ bool metrics_leader_cursor(struct metrics *m, long long *cursor);
 /* Appends the Prometheus text exposition (format 0.0.4). 0 or -ENOMEM. */
 int metrics_format(struct metrics *m, struct buf *out) SD_MUSTCHECK;
 /* Ready: both of the drain's connections up and both probes answered. Sets
- * *ready and appends a one-line reason, which says leader or standby. 0 or
- * -ENOMEM. */
-int metrics_ready(struct metrics *m, struct buf *out, bool *ready) SD_MUSTCHECK;
+ * *ready and appends a one-line reason, which says leader or standby and, when
+ * not ready, each server's state in a word or two ("redis: unreachable"); with
+ * detail, the watcher's error text instead (it may name hosts and ports: for
+ * --readyz-detail only). 0 or -ENOMEM. */
+int metrics_ready(struct metrics *m, struct buf *out, bool *ready, bool detail) SD_MUSTCHECK;
 
 #endif

@@ -515,7 +515,24 @@ int metrics_format(struct metrics *m, struct buf *out)
 	return rc;
 }
 
-int metrics_ready(struct metrics *m, struct buf *out, bool *ready)
+/* One server's reason: short by default, since /readyz answers anyone; the
+ * watcher's error text (addresses, server messages) only when asked for. */
+static int ready_reason(const struct metrics *m, int s, struct buf *out, bool detail)
+{
+	if (!m->connected[s] && detail && m->probed[s] && !m->probe_ok[s] && *m->probe_err[s])
+		return buf_printf(out, "; %s: not connected: %s", server_names[s], m->probe_err[s]);
+	if (!m->connected[s])
+		return buf_printf(out, "; %s: not connected", server_names[s]);
+	if (!m->probed[s])
+		return buf_printf(out, "; %s: not checked yet", server_names[s]);
+	if (!m->probe_ok[s] && detail)
+		return buf_printf(out, "; %s: %s", server_names[s], m->probe_err[s]);
+	if (!m->probe_ok[s])
+		return buf_printf(out, "; %s: unreachable", server_names[s]);
+	return 0;
+}
+
+int metrics_ready(struct metrics *m, struct buf *out, bool *ready, bool detail)
 {
 	const char *role;
 	int rc;
@@ -524,14 +541,8 @@ int metrics_ready(struct metrics *m, struct buf *out, bool *ready)
 	*ready = ready_locked(m);
 	role = m->leader ? "leader" : "standby";
 	rc = buf_printf(out, "%s %s", *ready ? "ready" : "not ready", role);
-	for (int s = 0; rc == 0 && !*ready && s < METRICS_NSERVERS; s++) {
-		if (!m->connected[s])
-			rc = buf_printf(out, "; %s: not connected", server_names[s]);
-		else if (!m->probed[s])
-			rc = buf_printf(out, "; %s: not checked yet", server_names[s]);
-		else if (!m->probe_ok[s])
-			rc = buf_printf(out, "; %s: %s", server_names[s], m->probe_err[s]);
-	}
+	for (int s = 0; rc == 0 && !*ready && s < METRICS_NSERVERS; s++)
+		rc = ready_reason(m, s, out, detail);
 	if (rc == 0)
 		rc = buf_puts(out, "\n");
 	pthread_mutex_unlock(&m->lock);

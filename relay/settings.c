@@ -196,6 +196,10 @@ const struct setting settings[] = {
 	  .help = "serve /metrics (Prometheus), /healthz and /readyz over HTTP here, e.g. "
 		  "127.0.0.1:9187, or :9187 for every interface; port 0 picks a free port, "
 		  "which is logged" },
+	{ .flag = "readyz-detail", .env = "STAGEDRAIN_READYZ_DETAIL", .type = V_BOOL, .def = "off",
+	  .choices = bool_words, .off = OFF(readyz_detail),
+	  .help = "/readyz, when not ready, quotes the error behind it (server addresses, "
+		  "their messages) rather than a short reason; the log has the error either way" },
 	{ .flag = "warn-xact-age", .env = "STAGEDRAIN_WARN_XACT_AGE", .type = V_INT,
 	  .metavar = "DURATION", .def = "5min", .num = &period, .min = 0, .max = 86400000,
 	  .off = OFF(warn_xact_age_ms),

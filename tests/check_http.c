@@ -1,20 +1,28 @@
 /* The HTTP endpoint against real servers, scraped with curl: every metric after
  * a known drain, /readyz across a Redis outage, the long-transaction warning,
- * and the compose example's services run as compose would run them. */
+ * the endpoint under abuse (slow and many clients), and the compose example's
+ * services run as compose would run them. */
 #include "fmacros.h"
 
+#include <arpa/inet.h>
 #include <check.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <math.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "harness.h"
+#include "http.h"
 #include "keys.h"
 #include "suites.h"
 
@@ -36,6 +44,17 @@ static char *slurp(const char *path)
 		fclose(f);
 	}
 	return s ? s : strdup("");
+}
+
+static int count_lines(const char *path, const char *a, const char *b)
+{
+	char *log = slurp(path), *save = NULL;
+	int n = 0;
+
+	for (char *line = strtok_r(log, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+		n += strstr(line, a) && strstr(line, b);
+	free(log);
+	return n;
 }
 
 /* The port on the relay's "serving http" line (key=value or JSON). */
@@ -207,14 +226,29 @@ START_TEST(readyz_flips_when_redis_stops_and_back)
 	redisContext *r;
 	struct relay_proc p;
 	char *body;
+	bool ok;
 	int port = start_http_relay(&p, "redis-outage", (const char *const[]){ "--redis-timeout", "1s", NULL });
 
 	wait_ready(port, 200, "ready leader\n");
 	h_services("redis-stop");
 	wait_ready(port, 503, "not ready leader");
-	ck_assert_int_eq(curl(port, "GET", "/readyz", &body), 503);
-	ck_assert_msg(strstr(body, "redis"), "/readyz does not say why: %s", body);
-	free(body);
+	/* The cause is in the log; /readyz, which answers anyone, names no address
+	 * and quotes no error. (A failure starts Redis again for the tests after.) */
+	ok = h_log_wait(&p, "/readyz reports not ready\" server=redis error=", WAIT_MS) &&
+	     count_lines(p.log, "server=redis error=", "redis at 127.0.0.1:") > 0;
+	for (int i = 0; ok && i < 10; i++) {
+		ok = curl(port, "GET", "/readyz", &body) == 503 &&
+		     (strcmp(body, "not ready leader; redis: unreachable\n") == 0 ||
+		      strcmp(body, "not ready leader; redis: not connected\n") == 0);
+		if (!ok)
+			h_services("redis-start");
+		RELAY_CHECK(&p, ok, "/readyz says more than a short reason: %s", body);
+		free(body);
+		sleep_ms(100);
+	}
+	if (!ok)
+		h_services("redis-start");
+	RELAY_CHECK(&p, ok, "the watcher did not log the cause in %s", p.log);
 	ck_assert(scrape_one(port, "stagedrain_ready") == 0);
 	/* Alive all along: /healthz is for the process, not its servers. */
 	ck_assert_int_eq(curl(port, "GET", "/healthz", NULL), 200);
@@ -289,17 +323,6 @@ START_TEST(stuck_row_below_the_cursor_shows_its_age)
 	PQfinish(c);
 }
 END_TEST
-
-static int count_lines(const char *path, const char *a, const char *b)
-{
-	char *log = slurp(path), *save = NULL;
-	int n = 0;
-
-	for (char *line = strtok_r(log, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
-		n += strstr(line, a) && strstr(line, b);
-	free(log);
-	return n;
-}
 
 /* The oldest job's reading is the one that walks staged_jobs; when it outlasts
  * the watcher's statement timeout (here: waiting on a lock), only its sample
@@ -381,6 +404,229 @@ START_TEST(address_in_use_fails_at_start)
 	ck_assert(h_log_contains(b.log, "level=error msg=\"cannot start\" setting=--http-addr"));
 	ck_assert(h_log_contains(b.log, "Address already in use"));
 	stop_relay(&a);
+}
+END_TEST
+
+/* ---- abuse: slow clients, many clients, and what /readyz tells anyone ---- */
+
+/* A connection to the endpoint from loopback address from (all of 127/8 is
+ * loopback on Linux, so one test can be several clients); -1 if it failed.
+ * Connecting gives up after timeout_ms. */
+static int dial_from(const char *from, int port, int timeout_ms)
+{
+	struct sockaddr_in src = { .sin_family = AF_INET }, dst = { .sin_family = AF_INET };
+	struct timeval tv = { .tv_sec = timeout_ms / 1000, .tv_usec = (timeout_ms % 1000) * 1000 };
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(inet_pton(AF_INET, from, &src.sin_addr), 1);
+	ck_assert_int_eq(inet_pton(AF_INET, "127.0.0.1", &dst.sin_addr), 1);
+	dst.sin_port = htons((uint16_t)port);
+	ck_assert_msg(bind(fd, (struct sockaddr *)&src, sizeof(src)) == 0, "bind %s: %s", from, strerror(errno));
+	ck_assert_int_eq(setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)), 0); /* bounds connect too */
+	if (connect(fd, (struct sockaddr *)&dst, sizeof(dst)) != 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* Sends text without waiting; false once the server has closed the connection. */
+static bool send_text(int fd, const char *text)
+{
+	return send(fd, text, strlen(text), MSG_NOSIGNAL | MSG_DONTWAIT) == (ssize_t)strlen(text);
+}
+
+/* True once the server has closed or reset the connection (anything it sent is read and dropped). */
+static bool peer_closed(int fd)
+{
+	char buf[4096];
+	ssize_t n;
+
+	while ((n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT)) > 0)
+		;
+	return n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK);
+}
+
+/* GET path from address from, on a connection of its own, with timeout_ms for
+ * all of it: the status, or 0 if the whole answer did not come in time; the
+ * body into body. */
+static int probe_from(const char *from, int port, const char *path, int timeout_ms, char *body, size_t len)
+{
+	char req[256], resp[16384], *at;
+	long long until = mono_ms() + timeout_ms;
+	size_t n = 0;
+	bool done = false;
+	int fd = dial_from(from, port, timeout_ms), status = 0;
+
+	*body = '\0';
+	if (fd < 0)
+		return 0;
+	snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n", path);
+	if (!send_text(fd, req)) {
+		close(fd);
+		return 0;
+	}
+	while (!done) {
+		struct pollfd pfd = { .fd = fd, .events = POLLIN };
+		long long left = until - mono_ms();
+		ssize_t got;
+
+		if (left <= 0 || poll(&pfd, 1, (int)left) <= 0)
+			break;
+		got = recv(fd, resp + n, sizeof(resp) - 1 - n, 0);
+		if (got <= 0 || (n += (size_t)got) == sizeof(resp) - 1)
+			done = true;
+	}
+	close(fd);
+	resp[n] = '\0';
+	if (done && sscanf(resp, "HTTP/1.%*d %d", &status) == 1 && (at = strstr(resp, "\r\n\r\n")))
+		snprintf(body, len, "%s", at + 4);
+	return done ? status : 0;
+}
+
+static int probe(int port, const char *path, char *body, size_t len)
+{
+	return probe_from("127.0.0.1", port, path, 2000, body, len);
+}
+
+/* Slowloris: 64 connections from 127.0.0.2, each dribbling a header line every
+ * second (so libmicrohttpd's idle timeout never fires) and opened again as soon
+ * as the server drops it, for 12 s. Meanwhile /healthz and /readyz from
+ * 127.0.0.1 answer within 2 s every time, and the server closes every
+ * attacking connection once it outlives the whole-request deadline. */
+#define ATTACKERS 64
+#define ATTACK_MS 12000
+#define CLOSE_MARGIN_MS 2500
+START_TEST(slowloris_leaves_the_probes_answering)
+{
+	struct relay_proc p;
+	struct {
+		int fd;
+		long long opened, dribbled;
+	} a[ATTACKERS];
+	char body[4096];
+	long long t0, longest = 0, now;
+	int port = start_http_relay(&p, "slowloris", NULL), probes = 0, st, open;
+
+	wait_ready(port, 200, "ready leader\n");
+	for (int i = 0; i < ATTACKERS; i++)
+		a[i].fd = -1;
+	t0 = mono_ms();
+	do {
+		now = mono_ms();
+		open = 0;
+		for (int i = 0; i < ATTACKERS; i++) {
+			if (a[i].fd >= 0 && peer_closed(a[i].fd)) {
+				long long life = now - a[i].opened;
+				longest = life > longest ? life : longest;
+				close(a[i].fd);
+				a[i].fd = -1;
+			}
+			RELAY_CHECK(&p, a[i].fd < 0 || now - a[i].opened <= HTTP_REQUEST_DEADLINE_MS + CLOSE_MARGIN_MS,
+				    "an attacking connection is still open after %lld ms; see %s", now - a[i].opened,
+				    p.log);
+			if (a[i].fd < 0 && now - t0 < ATTACK_MS &&
+			    (a[i].fd = dial_from("127.0.0.2", port, 1000)) >= 0) {
+				a[i].opened = a[i].dribbled = now;
+				send_text(a[i].fd, "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n");
+			} else if (a[i].fd >= 0 && now - a[i].dribbled >= 1000) {
+				send_text(a[i].fd, "X-Slow: 1\r\n");
+				a[i].dribbled = now;
+			}
+			open += a[i].fd >= 0;
+		}
+		if (now - t0 < ATTACK_MS) {
+			st = probe(port, "/healthz", body, sizeof(body));
+			RELAY_CHECK(&p, st == 200 && strcmp(body, "ok\n") == 0,
+				    "/healthz answered %d \"%s\" after %lld ms of attack (probe %d); see %s", st, body,
+				    now - t0, probes, p.log);
+			st = probe(port, "/readyz", body, sizeof(body));
+			RELAY_CHECK(&p, st == 200 && strcmp(body, "ready leader\n") == 0,
+				    "/readyz answered %d \"%s\" after %lld ms of attack (probe %d); see %s", st, body,
+				    now - t0, probes, p.log);
+			probes++;
+		}
+		sleep_ms(200);
+	} while (open > 0 || mono_ms() - t0 < ATTACK_MS);
+	/* The attack was real: the server kept its connections until the deadline. */
+	RELAY_CHECK(&p, longest >= HTTP_REQUEST_DEADLINE_MS - 1000, "no attacking connection lasted long (%lld ms)",
+		    longest);
+	ck_assert_int_ge(probes, 20);
+	stop_relay(&p);
+}
+END_TEST
+
+/* One address gets HTTP_MAX_PER_ADDRESS connections, and others are served meanwhile. */
+START_TEST(one_address_holds_at_most_the_cap)
+{
+	struct relay_proc p;
+	int fds[3 * HTTP_MAX_PER_ADDRESS], held = 0, st;
+	char body[4096];
+	int port = start_http_relay(&p, "per-address", NULL);
+
+	for (int i = 0; i < 3 * HTTP_MAX_PER_ADDRESS; i++)
+		if ((fds[i] = dial_from("127.0.0.3", port, 1000)) >= 0)
+			send_text(fds[i], "GET /healthz HTTP/1.1\r\n");
+	sleep_ms(1000);
+	for (int i = 0; i < 3 * HTTP_MAX_PER_ADDRESS; i++)
+		held += fds[i] >= 0 && !peer_closed(fds[i]);
+	RELAY_CHECK(&p, held == HTTP_MAX_PER_ADDRESS, "127.0.0.3 holds %d connections, not %d", held,
+		    HTTP_MAX_PER_ADDRESS);
+	st = probe(port, "/healthz", body, sizeof(body));
+	RELAY_CHECK(&p, st == 200, "/healthz from 127.0.0.1 answered %d while 127.0.0.3 is at its cap", st);
+	for (int i = 0; i < 3 * HTTP_MAX_PER_ADDRESS; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+	/* Its connections gone, the address is served again. */
+	sleep_ms(300);
+	st = probe_from("127.0.0.3", port, "/healthz", 2000, body, sizeof(body));
+	RELAY_CHECK(&p, st == 200, "/healthz from 127.0.0.3 answered %d after it let go", st);
+	stop_relay(&p);
+}
+END_TEST
+
+/* 300 requests sent by half and dropped: the endpoint's warnings stay within
+ * HTTP_LOG_LINES_PER_MINUTE, and one line counts the ones left out. */
+START_TEST(abuse_logs_a_bounded_number_of_lines)
+{
+	struct relay_proc p;
+	char body[4096];
+	int port = start_http_relay(&p, "http-log", NULL), lines;
+
+	for (int round = 0; round < 75; round++) {
+		int fds[4];
+
+		for (int i = 0; i < 4; i++)
+			if ((fds[i] = dial_from("127.0.0.4", port, 1000)) >= 0)
+				send_text(fds[i], "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n");
+		sleep_ms(40); /* the server has read the half it got */
+		for (int i = 0; i < 4; i++)
+			if (fds[i] >= 0)
+				close(fds[i]);
+	}
+	ck_assert_int_eq(probe(port, "/healthz", body, sizeof(body)), 200);
+	stop_relay(&p);
+	lines = count_lines(p.log, "level=warn", "msg=\"http");
+	ck_assert_msg(lines <= HTTP_LOG_LINES_PER_MINUTE + 1, "%d warnings from the endpoint in %s", lines, p.log);
+	ck_assert_msg(count_lines(p.log, "msg=\"http server messages suppressed\"", "suppressed=") == 1,
+		      "no line counts the suppressed warnings in %s", p.log);
+}
+END_TEST
+
+/* With --readyz-detail, /readyz says what the watcher saw (here Redis's address). */
+START_TEST(readyz_detail_shows_the_cause)
+{
+	struct relay_proc p;
+	int port = start_http_relay(&p, "readyz-detail",
+				    (const char *const[]){ "--readyz-detail", "--redis-timeout", "1s", NULL });
+
+	wait_ready(port, 200, "ready leader\n");
+	h_services("redis-stop");
+	wait_ready(port, 503, "redis at 127.0.0.1:");
+	h_services("redis-start");
+	wait_ready(port, 200, "ready leader\n");
+	stop_relay(&p);
 }
 END_TEST
 
@@ -593,6 +839,10 @@ Suite *http_suite(void)
 	tcase_add_test(tc, slow_oldest_reading_leaves_only_its_sample_out);
 	tcase_add_test(tc, long_transaction_is_named_and_measured);
 	tcase_add_test(tc, address_in_use_fails_at_start);
+	tcase_add_test(tc, slowloris_leaves_the_probes_answering);
+	tcase_add_test(tc, one_address_holds_at_most_the_cap);
+	tcase_add_test(tc, abuse_logs_a_bounded_number_of_lines);
+	tcase_add_test(tc, readyz_detail_shows_the_cause);
 	tcase_add_checked_fixture(compose, h_reset, NULL);
 	tcase_set_timeout(compose, 120);
 	tcase_add_test(compose, compose_services_run_against_local_servers);

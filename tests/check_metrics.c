@@ -36,19 +36,25 @@ static char *page(void)
 	return s;
 }
 
-static char *ready_text(int expect)
+static char *ready_text_as(int expect, bool detail)
 {
 	struct buf b;
 	bool ready = !expect;
 	char *s;
 
 	buf_init(&b);
-	ck_assert_int_eq(metrics_ready(&m, &b, &ready), 0);
+	ck_assert_int_eq(metrics_ready(&m, &b, &ready, detail), 0);
 	ck_assert_int_eq(ready, expect);
 	ck_assert_int_eq(buf_append(&b, "", 1), 0);
 	s = strdup(b.data);
 	buf_free(&b);
 	return s;
+}
+
+/* /readyz as anyone sees it, without --readyz-detail. */
+static char *ready_text(int expect)
+{
+	return ready_text_as(expect, false);
 }
 
 /* The whole line "name value" must be on the page. */
@@ -492,7 +498,7 @@ START_TEST(ready_needs_both_servers_twice)
 	/* The watcher's probe fails while the drain has not noticed yet. */
 	metrics_probe(&m, METRICS_REDIS, false, "PING failed: Connection refused");
 	text = ready_text(0);
-	ck_assert_str_eq(text, "not ready leader; redis: PING failed: Connection refused\n");
+	ck_assert_str_eq(text, "not ready leader; redis: unreachable\n");
 	free(text);
 	text = page();
 	has_line(text, "stagedrain_ready 0");
@@ -501,6 +507,44 @@ START_TEST(ready_needs_both_servers_twice)
 	metrics_connected(&m, METRICS_PG, false, false);
 	text = ready_text(0);
 	ck_assert_str_eq(text, "not ready leader; postgres: not connected\n");
+	free(text);
+}
+END_TEST
+
+/* /readyz answers anyone: by default a word or two per server, never the
+ * watcher's error text (a host, a port, a user, a server's message); with
+ * --readyz-detail that text, also for a server the drain is not connected to. */
+START_TEST(ready_reason_is_short_unless_detail)
+{
+	const char *err = "could not connect to redis at 10.0.0.7:6380/0: Connection refused";
+	char *text;
+
+	metrics_connected(&m, METRICS_PG, true, false);
+	metrics_connected(&m, METRICS_REDIS, true, false);
+	metrics_probe(&m, METRICS_PG, false, "could not connect to postgres at db.internal:5432 as relay: timeout");
+	metrics_probe(&m, METRICS_REDIS, false, err);
+	text = ready_text_as(0, false);
+	ck_assert_str_eq(text, "not ready standby; postgres: unreachable; redis: unreachable\n");
+	free(text);
+	text = ready_text_as(0, true);
+	ck_assert_str_eq(text, "not ready standby; postgres: could not connect to postgres at db.internal:5432 as "
+			       "relay: timeout; redis: could not connect to redis at 10.0.0.7:6380/0: Connection "
+			       "refused\n");
+	free(text);
+	/* The drain lost Redis too: the short reason says so; the detail adds the watcher's why. */
+	metrics_connected(&m, METRICS_REDIS, false, false);
+	metrics_probe(&m, METRICS_PG, true, NULL);
+	text = ready_text_as(0, false);
+	ck_assert_str_eq(text, "not ready standby; redis: not connected\n");
+	free(text);
+	text = ready_text_as(0, true);
+	ck_assert_str_eq(text, "not ready standby; redis: not connected: could not connect to redis at "
+			       "10.0.0.7:6380/0: Connection refused\n");
+	free(text);
+	/* Not connected, and the watcher found it fine: nothing more to say. */
+	metrics_probe(&m, METRICS_REDIS, true, NULL);
+	text = ready_text_as(0, true);
+	ck_assert_str_eq(text, "not ready standby; redis: not connected\n");
 	free(text);
 }
 END_TEST
@@ -549,6 +593,7 @@ Suite *metrics_suite(void)
 	tcase_add_test(tc, job_format_follows_the_sidekiq_fleet);
 	tcase_add_test(tc, database_readings);
 	tcase_add_test(tc, ready_needs_both_servers_twice);
+	tcase_add_test(tc, ready_reason_is_short_unless_detail);
 	tcase_add_test(tc, null_metrics_are_ignored);
 	suite_add_tcase(s, tc);
 	return s;
