@@ -146,7 +146,7 @@ static size_t pg_url_scheme(const char *url)
 
 	if (!isalpha((unsigned char)url[0]))
 		return 0;
-	while (isalnum((unsigned char)url[n]) || strchr("+-.:", url[n]))
+	while (isalnum((unsigned char)url[n]) || (url[n] && strchr("+-.:", url[n])))
 		n++;
 	return strncmp(url + n, "//", 2) == 0 && n > 0 && url[n - 1] == ':' ? n + 2 : 0;
 }
