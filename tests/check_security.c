@@ -242,6 +242,17 @@ START_TEST(migrate_without_create_names_the_role_and_what_it_needs)
 				  " WHERE n.nspname = 'public'"),
 			 0);
 
+	/* With CREATE but not the tables (the owner migrated): told to run as their owner. */
+	h_sql(d, "GRANT CREATE ON SCHEMA public TO sd_nocreate");
+	snprintf(dsn, sizeof(dsn), "host=127.0.0.1 port=%s dbname=sd_migrate_denied user=%s", pg_port(), PQuser(c));
+	ck_assert_int_eq(h_relay_run("migrate-owner", (const char *const[]){ "migrate", "--pg-url", dsn, NULL }), 0);
+	ck_assert_int_eq(h_relay_run("migrate-denied-2", (const char *const[]){ "migrate", "--pg-url", url, NULL }), 1);
+	snprintf(log, sizeof(log), "%s/migrate-denied-2.log", h_env("TEST_DIR"));
+	ck_assert_msg(h_log_contains(log, "permission denied for table stagedrain_migrations: role \\\"sd_nocreate\\\" "
+					  "lacks a privilege the migrations need: run stagedrain migrate as the "
+					  "owner of the stagedrain tables"),
+		      "the refusal does not name the role and what it needs; see %s", log);
+
 	PQfinish(d);
 	h_sql(c, "DROP DATABASE sd_migrate_denied");
 	h_sql(c, "DROP ROLE sd_nocreate");
