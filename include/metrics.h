@@ -10,6 +10,8 @@
 #include "buf.h"
 #include "fmacros.h"
 
+struct sidekiq_seen;
+
 enum metrics_server { METRICS_PG = 0, METRICS_REDIS, METRICS_NSERVERS };
 
 /* Upper bounds of the batch duration histogram, in seconds (+Inf is added). */
@@ -75,7 +77,11 @@ struct metrics {
 	bool redis_tls;
 	unsigned long long wait_short; /* batches fewer replicas acknowledged than asked */
 	const char *format;            /* the --format jobs are written in; NULL until the first batch */
-	int sidekiq_version;           /* Sidekiq layouts: the version stamps are written for; 0 otherwise */
+	/* Sidekiq layouts: the timestamps written, the version read or
+	 * configured, and which (see struct sidekiq_seen); "" otherwise. */
+	const char *timestamps;
+	char sidekiq_version[32];
+	const char *sidekiq_source;
 	double backpressure_seconds[METRICS_HELD_NWHY];
 	bool memory_paused;
 };
@@ -102,8 +108,8 @@ void metrics_connected(struct metrics *m, enum metrics_server s, bool up, bool r
 /* The Redis server the drain connected to (behind sentinels: the master now). */
 void metrics_redis_server(struct metrics *m, const char *address, const char *master_name, bool tls);
 /* The format the last batch was written in (a static name), and for the
- * Sidekiq layouts the version its timestamps were written for (0: none). */
-void metrics_job_format(struct metrics *m, const char *format, int sidekiq_version);
+ * Sidekiq layouts what sidekiq_probe saw (NULL: not a Sidekiq layout). */
+void metrics_job_format(struct metrics *m, const char *format, const struct sidekiq_seen *seen);
 /* A committed batch's holds and releases in queue: held jobs now, jobs it
  * held, jobs it released and how long they had been held. */
 void metrics_held(struct metrics *m, const char *queue, size_t len, long long held, long long nheld, long long released,

@@ -12,9 +12,22 @@
 /* At most this many processes are read; a larger fleet is judged by these. */
 #define SIDEKIQ_PROBE_MAX 1000
 
+/* What the relay says of Sidekiq (the job_format_info labels, the log line):
+ * the timestamps it writes apart from the version that runs, since 6.x and
+ * 7.x are both written float seconds. */
+struct sidekiq_seen {
+	const char *timestamps; /* "float_seconds" or "integer_milliseconds" */
+	/* "read": the lowest live process's, "6" for 6.x (which writes none);
+	 * "" before a reading and while none is alive. "configured": the
+	 * --sidekiq-version given. */
+	char version[32];
+	const char *source; /* "read" (auto) or "configured" */
+};
+
 struct sidekiq_probe {
 	const struct config *cfg;
-	int version;       /* what jobs are written for: 6 or 7 float seconds, 8 integer ms */
+	int version; /* what jobs are written for: 6 or 7 float seconds, 8 integer ms */
+	struct sidekiq_seen seen;
 	long long next_ms; /* monotonic ms of the next reading; 0: at once */
 	bool read_once;    /* a reading succeeded: its answer was logged */
 	size_t live;       /* processes alive at the last reading */

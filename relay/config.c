@@ -137,8 +137,57 @@ static int apply_number(struct config *cfg, const struct setting *s, const char 
 	return 0;
 }
 
+/* The length of a leading "scheme://" (letters, digits, "+-.:"), or 0.
+ * A conninfo string starts with a key and "=", so it never has one; libpq
+ * takes only "postgresql://" and "postgres://", in lower case. */
+static size_t pg_url_scheme(const char *url)
+{
+	size_t n = 0;
+
+	if (!isalpha((unsigned char)url[0]))
+		return 0;
+	while (isalnum((unsigned char)url[n]) || (url[n] && strchr("+-.:", url[n])))
+		n++;
+	return strncmp(url + n, "//", 2) == 0 && n > 0 && url[n - 1] == ':' ? n + 2 : 0;
+}
+
+/* Whether the text before the first "=" holds ":", "/" or "@", which no
+ * conninfo key does: HOST:PORT/DB?sslmode=require lacks only its scheme. */
+static bool not_a_key(const char *url)
+{
+	size_t k = strcspn(url, "=");
+
+	for (size_t i = 0; i < k; i++)
+		if (strchr(":/@", url[i]))
+			return true;
+	return false;
+}
+
+/* What libpq's "missing = after ..." means when the text is no conninfo at
+ * all: another scheme (named: the scheme holds no secret), HOST:PORT/DB
+ * without one, or a bare word. Nothing after the scheme is shown. */
+static int explain_not_pg_url(const char *url, char *why, size_t len)
+{
+	static const char neither[] = "neither a postgresql:// or postgres:// URL nor a conninfo string "
+				      "(key=value pairs)";
+	size_t scheme = pg_url_scheme(url);
+
+	if (scheme)
+		return value_fail(why, len, -EINVAL,
+				  "\"%.*s\" is not a postgres URL: use postgresql://, postgres:// or a "
+				  "conninfo string (key=value pairs)",
+				  scheme > 40 ? 40 : (int)scheme, url);
+	if (strpbrk(url, ":/@"))
+		return value_fail(why, len, -EINVAL, "%s: write postgresql://HOST:PORT/DB", neither);
+	if (strpbrk(url, " \t\r\n"))
+		return value_fail(why, len, -EINVAL, "%s", neither);
+	return value_fail(why, len, -EINVAL, "%s: a database name alone is written dbname=NAME", neither);
+}
+
 /* libpq's parser quotes the text it stumbled on, which may be the password:
- * its message is kept with every quoted piece replaced by "...". */
+ * its message is kept with every quoted piece replaced by "...". Text that
+ * is no conninfo at all (no "=", or another scheme) is explained instead:
+ * libpq would only say a "=" is missing. */
 static int check_pg_url(const char *url, char *why, size_t len)
 {
 	PQconninfoOption *opts;
@@ -151,6 +200,11 @@ static int check_pg_url(const char *url, char *why, size_t len)
 	if ((opts = PQconninfoParse(url, &msg))) {
 		PQconninfoFree(opts);
 		return 0;
+	}
+	if (strncmp(url, "postgresql://", 13) != 0 && strncmp(url, "postgres://", 11) != 0 &&
+	    (pg_url_scheme(url) || !strchr(url, '=') || not_a_key(url))) {
+		PQfreemem(msg);
+		return explain_not_pg_url(url, why, len);
 	}
 	if (!msg)
 		return -ENOMEM;

@@ -96,7 +96,7 @@ static int build_batch(struct drain *d, int nrows, long max_bytes)
 	int rc = batch_reset(&d->batch, (size_t)nrows);
 	bool sidekiq = d->cfg->format == FORMAT_SIDEKIQ || d->cfg->format == FORMAT_ACTIVEJOB;
 
-	metrics_job_format(d->metrics, format_of(d->cfg->format)->name, sidekiq ? opts.sidekiq_version : 0);
+	metrics_job_format(d->metrics, format_of(d->cfg->format)->name, sidekiq ? &d->sidekiq.seen : NULL);
 	for (int i = 0; rc == 0 && i < nrows; i++) {
 		struct job_row row;
 		const char *refused;

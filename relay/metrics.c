@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "metrics.h"
+#include "sidekiq_probe.h"
 
 /* From a one-job batch on loopback (about a millisecond) to a push that hit
  * the default --redis-timeout (5 s) twice over. */
@@ -214,13 +215,15 @@ void metrics_redis_server(struct metrics *m, const char *address, const char *ma
 	pthread_mutex_unlock(&m->lock);
 }
 
-void metrics_job_format(struct metrics *m, const char *format, int sidekiq_version)
+void metrics_job_format(struct metrics *m, const char *format, const struct sidekiq_seen *seen)
 {
 	if (!m)
 		return;
 	pthread_mutex_lock(&m->lock);
 	m->format = format;
-	m->sidekiq_version = sidekiq_version;
+	m->timestamps = seen ? seen->timestamps : "";
+	snprintf(m->sidekiq_version, sizeof(m->sidekiq_version), "%s", seen ? seen->version : "");
+	m->sidekiq_source = seen ? seen->source : "";
 	pthread_mutex_unlock(&m->lock);
 }
 
@@ -442,7 +445,8 @@ static int format_redis(struct metrics *m, struct buf *out)
 	return rc;
 }
 
-/* What jobs look like: with --sidekiq-version auto the label follows the fleet. */
+/* What jobs look like: for Sidekiq's layouts, the timestamps written and
+ * the version that runs (read from the fleet) or was configured. */
 static int format_jobs(struct metrics *m, struct buf *out)
 {
 	int rc = 0;
@@ -450,13 +454,15 @@ static int format_jobs(struct metrics *m, struct buf *out)
 	if (!m->format)
 		return 0;
 	rc = head(out, "job_format_info", "gauge",
-		  "The job format the relay writes; for Sidekiq's layouts, the Sidekiq version its timestamps are "
-		  "written for.");
-	if (rc == 0 && m->sidekiq_version)
-		rc = buf_printf(out, "stagedrain_job_format_info{format=\"%s\",sidekiq_version=\"%d\"} 1\n", m->format,
-				m->sidekiq_version);
-	else if (rc == 0)
-		rc = buf_printf(out, "stagedrain_job_format_info{format=\"%s\",sidekiq_version=\"\"} 1\n", m->format);
+		  "The job format the relay writes; for Sidekiq's layouts, the timestamps it writes, the Sidekiq "
+		  "version read from the live processes (or configured), and which.");
+	if (rc == 0)
+		rc = buf_printf(out, "stagedrain_job_format_info{format=\"%s\",timestamps=\"%s\",sidekiq_version=\"",
+				m->format, m->timestamps);
+	if (rc == 0)
+		rc = put_label(out, m->sidekiq_version, strlen(m->sidekiq_version));
+	if (rc == 0)
+		rc = buf_printf(out, "\",sidekiq_version_source=\"%s\"} 1\n", m->sidekiq_source);
 	return rc;
 }
 

@@ -71,7 +71,7 @@ const struct setting settings[] = {
 	  .type = V_PG, .metavar = "URL", .def = "", .off = OFF(pg_url), .secret = true,
 	  .def_doc = "empty, so libpq uses PGHOST, PGDATABASE and its other PG* variables",
 	  .help = "postgres holding the staged_jobs table: a libpq conninfo string or "
-		  "postgresql:// URI, passed to libpq unchanged; TLS with "
+		  "postgresql:// (or postgres://) URI, passed to libpq unchanged; TLS with "
 		  "sslmode=verify-full and sslrootcert=PATH" },
 	{ .flag = "pg-url-file", .env = "STAGEDRAIN_PG_URL_FILE", .type = V_FILE,
 	  .metavar = "PATH", .def_doc = "none", .file_for = "pg-url",

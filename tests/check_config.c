@@ -71,6 +71,8 @@ static void expect_error(const char *const *argv, const char *msg)
 
 	ck_assert_int_eq(load(&cfg, err, argv), -EINVAL);
 	ck_assert_str_eq(err, msg);
+	/* Every password in these cases is hunter2: no message may show it. */
+	ck_assert_ptr_null(strstr(err, "hunter2"));
 	ck_assert_ptr_null(cfg.pg_url);
 	ck_assert_ptr_null(cfg.redis_url);
 	ck_assert_ptr_null(cfg.key_prefix);
@@ -235,6 +237,30 @@ START_TEST(commands)
 	ck_assert_int_eq(cfg.command, CMD_MIGRATE);
 	ck_assert_str_eq(cfg.pg_url, "dbname=x");
 	config_free(&cfg);
+}
+END_TEST
+
+/* The forms libpq takes are still taken as they are: conninfo, both URL
+ * schemes, query parameters, and empty for libpq's PG* defaults. */
+START_TEST(pg_url_forms_accepted)
+{
+	static const char *const good[] = {
+		"dbname=x host=y",
+		"host=h port=5432 dbname=d user=u password='p w' sslmode=verify-full",
+		"",
+		"postgresql://",
+		"postgres://u:p@h:5432/db",
+		"postgresql://h/db?sslmode=require&application_name=x",
+		"postgresql:///db?host=/var/run/postgresql",
+		"postgresql://[::1]:5432/db",
+	};
+	struct config cfg;
+
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		load_ok(&cfg, ARGV("--pg-url", good[i]));
+		ck_assert_str_eq(cfg.pg_url, good[i]);
+		config_free(&cfg);
+	}
 }
 END_TEST
 
@@ -626,6 +652,37 @@ static const struct err_case {
 	  "string" },
 	{ NULL, NULL, { "--pg-url", "postgresql://h/db?hunter2=1" },
 	  "invalid --pg-url: invalid URI query parameter: \"...\"" },
+	/* another scheme, or none: named for what it is, the rest never shown */
+	{ NULL, NULL, { "--pg-url", "mysql://u:hunter2@h/db" },
+	  "invalid --pg-url: \"mysql://\" is not a postgres URL: use postgresql://, postgres:// or a "
+	  "conninfo string (key=value pairs)" },
+	{ "DATABASE_URL", "http://h/x?password=hunter2", { NULL },
+	  "invalid --pg-url (from DATABASE_URL): \"http://\" is not a postgres URL: use postgresql://, "
+	  "postgres:// or a conninfo string (key=value pairs)" },
+	{ "STAGEDRAIN_PG_URL", "redis://:hunter2@h:6379/0", { NULL },
+	  "invalid --pg-url (from STAGEDRAIN_PG_URL): \"redis://\" is not a postgres URL: use "
+	  "postgresql://, postgres:// or a conninfo string (key=value pairs)" },
+	{ NULL, NULL, { "--pg-url", "jdbc:postgresql://h/db?password=hunter2" },
+	  "invalid --pg-url: \"jdbc:postgresql://\" is not a postgres URL: use postgresql://, postgres:// "
+	  "or a conninfo string (key=value pairs)" },
+	{ NULL, NULL, { "--pg-url", "POSTGRESQL://u:hunter2@h/db" },
+	  "invalid --pg-url: \"POSTGRESQL://\" is not a postgres URL: use postgresql://, postgres:// "
+	  "or a conninfo string (key=value pairs)" },
+	{ NULL, NULL, { "--pg-url", "u:hunter2@h:5432/db" },
+	  "invalid --pg-url: neither a postgresql:// or postgres:// URL nor a conninfo string (key=value "
+	  "pairs): write postgresql://HOST:PORT/DB" },
+	{ NULL, NULL, { "--pg-url", "h:5432/hunter2" },
+	  "invalid --pg-url: neither a postgresql:// or postgres:// URL nor a conninfo string (key=value "
+	  "pairs): write postgresql://HOST:PORT/DB" },
+	{ NULL, NULL, { "--pg-url", "h:5432/db?password=hunter2" },
+	  "invalid --pg-url: neither a postgresql:// or postgres:// URL nor a conninfo string (key=value "
+	  "pairs): write postgresql://HOST:PORT/DB" },
+	{ "DATABASE_URL", "hunter2", { NULL },
+	  "invalid --pg-url (from DATABASE_URL): neither a postgresql:// or postgres:// URL nor a conninfo "
+	  "string (key=value pairs): a database name alone is written dbname=NAME" },
+	{ NULL, NULL, { "--pg-url", "host hunter2" },
+	  "invalid --pg-url: neither a postgresql:// or postgres:// URL nor a conninfo string (key=value "
+	  "pairs)" },
 };
 /* clang-format on */
 
@@ -987,6 +1044,12 @@ START_TEST(url_from_file_is_validated)
 	PUT("b", "postgresql://u:hunter2%zz@h/db\n", path);
 	snprintf(msg, sizeof(msg), "invalid --pg-url (from file %s): invalid percent-encoded token: \"...\"", path);
 	expect_error(ARGV("--pg-url-file", path), msg);
+	PUT("m", "mysql://u:hunter2@h/db\n", path);
+	snprintf(msg, sizeof(msg),
+		 "invalid --pg-url (from file %s): \"mysql://\" is not a postgres URL: use postgresql://, "
+		 "postgres:// or a conninfo string (key=value pairs)",
+		 path);
+	expect_error(ARGV("--pg-url-file", path), msg);
 	PUT("c", "redis://relay@h\n", path);
 	snprintf(msg, sizeof(msg),
 		 "invalid --redis-url (from file %s): user name without a password (write :password@ "
@@ -1021,6 +1084,7 @@ Suite *config_suite(void)
 	tcase_add_test(load, no_arguments_at_all);
 	tcase_add_loop_test(load, flag_forms_and_env_agree, 0, (int)(sizeof(form_cases) / sizeof(form_cases[0])));
 	tcase_add_test(load, commands);
+	tcase_add_test(load, pg_url_forms_accepted);
 	tcase_add_test(load, flag_beats_env_beats_default);
 	tcase_add_test(load, last_repeated_flag_wins);
 	tcase_add_test(load, database_url_fallback);

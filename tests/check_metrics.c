@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "metrics.h"
+#include "sidekiq_probe.h"
 #include "suites.h"
 
 static struct metrics m;
@@ -175,22 +176,48 @@ START_TEST(redis_server_and_short_waits)
 }
 END_TEST
 
+/* The series says what is written (the timestamps) apart from what runs:
+ * a Sidekiq 6.4 fleet shows "6" however its jobs are stamped. */
 START_TEST(job_format_follows_the_sidekiq_fleet)
 {
 	char *text = page();
+	struct sidekiq_seen six = { .timestamps = "float_seconds", .version = "6", .source = "read" };
+	struct sidekiq_seen eight = { .timestamps = "integer_milliseconds", .version = "8.0.3", .source = "read" };
+	struct sidekiq_seen fixed = { .timestamps = "float_seconds", .version = "7", .source = "configured" };
+	struct sidekiq_seen odd = { .timestamps = "float_seconds", .version = "7\"x\\", .source = "read" };
 
 	lacks(text, "job_format_info"); /* nothing written yet */
 	free(text);
-	metrics_job_format(&m, "sidekiq", 7);
-	metrics_job_format(&m, "sidekiq", 8);
+	metrics_job_format(&m, "sidekiq", &eight);
+	metrics_job_format(&m, "sidekiq", &six);
 	text = page();
-	has_line(text, "stagedrain_job_format_info{format=\"sidekiq\",sidekiq_version=\"8\"} 1");
+	has_line(text, "stagedrain_job_format_info{format=\"sidekiq\",timestamps=\"float_seconds\","
+		       "sidekiq_version=\"6\",sidekiq_version_source=\"read\"} 1");
+	lacks(text, "8.0.3");
 	lacks(text, "sidekiq_version=\"7\"");
 	well_formed(text);
 	free(text);
-	metrics_job_format(&m, "celery", 0);
+	metrics_job_format(&m, "activejob", &eight);
 	text = page();
-	has_line(text, "stagedrain_job_format_info{format=\"celery\",sidekiq_version=\"\"} 1");
+	has_line(text, "stagedrain_job_format_info{format=\"activejob\",timestamps=\"integer_milliseconds\","
+		       "sidekiq_version=\"8.0.3\",sidekiq_version_source=\"read\"} 1");
+	free(text);
+	metrics_job_format(&m, "sidekiq", &fixed);
+	text = page();
+	has_line(text, "stagedrain_job_format_info{format=\"sidekiq\",timestamps=\"float_seconds\","
+		       "sidekiq_version=\"7\",sidekiq_version_source=\"configured\"} 1");
+	free(text);
+	/* What Redis held is a label value: escaped. */
+	metrics_job_format(&m, "sidekiq", &odd);
+	text = page();
+	has_line(text, "stagedrain_job_format_info{format=\"sidekiq\",timestamps=\"float_seconds\","
+		       "sidekiq_version=\"7\\\"x\\\\\",sidekiq_version_source=\"read\"} 1");
+	well_formed(text);
+	free(text);
+	metrics_job_format(&m, "celery", NULL);
+	text = page();
+	has_line(text, "stagedrain_job_format_info{format=\"celery\",timestamps=\"\",sidekiq_version=\"\","
+		       "sidekiq_version_source=\"\"} 1");
 	well_formed(text);
 	free(text);
 }
@@ -567,7 +594,7 @@ START_TEST(null_metrics_are_ignored)
 	metrics_db_reading(NULL, &db);
 	metrics_redis_server(NULL, "h:1/0", "m", true);
 	metrics_wait_short(NULL);
-	metrics_job_format(NULL, "sidekiq", 8);
+	metrics_job_format(NULL, "sidekiq", NULL);
 	ck_assert(!metrics_leader_cursor(NULL, &cursor));
 	metrics_free(NULL);
 }

@@ -212,6 +212,54 @@ START_TEST(roles_script_runs_as_an_owner_without_createrole)
 }
 END_TEST
 
+/* `migrate` as a role that may not create tables, on a database where they do
+ * not exist yet: refused, naming the role, the schema, its owner and the two
+ * ways out, and nothing is created. A fresh database keeps the others' tables
+ * out of it; public's CREATE is revoked as PostgreSQL 15 does by default. */
+START_TEST(migrate_without_create_names_the_role_and_what_it_needs)
+{
+	PGconn *c = h_pg(), *d;
+	char url[256], log[600], dsn[256];
+
+	h_sql(c, "DROP DATABASE IF EXISTS sd_migrate_denied");
+	h_sql(c, "DROP ROLE IF EXISTS sd_nocreate");
+	h_sql(c, "CREATE ROLE sd_nocreate LOGIN");
+	h_sql(c, "CREATE DATABASE sd_migrate_denied");
+	snprintf(dsn, sizeof(dsn), "host=127.0.0.1 port=%s dbname=sd_migrate_denied user=%s", pg_port(), PQuser(c));
+	d = PQconnectdb(dsn);
+	ck_assert_msg(PQstatus(d) == CONNECTION_OK, "connect to sd_migrate_denied: %s", PQerrorMessage(d));
+	h_sql(d, "REVOKE CREATE ON SCHEMA public FROM PUBLIC");
+
+	snprintf(url, sizeof(url), "host=127.0.0.1 port=%s dbname=sd_migrate_denied user=sd_nocreate", pg_port());
+	ck_assert_int_eq(h_relay_run("migrate-denied", (const char *const[]){ "migrate", "--pg-url", url, NULL }), 1);
+	snprintf(log, sizeof(log), "%s/migrate-denied.log", h_env("TEST_DIR"));
+	ck_assert_msg(h_log_contains(log, "permission denied for schema public: role \\\"sd_nocreate\\\" may not "
+					  "create tables in schema \\\"public\\\" (owner \\\"postgres\\\"): run "
+					  "stagedrain migrate as the schema's owner, or GRANT CREATE ON SCHEMA "
+					  "public TO sd_nocreate"),
+		      "the refusal does not name the role and what it needs; see %s", log);
+	ck_assert_int_eq(h_sql(d, "SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
+				  " WHERE n.nspname = 'public'"),
+			 0);
+
+	/* With CREATE but not the tables (the owner migrated): told to run as their owner. */
+	h_sql(d, "GRANT CREATE ON SCHEMA public TO sd_nocreate");
+	snprintf(dsn, sizeof(dsn), "host=127.0.0.1 port=%s dbname=sd_migrate_denied user=%s", pg_port(), PQuser(c));
+	ck_assert_int_eq(h_relay_run("migrate-owner", (const char *const[]){ "migrate", "--pg-url", dsn, NULL }), 0);
+	ck_assert_int_eq(h_relay_run("migrate-denied-2", (const char *const[]){ "migrate", "--pg-url", url, NULL }), 1);
+	snprintf(log, sizeof(log), "%s/migrate-denied-2.log", h_env("TEST_DIR"));
+	ck_assert_msg(h_log_contains(log, "permission denied for table stagedrain_migrations: role \\\"sd_nocreate\\\" "
+					  "lacks a privilege the migrations need: run stagedrain migrate as the "
+					  "owner of the stagedrain tables"),
+		      "the refusal does not name the role and what it needs; see %s", log);
+
+	PQfinish(d);
+	h_sql(c, "DROP DATABASE sd_migrate_denied");
+	h_sql(c, "DROP ROLE sd_nocreate");
+	PQfinish(c);
+}
+END_TEST
+
 /* The relay needs nothing more: it drains, dead-letters, and a second leader
  * deletes what the fence names, all as stagedrain_relay. */
 START_TEST(relay_runs_as_the_relay_role)
@@ -589,6 +637,7 @@ Suite *security_suite(void)
 	tcase_add_test(roles, roles_grant_exactly_what_each_needs);
 	tcase_add_test(roles, relay_runs_as_the_relay_role);
 	tcase_add_test(roles, roles_script_runs_as_an_owner_without_createrole);
+	tcase_add_test(roles, migrate_without_create_names_the_role_and_what_it_needs);
 	tcase_add_checked_fixture(secrets, h_reset, NULL);
 	tcase_set_timeout(secrets, 180);
 	tcase_add_test(secrets, logs_never_contain_passwords);

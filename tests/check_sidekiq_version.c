@@ -6,6 +6,7 @@
 #include <check.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "config.h"
@@ -47,6 +48,14 @@ static void register_process(redisContext *r, const char *prefix, const char *id
 	h_cmd_int(r, "EXPIRE %s%s 60", prefix, identity);
 }
 
+/* What the probe says it writes, read and from where. */
+static void seen_is(const struct sidekiq_probe *p, const char *timestamps, const char *version, const char *source)
+{
+	ck_assert_str_eq(p->seen.timestamps, timestamps);
+	ck_assert_str_eq(p->seen.version, version);
+	ck_assert_str_eq(p->seen.source, source);
+}
+
 /* One reading each call: the clock moves past the interval every time. */
 static int probe(struct sidekiq_probe *p, struct redis_conn *c)
 {
@@ -67,22 +76,37 @@ START_TEST(auto_writes_milliseconds_only_while_every_live_process_is_8)
 	redis_conn_init(&c, &cfg);
 	ck_assert_int_eq(redis_conn_connect(&c), 0);
 	sidekiq_probe_init(&p, &cfg);
-	ck_assert_int_eq(probe(&p, &c), 7); /* nobody runs: floats, which every version reads */
+	seen_is(&p, "float_seconds", "", "read"); /* nothing read yet */
+	ck_assert_int_eq(probe(&p, &c), 7);       /* nobody runs: floats, which every version reads */
+	seen_is(&p, "float_seconds", "", "read");
 	register_process(r, "", "w1:1:aaa", "8.0.3");
 	ck_assert_int_eq(probe(&p, &c), 8);
 	ck_assert_uint_eq(p.live, 1);
+	seen_is(&p, "integer_milliseconds", "8.0.3", "read");
 	register_process(r, "", "w2:2:bbb", "7.3.9");
 	ck_assert_int_eq(probe(&p, &c), 7);
+	seen_is(&p, "float_seconds", "7.3.9", "read"); /* a mixed fleet: its lowest */
 	/* w2 died: its key expired, its member stays until Sidekiq cleans up. */
 	h_cmd_int(r, "DEL w2:2:bbb");
 	ck_assert_int_eq(probe(&p, &c), 8);
 	register_process(r, "", "w3:3:ccc", NULL); /* 6.x writes no version */
 	ck_assert_int_eq(probe(&p, &c), 7);
+	seen_is(&p, "float_seconds", "6", "read");
 	h_cmd_int(r, "DEL w3:3:ccc");
 	ck_assert_int_eq(probe(&p, &c), 8);
 	/* Not due yet: no reading, the last answer stands. */
 	register_process(r, "", "w4:4:ddd", "7.0.0");
 	ck_assert_int_eq(sidekiq_probe_version(&p, &c, 1), 8);
+	seen_is(&p, "integer_milliseconds", "8.0.3", "read");
+	/* Versions compare by number, not as text; a minor of 10 is above 9. */
+	h_cmd_int(r, "DEL w1:1:aaa");
+	register_process(r, "", "w5:5:eee", "7.10.0");
+	register_process(r, "", "w6:6:fff", "7.9.1");
+	ck_assert_int_eq(probe(&p, &c), 7);
+	seen_is(&p, "float_seconds", "7.0.0", "read");
+	h_cmd_int(r, "DEL w4:4:ddd");
+	ck_assert_int_eq(probe(&p, &c), 7);
+	seen_is(&p, "float_seconds", "7.9.1", "read");
 	redis_conn_free(&c);
 	redisFree(r);
 	config_free(&cfg);
@@ -111,6 +135,15 @@ START_TEST(auto_reads_the_namespace_and_a_fixed_version_reads_nothing)
 	ck_assert_int_eq(redis_conn_connect(&c), 0);
 	sidekiq_probe_init(&p, &cfg);
 	ck_assert_int_eq(probe(&p, &c), 6);
+	seen_is(&p, "float_seconds", "6", "configured");
+	redis_conn_free(&c);
+	config_free(&cfg);
+	load((const char *const[]){ "--sidekiq-version", "8", NULL });
+	redis_conn_init(&c, &cfg);
+	ck_assert_int_eq(redis_conn_connect(&c), 0);
+	sidekiq_probe_init(&p, &cfg);
+	ck_assert_int_eq(probe(&p, &c), 8);
+	seen_is(&p, "integer_milliseconds", "8", "configured");
 	redis_conn_free(&c);
 	config_free(&cfg);
 	/* A processes key of another type is not fatal: floats, and the drain goes on. */
@@ -179,6 +212,45 @@ START_TEST(the_relay_follows_a_rolling_upgrade_and_logs_it)
 }
 END_TEST
 
+/* The issue's case: a Sidekiq 6.4 process runs. Jobs are written with float
+ * seconds as before, and the log line and the metric say "6" was read and
+ * which timestamps are written, not "7". */
+START_TEST(a_sidekiq_6_fleet_is_reported_as_6)
+{
+	redisContext *r = h_redis();
+	PGconn *c = h_pg();
+	struct relay_proc p;
+	json_t *at;
+	char *page;
+	int status;
+
+	register_process(r, "", "w1:1:six", NULL);
+	h_relay_start(&p, "relay-six",
+		      (const char *const[]){ "--watch-interval", "200ms", "--poll-interval", "50ms", "--http-addr",
+					     "127.0.0.1:0", NULL });
+	RELAY_CHECK(&p, h_log_wait(&p, "became leader", 10000), "no leader");
+	h_stage(c, "default", 1, 1);
+	at = pop_created_at(r, &p);
+	RELAY_CHECK(&p, json_is_real(at), "a Sidekiq 6 fleet got created_at of type %d", json_typeof(at));
+	json_decref(at);
+	RELAY_CHECK(&p,
+		    h_log_contains(p.log, "msg=\"sidekiq version read\" processes=1 version=6 "
+					  "timestamps=float_seconds"),
+		    "the reading does not say 6 and float seconds; see %s", p.log);
+	page = h_http_get(h_http_port(&p), "/metrics", &status);
+	ck_assert_int_eq(status, 200);
+	RELAY_CHECK(&p,
+		    strstr(page, "stagedrain_job_format_info{format=\"sidekiq\",timestamps=\"float_seconds\","
+				 "sidekiq_version=\"6\",sidekiq_version_source=\"read\"} 1\n"),
+		    "the metric does not say 6:\n%s", page);
+	free(page);
+	h_relay_kill(&p, SIGTERM);
+	ck_assert_int_eq(h_relay_wait(&p, 10000), 0);
+	PQfinish(c);
+	redisFree(r);
+}
+END_TEST
+
 /* Stages one job every 100 ms for ms milliseconds, args from *next on. */
 static void trickle(PGconn *c, int *next, int ms)
 {
@@ -231,6 +303,7 @@ Suite *sidekiq_version_suite(void)
 	tcase_add_test(tc, auto_writes_milliseconds_only_while_every_live_process_is_8);
 	tcase_add_test(tc, auto_reads_the_namespace_and_a_fixed_version_reads_nothing);
 	tcase_add_test(tc, the_relay_follows_a_rolling_upgrade_and_logs_it);
+	tcase_add_test(tc, a_sidekiq_6_fleet_is_reported_as_6);
 	tcase_add_test(tc, a_processes_key_of_another_type_fails_no_batch);
 	suite_add_tcase(s, tc);
 	return s;
