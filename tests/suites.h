@@ -39,5 +39,6 @@ Suite *celery_e2e_suite(void);
 Suite *release_suite(void);
 Suite *capped_e2e_suite(void);
 Suite *once_suite(void);
+Suite *stop_suite(void);
 
 #endif
