@@ -40,6 +40,7 @@ struct config {
 	long batch_max_bytes; /* a batch stops taking rows once they hold this much */
 	int poll_interval_ms;
 	int redis_timeout_ms;
+	int stop_timeout_ms; /* after a stop signal, how long the batch in flight may still take */
 	long long lock_key;
 	enum log_level log_level;
 	enum log_format log_format;

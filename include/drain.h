@@ -18,6 +18,7 @@
 #include "redis_sink.h"
 #include "release.h"
 #include "sidekiq_probe.h"
+#include "stop.h"
 
 /*
  * Where the relay stands, one rung at a time: it may push only when READY.
@@ -35,6 +36,7 @@ enum drain_state {
 struct drain {
 	const struct config *cfg;
 	volatile sig_atomic_t *stop; /* set by SIGTERM/SIGINT; read between steps */
+	struct stop stopping;        /* that flag with --stop-timeout: bounds every wait of a batch */
 	struct pg_source pg;
 	struct redis_sink redis;
 	struct batch batch;

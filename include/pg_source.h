@@ -14,6 +14,7 @@
 #include "gaps.h"
 #include "fmacros.h"
 #include "pg_read.h"
+#include "stop.h"
 
 struct pg_source {
 	PGconn *conn;
@@ -23,6 +24,7 @@ struct pg_source {
 	bool bound_statements; /* nobody chose a statement_timeout: batches set their own */
 	struct buf sql;        /* the statement being sent (fetch, dead move, commit, fence delete), reused */
 	PGresult *fenced;      /* queue, count of the rows the last fence delete took */
+	struct stop *stop;     /* NULL: statements run to their end; else bounded by its deadline */
 	char sqlstate[6];
 	char errstr[256];
 };
@@ -31,6 +33,12 @@ struct pg_source {
  * -EROFS (a hot standby: pg_source_check_primary), -ENOMEM. */
 
 void pg_source_init(struct pg_source *pg, const struct config *cfg);
+/* Bounds the batch's statements (fetch, dead move, commit, rollback, fence
+ * delete) by stop's deadline: past it the running statement is cancelled,
+ * and if it has not ended PG_SOURCE_CANCEL_MS after the deadline the session
+ * is closed (the server rolls the transaction back, and the lock goes). */
+void pg_source_stop_on(struct pg_source *pg, struct stop *stop);
+#define PG_SOURCE_CANCEL_MS 1000
 int pg_source_connect(struct pg_source *pg) SD_MUSTCHECK;
 /* True when the session is gone and only a new connection helps. */
 bool pg_source_broken(const struct pg_source *pg);

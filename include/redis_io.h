@@ -9,6 +9,7 @@
 #include "buf.h"
 #include "fmacros.h"
 #include "redis_tls.h"
+#include "stop.h"
 
 /*
  * hiredis 0.14 reads and writes its own socket with read() and write(), so TLS
@@ -25,10 +26,16 @@ struct redis_io {
 	size_t sent;    /* bytes of out already written */
 	int timeout_ms;
 	bool replied;               /* a reply came since the connect */
+	struct stop *stop;          /* NULL: waits ignore stop signals; else none outlasts its deadline */
 	struct redis_tls_error err; /* why the last call failed; the socket is then closed */
 };
 
 void redis_io_init(struct redis_io *io);
+/* Bounds every later wait by stop's deadline too (stop.h): past it the wait
+ * gives up as after a timeout, errstr saying "abandoned", and the socket
+ * closes. A command Redis had not read whole is then never run; one it had
+ * may still run. */
+void redis_io_stop_on(struct redis_io *io, struct stop *stop);
 /* Connects to host:port, or the unix socket path when path is not NULL, then
  * runs the TLS handshake when tls is not NULL, all within timeout_ms.
  * -EIO with io->err filled, -ENOMEM. */

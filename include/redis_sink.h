@@ -41,6 +41,9 @@ struct redis_sink {
 #define REDIS_SINK_REFUSED 2
 
 void redis_sink_init(struct redis_sink *rs, const struct config *cfg);
+/* Every wait of the sink's connection ends by stop's deadline too
+ * (redis_io_stop_on): a push cut short by it fails like one that timed out. */
+void redis_sink_stop_on(struct redis_sink *rs, struct stop *stop);
 /* Connects, authenticates, selects the database and checks with PING
  * (redis_conn_connect); rs->conn.where names the server, rs->conn.blame the
  * setting to fix after a failure. */

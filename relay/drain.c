@@ -66,6 +66,9 @@ void drain_init(struct drain *d, const struct config *cfg, volatile sig_atomic_t
 	memset(&d->once, 0, sizeof(d->once));
 	d->relayed = d->dead = 0;
 	d->metrics = NULL;
+	stop_init(&d->stopping, stop, cfg->stop_timeout_ms);
+	pg_source_stop_on(&d->pg, &d->stopping);
+	redis_sink_stop_on(&d->redis, &d->stopping);
 }
 
 void drain_free(struct drain *d)
@@ -315,6 +318,30 @@ static int push_refused(struct drain *d, size_t nrows)
 	return -EIO;
 }
 
+/*
+ * A stop signal cut the batch short (or came before its push): roll back and
+ * say where its rows are. Not pushed, they stay staged. A push cut short may
+ * still have landed whole (Redis had the script), and one that landed before
+ * its delete was cut short did: either way its fence names the rows, so the
+ * next leader deletes them instead of pushing them again.
+ */
+static int abandon_batch(struct drain *d, enum drain_state to, const char *step, const char *error)
+{
+	ladder_fall_back(d, to);
+	pg_source_rollback(&d->pg);
+	if (!error) {
+		log_info("stopping: the batch read was not pushed; its rows stay staged", LOGF(F_STR("step", step)));
+		return 0;
+	}
+	log_warn(to == DRAIN_NEED_FENCE
+			 ? "stopping: abandoned the batch in flight at its delete and rolled back; redis has "
+			   "its push and the fence names its rows, so the next leader deletes them"
+			 : "stopping: abandoned the batch in flight at its push and rolled back; its rows stay "
+			   "staged, or, if redis ran the push, the fence names them",
+		 LOGF(F_STR("step", step), F_INT("jobs", d->batch.njobs), F_STR("error", error)));
+	return -EIO;
+}
+
 static int drain_batch(struct drain *d)
 {
 	struct batch_times t;
@@ -358,7 +385,11 @@ static int drain_batch(struct drain *d)
 			 LOGF(F_STR("error", d->pg.errstr), F_STR("sqlstate", d->pg.sqlstate),
 			      F_INT("rows", d->batch.nkept)));
 	t.fetch_us = clock_mono_us() - t0;
-	if ((rc = push_batch(d)) != 0) {
+	if (stop_seen(&d->stopping))
+		return abandon_batch(d, DRAIN_READY, "push", NULL);
+	if ((rc = push_batch(d)) != 0 && stop_seen(&d->stopping))
+		return abandon_batch(d, DRAIN_NEED_EPOCH, "push", d->redis.errstr);
+	if (rc != 0) {
 		/* Stale: another relay took an epoch since ours. Otherwise the push
 		 * may still land (a reply lost or late): either way this epoch must
 		 * not push again. A new one refuses the old push if it comes late,
@@ -372,7 +403,10 @@ static int drain_batch(struct drain *d)
 	}
 	t.push_us = clock_mono_us() - t0 - t.fetch_us;
 	metrics_batch_pushed(d->metrics, &d->batch); /* the commit frees the queue names */
-	if (pg_source_commit(&d->pg, &d->batch) < 0) {
+	rc = pg_source_commit(&d->pg, &d->batch);
+	if (rc < 0 && stop_seen(&d->stopping))
+		return abandon_batch(d, DRAIN_NEED_FENCE, "delete", d->pg.errstr);
+	if (rc < 0) {
 		ladder_fall_back(d, DRAIN_NEED_FENCE);
 		ladder_pg_trouble(d, "pushed a batch but could not delete it; the fence will delete it");
 		return -EIO;
@@ -411,13 +445,17 @@ int drain_run(struct drain *d)
 {
 	int rc = 0, wait_ms = 1;
 
-	while (!*d->stop) {
+	while (!stop_seen(&d->stopping)) {
 		long long cursor = d->gaps.cursor;
-		rc = ladder_ensure_ready(d) ? drain_batch(d) : -EAGAIN;
+		bool ready = ladder_ensure_ready(d);
+
 		if (d->once.gave_up) {
 			rc = 0;
 			break;
 		}
+		if (stop_seen(&d->stopping))
+			break; /* read no batch after a stop */
+		rc = ready ? drain_batch(d) : -EAGAIN;
 		if (rc == -ENOMEM)
 			break;
 		if (once_trouble_over(d, rc < 0)) {
@@ -437,8 +475,10 @@ int drain_run(struct drain *d)
 	if (rc >= 0 && d->cfg->once && !*d->stop)
 		return once_report(d);
 	/* Held and kept rows stay staged: say how many. */
+	/* stop_ms: from the stop signal, as first seen, to here. */
 	log_info(*d->stop ? "stopped on signal" : "stopped",
 		 LOGF(F_INT("jobs_relayed", d->relayed), F_INT("jobs_dead", d->dead),
-		      F_INT("jobs_held", rounds_held(&d->release.rounds)), F_INT("rows_kept", gaps_kept(&d->gaps))));
+		      F_INT("jobs_held", rounds_held(&d->release.rounds)), F_INT("rows_kept", gaps_kept(&d->gaps)),
+		      F_INT("stop_ms", stop_seen(&d->stopping) ? clock_mono_ms() - d->stopping.seen_ms : 0)));
 	return rc < 0 ? rc : 0;
 }

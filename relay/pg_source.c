@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
 #include "log.h"
 #include "pg_conn.h"
 #include "pg_source.h"
@@ -21,6 +22,11 @@ void pg_source_init(struct pg_source *pg, const struct config *cfg)
 	pg->cfg = cfg;
 	pg_read_init(&pg->read);
 	buf_init(&pg->sql);
+}
+
+void pg_source_stop_on(struct pg_source *pg, struct stop *stop)
+{
+	pg->stop = stop;
 }
 
 int pg_source_fail(struct pg_source *pg, const PGresult *res, const char *what)
@@ -217,6 +223,76 @@ int pg_source_check_primary(struct pg_source *pg)
 	return rc;
 }
 
+/* Asks the server to cancel the running statement; best effort: if the
+ * request cannot be sent, the session is closed a moment later anyway. */
+static void cancel_statement(struct pg_source *pg)
+{
+	PGcancel *c = PQgetCancel(pg->conn);
+	char err[256];
+
+	if (!c)
+		return;
+	(void)PQcancel(c, err, sizeof(err));
+	PQfreeCancel(c);
+}
+
+/*
+ * PQgetResult, waiting no later than the stop deadline allows: past it the
+ * statement is cancelled (it then ends with sqlstate 57014, its transaction
+ * aborted), and if it has not ended PG_SOURCE_CANCEL_MS after the deadline
+ * (a server that does not answer) the session is closed. NULL when there is
+ * no more result, or the session was closed (pg->conn is then NULL).
+ */
+static PGresult *next_result(struct pg_source *pg)
+{
+	struct pollfd p = { .fd = PQsocket(pg->conn), .events = POLLIN };
+	bool cancelled = false;
+
+	while (pg->stop && PQisBusy(pg->conn)) {
+		long long now = clock_mono_ms(), end = stop_deadline(pg->stop);
+		if (now >= end && !cancelled) {
+			cancel_statement(pg);
+			cancelled = true;
+		} else if (now >= end && now - end >= PG_SOURCE_CANCEL_MS) {
+			pg_source_close(pg);
+			return NULL;
+		}
+		if (poll(&p, 1, STOP_SLICE_MS) < 0 && errno != EINTR)
+			break;
+		if (!PQconsumeInput(pg->conn))
+			break; /* PQgetResult says why */
+	}
+	return PQgetResult(pg->conn);
+}
+
+/* After next_result closed the session: the statement was abandoned. */
+static int abandoned(struct pg_source *pg, const char *what)
+{
+	snprintf(pg->errstr, sizeof(pg->errstr),
+		 "%s: abandoned: no answer within %d ms of the relay's --stop-timeout; session closed", what,
+		 PG_SOURCE_CANCEL_MS);
+	pg->sqlstate[0] = '\0';
+	return -EIO;
+}
+
+/* As PQexec (the last result; NULL if the session was closed), bounded as next_result. */
+static PGresult *exec_bounded(struct pg_source *pg, const char *sql)
+{
+	PGresult *res, *last = NULL;
+
+	if (!PQsendQuery(pg->conn, sql))
+		return NULL;
+	while (pg->conn && (res = next_result(pg)) != NULL) {
+		PQclear(last);
+		last = res;
+	}
+	if (!pg->conn) {
+		PQclear(last);
+		return NULL;
+	}
+	return last;
+}
+
 /* BEGIN, the statement bound, then the read's own statements. */
 static int build_fetch(struct pg_source *pg, const struct gaps *g, int limit, long long young_since, long max_bytes)
 {
@@ -238,7 +314,7 @@ static int read_fetch_results(struct pg_source *pg, bool rows_only)
 	PGresult *res;
 	int rc = 0;
 
-	while ((res = PQgetResult(pg->conn)) != NULL) {
+	while (pg->conn && (res = next_result(pg)) != NULL) {
 		ExecStatusType st = PQresultStatus(res);
 		if (rc == 0 && st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK)
 			rc = pg_source_fail(pg, res, "could not read staged jobs");
@@ -250,7 +326,7 @@ static int read_fetch_results(struct pg_source *pg, bool rows_only)
 			continue;
 		PQclear(res);
 	}
-	return rc;
+	return rc == 0 && !pg->conn ? abandoned(pg, "could not read staged jobs") : rc;
 }
 
 int pg_source_wait_jobs(struct pg_source *pg, int ms, volatile sig_atomic_t *stop, bool *woken)
@@ -443,7 +519,7 @@ static int run_counted(struct pg_source *pg, const char *sql, const char *what, 
 
 	if (!PQsendQuery(pg->conn, sql))
 		return pg_source_fail(pg, NULL, what);
-	while ((res = PQgetResult(pg->conn)) != NULL) {
+	while (pg->conn && (res = next_result(pg)) != NULL) {
 		ExecStatusType st = PQresultStatus(res);
 		if (rc == 0 && st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK)
 			rc = pg_source_fail(pg, res, what);
@@ -451,7 +527,7 @@ static int run_counted(struct pg_source *pg, const char *sql, const char *what, 
 			*count += strtoull(PQcmdTuples(res), NULL, 10);
 		PQclear(res);
 	}
-	return rc;
+	return rc == 0 && !pg->conn ? abandoned(pg, what) : rc;
 }
 
 /*
@@ -523,7 +599,9 @@ int pg_source_delete_fenced(struct pg_source *pg, const struct fence *f, long lo
 		    " SELECT queue, count(*) FROM (SELECT queue FROM d UNION ALL SELECT queue FROM h) x GROUP BY queue",
 		    f->ids.data, f->jids.data) < 0)
 		return -ENOMEM;
-	pg->fenced = PQexec(pg->conn, pg->sql.data);
+	pg->fenced = exec_bounded(pg, pg->sql.data);
+	if (!pg->conn)
+		return abandoned(pg, "could not delete the rows the fence names");
 	if (PQresultStatus(pg->fenced) != PGRES_TUPLES_OK) {
 		rc = pg_source_fail(pg, pg->fenced, "could not delete the rows the fence names");
 		PQclear(pg->fenced);
@@ -547,7 +625,7 @@ const char *pg_source_fenced_queue(const struct pg_source *pg, int i, size_t *le
 void pg_source_rollback(struct pg_source *pg)
 {
 	if (pg->in_tx && !pg_source_broken(pg))
-		PQclear(PQexec(pg->conn, "ROLLBACK"));
+		PQclear(exec_bounded(pg, "ROLLBACK"));
 	pg->in_tx = false;
 	pg_read_clear(&pg->read);
 }

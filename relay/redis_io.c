@@ -31,6 +31,11 @@ void redis_io_init(struct redis_io *io)
 	buf_init(&io->out);
 }
 
+void redis_io_stop_on(struct redis_io *io, struct stop *stop)
+{
+	io->stop = stop;
+}
+
 bool redis_io_is_open(const struct redis_io *io)
 {
 	return io->fd >= 0;
@@ -82,22 +87,35 @@ static int tls_io_fail(struct redis_io *io, int ret, const char *what)
 	return -EIO;
 }
 
-/* Waits for events on the socket until deadline: 0, or -ETIMEDOUT. */
+/* Waits for events on the socket until deadline: 0, -ETIMEDOUT, or
+ * -ECANCELED once the stop deadline passed first. While a stop may come, the
+ * wait looks at it every STOP_SLICE_MS. */
 static int wait_for(struct redis_io *io, short events, long long deadline)
 {
 	struct pollfd p = { .fd = io->fd, .events = events };
+	int slice = io->stop ? STOP_SLICE_MS : 60000;
 
 	for (;;) {
-		long long left = deadline - clock_mono_ms();
+		long long now = clock_mono_ms(), left = deadline - now;
 		int n;
+		if (now >= stop_deadline(io->stop))
+			return -ECANCELED;
 		if (left <= 0)
 			return -ETIMEDOUT;
-		n = poll(&p, 1, left > 60000 ? 60000 : (int)left);
+		n = poll(&p, 1, left > slice ? slice : (int)left);
 		if (n > 0)
 			return 0;
 		if (n < 0 && errno != EINTR)
 			return -errno;
 	}
+}
+
+/* A wait that gave up: what failed and its timeout, or the stop that cut it short. */
+static int wait_fail(struct redis_io *io, int rc, const char *what, int ms)
+{
+	if (rc == -ECANCELED)
+		return io_fail(io, "abandoned: %s before the relay's --stop-timeout passed", what);
+	return io_fail(io, "timeout: %s within %d ms", what, ms);
 }
 
 static void tune_tcp(int fd)
@@ -147,8 +165,8 @@ static int connect_tcp(struct redis_io *io, const char *host, int port, long lon
 	for (a = res; a && io->fd < 0; a = a->ai_next)
 		rc = connect_one(io, a->ai_family, a->ai_addr, a->ai_addrlen, deadline);
 	freeaddrinfo(res);
-	if (io->fd < 0 && rc == -ETIMEDOUT)
-		return io_fail(io, "timeout: no connection within %d ms", io->timeout_ms);
+	if (io->fd < 0 && (rc == -ETIMEDOUT || rc == -ECANCELED))
+		return wait_fail(io, rc, "no connection", io->timeout_ms);
 	if (io->fd < 0)
 		return io_fail(io, "%s", strerror(-rc));
 	tune_tcp(io->fd);
@@ -171,12 +189,14 @@ static int connect_unix(struct redis_io *io, const char *path, long long deadlin
 static int start_tls(struct redis_io *io, const struct redis_tls *tls, const char *host, long long deadline)
 {
 	bool want_write = false;
-	int rc;
+	int rc, werr;
 
 	if (!(io->ssl = redis_tls_session(tls, io->fd, host)))
 		return io_fail(io, "could not set up TLS for %s", host);
 	while ((rc = redis_tls_handshake(io->ssl, &want_write, &io->err)) == -EAGAIN)
-		if (wait_for(io, want_write ? POLLOUT : POLLIN, deadline) < 0)
+		if ((werr = wait_for(io, want_write ? POLLOUT : POLLIN, deadline)) == -ECANCELED)
+			return wait_fail(io, werr, "no TLS handshake", io->timeout_ms);
+		else if (werr < 0)
 			return io_fail(io, "TLS handshake failed: timeout after %d ms", io->timeout_ms);
 	if (rc < 0)
 		redis_io_close(io); /* io->err says why */
@@ -222,6 +242,7 @@ static int flush(struct redis_io *io, long long deadline)
 		size_t n = io->out.len - io->sent;
 		ssize_t w;
 		short wait = POLLOUT;
+		int rc;
 
 		if (io->ssl) {
 			int r = SSL_write(io->ssl, p, n > INT_MAX ? INT_MAX : (int)n), e = SSL_get_error(io->ssl, r);
@@ -233,8 +254,8 @@ static int flush(struct redis_io *io, long long deadline)
 			return io_fail(io, "write failed: %s", strerror(errno));
 		if (w > 0)
 			io->sent += (size_t)w;
-		else if (wait_for(io, wait, deadline) < 0)
-			return io_fail(io, "timeout: could not send within %d ms", io->timeout_ms);
+		else if ((rc = wait_for(io, wait, deadline)) < 0)
+			return wait_fail(io, rc, "could not send", io->timeout_ms);
 	}
 	buf_reset(&io->out);
 	io->sent = 0;
@@ -295,8 +316,8 @@ int redis_io_reply(struct redis_io *io, redisReply **reply, int extra_ms)
 	while ((rc = take_reply(io, reply)) == 0 && !*reply) {
 		if ((rc = read_some(io, &wait)) < 0)
 			return rc;
-		if (rc == 0 && wait_for(io, wait, deadline) < 0)
-			return io_fail(io, "timeout: no reply within %d ms", io->timeout_ms + extra_ms);
+		if (rc == 0 && (rc = wait_for(io, wait, deadline)) < 0)
+			return wait_fail(io, rc, "no reply", io->timeout_ms + extra_ms);
 	}
 	io->replied |= rc == 0;
 	return rc;

@@ -24,6 +24,11 @@ void redis_sink_init(struct redis_sink *rs, const struct config *cfg)
 	buf_init(&rs->bad);
 }
 
+void redis_sink_stop_on(struct redis_sink *rs, struct stop *stop)
+{
+	redis_io_stop_on(&rs->conn.io, stop);
+}
+
 bool redis_sink_connected(const struct redis_sink *rs)
 {
 	return redis_conn_connected(&rs->conn);
@@ -288,10 +293,10 @@ static int error_code(const char *err)
 
 /* A push that lost its connection: Redis may have dropped it for what the
  * batch holds (a protocol error over proto-max-bulk-len), unless it just did
- * not answer in time. */
+ * not answer in time, or the relay abandoned it to stop. */
 static int push_lost(struct redis_sink *rs)
 {
-	bool timeout = strstr(rs->conn.errstr, "timeout") != NULL;
+	bool timeout = strstr(rs->conn.errstr, "timeout") != NULL || stop_seen(rs->conn.io.stop);
 
 	sink_fail(rs, "redis push failed: %s", rs->conn.errstr);
 	return timeout ? -EIO : REDIS_SINK_REFUSED;

@@ -182,6 +182,13 @@ const struct setting settings[] = {
 	{ .flag = "redis-timeout", .env = "STAGEDRAIN_REDIS_TIMEOUT", .type = V_INT,
 	  .metavar = "DURATION", .def = "5s", .num = &duration, .min = 10, .max = 300000,
 	  .off = OFF(redis_timeout_ms), .help = "connect and command timeout for redis" },
+	{ .flag = "stop-timeout", .env = "STAGEDRAIN_STOP_TIMEOUT", .type = V_INT,
+	  .metavar = "DURATION", .def = "5s", .num = &duration, .min = 0, .max = 300000,
+	  .off = OFF(stop_timeout_ms),
+	  .help = "after SIGTERM or SIGINT, how long the batch in flight may still take to "
+		  "finish; past it the batch is abandoned (redis socket closed, postgres statement "
+		  "cancelled, transaction rolled back; the fence decides what the next leader "
+		  "pushes) and the relay exits at most 1s later" },
 	{ .flag = "lock-key", .env = "STAGEDRAIN_LOCK_KEY", .type = V_I64, .metavar = "KEY",
 	  .def = KEYS_LOCK_DEFAULT_TEXT, .off = OFF(lock_key),
 	  .help = "pg_advisory_lock key that elects the one relay that drains; a signed "

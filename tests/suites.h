@@ -40,5 +40,6 @@ Suite *release_suite(void);
 Suite *capped_e2e_suite(void);
 Suite *once_suite(void);
 Suite *startup_suite(void);
+Suite *stop_suite(void);
 
 #endif
