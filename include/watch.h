@@ -31,6 +31,7 @@ struct watch {
 	pthread_mutex_t lock;
 	pthread_cond_t wake;
 	bool stop, running;
+	bool done;                      /* the thread has left its loop: it touches nothing more */
 	bool sees_all;                  /* may read every session's transaction (pg_read_all_stats) */
 	bool told_priv;                 /* said once that it may not */
 	bool failing[METRICS_NSERVERS]; /* log only when a server's state changes */
@@ -42,7 +43,13 @@ struct watch {
 
 /* Starts the thread; it takes its first reading at once. 0 or -errno. */
 int watch_start(struct watch *w, const struct config *cfg, struct metrics *m) SD_MUSTCHECK;
-/* Stops the thread (within the servers' timeouts), closes its connections. */
-void watch_stop(struct watch *w);
+/*
+ * Stops the thread and closes its connections: true. A round waits on a
+ * stuck server up to its timeouts (--redis-timeout, 10 s a statement), which
+ * the relay's stop must not: when the thread has not left its loop within
+ * wait_ms, it is left to the process's exit, false, and w and the metrics it
+ * writes must outlive it (the caller then ends the process with _exit).
+ */
+bool watch_stop(struct watch *w, int wait_ms);
 
 #endif

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <unistd.h>
 
 #include "config.h"
 #include "drain.h"
@@ -23,6 +24,8 @@
 
 /* --once stopped with jobs left behind (README, Settings); 1 and 2 are errors. */
 #define EXIT_JOBS_LEFT 3
+/* How long the exit waits for the watcher's round to end (README, Stopping). */
+#define WATCH_STOP_WAIT_MS 500
 
 static int run_migrate(const struct config *cfg)
 {
@@ -89,7 +92,7 @@ static int run_relay(const struct config *cfg)
 	struct drain d;
 	struct http h = { 0 };
 	struct watch w = { 0 };
-	int rc;
+	int rc, status;
 
 	/* Every batch frees and allocates the same few hundred kilobytes (the
 	 * rows libpq read, the command hiredis writes). Keep them in the heap
@@ -110,15 +113,25 @@ static int run_relay(const struct config *cfg)
 		rc = drain_start(&d);
 	if (rc == 0)
 		rc = start_watch(cfg, &m, &w);
-	if (rc == 0)
+	if (rc == 0) {
 		rc = drain_run(&d);
-	else if (rc == -ECANCELED)
-		rc = 0; /* stopped by a signal while waiting for a server */
+	} else if (rc == -ECANCELED) {
+		log_info("stopped on signal while waiting for a server", NULL);
+		rc = 0;
+	}
+	status = rc < 0 ? EXIT_FAILURE : rc == DRAIN_LEFT ? EXIT_JOBS_LEFT : EXIT_SUCCESS;
 	http_stop(&h);
-	watch_stop(&w);
+	if (!watch_stop(&w, WATCH_STOP_WAIT_MS)) {
+		/* Its round waits on a stuck server; the stop must not. It still
+		 * holds w and the metrics, and exit's clean-up (OpenSSL's, libpq's)
+		 * would pull them from under it: end here. */
+		log_warn("the watcher is still waiting on a server; exiting without it",
+			 LOGF(F_INT("waited_ms", WATCH_STOP_WAIT_MS)));
+		_exit(status);
+	}
 	drain_free(&d);
 	metrics_free(&m);
-	return rc < 0 ? EXIT_FAILURE : rc == DRAIN_LEFT ? EXIT_JOBS_LEFT : EXIT_SUCCESS;
+	return status;
 }
 
 /* A password inside a URL given as a flag shows in ps to every user of the machine. */

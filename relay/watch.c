@@ -306,6 +306,8 @@ static void *watch_main(void *arg)
 		while (!w->stop && pthread_cond_timedwait(&w->wake, &w->lock, &until) != ETIMEDOUT)
 			;
 	}
+	w->done = true;
+	pthread_cond_broadcast(&w->wake);
 	pthread_mutex_unlock(&w->lock);
 	return NULL;
 }
@@ -342,14 +344,29 @@ fail_attr:
 	return -rc;
 }
 
-void watch_stop(struct watch *w)
+bool watch_stop(struct watch *w, int wait_ms)
 {
+	struct timespec until;
+	bool done;
+
 	if (!w || !w->running)
-		return;
+		return true;
+	clock_gettime(CLOCK_MONOTONIC, &until);
+	until.tv_sec += wait_ms / 1000;
+	until.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
+	if (until.tv_nsec >= 1000000000L) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000L;
+	}
 	pthread_mutex_lock(&w->lock);
 	w->stop = true;
-	pthread_cond_signal(&w->wake);
+	pthread_cond_broadcast(&w->wake);
+	while (!w->done && pthread_cond_timedwait(&w->wake, &w->lock, &until) != ETIMEDOUT)
+		;
+	done = w->done;
 	pthread_mutex_unlock(&w->lock);
+	if (!done)
+		return false;
 	pthread_join(w->thread, NULL);
 	pthread_cond_destroy(&w->wake);
 	pthread_mutex_destroy(&w->lock);
@@ -357,4 +374,5 @@ void watch_stop(struct watch *w)
 	w->pg = NULL;
 	redis_conn_free(&w->redis);
 	w->running = false;
+	return true;
 }

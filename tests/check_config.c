@@ -23,7 +23,8 @@ static const char *const all_vars[] = {
 	"STAGEDRAIN_PG_URL_FILE",    "STAGEDRAIN_PG_PASSWORD_FILE", "STAGEDRAIN_REDIS_URL_FILE",
 	"STAGEDRAIN_REDIS_PASSWORD_FILE", "STAGEDRAIN_HTTP_ADDR", "STAGEDRAIN_WARN_XACT_AGE",
 	"STAGEDRAIN_WATCH_INTERVAL", "STAGEDRAIN_RAILS_VERSION", "STAGEDRAIN_LARAVEL_PREFIX",
-	"STAGEDRAIN_MAX_QUEUE_LENGTH", "STAGEDRAIN_QUEUE_LIMIT", "STAGEDRAIN_MAX_REDIS_MEMORY", NULL,
+	"STAGEDRAIN_MAX_QUEUE_LENGTH", "STAGEDRAIN_QUEUE_LIMIT", "STAGEDRAIN_MAX_REDIS_MEMORY",
+	"STAGEDRAIN_STOP_TIMEOUT", "STAGEDRAIN_READYZ_DETAIL", NULL,
 };
 
 static const char *const all_flags[] = {
@@ -89,12 +90,35 @@ static void summarize(const struct config *c, char *out, size_t len)
 	snprintf(out, len,
 		 "|pg_url=%s|redis=%s|format=%d|key_prefix=%s|sidekiq_version=%d|batch_size=%d"
 		 "|max_job_bytes=%ld|batch_max_bytes=%ld|poll=%d|redis_timeout=%d|lock_key=%lld|log_format=%d"
-		 "|log_level=%d|once=%d|http=%s|http_host=%s|http_port=%d|warn_xact=%d|watch=%d|",
+		 "|log_level=%d|once=%d|http=%s|http_host=%s|http_port=%d|warn_xact=%d|watch=%d|stop=%d|detail=%d|",
 		 c->pg_url, where, (int)c->format, c->key_prefix, c->sidekiq_version, c->batch_size, c->max_job_bytes,
 		 c->batch_max_bytes, c->poll_interval_ms, c->redis_timeout_ms, c->lock_key, (int)c->log_format,
 		 (int)c->log_level, (int)c->once, c->http_addr, c->http_host, c->http_port, c->warn_xact_age_ms,
-		 c->watch_interval_ms);
+		 c->watch_interval_ms, c->stop_timeout_ms, (int)c->readyz_detail);
 }
+
+/* A password inside a URL flag is noted for main's warning; the same URL
+ * from the environment, or a URL without one, is not. */
+START_TEST(a_password_in_a_url_flag_is_noted)
+{
+	struct config cfg;
+
+	load_ok(&cfg, ARGV("--pg-url", "postgresql://u:pw@h/db", "--redis-url", "redis://:pw@h:6379/0"));
+	ck_assert(cfg.pg_url_argv_password && cfg.redis_url_argv_password);
+	config_free(&cfg);
+	load_ok(&cfg, ARGV("--pg-url", "host=h password=pw dbname=db"));
+	ck_assert(cfg.pg_url_argv_password && !cfg.redis_url_argv_password);
+	config_free(&cfg);
+	load_ok(&cfg, ARGV("--pg-url", "postgresql://u@h/db", "--redis-url", "redis://h:6379/0"));
+	ck_assert(!cfg.pg_url_argv_password && !cfg.redis_url_argv_password);
+	config_free(&cfg);
+	setenv("STAGEDRAIN_PG_URL", "postgresql://u:pw@h/db", 1);
+	setenv("REDIS_URL", "redis://:pw@h:6379/0", 1);
+	load_ok(&cfg, ARGV(NULL));
+	ck_assert(!cfg.pg_url_argv_password && !cfg.redis_url_argv_password);
+	config_free(&cfg);
+}
+END_TEST
 
 START_TEST(defaults)
 {
@@ -119,6 +143,9 @@ START_TEST(defaults)
 	ck_assert_int_eq(cfg.batch_max_bytes, 64L * 1048576);
 	ck_assert_int_eq(cfg.poll_interval_ms, 100);
 	ck_assert_int_eq(cfg.redis_timeout_ms, 5000);
+	ck_assert_int_eq(cfg.stop_timeout_ms, 5000);
+	ck_assert(!cfg.readyz_detail);
+	ck_assert(!cfg.pg_url_argv_password && !cfg.redis_url_argv_password);
 	ck_assert_int_eq(cfg.lock_key, 0x73746764726eLL); /* "stgdrn" */
 	ck_assert_int_eq(cfg.log_level, LOG_INFO);
 	ck_assert_int_eq(cfg.log_format, LOG_FORMAT_KV);
@@ -195,6 +222,8 @@ static const struct form_case {
 	{ "--watch-interval", "STAGEDRAIN_WATCH_INTERVAL", "100ms", "|watch=100|" },
 	{ "--watch-interval", "STAGEDRAIN_WATCH_INTERVAL", "1h", "|watch=3600000|" },
 	{ "--watch-interval", "STAGEDRAIN_WATCH_INTERVAL", "2min", "|watch=120000|" },
+	{ "--stop-timeout", "STAGEDRAIN_STOP_TIMEOUT", "0", "|stop=0|" },
+	{ "--stop-timeout", "STAGEDRAIN_STOP_TIMEOUT", "300s", "|stop=300000|" },
 };
 
 START_TEST(flag_forms_and_env_agree)
@@ -1081,6 +1110,7 @@ Suite *config_suite(void)
 	tcase_add_checked_fixture(load, clear_env, NULL);
 	tcase_add_checked_fixture(errors, clear_env, NULL);
 	tcase_add_test(load, defaults);
+	tcase_add_test(load, a_password_in_a_url_flag_is_noted);
 	tcase_add_test(load, no_arguments_at_all);
 	tcase_add_loop_test(load, flag_forms_and_env_agree, 0, (int)(sizeof(form_cases) / sizeof(form_cases[0])));
 	tcase_add_test(load, commands);

@@ -157,6 +157,42 @@ START_TEST(a_stop_while_postgres_holds_the_delete_exits_within_the_bound)
 }
 END_TEST
 
+/*
+ * The watcher's round waits on a table another session locked (its query
+ * may take 10 s): the stop must not wait for it. The drain's fetch waits on
+ * the same lock and is cancelled past --stop-timeout; the exit then waits
+ * half a second for the watcher and leaves without it.
+ */
+START_TEST(a_stop_while_the_watcher_waits_on_postgres_exits_within_the_bound)
+{
+	static const char *const args[] = { "--http-addr", "127.0.0.1:0", "--watch-interval", "200ms", "--stop-timeout",
+					    "1s",          NULL };
+	PGconn *c = h_pg(), *locker = h_pg();
+	struct relay_proc p;
+	long long t0;
+	int st;
+
+	h_relay_start(&p, "held_watcher", args);
+	RELAY_CHECK(&p, h_log_wait(&p, "leading", 10000), "the relay did not lead; see %s", p.log);
+	h_sql(locker, "BEGIN");
+	h_sql(locker, "LOCK TABLE staged_jobs IN ACCESS EXCLUSIVE MODE");
+	for (t0 = mono_ms(); h_sql(c, "SELECT count(*) FROM pg_stat_activity WHERE application_name = "
+				      "'stagedrain-watch' AND wait_event_type = 'Lock'") == 0;) {
+		RELAY_CHECK(&p, mono_ms() - t0 < 20000, "the watcher never waited on the lock; see %s", p.log);
+		sleep_ms(20);
+	}
+	t0 = mono_ms();
+	h_relay_kill(&p, SIGTERM);
+	st = h_relay_wait(&p, 5000);
+	h_sql(locker, "ROLLBACK");
+	RELAY_CHECK(&p, st == 0, "the relay did not exit 0 within 5 s of SIGTERM (%d after %lld ms); see %s", st,
+		    mono_ms() - t0, p.log);
+	ck_assert_msg(h_log_contains(p.log, "exiting without it"), "the watcher was not left behind: %s", p.log);
+	PQfinish(locker);
+	PQfinish(c);
+}
+END_TEST
+
 Suite *stop_suite(void)
 {
 	Suite *s = suite_create("stop");
@@ -166,6 +202,7 @@ Suite *stop_suite(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, a_stop_while_redis_holds_the_push_exits_within_the_bound);
 	tcase_add_test(tc, a_stop_while_postgres_holds_the_delete_exits_within_the_bound);
+	tcase_add_test(tc, a_stop_while_the_watcher_waits_on_postgres_exits_within_the_bound);
 	suite_add_tcase(s, tc);
 	return s;
 }
