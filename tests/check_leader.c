@@ -252,6 +252,76 @@ END_TEST
 
 #define GRANT_LOCK "GRANT EXECUTE ON FUNCTION pg_try_advisory_lock(bigint) TO PUBLIC"
 
+/* Every function that takes an advisory lock, for a DO block's loop. */
+#define LOCK_FUNCTIONS                                                                                                 \
+	"SELECT oid::regprocedure FROM pg_proc WHERE pronamespace = 'pg_catalog'::regnamespace"                        \
+	" AND proname ~ '^pg_(try_)?advisory_(xact_)?lock(_shared)?$'"
+
+/* README "Security", as written there: they are revoked from PUBLIC... */
+#define REVOKE_LOCKS                                                                                                   \
+	"DO $$ DECLARE f regprocedure; BEGIN FOR f IN " LOCK_FUNCTIONS " LOOP"                                         \
+	" EXECUTE format('REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC', f); END LOOP; END $$"
+/* ...and the relay's group gets back the two it uses. */
+#define GRANT_RELAY_LOCKS                                                                                              \
+	"GRANT EXECUTE ON FUNCTION pg_try_advisory_lock(bigint), pg_try_advisory_lock(int, int) TO stagedrain_relay"
+/* What a test that revoked them leaves for the next: the default again. */
+#define RESTORE_LOCKS                                                                                                  \
+	"DO $$ DECLARE f regprocedure; BEGIN FOR f IN " LOCK_FUNCTIONS " LOOP"                                         \
+	" EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO PUBLIC', f);"                                                \
+	" IF to_regrole('stagedrain_relay') IS NOT NULL THEN"                                                          \
+	" EXECUTE format('REVOKE ALL ON FUNCTION %s FROM stagedrain_relay', f); END IF; END LOOP; END $$"
+
+/* The README's way to keep other roles from the lock works: the app's role
+ * may no longer take it, and relays still lead (companion included) and
+ * still know each other. */
+START_TEST(the_readme_revoke_keeps_other_roles_from_the_lock)
+{
+	PGconn *c = h_pg(), *app;
+	PGresult *res;
+	struct relay_proc a, b;
+	char url[256], app_url[256], want[200];
+	const char *const b_args[] = { "--pg-url",    url,           "--poll-interval",  "20ms",
+				       "--http-addr", "127.0.0.1:0", "--watch-interval", "200ms",
+				       NULL };
+	int port;
+
+	h_relay_role(c, "sd_lock_relay", url, sizeof(url));
+	h_sql(c, "DROP ROLE IF EXISTS sd_lock_app");
+	h_sql(c, "CREATE ROLE sd_lock_app LOGIN IN ROLE stagedrain_app");
+	h_sql(c, "%s", REVOKE_LOCKS);
+	h_sql(c, "%s", GRANT_RELAY_LOCKS);
+	snprintf(app_url, sizeof(app_url), "host=127.0.0.1 port=%s dbname=postgres user=sd_lock_app", PQport(c));
+	app = PQconnectdb(app_url);
+	ck_assert_msg(PQstatus(app) == CONNECTION_OK, "connect as sd_lock_app: %s", PQerrorMessage(app));
+	for (int i = 0; i < 2; i++) {
+		res = PQexec(app, i ? "SELECT pg_try_advisory_xact_lock(1)" : "SELECT pg_advisory_lock(1)");
+		ck_assert_str_eq(PQresultErrorField(res, PG_DIAG_SQLSTATE), "42501");
+		PQclear(res);
+	}
+	PQfinish(app);
+
+	h_relay_start(&a, "granted-a", (const char *const[]){ "--pg-url", url, "--poll-interval", "20ms", NULL });
+	RELAY_CHECK(&a, h_log_wait(&a, "became leader", 10000), "no lead with the grant; see %s", a.log);
+	h_relay_start(&b, "granted-b", b_args);
+	port = h_http_port(&b);
+	RELAY_CHECK(&b, h_log_wait(&b, "another relay is the leader", 10000), "no relay named; see %s", b.log);
+	/* The same role: it sees the other relay's address. */
+	snprintf(want, sizeof(want),
+		 "holder=relay pid=%lld user=sd_lock_relay application_name=stagedrain"
+		 " client_addr=127.0.0.1",
+		 h_sql(c, "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 1"));
+	RELAY_CHECK(&b, h_log_contains(b.log, want), "no \"%s\" in %s", want, b.log);
+	RELAY_CHECK(&b, lock_foreign_is(port, 0), "stagedrain_leader_lock_foreign is %g", lock_foreign(port));
+	ck_assert(!h_log_contains(a.log, "companion"));
+	h_relay_kill(&a, SIGTERM);
+	h_relay_kill(&b, SIGTERM);
+	ck_assert_int_eq(h_relay_wait(&a, 5000), 0);
+	ck_assert_int_eq(h_relay_wait(&b, 5000), 0);
+	h_sql(c, "%s", RESTORE_LOCKS);
+	PQfinish(c);
+}
+END_TEST
+
 /*
  * The lock query itself fails: the relay's role may not execute
  * pg_try_advisory_lock (an admin revoked it from PUBLIC). The relay warns,
@@ -302,6 +372,7 @@ static void grant_lock(void)
 	PGconn *c = h_pg();
 
 	h_sql(c, GRANT_LOCK);
+	h_sql(c, "%s", RESTORE_LOCKS);
 	PQfinish(c);
 }
 
@@ -325,6 +396,7 @@ Suite *leader_suite(void)
 	tcase_add_test(tc, a_failing_lock_query_is_retried_and_nothing_is_pushed_without_the_lock);
 	tcase_add_test(tc, a_foreign_session_holding_the_lock_is_named_and_counted);
 	tcase_add_test(tc, a_standby_behind_a_relay_names_it_as_a_relay);
+	tcase_add_test(tc, the_readme_revoke_keeps_other_roles_from_the_lock);
 	suite_add_tcase(s, tc);
 	return s;
 }
