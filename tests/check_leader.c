@@ -89,7 +89,7 @@ START_TEST(a_leader_that_lost_its_session_mid_batch_stands_by)
 	freeReplyObject(h_cmd(r, "CLIENT PAUSE 3000 WRITE"));
 	sleep_ms(200);
 	h_sql(c, "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND granted"
-		 " AND pid IN (SELECT pid FROM pg_stat_activity WHERE state <> 'active')");
+		 " AND objsubid = 1 AND pid IN (SELECT pid FROM pg_stat_activity WHERE state <> 'active')");
 	ck_assert(h_log_wait(&a, "could not push a batch", 5000));
 	ck_assert(h_log_wait(&a, "waiting as standby", 10000));
 	ck_assert(h_log_wait(&b, "leading", 10000));
