@@ -84,6 +84,7 @@ struct metrics {
 	const char *sidekiq_source;
 	double backpressure_seconds[METRICS_HELD_NWHY];
 	bool memory_paused;
+	bool lock_foreign; /* standing by behind a session that is not a relay */
 };
 
 extern const double metrics_bucket_bounds[METRICS_NBUCKETS];
@@ -103,6 +104,9 @@ void metrics_fenced(struct metrics *m, const char *queue, size_t len, unsigned l
 /* Became leader (with the cursor it starts from) or lost the lock. */
 void metrics_leader(struct metrics *m, bool leader, long long cursor);
 void metrics_epoch(struct metrics *m, long long epoch);
+/* Whether this relay stands by behind a foreign session (not a relay) that
+ * holds the leader lock: true while it does, false once it leads or a relay holds it. */
+void metrics_lock_foreign(struct metrics *m, bool foreign);
 /* The drain's own connection went up or down; reconnect counts one more. */
 void metrics_connected(struct metrics *m, enum metrics_server s, bool up, bool reconnect);
 /* The Redis server the drain connected to (behind sentinels: the master now). */

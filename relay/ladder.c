@@ -10,6 +10,7 @@
 #include "format.h"
 #include "keys.h"
 #include "ladder.h"
+#include "lock_holder.h"
 #include "log.h"
 #include "pg_conn.h"
 #include "signals.h"
@@ -190,8 +191,90 @@ void ladder_redis_trouble(struct drain *d, int rc, const char *what)
 	ladder_nap(d, delay);
 }
 
+/* What a standby last said of the lock's holder, and when it looks again. */
+struct standby_look {
+	struct lock_holder holder;
+	long long next_ms;
+	bool failed; /* a read failed, and said so */
+};
+
+/* The holder's line: who it is, as far as Postgres shows this role. */
+static void log_holder(struct drain *d, const struct lock_holder *h)
+{
+	char hint[200];
+
+	if (h->kind == LOCK_HOLDER_RELAY) {
+		log_info("another relay is the leader; waiting as standby",
+			 LOGF(F_INT("lock_key", d->cfg->lock_key), F_STR("holder", "relay"), F_INT("pid", h->pid),
+			      F_STR("user", h->user), F_STR("application_name", h->app), F_STR("client_addr", h->addr),
+			      F_STR("session_start", h->since)));
+		return;
+	}
+	if (h->pid == 0)
+		snprintf(hint, sizeof(hint),
+			 "a prepared transaction holds it: COMMIT PREPARED or ROLLBACK PREPARED it"
+			 " (see pg_prepared_xacts)");
+	else
+		snprintf(
+			hint, sizeof(hint),
+			"end it with SELECT pg_terminate_backend(%d); README \"Security\" says how to keep other roles "
+			"from taking the lock",
+			h->pid);
+	log_warn("a session that is not a relay holds the leader lock; waiting as standby for as long as it lives",
+		 LOGF(F_INT("lock_key", d->cfg->lock_key), F_STR("holder", "foreign"), F_INT("pid", h->pid),
+		      F_STR("user", h->user), F_STR("application_name", h->app), F_STR("client_addr", h->addr),
+		      F_STR("session_start", h->since), F_STR("hint", hint)));
+}
+
 /*
- * Takes the leader lock, or waits as a standby while another relay holds it
+ * Says who holds the leader lock when the wait starts and whenever the holder
+ * changes, and sets the gauge an alert fires on: any role may take the lock,
+ * and a foreign holder keeps every relay a standby for as long as its session
+ * lives. One statement over pg_locks and pg_stat_activity, at most once per
+ * --watch-interval.
+ */
+static void look_at_holder(struct drain *d, struct standby_look *look)
+{
+	struct lock_holder h;
+	long long now = clock_mono_ms();
+
+	if (now < look->next_ms)
+		return;
+	look->next_ms = now + d->cfg->watch_interval_ms;
+	if (lock_holder_read(&d->pg, &h) < 0) {
+		if (!look->failed)
+			log_warn("could not read who holds the leader lock; waiting as standby",
+				 LOGF(F_INT("lock_key", d->cfg->lock_key), F_STR("error", d->pg.errstr)));
+		look->failed = true;
+		return;
+	}
+	/* Freed between the try and the look: the next try takes it. */
+	if (h.kind == LOCK_HOLDER_NONE || lock_holder_same(&h, &look->holder))
+		return;
+	look->holder = h;
+	metrics_lock_foreign(d->metrics, h.kind == LOCK_HOLDER_FOREIGN);
+	log_holder(d, &h);
+}
+
+/* Marks the session as a relay's with the companion lock, so standbys can
+ * tell it from a foreign holder. Without it the relay still leads (standbys
+ * then name it foreign); only a lost session, which took the lock too, fails. */
+static int mark_as_relay(struct drain *d)
+{
+	bool marked = false;
+	int rc = lock_holder_mark(&d->pg, &marked);
+
+	if (rc < 0 && pg_source_broken(&d->pg))
+		return rc;
+	if (!marked)
+		log_warn("could not take the relay's companion lock; standbys will name this relay a session that is "
+			 "not a relay",
+			 LOGF(F_STR("error", rc < 0 ? d->pg.errstr : "another session holds it")));
+	return 0;
+}
+
+/*
+ * Takes the leader lock, or waits as a standby while another session holds it
  * (with --once, ONCE_LOCK_WAIT_MS at most: then it names the holder and ends).
  * The standby asks again every --poll-interval instead of blocking in
  * pg_advisory_lock: a statement waiting on a lock holds its snapshot, and with
@@ -200,18 +283,20 @@ void ladder_redis_trouble(struct drain *d, int rc, const char *what)
  */
 static int become_leader(struct drain *d)
 {
+	struct standby_look look = { .next_ms = 0 };
 	bool held = false;
 	long long since = clock_mono_ms();
 	int rc = pg_source_check_primary(&d->pg);
 
 	if (rc == 0)
 		rc = pg_source_try_lock(&d->pg, &held);
-	if (rc == 0 && !held)
-		log_info("another relay is the leader; waiting as standby", LOGF(F_INT("lock_key", d->cfg->lock_key)));
 	while (rc == 0 && !held && !*d->stop && !once_stop_waiting(d, since)) {
+		look_at_holder(d, &look);
 		ladder_nap(d, d->cfg->poll_interval_ms);
 		rc = pg_source_try_lock(&d->pg, &held);
 	}
+	if (rc == 0 && held)
+		rc = mark_as_relay(d);
 	if (rc < 0)
 		return rc;
 	if (!held)
@@ -221,6 +306,7 @@ static int become_leader(struct drain *d)
 	d->state = DRAIN_NEED_EPOCH; /* and the fence: the last leader may have died mid-batch */
 	log_info("became leader", LOGF(F_INT("lock_key", d->cfg->lock_key)));
 	metrics_leader(d->metrics, true, d->gaps.cursor);
+	metrics_lock_foreign(d->metrics, false);
 	return 0;
 }
 

@@ -204,6 +204,15 @@ void metrics_epoch(struct metrics *m, long long epoch)
 	pthread_mutex_unlock(&m->lock);
 }
 
+void metrics_lock_foreign(struct metrics *m, bool foreign)
+{
+	if (!m)
+		return;
+	pthread_mutex_lock(&m->lock);
+	m->lock_foreign = foreign;
+	pthread_mutex_unlock(&m->lock);
+}
+
 void metrics_redis_server(struct metrics *m, const char *address, const char *master_name, bool tls)
 {
 	if (!m)
@@ -425,6 +434,15 @@ static int format_state(struct metrics *m, struct buf *out)
 	return rc;
 }
 
+/* A foreign session keeps every relay a standby for as long as it lives: alert on it. */
+static int format_lock(struct metrics *m, struct buf *out)
+{
+	int rc = head(out, "leader_lock_foreign", "gauge",
+		      "1 while this relay stands by because a session that is not a relay holds the leader lock.");
+
+	return rc ? rc : buf_printf(out, "stagedrain_leader_lock_foreign %d\n", m->lock_foreign);
+}
+
 /* Which Redis the relay writes to: after a failover, the master it follows. */
 static int format_redis(struct metrics *m, struct buf *out)
 {
@@ -511,6 +529,8 @@ int metrics_format(struct metrics *m, struct buf *out)
 		rc = format_batches(m, out);
 	if (rc == 0)
 		rc = format_state(m, out);
+	if (rc == 0)
+		rc = format_lock(m, out);
 	if (rc == 0)
 		rc = format_redis(m, out);
 	if (rc == 0)

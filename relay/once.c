@@ -9,23 +9,12 @@
 
 #include "clock.h"
 #include "drain.h"
+#include "lock_holder.h"
 #include "log.h"
 #include "once.h"
 
 /* Queues and keys named in the line at most; the rest are counted. */
 #define ONCE_NAMES 5
-
-/* The session holding an advisory lock on a bigint key shows in pg_locks as
- * classid (high 32 bits) and objid (low 32 bits) with objsubid 1. Who it is
- * (pid, application and user) is visible to any role; its address only to
- * roles that may see its statistics. */
-#define HOLDER_SQL                                                                                                     \
-	"SELECT a.pid, coalesce(a.application_name, ''), coalesce(a.usename::text, ''),"                               \
-	" coalesce(host(a.client_addr), '')"                                                                           \
-	" FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid"                                                    \
-	" WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1"                                              \
-	" AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())"                           \
-	" AND l.classid = (($1::int8 >> 32) & 4294967295)::oid AND l.objid = ($1::int8 & 4294967295)::oid LIMIT 1"
 
 bool once_over(struct drain *d, long long cursor_before)
 {
@@ -44,20 +33,12 @@ bool once_over(struct drain *d, long long cursor_before)
 /* The lock's holder as Postgres shows it, into o->leader. */
 static void name_leader(struct drain *d)
 {
-	struct once *o = &d->once;
-	char key[32];
-	const char *params[1] = { key };
-	PGresult *res;
+	struct lock_holder h;
 
-	snprintf(key, sizeof(key), "%lld", d->cfg->lock_key);
-	res = PQexecParams(d->pg.conn, HOLDER_SQL, 1, NULL, params, NULL, NULL, 0);
-	if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1)
-		snprintf(o->leader, sizeof(o->leader), "pid %s, application_name \"%.60s\", user %.60s%s%.60s",
-			 PQgetvalue(res, 0, 0), PQgetvalue(res, 0, 1), PQgetvalue(res, 0, 2),
-			 *PQgetvalue(res, 0, 3) ? ", from " : "", PQgetvalue(res, 0, 3));
+	if (lock_holder_read(&d->pg, &h) < 0)
+		snprintf(d->once.leader, sizeof(d->once.leader), "who holds it could not be read: %s", d->pg.errstr);
 	else
-		snprintf(o->leader, sizeof(o->leader), "its session is not visible to this role");
-	PQclear(res);
+		lock_holder_describe(&h, d->once.leader, sizeof(d->once.leader));
 }
 
 bool once_stop_waiting(struct drain *d, long long since_ms)

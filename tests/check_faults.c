@@ -80,7 +80,7 @@ END_TEST
 static long long kill_leader_session(PGconn *c)
 {
 	return h_sql(c, "SELECT count(pg_terminate_backend(a.pid)) FROM pg_stat_activity a"
-			" JOIN pg_locks l ON l.pid = a.pid AND l.locktype = 'advisory' AND l.granted"
+			" JOIN pg_locks l ON l.pid = a.pid AND l.locktype = 'advisory' AND l.granted AND l.objsubid = 1"
 			" WHERE a.application_name = 'stagedrain'");
 }
 

@@ -326,7 +326,8 @@ static long long relay_sessions(PGconn *c, const char *state)
 static long long relay_lock_holders(PGconn *c)
 {
 	return h_sql(c, "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a USING (pid)"
-			" WHERE l.locktype = 'advisory' AND l.granted AND a.application_name = 'stagedrain'");
+			" WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1"
+			" AND a.application_name = 'stagedrain'");
 }
 
 /*

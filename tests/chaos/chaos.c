@@ -205,7 +205,7 @@ static int find_leader(struct chaos *c, pid_t *relay_pid, long long *backend_pid
 {
 	PGresult *res = PQexec(c->env.pg, "SELECT a.application_name, a.pid FROM pg_locks l"
 					  " JOIN pg_stat_activity a ON a.pid = l.pid"
-					  " WHERE l.locktype = 'advisory' AND l.granted"
+					  " WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1"
 					  " AND a.application_name LIKE 'stagedrain-%'");
 	int rc = -1;
 
@@ -460,7 +460,7 @@ static int kill_backends(struct chaos *c)
 					 " WHERE application_name LIKE 'stagedrain-%'"
 				       : "SELECT count(pg_terminate_backend(a.pid)) FROM pg_locks l"
 					 " JOIN pg_stat_activity a ON a.pid = l.pid"
-					 " WHERE l.locktype = 'advisory' AND l.granted"
+					 " WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1"
 					 " AND a.application_name LIKE 'stagedrain-%'");
 	if (n < 0)
 		return -1;

@@ -488,7 +488,7 @@ static void relay_verify(struct steady *c)
 	snprintf(want, sizeof(want), "stagedrain-%ld", (long)c->relay.proc.pid);
 	env_text(&c->env,
 		 "SELECT string_agg(a.application_name, ',') FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid"
-		 " WHERE l.locktype = 'advisory' AND l.granted",
+		 " WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1",
 		 holder, sizeof(holder));
 	c->lock_ours = relay_alive(c) && strcmp(holder, want) == 0;
 	c->leader_lines = logs_count(c->relay.log, "msg=\"became leader\"");
