@@ -27,3 +27,17 @@ long long clock_mono_ms(void)
 {
 	return read_us(CLOCK_MONOTONIC) / 1000;
 }
+
+struct timespec clock_mono_after(long long ms)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ts.tv_sec += (time_t)(ms / 1000);
+	ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	return ts;
+}

@@ -69,13 +69,7 @@ static void *deadline_main(void *arg)
 		pthread_mutex_unlock(&d->lock);
 		cut = sweep(d);
 		d->swept(d->cls, cut);
-		clock_gettime(CLOCK_MONOTONIC, &until);
-		until.tv_sec += d->sweep_ms / 1000;
-		until.tv_nsec += (long)(d->sweep_ms % 1000) * 1000000L;
-		if (until.tv_nsec >= 1000000000L) {
-			until.tv_sec++;
-			until.tv_nsec -= 1000000000L;
-		}
+		until = clock_mono_after(d->sweep_ms);
 		pthread_mutex_lock(&d->lock);
 		while (!d->stop && pthread_cond_timedwait(&d->wake, &d->lock, &until) != ETIMEDOUT)
 			;

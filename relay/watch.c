@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "log.h"
 #include "pg_conn.h"
 #include "watch.h"
@@ -295,13 +296,7 @@ static void *watch_main(void *arg)
 		pthread_mutex_unlock(&w->lock);
 		watch_redis(w);
 		watch_pg(w);
-		clock_gettime(CLOCK_MONOTONIC, &until);
-		until.tv_sec += w->cfg->watch_interval_ms / 1000;
-		until.tv_nsec += (long)(w->cfg->watch_interval_ms % 1000) * 1000000L;
-		if (until.tv_nsec >= 1000000000L) {
-			until.tv_sec++;
-			until.tv_nsec -= 1000000000L;
-		}
+		until = clock_mono_after(w->cfg->watch_interval_ms);
 		pthread_mutex_lock(&w->lock);
 		while (!w->stop && pthread_cond_timedwait(&w->wake, &w->lock, &until) != ETIMEDOUT)
 			;
@@ -351,13 +346,7 @@ bool watch_stop(struct watch *w, int wait_ms)
 
 	if (!w || !w->running)
 		return true;
-	clock_gettime(CLOCK_MONOTONIC, &until);
-	until.tv_sec += wait_ms / 1000;
-	until.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
-	if (until.tv_nsec >= 1000000000L) {
-		until.tv_sec++;
-		until.tv_nsec -= 1000000000L;
-	}
+	until = clock_mono_after(wait_ms);
 	pthread_mutex_lock(&w->lock);
 	w->stop = true;
 	pthread_cond_broadcast(&w->wake);

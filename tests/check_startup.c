@@ -95,41 +95,39 @@ static void stop_relay(struct relay_proc *p)
 	ck_assert_int_eq(h_relay_wait(p, 15000), 0);
 }
 
-START_TEST(postgres_down_at_start_is_waited_for)
+/* With server (its services.sh name: svc) stopped, the relay starts, says it
+ * waits, answers /readyz 503 naming it, and relays once it is started. */
+static void assert_waits_for(const char *server, const char *svc)
 {
+	char cmd[64], line[128], reason[64];
 	struct relay_proc p;
 	int port;
 
-	h_services("pg-stop");
-	start_http_relay(&p, "pg-down");
+	snprintf(cmd, sizeof(cmd), "%s-stop", svc);
+	h_services(cmd);
+	start_http_relay(&p, server);
 	port = h_http_port(&p);
-	RELAY_CHECK(&p, h_log_wait(&p, "could not reach postgres to start; will retry", WAIT_MS), "no retry line in %s",
-		    p.log);
-	assert_not_ready(&p, port, "postgres: not connected");
-	RELAY_CHECK(&p, !proc_exited(&p.proc), "the relay exited with postgres down; see %s", p.log);
-	h_services("pg-start");
-	RELAY_CHECK(&p, h_log_wait(&p, "became leader", WAIT_MS), "did not lead once postgres was up; see %s", p.log);
+	snprintf(line, sizeof(line), "could not reach %s to start; will retry", server);
+	RELAY_CHECK(&p, h_log_wait(&p, line, WAIT_MS), "no \"%s\" in %s", line, p.log);
+	snprintf(reason, sizeof(reason), "%s: not connected", server);
+	assert_not_ready(&p, port, reason);
+	RELAY_CHECK(&p, !proc_exited(&p.proc), "the relay exited with %s down; see %s", server, p.log);
+	snprintf(cmd, sizeof(cmd), "%s-start", svc);
+	h_services(cmd);
+	RELAY_CHECK(&p, h_log_wait(&p, "became leader", WAIT_MS), "did not lead once %s was up; see %s", server, p.log);
 	assert_relays(&p);
 	stop_relay(&p);
+}
+
+START_TEST(postgres_down_at_start_is_waited_for)
+{
+	assert_waits_for("postgres", "pg");
 }
 END_TEST
 
 START_TEST(redis_down_at_start_is_waited_for)
 {
-	struct relay_proc p;
-	int port;
-
-	h_services("redis-stop");
-	start_http_relay(&p, "redis-down");
-	port = h_http_port(&p);
-	RELAY_CHECK(&p, h_log_wait(&p, "could not reach redis to start; will retry", WAIT_MS), "no retry line in %s",
-		    p.log);
-	assert_not_ready(&p, port, "redis: not connected");
-	RELAY_CHECK(&p, !proc_exited(&p.proc), "the relay exited with redis down; see %s", p.log);
-	h_services("redis-start");
-	RELAY_CHECK(&p, h_log_wait(&p, "became leader", WAIT_MS), "did not lead once redis was up; see %s", p.log);
-	assert_relays(&p);
-	stop_relay(&p);
+	assert_waits_for("redis", "redis");
 }
 END_TEST
 
