@@ -39,6 +39,10 @@ void pg_source_init(struct pg_source *pg, const struct config *cfg);
  * is closed (the server rolls the transaction back, and the lock goes). */
 void pg_source_stop_on(struct pg_source *pg, struct stop *stop);
 #define PG_SOURCE_CANCEL_MS 1000
+/* PQgetResult and PQexec (its last result) bounded so: NULL when the session
+ * was closed (pg->conn is then NULL) or there is no more result. */
+PGresult *pg_source_next_result(struct pg_source *pg);
+PGresult *pg_source_exec(struct pg_source *pg, const char *sql);
 int pg_source_connect(struct pg_source *pg) SD_MUSTCHECK;
 /* True when the session is gone and only a new connection helps. */
 bool pg_source_broken(const struct pg_source *pg);

@@ -50,7 +50,7 @@ void pg_held_free(struct pg_held *h)
 
 int pg_held_load(struct pg_source *pg, struct rounds *r)
 {
-	PGresult *res = PQexec(pg->conn, LOAD_SQL);
+	PGresult *res = pg_source_exec(pg, LOAD_SQL);
 	int rc = 0;
 
 	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) < 1) {
@@ -176,7 +176,7 @@ int pg_held_move_read(struct pg_held *h, struct pg_source *pg, const struct roun
 		return rc;
 	if (!PQsendQuery(pg->conn, h->sql.data))
 		return pg_source_fail(pg, NULL, "could not hold or release jobs");
-	while ((res = PQgetResult(pg->conn)) != NULL) {
+	while (pg->conn && (res = pg_source_next_result(pg)) != NULL) {
 		ExecStatusType st = PQresultStatus(res);
 		if (rc == 0 && st != PGRES_TUPLES_OK)
 			rc = pg_source_fail(pg, res, "could not hold or release jobs");
@@ -186,6 +186,8 @@ int pg_held_move_read(struct pg_held *h, struct pg_source *pg, const struct roun
 		}
 		PQclear(res);
 	}
+	if (rc == 0 && !pg->conn)
+		rc = pg_source_fail(pg, NULL, "could not hold or release jobs: abandoned to stop");
 	if (rc == 0 && nw && !h->rows)
 		rc = pg_source_fail(pg, NULL, "the release read returned nothing");
 	if (rc == 0 && h->rows)

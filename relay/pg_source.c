@@ -243,7 +243,7 @@ static void cancel_statement(struct pg_source *pg)
  * (a server that does not answer) the session is closed. NULL when there is
  * no more result, or the session was closed (pg->conn is then NULL).
  */
-static PGresult *next_result(struct pg_source *pg)
+PGresult *pg_source_next_result(struct pg_source *pg)
 {
 	struct pollfd p = { .fd = PQsocket(pg->conn), .events = POLLIN };
 	bool cancelled = false;
@@ -276,13 +276,13 @@ static int abandoned(struct pg_source *pg, const char *what)
 }
 
 /* As PQexec (the last result; NULL if the session was closed), bounded as next_result. */
-static PGresult *exec_bounded(struct pg_source *pg, const char *sql)
+PGresult *pg_source_exec(struct pg_source *pg, const char *sql)
 {
 	PGresult *res, *last = NULL;
 
 	if (!PQsendQuery(pg->conn, sql))
 		return NULL;
-	while (pg->conn && (res = next_result(pg)) != NULL) {
+	while (pg->conn && (res = pg_source_next_result(pg)) != NULL) {
 		PQclear(last);
 		last = res;
 	}
@@ -314,7 +314,7 @@ static int read_fetch_results(struct pg_source *pg, bool rows_only)
 	PGresult *res;
 	int rc = 0;
 
-	while (pg->conn && (res = next_result(pg)) != NULL) {
+	while (pg->conn && (res = pg_source_next_result(pg)) != NULL) {
 		ExecStatusType st = PQresultStatus(res);
 		if (rc == 0 && st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK)
 			rc = pg_source_fail(pg, res, "could not read staged jobs");
@@ -519,7 +519,7 @@ static int run_counted(struct pg_source *pg, const char *sql, const char *what, 
 
 	if (!PQsendQuery(pg->conn, sql))
 		return pg_source_fail(pg, NULL, what);
-	while (pg->conn && (res = next_result(pg)) != NULL) {
+	while (pg->conn && (res = pg_source_next_result(pg)) != NULL) {
 		ExecStatusType st = PQresultStatus(res);
 		if (rc == 0 && st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK)
 			rc = pg_source_fail(pg, res, what);
@@ -599,7 +599,7 @@ int pg_source_delete_fenced(struct pg_source *pg, const struct fence *f, long lo
 		    " SELECT queue, count(*) FROM (SELECT queue FROM d UNION ALL SELECT queue FROM h) x GROUP BY queue",
 		    f->ids.data, f->jids.data) < 0)
 		return -ENOMEM;
-	pg->fenced = exec_bounded(pg, pg->sql.data);
+	pg->fenced = pg_source_exec(pg, pg->sql.data);
 	if (!pg->conn)
 		return abandoned(pg, "could not delete the rows the fence names");
 	if (PQresultStatus(pg->fenced) != PGRES_TUPLES_OK) {
@@ -625,7 +625,7 @@ const char *pg_source_fenced_queue(const struct pg_source *pg, int i, size_t *le
 void pg_source_rollback(struct pg_source *pg)
 {
 	if (pg->in_tx && !pg_source_broken(pg))
-		PQclear(exec_bounded(pg, "ROLLBACK"));
+		PQclear(pg_source_exec(pg, "ROLLBACK"));
 	pg->in_tx = false;
 	pg_read_clear(&pg->read);
 }

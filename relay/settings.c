@@ -188,7 +188,7 @@ const struct setting settings[] = {
 	  .help = "after SIGTERM or SIGINT, how long the batch in flight may still take to "
 		  "finish; past it the batch is abandoned (redis socket closed, postgres statement "
 		  "cancelled, transaction rolled back; the fence decides what the next leader "
-		  "pushes) and the relay exits at most 1s later" },
+		  "pushes) and the relay exits at most 1.5s later" },
 	{ .flag = "lock-key", .env = "STAGEDRAIN_LOCK_KEY", .type = V_I64, .metavar = "KEY",
 	  .def = KEYS_LOCK_DEFAULT_TEXT, .off = OFF(lock_key),
 	  .help = "pg_advisory_lock key that elects the one relay that drains; a signed "
