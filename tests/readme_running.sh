@@ -20,6 +20,7 @@ psql -X -q -v ON_ERROR_STOP=1 -d "$TEST_PG_URL" -c "DROP ROLE IF EXISTS relay" \
 	-c "DO \$\$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'app') THEN CREATE ROLE app LOGIN; END IF; END \$\$"
 redis-cli -u "$TEST_REDIS_URL" FLUSHDB >/dev/null
 
+trap 'rm -f relay.pw' EXIT # the block writes the relay's password file here
 printf '%s\n' "$block" | head -n $((relay_line - 1)) | bash -euo pipefail
 # What ActiveRecord's create! and Django's objects.create send, as the app's role.
 psql -X -q -v ON_ERROR_STOP=1 -d "postgresql://app@$hostdb" -c "INSERT INTO staged_jobs (queue, job_class, args)
