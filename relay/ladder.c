@@ -101,6 +101,8 @@ static int start_pg(struct drain *d)
 	}
 	/* A schema read on a session that then broke is a server going away. */
 	if (rc != -ENOMEM && pg_source_broken(&d->pg) && !pg_conn_fatal(d->pg.errstr)) {
+		/* The cause, for /readyz with --readyz-detail: the watcher starts later. */
+		metrics_probe(d->metrics, METRICS_PG, false, d->pg.errstr);
 		ladder_pg_trouble(d, "could not reach postgres to start; will retry");
 		return -EAGAIN;
 	}
@@ -120,6 +122,7 @@ static int start_redis(struct drain *d)
 		return 0;
 	}
 	if (rc != -ENOMEM && !blame) {
+		metrics_probe(d->metrics, METRICS_REDIS, false, d->redis.errstr);
 		ladder_redis_trouble(d, rc, "could not reach redis to start; will retry");
 		return -EAGAIN;
 	}

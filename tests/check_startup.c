@@ -63,13 +63,14 @@ static void start_http_relay(struct relay_proc *p, const char *name)
 	h_relay_start(p, name, args);
 }
 
-/* /readyz answers 503, and its text holds want. */
-static void assert_not_ready(struct relay_proc *p, int port, const char *want)
+/* /readyz answers 503, its text holds want, and by default no address. */
+static void assert_not_ready(struct relay_proc *p, int port, const char *want, bool detail)
 {
 	int status = 0;
 	char *body = h_http_get(port, "/readyz", &status);
 
 	RELAY_CHECK(p, status == 503 && strstr(body, want), "/readyz: %d %s (want 503 and \"%s\")", status, body, want);
+	RELAY_CHECK(p, detail || !strstr(body, "127.0.0.1"), "/readyz shows an address: %s", body);
 	free(body);
 }
 
@@ -110,7 +111,7 @@ static void assert_waits_for(const char *server, const char *svc)
 	snprintf(line, sizeof(line), "could not reach %s to start; will retry", server);
 	RELAY_CHECK(&p, h_log_wait(&p, line, WAIT_MS), "no \"%s\" in %s", line, p.log);
 	snprintf(reason, sizeof(reason), "%s: not connected", server);
-	assert_not_ready(&p, port, reason);
+	assert_not_ready(&p, port, reason, false);
 	RELAY_CHECK(&p, !proc_exited(&p.proc), "the relay exited with %s down; see %s", server, p.log);
 	snprintf(cmd, sizeof(cmd), "%s-start", svc);
 	h_services(cmd);
@@ -131,17 +132,24 @@ START_TEST(redis_down_at_start_is_waited_for)
 }
 END_TEST
 
-/* A stop signal while a server is waited for ends the relay cleanly. */
+/* With --readyz-detail /readyz says why the server is not there yet; a
+ * stop signal while it is waited for ends the relay cleanly. */
 START_TEST(sigterm_while_waiting_for_a_server_stops_cleanly)
 {
 	char url[128];
 	struct relay_proc p;
+	int port;
 
 	snprintf(url, sizeof(url), "redis://127.0.0.1:%d/0", closed_port());
-	h_relay_start(&p, "waiting", (const char *const[]){ "--redis-url", url, NULL });
+	h_relay_start(&p, "waiting",
+		      (const char *const[]){ "--redis-url", url, "--http-addr", "127.0.0.1:0", "--readyz-detail",
+					     NULL });
+	port = h_http_port(&p);
 	RELAY_CHECK(&p, h_log_wait(&p, "could not reach redis to start; will retry", WAIT_MS), "no retry line in %s",
 		    p.log);
+	assert_not_ready(&p, port, "Connection refused", true);
 	stop_relay(&p);
+	ck_assert(h_log_contains(p.log, "stopped on signal while waiting for a server"));
 }
 END_TEST
 
