@@ -35,8 +35,8 @@ enum drain_state {
 
 struct drain {
 	const struct config *cfg;
-	volatile sig_atomic_t *stop; /* set by SIGTERM/SIGINT; read between steps */
-	struct stop stopping;        /* that flag with --stop-timeout: bounds every wait of a batch */
+	struct stop
+		stopping; /* the SIGTERM/SIGINT flag with --stop-timeout: read between steps, bounds every wait of a batch */
 	struct pg_source pg;
 	struct redis_sink redis;
 	struct batch batch;

@@ -35,8 +35,9 @@ bool once_over(struct drain *d, long long cursor_before);
 /* While standing by: true when --once has waited long enough since since_ms;
  * it then names the lock's holder (Postgres's view of it) for the last line. */
 bool once_stop_waiting(struct drain *d, long long since_ms);
-/* After a batch (or a climb to it) that failed (failed) or not: true, logged,
- * when --once has failed for ONCE_SERVER_WAIT_MS without a batch going through. */
+/* After a try at a batch, or at start at a server, that failed (failed) or
+ * not: true, logged, when --once has failed for ONCE_SERVER_WAIT_MS without
+ * one going through. */
 bool once_trouble_over(struct drain *d, bool failed);
 /* Logs the line --once ends with: "stopped", or what is left and why. Returns
  * 0, or DRAIN_LEFT when something is left. */

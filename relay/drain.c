@@ -44,7 +44,6 @@ static void note_origin(struct drain *d)
 void drain_init(struct drain *d, const struct config *cfg, volatile sig_atomic_t *stop)
 {
 	d->cfg = cfg;
-	d->stop = stop;
 	pg_source_init(&d->pg, cfg);
 	redis_sink_init(&d->redis, cfg);
 	batch_init(&d->batch);
@@ -436,7 +435,7 @@ static void idle_wait(struct drain *d, int *wait_ms)
 {
 	bool woken = false;
 
-	if (pg_source_wait_jobs(&d->pg, *wait_ms, d->stop, &woken) < 0)
+	if (pg_source_wait_jobs(&d->pg, *wait_ms, d->stopping.flag, &woken) < 0)
 		ladder_pg_trouble(d, "lost postgres while idle; will reconnect");
 	*wait_ms = woken ? 1 : *wait_ms * 2 > d->cfg->poll_interval_ms ? d->cfg->poll_interval_ms : *wait_ms * 2;
 }
@@ -472,11 +471,11 @@ int drain_run(struct drain *d)
 		rc = 0;
 	}
 	pg_source_rollback(&d->pg);
-	if (rc >= 0 && d->cfg->once && !*d->stop)
+	if (rc >= 0 && d->cfg->once && !stop_seen(&d->stopping))
 		return once_report(d);
 	/* Held and kept rows stay staged: say how many. */
 	/* stop_ms: from the stop signal, as first seen, to here. */
-	log_info(*d->stop ? "stopped on signal" : "stopped",
+	log_info(stop_seen(&d->stopping) ? "stopped on signal" : "stopped",
 		 LOGF(F_INT("jobs_relayed", d->relayed), F_INT("jobs_dead", d->dead),
 		      F_INT("jobs_held", rounds_held(&d->release.rounds)), F_INT("rows_kept", gaps_kept(&d->gaps)),
 		      F_INT("stop_ms", stop_seen(&d->stopping) ? clock_mono_ms() - d->stopping.seen_ms : 0)));

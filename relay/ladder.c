@@ -25,7 +25,7 @@ void ladder_fall_back(struct drain *d, enum drain_state to)
 void ladder_nap(struct drain *d, int ms)
 {
 	signals_note_hup();
-	while (ms > 0 && !*d->stop) {
+	while (ms > 0 && !stop_seen(&d->stopping)) {
 		int slice = ms < 50 ? ms : 50;
 		struct timespec ts = { 0, slice * 1000000L };
 		nanosleep(&ts, NULL);
@@ -134,28 +134,23 @@ static int start_redis(struct drain *d)
 /* After a try that found a server unreachable: whether to try again. Not
  * after a stop signal (-ECANCELED), nor with --once past ONCE_SERVER_WAIT_MS
  * (-ETIMEDOUT: a run that cannot start is an error, not a wait forever). */
-static int start_again(struct drain *d, long long since_ms, const char *server)
+static int start_again(struct drain *d)
 {
-	if (*d->stop)
+	if (stop_seen(&d->stopping))
 		return -ECANCELED;
-	if (!d->cfg->once || clock_mono_ms() - since_ms < ONCE_SERVER_WAIT_MS)
-		return 0;
-	log_error("--once gave up: could not reach the server",
-		  LOGF(F_STR("server", server), F_INT("waited_s", ONCE_SERVER_WAIT_MS / 1000)));
-	return -ETIMEDOUT;
+	return once_trouble_over(d, true) ? -ETIMEDOUT : 0;
 }
 
 int drain_start(struct drain *d)
 {
-	long long since = clock_mono_ms();
 	int rc;
 
-	while ((rc = start_pg(d)) == -EAGAIN && (rc = start_again(d, since, "postgres")) == 0)
+	while ((rc = start_pg(d)) == -EAGAIN && (rc = start_again(d)) == 0)
 		;
-	since = clock_mono_ms();
-	while (rc == 0 && (rc = start_redis(d)) == -EAGAIN && (rc = start_again(d, since, "redis")) == 0)
+	while (rc == 0 && (rc = start_redis(d)) == -EAGAIN && (rc = start_again(d)) == 0)
 		;
 	if (rc == 0) {
+		(void)once_trouble_over(d, false);
 		backoff_reset(&d->pg_backoff);
 		backoff_reset(&d->redis_backoff);
 		log_connected(d);
@@ -293,7 +288,7 @@ static int become_leader(struct drain *d)
 
 	if (rc == 0)
 		rc = pg_source_try_lock(&d->pg, &held);
-	while (rc == 0 && !held && !*d->stop && !once_stop_waiting(d, since)) {
+	while (rc == 0 && !held && !stop_seen(&d->stopping) && !once_stop_waiting(d, since)) {
 		look_at_holder(d, &look);
 		ladder_nap(d, d->cfg->poll_interval_ms);
 		rc = pg_source_try_lock(&d->pg, &held);

@@ -63,7 +63,7 @@ bool once_trouble_over(struct drain *d, bool failed)
 		o->trouble_ms = now;
 	if (now - o->trouble_ms < ONCE_SERVER_WAIT_MS)
 		return false;
-	log_error("--once gave up: no batch went through; the last fault is logged above",
+	log_error("--once gave up: the servers could not be used; the last fault is logged above",
 		  LOGF(F_INT("waited_s", ONCE_SERVER_WAIT_MS / 1000), F_INT("jobs_relayed", d->relayed)));
 	return true;
 }
