@@ -187,20 +187,26 @@ START_TEST(row_changed_under_a_pushed_batch_is_not_pushed_again)
 }
 END_TEST
 
-/* Runs the relay expecting failure; returns its log's contents in out. */
-static int run_failing(const char *name, const char *const *args, char *out, size_t outlen)
+/* The log at path, into out. */
+static void read_log(const char *path, char *out, size_t outlen)
 {
-	char path[600];
-	FILE *f;
+	FILE *f = fopen(path, "r");
 	size_t n;
-	int st = h_relay_run(name, args);
 
-	snprintf(path, sizeof(path), "%s/%s.log", h_env("TEST_DIR"), name);
-	f = fopen(path, "r");
 	ck_assert_ptr_nonnull(f);
 	n = fread(out, 1, outlen - 1, f);
 	out[n] = '\0';
 	fclose(f);
+}
+
+/* Runs the relay expecting failure; returns its log's contents in out. */
+static int run_failing(const char *name, const char *const *args, char *out, size_t outlen)
+{
+	char path[600];
+	int st = h_relay_run(name, args);
+
+	snprintf(path, sizeof(path), "%s/%s.log", h_env("TEST_DIR"), name);
+	read_log(path, out, outlen);
 	return st;
 }
 
@@ -208,18 +214,12 @@ static int run_failing(const char *name, const char *const *args, char *out, siz
 static int run_failing_bare(const char *name, char *out, size_t outlen)
 {
 	struct relay_proc p;
-	size_t n;
-	FILE *f;
 	int st;
 
 	h_relay_start_bare(&p, name, (const char *const[]){ "--redis-url", h_env("TEST_REDIS_URL"), NULL });
 	st = h_relay_wait(&p, 60000);
 	ck_assert_msg(st != -1, "relay %s did not exit within 60 s; see %s", name, p.log);
-	f = fopen(p.log, "r");
-	ck_assert_ptr_nonnull(f);
-	n = fread(out, 1, outlen - 1, f);
-	out[n] = '\0';
-	fclose(f);
+	read_log(p.log, out, outlen);
 	return st;
 }
 
