@@ -31,12 +31,13 @@ LIB_SRC = $(JOB_SRC) relay/log.c relay/values.c relay/settings.c relay/redis_url
           relay/redis_tls.c relay/redis_io.c relay/redis_sentinel.c relay/redis_conn.c relay/redis_sink.c relay/redis_policy.c relay/drain.c relay/migrate.c relay/backoff.c relay/batch.c relay/fence.c relay/gaps.c relay/snapshot.c \
           relay/metrics.c relay/watch.c relay/http.c relay/pg_conn.c relay/pg_read.c relay/queue_limits.c relay/rounds.c relay/backpressure.c relay/pg_held.c relay/release.c relay/ladder.c \
           relay/once.c relay/narrow.c relay/stop.c relay/http_deadline.c relay/http_lograte.c \
-          relay/lock_holder.c
+          relay/lock_holder.c \
+          relay/commands.c relay/cmd_args.c
 LIB_OBJ = $(LIB_SRC:relay/%.c=$(OUT)/%.o) $(OUT)/sql_embed.o
 UNIT_SRC = tests/unit_main.c tests/check_config.c tests/check_redis_url.c tests/check_job.c tests/check_buf.c \
            tests/check_backoff.c tests/check_fence.c tests/check_gaps.c tests/check_metrics.c tests/check_rounds.c \
            tests/check_format_activejob.c tests/check_format_celery.c tests/check_format_laravel.c \
-           tests/check_queue_groups.c
+           tests/check_queue_groups.c tests/check_cmd_args.c
 INTEG_SRC = tests/integration_main.c tests/harness.c tests/check_relay.c \
             tests/check_faults.c tests/check_leader.c tests/check_e2e.c tests/check_sink.c \
             tests/check_cursor.c tests/check_security.c tests/check_trouble.c tests/check_http.c \
@@ -110,7 +111,7 @@ $(OUT) $(OUT)/tests:
 
 # The manual page is generated from the settings table, like --help: it links
 # the table and its writers only, no libraries.
-$(OUT)/gen_man: $(OUT)/gen_man.o $(OUT)/usage.o $(OUT)/settings.o $(OUT)/values.o
+$(OUT)/gen_man: $(OUT)/gen_man.o $(OUT)/usage.o $(OUT)/settings.o $(OUT)/values.o $(OUT)/commands.o
 	$(CC) $(LDFLAGS) -o $@ $^
 
 $(MAN): $(OUT)/gen_man

@@ -10,6 +10,7 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include "cmd_args.h"
 #include "config.h"
 #include "drain.h"
 #include "http.h"
@@ -134,6 +135,28 @@ static int run_relay(const struct config *cfg)
 	return status;
 }
 
+/* `stagedrain help [COMMAND]`: the daemon's usage, or one operator command's. */
+static int run_help(int argc, char **argv)
+{
+	if (argc <= 2) {
+		config_usage(stdout);
+		return EXIT_SUCCESS;
+	}
+	if (argc == 3 && commands_usage(stdout, argv[2]))
+		return EXIT_SUCCESS;
+	fprintf(stderr, "stagedrain: no command \"%s\" to help with (see stagedrain help)\n", argv[2]);
+	return CMD_EXIT_USAGE;
+}
+
+/* The operator commands read their own arguments and the settings; they run without a relay. */
+static const struct operator_cmd {
+	const char *word;
+	int (*run)(int argc, char **argv);
+} operator_cmds[] = {
+	{ "help", run_help },
+	{ NULL, NULL },
+};
+
 /* A password inside a URL given as a flag shows in ps to every user of the machine. */
 static void warn_argv_passwords(const struct config *cfg)
 {
@@ -159,6 +182,9 @@ int main(int argc, char **argv)
 	/* The process holds passwords: no core dump, and no other process of the
 	 * same user may read its memory (ptrace, /proc/<pid>/mem). */
 	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+	for (const struct operator_cmd *op = operator_cmds; argc > 1 && op->word; op++)
+		if (strcmp(argv[1], op->word) == 0)
+			return op->run(argc, argv);
 	if (config_load(&cfg, argc, argv, err, sizeof(err)) < 0) {
 		fprintf(stderr, "stagedrain: %s\n", err);
 		return 2;
@@ -174,7 +200,12 @@ int main(int argc, char **argv)
 	log_setup(cfg.log_level, cfg.log_format);
 	signals_install();
 	warn_argv_passwords(&cfg);
-	status = cfg.command == CMD_MIGRATE ? run_migrate(&cfg) : run_relay(&cfg);
+	if (cfg.command == CMD_MIGRATE)
+		status = run_migrate(&cfg);
+	else if (cfg.command == CMD_RUN)
+		status = run_relay(&cfg);
+	else /* an operator command that operator_cmds lacks: never the relay by mistake */
+		status = CMD_EXIT_USAGE, fprintf(stderr, "stagedrain: %s is not built into this binary\n", argv[1]);
 	config_free(&cfg);
 	return status;
 }

@@ -11,6 +11,9 @@
 const struct choice settings_commands[] = {
 	{ "run", CMD_RUN, "relay staged jobs to redis until stopped (default)" },
 	{ "migrate", CMD_MIGRATE, "create or upgrade the staged_jobs table, then exit" },
+	{ "status", CMD_STATUS, "say whether the relay works and how far behind it is, then exit" },
+	{ "dead", CMD_DEAD, "list, show, replay or purge dead-lettered jobs" },
+	{ "help", CMD_HELP, "print this, or one command's options (help dead), then exit" },
 	{ NULL, 0, NULL },
 };
 static const struct choice formats[] = {

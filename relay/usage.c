@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "commands.h"
 #include "settings.h"
 #include "usage.h"
 #include "values.h"
@@ -102,6 +103,33 @@ void config_usage(FILE *out)
 		fprintf(out, "  %-9s %s\n", c->name, c->help);
 	fputs("\noptions (a flag overrides its variable, which overrides the default):\n", out);
 	each_setting(out, "|", usage_setting);
+	fputs("\nstatus and dead take these options too (the URLs above, --namespace ...);\n"
+	      "`stagedrain help status` and `stagedrain help dead` list their own.\n",
+	      out);
+}
+
+void command_usage(FILE *out, const struct command_doc *c)
+{
+	fprintf(out, "usage: stagedrain %s %s\n", c->name, c->synopsis);
+	wrap(out, c->summary, 2);
+	for (const struct cmd_opt *o = c->opts; o->flag; o++) {
+		fprintf(out, "  --%s%s%s\n", o->flag, o->metavar ? " " : "", o->metavar ? o->metavar : "");
+		wrap(out, o->help, 6);
+	}
+}
+
+int commands_usage(FILE *out, const char *prefix)
+{
+	size_t n = strlen(prefix);
+	int found = 0;
+
+	for (const struct command_doc *c = operator_commands; c->name; c++) {
+		if (strncmp(c->name, prefix, n) != 0 || (c->name[n] != '\0' && c->name[n] != ' '))
+			continue;
+		fputs(found++ ? "\n" : "", out);
+		command_usage(out, c);
+	}
+	return found;
 }
 
 /* ---- the manual page ---- */
@@ -158,6 +186,33 @@ static void man_setting(FILE *out, const struct setting *s, const struct doc *d)
 	man_text(out, text);
 }
 
+/* The operator commands with their options; they also read the settings below. */
+static void man_commands(FILE *out)
+{
+	char text[512];
+
+	fputs(".Ss Operator commands\nThey read the same settings as the relay (the URLs,\n.Fl -namespace ,\n"
+	      ".Fl -format )\nand need no relay to be running.\nExit status: 0 when all is well, 1 when something "
+	      "needs a person or failed, 2 for a usage error.\n.Bl -tag -width Ds\n",
+	      out);
+	for (const struct command_doc *c = operator_commands; c->name; c++) {
+		fprintf(out, ".It Cm %s\n", c->name);
+		man_text(out, c->synopsis);
+		fputs(".Pp\n", out);
+		snprintf(text, sizeof(text), "%c%s.", toupper((unsigned char)c->summary[0]), c->summary + 1);
+		man_text(out, text);
+		fputs(".Bl -tag -width Ds -compact\n", out);
+		for (const struct cmd_opt *o = c->opts; o->flag; o++) {
+			fprintf(out, ".It Fl -%s%s%s\n", o->flag, o->metavar ? " Ar " : "",
+				o->metavar ? o->metavar : "");
+			snprintf(text, sizeof(text), "%c%s.", toupper((unsigned char)o->help[0]), o->help + 1);
+			man_text(out, text);
+		}
+		fputs(".El\n", out);
+	}
+	fputs(".El\n", out);
+}
+
 void config_man(FILE *out, const char *date, const char *version)
 {
 	fprintf(out,
@@ -166,7 +221,7 @@ void config_man(FILE *out, const char *date, const char *version)
 		date, version);
 	fputs(".Sh NAME\n.Nm stagedrain\n"
 	      ".Nd relay jobs staged in PostgreSQL to Sidekiq or Resque queues in Redis\n"
-	      ".Sh SYNOPSIS\n.Nm\n.Op Cm run | migrate\n.Op Ar options\n"
+	      ".Sh SYNOPSIS\n.Nm\n.Op Cm run | migrate\n.Op Ar options\n.Nm\n.Cm status | dead | help\n.Op Ar arguments\n"
 	      ".Sh DESCRIPTION\n"
 	      "Applications insert jobs into the\n.Sy staged_jobs\n"
 	      "table inside their own transactions.\n"
@@ -179,7 +234,9 @@ void config_man(FILE *out, const char *date, const char *version)
 	      out);
 	for (const struct choice *c = settings_commands; c->name; c++)
 		fprintf(out, ".It Cm %s\n%c%s.\n", c->name, toupper((unsigned char)c->help[0]), c->help + 1);
-	fputs(".El\n.Ss HTTP endpoint\nWith\n.Fl -http-addr ,\n"
+	fputs(".El\n", out);
+	man_commands(out);
+	fputs(".Ss HTTP endpoint\nWith\n.Fl -http-addr ,\n"
 	      ".Nm\nserves\n.Pa /metrics\nin the Prometheus text format,\n"
 	      ".Pa /healthz\n(200 while the process runs) and\n.Pa /readyz\n"
 	      "(200 while it reaches both servers, 503 otherwise; the body says whether it\n"

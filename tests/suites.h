@@ -17,6 +17,7 @@ Suite *laravel_format_suite(void);
 Suite *activejob_format_suite(void);
 Suite *celery_format_suite(void);
 Suite *queue_groups_suite(void);
+Suite *cmd_args_suite(void);
 
 Suite *relay_suite(void);
 Suite *faults_suite(void);

@@ -1,0 +1,28 @@
+/* The operator commands (status, dead ...): their names, synopses and options, in one table that
+ * their parsers, `stagedrain help` and the manual page all read, so none can drift from another. */
+#ifndef STAGEDRAIN_COMMANDS_H
+#define STAGEDRAIN_COMMANDS_H
+
+#include <stddef.h>
+
+/* One option of a command; a table of them ends at a NULL flag. */
+struct cmd_opt {
+	const char *flag;    /* without the dashes */
+	const char *metavar; /* NULL: a bare flag, which takes no value */
+	const char *help;
+};
+
+struct command_doc {
+	const char *name;     /* "status", "dead list" */
+	const char *synopsis; /* what follows the name: "[--json]" */
+	const char *summary;  /* one sentence, lower case, no full stop */
+	const struct cmd_opt *opts;
+};
+
+/* Every operator command, in the order help shows them; ends at a NULL name. */
+extern const struct command_doc operator_commands[];
+
+/* The command named name ("dead list"), or NULL. */
+const struct command_doc *commands_find(const char *name);
+
+#endif

@@ -1,0 +1,66 @@
+/* The operator commands' table: what `stagedrain help`, the manual page and their parsers share. */
+#include "fmacros.h"
+
+#include <string.h>
+
+#include "commands.h"
+
+/* The filters that pick dead rows, shared by list, replay and purge. */
+#define DEAD_FILTERS                                                                                                   \
+	{ "queue", "QUEUE", "only rows of this queue" }, { "class", "CLASS", "only rows of this job class" },          \
+		{ "reason", "TEXT", "only rows whose reason contains this text (any case)" },                          \
+	{                                                                                                              \
+		"since", "SPAN", "only rows dead-lettered within this span (e.g. 90s, 15min, 2h or 7d)"                \
+	}
+
+static const struct cmd_opt status_opts[] = {
+	{ "json", NULL, "print one JSON object instead of the table" },
+	{ "max-age", "SPAN", "a staged job older than this needs a person (default 5min)" },
+	{ NULL, NULL, NULL },
+};
+
+static const struct cmd_opt dead_list_opts[] = {
+	DEAD_FILTERS,
+	{ "limit", "N", "print at most N rows, oldest first (default 100)" },
+	{ "json", NULL, "print one JSON object a line instead of the table" },
+	{ NULL, NULL, NULL },
+};
+
+static const struct cmd_opt dead_show_opts[] = {
+	{ "json", NULL, "print the row as one JSON object" },
+	{ NULL, NULL, NULL },
+};
+
+static const struct cmd_opt dead_replay_opts[] = {
+	DEAD_FILTERS,
+	{ "dry-run", NULL, "print what would move, and move nothing" },
+	{ "force", NULL, "move rows that would be dead-lettered again for the same reason" },
+	{ "set-option", "KEY=JSON", "set this key of each row's options on the way (repeatable)" },
+	{ "unset-option", "KEY", "remove this key from each row's options on the way (repeatable)" },
+	{ NULL, NULL, NULL },
+};
+
+static const struct cmd_opt dead_purge_opts[] = {
+	{ "older-than", "SPAN", "delete the rows dead-lettered longer ago than this (required)" },
+	{ "dry-run", NULL, "print how many rows would go, and delete nothing" },
+	{ NULL, NULL, NULL },
+};
+
+const struct command_doc operator_commands[] = {
+	{ "status", "[--json] [--max-age SPAN]", "say whether the relay works and how far behind it is", status_opts },
+	{ "dead list", "[filters] [--limit N] [--json]", "list dead-lettered jobs, oldest first", dead_list_opts },
+	{ "dead show", "DEAD_ID [--json]", "print one dead-lettered job whole", dead_show_opts },
+	{ "dead replay", "(DEAD_ID... | filters) [--dry-run] [--force] [--set-option KEY=JSON] [--unset-option KEY]",
+	  "move dead-lettered jobs back into staged_jobs, in their original order, in one transaction",
+	  dead_replay_opts },
+	{ "dead purge", "--older-than SPAN [--dry-run]", "delete old dead-lettered jobs", dead_purge_opts },
+	{ NULL, NULL, NULL, NULL },
+};
+
+const struct command_doc *commands_find(const char *name)
+{
+	for (const struct command_doc *c = operator_commands; c->name; c++)
+		if (strcmp(c->name, name) == 0)
+			return c;
+	return NULL;
+}
