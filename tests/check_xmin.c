@@ -270,6 +270,50 @@ START_TEST(dead_rows_are_gauged_by_queue)
 }
 END_TEST
 
+/*
+ * A role without pg_read_all_stats, and without SELECT on the dead table
+ * (sql/roles.sql's relay role): one line for each, the series it cannot know
+ * left out rather than shown as 0, and the relay ready and draining. On the
+ * shared server, whose superuser session holds a transaction the role cannot see.
+ */
+START_TEST(unprivileged_role_degrades_with_one_line_each)
+{
+	PGconn *c, *x = h_pg();
+	struct relay_proc p;
+	char conninfo[256];
+	const char *args[] = { "--pg-url", conninfo,          "--http-addr", "127.0.0.1:0", "--watch-interval",
+			       "100ms",    "--warn-xact-age", "100ms",       NULL };
+	int port;
+
+	h_reset();
+	c = h_pg();
+	h_relay_role(c, "xmin_relay", conninfo, sizeof(conninfo));
+	h_sql(x, "BEGIN ISOLATION LEVEL REPEATABLE READ");
+	h_sql(x, "SELECT count(*) FROM staged_jobs");
+	h_relay_start(&p, "xmin-unprivileged", args);
+	port = h_http_port(&p);
+	h_stage(c, "default", 1, 5);
+	wait_sample(&p, port, "stagedrain_jobs_relayed_total{queue=\"default\"}", EQUALS(5));
+	wait_sample(&p, port, "stagedrain_xmin_holder_xids{kind=\"prepared\"}", EQUALS(0));
+	sleep_ms(500); /* five readings more */
+	ck_assert(sample(port, "stagedrain_ready") == 1);
+	ck_assert(sample(port, "stagedrain_xmin_holder_xids{kind=\"slot\"}") == 0);
+	ck_assert(isnan(sample(port, "stagedrain_xmin_holder_age_seconds{kind=\"backend\"}")));
+	ck_assert(isnan(sample(port, "stagedrain_xmin_holder_age_seconds{kind=\"standby\"}")));
+	ck_assert(isnan(sample(port, "stagedrain_oldest_transaction_age_seconds")));
+	ck_assert(isnan(sample(port, "stagedrain_dead_oldest_age_seconds")));
+	ck_assert_int_eq(h_log_count(p.log, "cannot see other roles' transactions or the standbys' feedback"), 1);
+	ck_assert_int_eq(h_log_count(p.log, "cannot read staged_jobs_dead"), 1);
+	ck_assert_int_eq(h_log_count(p.log, "kind=backend"), 0);
+	stop_relay(&p);
+	h_sql(x, "COMMIT");
+	h_sql(c, "DROP OWNED BY xmin_relay");
+	h_sql(c, "DROP ROLE xmin_relay");
+	PQfinish(x);
+	PQfinish(c);
+}
+END_TEST
+
 Suite *xmin_suite(void)
 {
 	Suite *s = suite_create("xmin");
@@ -282,6 +326,7 @@ Suite *xmin_suite(void)
 	tcase_add_test(tc, prepared_transaction_is_named_and_cleared);
 	tcase_add_test(tc, backend_is_named_and_cleared);
 	tcase_add_test(tc, dead_rows_are_gauged_by_queue);
+	tcase_add_test(tc, unprivileged_role_degrades_with_one_line_each);
 	suite_add_tcase(s, tc);
 	return s;
 }
