@@ -175,9 +175,11 @@ START_TEST(inactive_logical_slot_is_named_and_cleared)
 	h_sql(c, "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = 'xmin_test'");
 	h_sql(c, "SELECT pg_create_logical_replication_slot('xmin_test', 'test_decoding')");
 	port = start_relay(&p, "xmin-slot");
-	burn_xids(c, 3);
-	wait_line(&p, "kind=slot slot=xmin_test type=logical active=no",
-		  "SELECT pg_drop_replication_slot('xmin_test')");
+	burn_xids(c, 3); /* from here it holds something back */
+	fprintf(stderr, "xmin: slot named %lld ms after it began to hold (watch interval %d ms)\n",
+		wait_line(&p, "kind=slot slot=xmin_test type=logical active=no",
+			  "SELECT pg_drop_replication_slot('xmin_test')"),
+		WATCH_MS);
 	ck_assert(logs_count_both(p.log, "system catalogs' xmin horizon", "kind=slot") > 0);
 	wait_sample(&p, port, "stagedrain_xmin_holder_age_seconds{kind=\"slot\"}", ABOVE(0));
 	wait_sample(&p, port, "stagedrain_xmin_holder_xids{kind=\"slot\"}", ABOVE(2));
@@ -203,7 +205,9 @@ START_TEST(prepared_transaction_is_named_and_cleared)
 	PQfinish(x);
 	port = start_relay(&p, "xmin-prepared");
 	burn_xids(c, 3);
-	wait_line(&p, "kind=prepared gid=\"xmin's test\" owner=postgres", "ROLLBACK PREPARED 'xmin''s test'");
+	fprintf(stderr, "xmin: prepared transaction named %lld ms after the relay started (watch interval %d ms)\n",
+		wait_line(&p, "kind=prepared gid=\"xmin's test\" owner=postgres", "ROLLBACK PREPARED 'xmin''s test'"),
+		WATCH_MS);
 	wait_sample(&p, port, "stagedrain_xmin_holder_age_seconds{kind=\"prepared\"}", ABOVE(0));
 
 	h_sql(c, "ROLLBACK PREPARED 'xmin''s test'");
