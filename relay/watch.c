@@ -162,9 +162,11 @@ static int read_dead(struct watch *w, struct metrics_db *db)
 	state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
 		if (state && strcmp(state, "42501") == 0) { /* insufficient_privilege */
+			/* Info, not a warning: sql/roles.sql's least privilege leaves it out on purpose. */
 			if (!w->told_dead)
-				log_warn("cannot read staged_jobs_dead; stagedrain_dead_jobs is left out "
-					 "(grant SELECT on it to the relay's role)",
+				log_info("cannot read staged_jobs_dead; stagedrain_dead_jobs and "
+					 "stagedrain_dead_oldest_age_seconds are left out "
+					 "(grant SELECT on it to the relay's role to have them)",
 					 NULL);
 			w->told_dead = true;
 		} else if (!(state && strcmp(state, "57014") == 0)) { /* past the timeout: left out */
