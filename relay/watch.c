@@ -56,9 +56,10 @@ _Static_assert(XMIN_NKINDS == METRICS_XMIN_KINDS, "metrics.h and xmin_holders.h 
 #define DEAD_SQL                                                                                                       \
 	"WITH g AS (SELECT coalesce(queue, '') AS q, count(*) AS n, min(failed_at) AS f"                               \
 	" FROM staged_jobs_dead GROUP BY 1)"                                                                           \
-	" SELECT * FROM (SELECT q, n, NULL::float8 FROM g ORDER BY n DESC, q LIMIT " WATCH_STR(                        \
-		METRICS_DEAD_QUEUES) ") t UNION ALL SELECT NULL, coalesce(sum(n), 0)::bigint,"                         \
-				     " coalesce(greatest(0, extract(epoch FROM clock_timestamp() - min(f)))::float8, 0) FROM g"
+	" SELECT * FROM (SELECT q, n, NULL::float8 FROM g ORDER BY n DESC, q LIMIT " DEAD_LIMIT ") t"                  \
+	" UNION ALL SELECT NULL, coalesce(sum(n), 0)::bigint,"                                                         \
+	" coalesce(greatest(0, extract(epoch FROM clock_timestamp() - min(f)))::float8, 0) FROM g"
+#define DEAD_LIMIT WATCH_STR(METRICS_DEAD_QUEUES)
 
 /* Bounds every query, so stopping waits no longer than this. */
 #define WATCH_TIMEOUT_MS 10000
