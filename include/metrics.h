@@ -42,12 +42,37 @@ struct metrics_queue {
 /* Why the relay held jobs back. */
 enum metrics_held_why { METRICS_HELD_QUEUE = 0, METRICS_HELD_MEMORY, METRICS_HELD_NWHY };
 
+/* The kinds of xmin holders, as include/xmin_holders.h numbers them:
+ * backend, standby, slot, prepared. */
+#define METRICS_XMIN_KINDS 4
+/* Queues of staged_jobs_dead named in stagedrain_dead_jobs; the rest are
+ * summed under METRICS_OTHER_QUEUE. The dead table can hold any number of
+ * queue names (a row is there because it was wrong), and a scrape must stay
+ * small: the queues with most rows are the ones to look at. */
+#define METRICS_DEAD_QUEUES 50
+
+struct metrics_dead_queue {
+	char queue[METRICS_LABEL_MAX + 1]; /* a label: shortened as metrics_short_label does */
+	long long rows;
+};
+
 /* One reading of the database by the watcher; NAN where it could not tell. */
 struct metrics_db {
 	double backlog_jobs;      /* estimate: pg_stat_user_tables.n_live_tup */
 	double oldest_job_age_s;  /* leader only: the lowest id staged, wherever it lies */
 	double oldest_xact_age_s; /* 0 when no transaction holds back vacuum */
 	double dead_tuples;       /* pg_stat_user_tables.n_dead_tup */
+	/* The oldest holder of each kind: seconds it has held (for a standby or
+	 * a slot, since the watcher saw it begin to), and age(xmin) in xids; 0
+	 * when none holds. */
+	double holder_age_s[METRICS_XMIN_KINDS];
+	double holder_xids[METRICS_XMIN_KINDS];
+	/* staged_jobs_dead, leader only: rows by queue, the most first (ndead
+	 * of them, the last METRICS_OTHER_QUEUE when more queues have rows), and
+	 * the oldest row's age by failed_at (0 when empty). */
+	double dead_oldest_age_s;
+	size_t ndead;
+	struct metrics_dead_queue dead[METRICS_DEAD_QUEUES + 1];
 };
 
 /*
@@ -125,7 +150,12 @@ void metrics_backpressure(struct metrics *m, enum metrics_held_why why, double s
 void metrics_wait_short(struct metrics *m);
 /* The watcher's probe of a server; err (may be NULL) says why it failed. */
 void metrics_probe(struct metrics *m, enum metrics_server s, bool ok, const char *err);
+/* A reading where nothing is known yet: every value NAN, no dead queues. */
+void metrics_db_unknown(struct metrics_db *db);
 void metrics_db_reading(struct metrics *m, const struct metrics_db *db);
+/* The label of a queue name: itself, or past METRICS_LABEL_MAX bytes its head,
+ * "...#" and a hash of the whole (out holds METRICS_LABEL_MAX + 1). Its length. */
+size_t metrics_short_label(const char *name, size_t len, char *out);
 /* Whether this relay leads (the watcher reads the oldest job only then), and its cursor. */
 bool metrics_leader_cursor(struct metrics *m, long long *cursor);
 

@@ -11,15 +11,18 @@
 #include "fmacros.h"
 #include "metrics.h"
 #include "redis_conn.h"
+#include "xmin_holders.h"
 
-#define WATCH_MAX_WARNED 16
+/* Holdings tracked: the last reading's and this one's. */
+#define WATCH_MAX_HELD (2 * XMIN_HOLDERS_MAX)
 
-/* A transaction already warned about, and the age at which to warn again. */
-struct watch_warned {
-	int pid;
-	char xact_start[40];
-	double next_age_s;
-	bool seen; /* still open at the last reading */
+/* A holding of the xmin horizon seen at the last reading (xmin_holder.id). */
+struct watch_held {
+	struct xmin_holder h;
+	long long since_ms; /* when the watcher first saw it hold (xids > 0): the age of a standby or slot */
+	double next_age_s;  /* warn (again) at this age */
+	bool warned;        /* a warning was logged: its end is logged too */
+	bool seen;          /* still there at this reading */
 };
 
 struct watch {
@@ -32,12 +35,13 @@ struct watch {
 	pthread_cond_t wake;
 	bool stop, running;
 	bool done;                      /* the thread has left its loop: it touches nothing more */
-	bool sees_all;                  /* may read every session's transaction (pg_read_all_stats) */
-	bool told_priv;                 /* said once that it may not */
+	bool told_priv;                 /* said once that it may not see every holder (pg_read_all_stats) */
+	bool told_dead;                 /* said once that it may not read staged_jobs_dead */
 	bool failing[METRICS_NSERVERS]; /* log only when a server's state changes */
 	bool oldest_slow;               /* the oldest job's reading hit the timeout */
-	struct watch_warned warned[WATCH_MAX_WARNED];
-	size_t nwarned;
+	struct xmin_holders holders;    /* the last reading's */
+	struct watch_held held[WATCH_MAX_HELD];
+	size_t nheld;
 	char errstr[256];
 };
 

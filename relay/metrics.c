@@ -17,10 +17,13 @@ const double metrics_bucket_bounds[METRICS_NBUCKETS] = { 0.001, 0.0025, 0.005, 0
 
 static const char *const server_names[METRICS_NSERVERS] = { "postgres", "redis" };
 
+#define METRICS_STR_(x) #x
+#define METRICS_STR(x) METRICS_STR_(x)
+
 int metrics_init(struct metrics *m)
 {
 	memset(m, 0, sizeof(*m));
-	m->db = (struct metrics_db){ NAN, NAN, NAN, NAN };
+	metrics_db_unknown(&m->db);
 	return -pthread_mutex_init(&m->lock, NULL);
 }
 
@@ -38,7 +41,7 @@ void metrics_free(struct metrics *m)
 /* The label of a long name: its head, cut on a UTF-8 boundary, "...#" and a
  * 64-bit FNV-1a hash of the whole name: METRICS_LABEL_MAX bytes in out,
  * which holds one more for snprintf's nul. */
-static size_t short_label(const char *name, size_t len, char *out)
+size_t metrics_short_label(const char *name, size_t len, char *out)
 {
 	unsigned long long h = 14695981039346656037ULL;
 	size_t head = METRICS_LABEL_MAX - 20;
@@ -61,7 +64,7 @@ static struct metrics_queue *queue_slot(struct metrics *m, const char *name, siz
 	bool full;
 
 	if (len > METRICS_LABEL_MAX) {
-		len = short_label(name, len, label);
+		len = metrics_short_label(name, len, label);
 		name = label;
 	}
 	full = m->nqueues >= METRICS_MAX_QUEUES || m->label_bytes + len > METRICS_LABEL_BUDGET;
@@ -264,6 +267,15 @@ void metrics_probe(struct metrics *m, enum metrics_server s, bool ok, const char
 	m->probe_ok[s] = ok;
 	snprintf(m->probe_err[s], sizeof(m->probe_err[s]), "%s", ok || !err ? "" : err);
 	pthread_mutex_unlock(&m->lock);
+}
+
+void metrics_db_unknown(struct metrics_db *db)
+{
+	memset(db, 0, sizeof(*db));
+	db->backlog_jobs = db->oldest_job_age_s = db->oldest_xact_age_s = db->dead_tuples = NAN;
+	for (int k = 0; k < METRICS_XMIN_KINDS; k++)
+		db->holder_age_s[k] = db->holder_xids[k] = NAN;
+	db->dead_oldest_age_s = NAN;
 }
 
 void metrics_db_reading(struct metrics *m, const struct metrics_db *db)
@@ -492,6 +504,57 @@ static bool ready_locked(const struct metrics *m)
 	return true;
 }
 
+static const char *const xmin_kinds[METRICS_XMIN_KINDS] = { "backend", "standby", "slot", "prepared" };
+
+/* One series per kind, 0 when none holds; a kind the watcher could not see
+ * (another role's backends, a standby, without pg_read_all_stats) is left out. */
+static int holder_series(struct buf *out, const char *name, const char *help, const double *v, int decimals)
+{
+	int rc = head(out, name, "gauge", help);
+
+	for (int k = 0; rc == 0 && k < METRICS_XMIN_KINDS; k++)
+		if (!isnan(v[k]))
+			rc = buf_printf(out, "stagedrain_%s{kind=\"%s\"} %.*f\n", name, xmin_kinds[k], decimals, v[k]);
+	return rc;
+}
+
+static int format_holders(struct metrics *m, struct buf *out)
+{
+	int rc = holder_series(out, "xmin_holder_age_seconds",
+			       "How long the oldest holder of each kind has held back vacuum (the xmin horizon): "
+			       "backend, standby (hot_standby_feedback), slot, prepared; for a standby or a slot, "
+			       "since the relay saw it begin to; 0 when none.",
+			       m->db.holder_age_s, 3);
+
+	if (rc == 0)
+		rc = holder_series(out, "xmin_holder_xids",
+				   "Transactions begun since the xmin the oldest holder of each kind holds "
+				   "(age(xmin)); 0 when none.",
+				   m->db.holder_xids, 0);
+	return rc;
+}
+
+/* The dead-letter table now, read by the leader's watcher. */
+static int format_dead(struct metrics *m, struct buf *out)
+{
+	int rc = head(out, "dead_jobs", "gauge",
+		      "Rows in staged_jobs_dead now, by queue (the " METRICS_STR(
+			      METRICS_DEAD_QUEUES) " queues with most, the rest as " METRICS_OTHER_QUEUE
+						   "). Leader only.");
+
+	for (size_t i = 0; rc == 0 && i < m->db.ndead; i++) {
+		const struct metrics_dead_queue *q = &m->db.dead[i];
+		if ((rc = buf_puts(out, "stagedrain_dead_jobs{queue=\"")) == 0 &&
+		    (rc = put_label(out, q->queue, strlen(q->queue))) == 0)
+			rc = buf_printf(out, "\"} %lld\n", q->rows);
+	}
+	if (rc == 0)
+		rc = gauge(out, "dead_oldest_age_seconds",
+			   "Time since the oldest row in staged_jobs_dead failed; 0 when it is empty. Leader only.",
+			   m->db.dead_oldest_age_s, 3);
+	return rc;
+}
+
 static int format_db(struct metrics *m, struct buf *out)
 {
 	int rc = head(out, "ready", "gauge", "1 while /readyz answers 200: both servers reachable.");
@@ -514,6 +577,10 @@ static int format_db(struct metrics *m, struct buf *out)
 	if (rc == 0)
 		rc = gauge(out, "staged_dead_tuples", "Dead rows in staged_jobs that vacuum has not removed yet.",
 			   m->db.dead_tuples, 0);
+	if (rc == 0)
+		rc = format_holders(m, out);
+	if (rc == 0)
+		rc = format_dead(m, out);
 	return rc;
 }
 

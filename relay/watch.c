@@ -13,6 +13,11 @@
 #include "pg_conn.h"
 #include "watch.h"
 
+#define WATCH_STR_(x) #x
+#define WATCH_STR(x) WATCH_STR_(x)
+
+_Static_assert(XMIN_NKINDS == METRICS_XMIN_KINDS, "metrics.h and xmin_holders.h name the same kinds");
+
 /* The backlog and dead rows: the statistics PostgreSQL keeps anyway (what
  * autovacuum reads), not a count(*), which would walk every dead row under a
  * long transaction, the very moment the numbers matter. */
@@ -42,24 +47,22 @@
 	"SELECT greatest(0, extract(epoch FROM clock_timestamp() - created_at))::float8"                               \
 	" FROM staged_jobs ORDER BY id LIMIT 1"
 
-/* Transactions that hold back vacuum: those with an xid or a snapshot (an idle
- * READ COMMITTED transaction has neither and does not). In PostgreSQL 14 and
- * later only sessions of the same database hold back its tables' cleanup. */
-#define XACTS_SQL                                                                                                      \
-	"SELECT pid, coalesce(usename, ''), coalesce(application_name, ''), coalesce(state, ''),"                      \
-	" extract(epoch FROM clock_timestamp() - xact_start)::float8, xact_start::text"                                \
-	" FROM pg_stat_activity"                                                                                       \
-	" WHERE datname = current_database() AND pid <> pg_backend_pid() AND xact_start IS NOT NULL"                   \
-	" AND (backend_xid IS NOT NULL OR backend_xmin IS NOT NULL)"                                                   \
-	" ORDER BY xact_start LIMIT 16"
-
-/* Without it, other roles' sessions show no transaction at all. */
-#define PRIV_SQL "SELECT pg_has_role('pg_read_all_stats', 'USAGE')"
+/*
+ * staged_jobs_dead by queue, the most rows first, and one last row (q NULL)
+ * with every row and the oldest failure. A walk of the dead table, which
+ * stays small while someone looks after it: on the leader only, like the
+ * oldest job's, under the same statement timeout.
+ */
+#define DEAD_SQL                                                                                                       \
+	"WITH g AS (SELECT coalesce(queue, '') AS q, count(*) AS n, min(failed_at) AS f"                               \
+	" FROM staged_jobs_dead GROUP BY 1)"                                                                           \
+	" SELECT * FROM (SELECT q, n, NULL::float8 FROM g ORDER BY n DESC, q LIMIT " DEAD_LIMIT ") t"                  \
+	" UNION ALL SELECT NULL, coalesce(sum(n), 0)::bigint,"                                                         \
+	" coalesce(greatest(0, extract(epoch FROM clock_timestamp() - min(f)))::float8, 0) FROM g"
+#define DEAD_LIMIT WATCH_STR(METRICS_DEAD_QUEUES)
 
 /* Bounds every query, so stopping waits no longer than this. */
 #define WATCH_TIMEOUT_MS 10000
-#define WATCH_STR_(x) #x
-#define WATCH_STR(x) WATCH_STR_(x)
 #define WATCH_STATEMENT_TIMEOUT "SET statement_timeout = " WATCH_STR(WATCH_TIMEOUT_MS)
 
 static void pg_error(struct watch *w, const PGresult *res, const char *what)
@@ -78,23 +81,12 @@ static int pg_connect(struct watch *w)
 		return -EIO;
 	}
 	res = PQexec(w->pg, WATCH_STATEMENT_TIMEOUT);
-	if (PQresultStatus(res) == PGRES_COMMAND_OK) {
-		PQclear(res);
-		res = PQexec(w->pg, PRIV_SQL);
-	}
-	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+	if (PQresultStatus(res) != PGRES_COMMAND_OK) {
 		pg_error(w, res, "could not set up the watching session");
 		PQclear(res);
 		return -EIO;
 	}
-	w->sees_all = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
 	PQclear(res);
-	if (!w->sees_all && !w->told_priv) {
-		w->told_priv = true;
-		log_warn("cannot see other roles' transactions; not reporting the oldest transaction's age "
-			 "(grant pg_read_all_stats or pg_monitor to the relay's role)",
-			 NULL);
-	}
 	return 0;
 }
 
@@ -156,73 +148,217 @@ static int read_oldest(struct watch *w, struct metrics_db *db)
 	return rc;
 }
 
-static struct watch_warned *find_warned(struct watch *w, int pid, const char *start)
+/* The dead-letter table by queue, on the leader. A role that may not read it
+ * (sql/roles.sql grants the relay INSERT only) leaves the gauges out, said once. */
+static int read_dead(struct watch *w, struct metrics_db *db)
 {
-	for (size_t i = 0; i < w->nwarned; i++)
-		if (w->warned[i].pid == pid && strcmp(w->warned[i].xact_start, start) == 0)
-			return &w->warned[i];
+	long long cursor, named = 0, total = 0;
+	const char *state;
+	PGresult *res;
+	int rc = 0, n;
+
+	if (!metrics_leader_cursor(w->m, &cursor))
+		return 0;
+	res = PQexec(w->pg, DEAD_SQL);
+	state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+		if (state && strcmp(state, "42501") == 0) { /* insufficient_privilege */
+			/* Info, not a warning: sql/roles.sql's least privilege leaves it out on purpose. */
+			if (!w->told_dead)
+				log_info("cannot read staged_jobs_dead; stagedrain_dead_jobs and "
+					 "stagedrain_dead_oldest_age_seconds are left out "
+					 "(grant SELECT on it to the relay's role to have them)",
+					 NULL);
+			w->told_dead = true;
+		} else if (!(state && strcmp(state, "57014") == 0)) { /* past the timeout: left out */
+			pg_error(w, res, "could not read staged_jobs_dead");
+			rc = -EIO;
+		}
+		PQclear(res);
+		return rc;
+	}
+	n = PQntuples(res);
+	db->ndead = 0;
+	for (int i = 0; i < n; i++) {
+		long long rows = strtoll(PQgetvalue(res, i, 1), NULL, 10);
+		const char *q = PQgetvalue(res, i, 0);
+		if (PQgetisnull(res, i, 0)) {
+			total = rows;
+			db->dead_oldest_age_s = strtod(PQgetvalue(res, i, 2), NULL);
+		} else if (db->ndead < METRICS_DEAD_QUEUES) {
+			metrics_short_label(q, strlen(q), db->dead[db->ndead].queue);
+			db->dead[db->ndead++].rows = rows;
+			named += rows;
+		}
+	}
+	if (total > named) {
+		snprintf(db->dead[db->ndead].queue, sizeof(db->dead[0].queue), "%s", METRICS_OTHER_QUEUE);
+		db->dead[db->ndead++].rows = total - named;
+	}
+	PQclear(res);
+	return 0;
+}
+
+static struct watch_held *find_held(struct watch *w, const char *id)
+{
+	for (size_t i = 0; i < w->nheld; i++)
+		if (strcmp(w->held[i].h.id, id) == 0)
+			return &w->held[i];
 	return NULL;
 }
 
-/* Warns once a transaction passes --warn-xact-age, and again each time its
- * age doubles: a line per transaction that stays open, not one per reading. */
-static void warn_xact(struct watch *w, const PGresult *res, int row)
+/* The holding's entry, added on first sight (NULL past WATCH_MAX_HELD). */
+static struct watch_held *track(struct watch *w, const struct xmin_holder *h, long long now)
 {
-	int pid = atoi(PQgetvalue(res, row, 0));
-	const char *start = PQgetvalue(res, row, 5);
-	double age = strtod(PQgetvalue(res, row, 4), NULL);
-	struct watch_warned *x = find_warned(w, pid, start);
+	struct watch_held *x = find_held(w, h->id);
 
-	if (x)
-		x->seen = true;
-	if (w->cfg->warn_xact_age_ms == 0 || age * 1000 < w->cfg->warn_xact_age_ms || (x && age < x->next_age_s))
-		return;
-	log_warn("a transaction has been open longer than --warn-xact-age; vacuum cannot remove "
-		 "rows deleted since it began, in staged_jobs or any other table",
-		 LOGF(F_INT("pid", pid), F_STR("user", PQgetvalue(res, row, 1)),
-		      F_STR("application", PQgetvalue(res, row, 2)), F_INT("age_s", (long long)age),
-		      F_STR("state", PQgetvalue(res, row, 3)), F_STR("xact_start", start)));
-	if (!x && w->nwarned < WATCH_MAX_WARNED) {
-		x = &w->warned[w->nwarned++];
-		x->pid = pid;
-		snprintf(x->xact_start, sizeof(x->xact_start), "%s", start);
-		x->seen = true;
+	if (!x && w->nheld < WATCH_MAX_HELD) {
+		x = &w->held[w->nheld++];
+		memset(x, 0, sizeof(*x));
+		x->since_ms = now;
 	}
-	if (x)
-		x->next_age_s = age * 2;
+	if (!x)
+		return NULL;
+	x->h = *h;
+	x->seen = true;
+	/* An idle standby's feedback, or a slot, holds an xmin no transaction
+	 * has passed yet: it holds nothing back until one does. */
+	if (isnan(h->age_s) && h->xids <= 0)
+		x->since_ms = now;
+	return x;
 }
 
-/* Forgets the transactions that ended. */
-static void prune_warned(struct watch *w)
+/* How long h has held: PostgreSQL's time, or since the watcher saw it begin to. */
+static double held_age(const struct xmin_holder *h, const struct watch_held *x, long long now)
+{
+	if (!isnan(h->age_s))
+		return h->age_s;
+	return x ? (double)(now - x->since_ms) / 1000 : 0;
+}
+
+static void warn_backend(const struct xmin_holder *h, double age, const char *remedy)
+{
+	log_warn("a transaction has been open longer than --warn-xact-age; vacuum cannot remove "
+		 "rows deleted since it began, in staged_jobs or any other table",
+		 LOGF(F_STR("kind", "backend"), F_INT("pid", h->pid), F_STR("user", h->user),
+		      F_STR("application", h->name), F_INT("age_s", (long long)age), F_STR("state", h->where),
+		      F_STR("xact_start", h->since), F_INT("xids", h->xids), F_STR("end_it", remedy)));
+}
+
+static void warn_standby(const struct xmin_holder *h, double age, const char *remedy)
+{
+	log_warn("a standby's feedback (hot_standby_feedback) has held back the xmin horizon longer than "
+		 "--warn-xact-age: a query or transaction on the standby; vacuum cannot remove rows deleted "
+		 "since, in staged_jobs or any other table",
+		 LOGF(F_STR("kind", "standby"), F_STR("application", h->name), F_STR("client_addr", h->where),
+		      F_INT("walsender_pid", h->pid), F_STR("user", h->user), F_INT("age_s", (long long)age),
+		      F_INT("xids", h->xids), F_STR("xmin", h->xmin), F_STR("end_it", remedy)));
+}
+
+static void warn_slot(const struct xmin_holder *h, double age, const char *remedy)
+{
+	log_warn(h->catalog_only ? "a replication slot has held back the system catalogs' xmin horizon longer than "
+				   "--warn-xact-age; vacuum cannot clean them up, and the server keeps its WAL"
+				 : "a replication slot has held back the xmin horizon longer than --warn-xact-age; "
+				   "vacuum cannot remove rows deleted since, in staged_jobs or any other table",
+		 LOGF(F_STR("kind", "slot"), F_STR("slot", h->name), F_STR("type", h->where),
+		      F_STR("active", h->active ? "yes" : "no"), F_INT("active_pid", h->pid),
+		      F_INT("age_s", (long long)age), F_INT("xids", h->xids), F_STR("xmin", h->xmin),
+		      F_STR("end_it", remedy)));
+}
+
+static void warn_prepared(const struct xmin_holder *h, double age, const char *remedy)
+{
+	log_warn("a prepared transaction has been open longer than --warn-xact-age; vacuum cannot remove "
+		 "rows deleted since it began, in staged_jobs or any other table",
+		 LOGF(F_STR("kind", "prepared"), F_STR("gid", h->name), F_STR("owner", h->user),
+		      F_INT("age_s", (long long)age), F_STR("prepared", h->since), F_INT("xids", h->xids),
+		      F_STR("end_it", remedy)));
+}
+
+/* Warns once a holding passes --warn-xact-age, and again each time its
+ * age doubles: a line per holding that stays, not one per reading. */
+static void warn_held(struct watch *w, struct watch_held *x, double age)
+{
+	char remedy[512];
+
+	if (!x || w->cfg->warn_xact_age_ms == 0 || age * 1000 < w->cfg->warn_xact_age_ms || age < x->next_age_s)
+		return;
+	xmin_holder_remedy(&x->h, remedy, sizeof(remedy));
+	switch (x->h.kind) {
+	case XMIN_BACKEND:
+		warn_backend(&x->h, age, remedy);
+		break;
+	case XMIN_STANDBY:
+		warn_standby(&x->h, age, remedy);
+		break;
+	case XMIN_SLOT:
+		warn_slot(&x->h, age, remedy);
+		break;
+	default:
+		warn_prepared(&x->h, age, remedy);
+		break;
+	}
+	x->warned = true;
+	x->next_age_s = age * 2;
+}
+
+/* Forgets the holdings that ended, with a line for each one warned about. */
+static void prune_held(struct watch *w)
 {
 	size_t n = 0;
 
-	for (size_t i = 0; i < w->nwarned; i++) {
-		if (w->warned[i].seen) {
-			w->warned[n] = w->warned[i];
-			w->warned[n++].seen = false;
+	for (size_t i = 0; i < w->nheld; i++) {
+		struct watch_held *x = &w->held[i];
+		if (x->seen) {
+			w->held[n] = *x;
+			w->held[n++].seen = false;
+		} else if (x->warned) {
+			log_info("cleared: no longer holds back the xmin horizon",
+				 LOGF(F_STR("kind", xmin_holder_kind_name(x->h.kind)), F_INT("pid", x->h.pid),
+				      F_STR("name", x->h.name), F_STR("where", x->h.where), F_STR("xmin", x->h.xmin),
+				      F_INT("xids", x->h.xids)));
 		}
 	}
-	w->nwarned = n;
+	w->nheld = n;
 }
 
-static int read_xacts(struct watch *w, struct metrics_db *db)
+/* Says once that the role cannot see every holder, and what that leaves out. */
+static void note_priv(struct watch *w, bool sees_all)
 {
-	PGresult *res = PQexec(w->pg, XACTS_SQL);
-	int n;
+	if (sees_all || w->told_priv)
+		return;
+	w->told_priv = true;
+	log_warn("cannot see other roles' transactions or the standbys' feedback; not reporting the oldest "
+		 "transaction's age (grant pg_read_all_stats or pg_monitor to the relay's role)",
+		 NULL);
+}
 
-	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-		pg_error(w, res, "could not read pg_stat_activity");
-		PQclear(res);
+static int read_holders(struct watch *w, struct metrics_db *db)
+{
+	struct xmin_holders *hs = &w->holders;
+	long long now = clock_mono_ms();
+
+	if (xmin_holders_read(w->pg, hs, w->errstr, sizeof(w->errstr)) < 0)
 		return -EIO;
+	note_priv(w, hs->sees_all);
+	for (int k = 0; k < XMIN_NKINDS; k++)
+		db->holder_age_s[k] = db->holder_xids[k] = 0;
+	if (!hs->sees_all) /* PostgreSQL hides them: 0 would say none */
+		db->holder_age_s[XMIN_BACKEND] = db->holder_xids[XMIN_BACKEND] = db->holder_age_s[XMIN_STANDBY] =
+			db->holder_xids[XMIN_STANDBY] = NAN;
+	for (size_t i = 0; i < hs->n; i++) {
+		const struct xmin_holder *h = &hs->h[i];
+		struct watch_held *x = track(w, h, now);
+		double age = held_age(h, x, now);
+		if (age > db->holder_age_s[h->kind])
+			db->holder_age_s[h->kind] = age;
+		if ((double)h->xids > db->holder_xids[h->kind])
+			db->holder_xids[h->kind] = (double)h->xids;
+		warn_held(w, x, age);
 	}
-	n = PQntuples(res);
-	if (w->sees_all)
-		db->oldest_xact_age_s = n ? strtod(PQgetvalue(res, 0, 4), NULL) : 0;
-	for (int i = 0; i < n; i++)
-		warn_xact(w, res, i);
-	prune_warned(w);
-	PQclear(res);
+	db->oldest_xact_age_s = db->holder_age_s[XMIN_BACKEND];
+	prune_held(w);
 	return 0;
 }
 
@@ -244,9 +380,10 @@ static void note(struct watch *w, enum metrics_server s, bool ok, const char *er
 
 static void watch_pg(struct watch *w)
 {
-	struct metrics_db db = { NAN, NAN, NAN, NAN };
+	struct metrics_db db;
 	int rc = 0;
 
+	metrics_db_unknown(&db);
 	if (w->pg && PQstatus(w->pg) != CONNECTION_OK) {
 		PQfinish(w->pg);
 		w->pg = NULL;
@@ -258,12 +395,14 @@ static void watch_pg(struct watch *w)
 	if (rc == 0)
 		rc = read_oldest(w, &db);
 	if (rc == 0)
-		rc = read_xacts(w, &db);
+		rc = read_dead(w, &db);
+	if (rc == 0)
+		rc = read_holders(w, &db);
 	if (rc < 0) {
 		/* Whatever the session's state, start afresh next time. */
 		PQfinish(w->pg);
 		w->pg = NULL;
-		db = (struct metrics_db){ NAN, NAN, NAN, NAN };
+		metrics_db_unknown(&db);
 	}
 	metrics_db_reading(w->m, &db);
 	note(w, METRICS_PG, rc == 0, w->errstr);

@@ -482,7 +482,9 @@ END_TEST
 
 START_TEST(database_readings)
 {
-	struct metrics_db db = { 1234, 61.25, 0.5, 98765 };
+	struct metrics_db db = {
+		.backlog_jobs = 1234, .oldest_job_age_s = 61.25, .oldest_xact_age_s = 0.5, .dead_tuples = 98765
+	};
 	char *text;
 
 	metrics_db_reading(&m, &db);
@@ -581,7 +583,7 @@ START_TEST(null_metrics_are_ignored)
 {
 	static struct fake f;
 	const char *one[] = { "q", NULL };
-	struct metrics_db db = { 1, 2, 3, 4 };
+	struct metrics_db db = { .backlog_jobs = 1, .oldest_job_age_s = 2, .oldest_xact_age_s = 3, .dead_tuples = 4 };
 	long long cursor;
 
 	fake_batch(&f, one, 0);

@@ -18,6 +18,10 @@
 #                                 (ports in DIR/pgfo1.port, DIR/pgfo2.port)
 #   services.sh pgfo-promote DIR  stop that primary (fast), promote the standby
 #   services.sh pgfo-stop DIR     stop both; `stop` stops these extra servers too
+#   services.sh pgxm-start DIR    a Postgres primary for logical slots and prepared
+#                                 transactions and a streaming standby of it with
+#                                 hot_standby_feedback on (DIR/pgxm1.port, DIR/pgxm2.port)
+#   services.sh pgxm-stop DIR     stop both; `stop` stops them too
 #   services.sh tls-start DIR     a throwaway CA under DIR/tls and two TLS-only Redis:
 #                                 DIR/tls.port (no client certificate asked) and
 #                                 DIR/tlsauth.port (a client certificate required)
@@ -118,15 +122,15 @@ redis2_start() {
 	done
 }
 
-# pg_listen DATADIR SOCKDIR MAXCONN PORTFILE LOG: starts the server in DATADIR
-# on a free port, which goes to PORTFILE. A port found free can be taken before
-# the server binds it: try another.
+# pg_listen DATADIR SOCKDIR MAXCONN PORTFILE LOG [OPTIONS]: starts the server in
+# DATADIR on a free port, which goes to PORTFILE, with OPTIONS (-c name=value ...)
+# besides. A port found free can be taken before the server binds it: try another.
 pg_listen() {
-	local data=$1 run=$2 maxconn=$3 portfile=$4 log=$5 port try
+	local data=$1 run=$2 maxconn=$3 portfile=$4 log=$5 extra=${6:-} port try
 	for try in 1 2 3; do
 		port=$(free_port)
 		if as_pg "$(pgbin)/pg_ctl" -D "$data" -l "$log" -w -t 30 start \
-			-o "-c listen_addresses=127.0.0.1 -p $port -k $run -c fsync=off -c max_connections=$maxconn" \
+			-o "-c listen_addresses=127.0.0.1 -p $port -k $run -c fsync=off -c max_connections=$maxconn $extra" \
 			>/dev/null 2>&1; then
 			echo "$port" >"$portfile"
 			return 0
@@ -179,6 +183,38 @@ pgfo_start() {
 	as_pg "$bin/pg_basebackup" -h 127.0.0.1 -p "$p1" -U postgres -D "$dir/pgfo2" -R -X stream \
 		-c fast --no-sync >"$dir/pgfo-basebackup.log" 2>&1 || { cat "$dir/pgfo-basebackup.log" >&2; exit 1; }
 	pg_listen "$dir/pgfo2" "$dir/pgforun" 20 "$dir/pgfo2.port" "$dir/pgforun/p2.log"
+}
+
+# What every xmin holder needs, on servers of their own so the shared one keeps
+# its settings: a primary (a copy of the shared server) with wal_level=logical
+# for a logical slot and max_prepared_transactions for PREPARE TRANSACTION, and
+# a standby of it whose feedback carries its queries' xmin to the primary,
+# every second rather than every ten.
+PGXM_PRIMARY="-c wal_level=logical -c max_prepared_transactions=10"
+PGXM_STANDBY="-c max_prepared_transactions=10 -c hot_standby_feedback=on -c wal_receiver_status_interval=1s"
+PGXM_STANDBY+=" -c cluster_name=pgxm-standby" # its application_name on the primary
+
+pgxm_start() {
+	local dir=$1 bin p1
+	bin=$(pgbin)
+	pgxm_stop "$dir" # a test that failed may have left them running
+	rm -rf "$dir/pgxm1" "$dir/pgxm2"
+	mkdir -p "$dir/pgxm1" "$dir/pgxm2" "$dir/pgxmrun"
+	chmod 700 "$dir/pgxm1" "$dir/pgxm2"
+	[ "$(id -u)" != 0 ] || chown postgres: "$dir/pgxm1" "$dir/pgxm2" "$dir/pgxmrun"
+	as_pg "$bin/pg_basebackup" -h 127.0.0.1 -p "$(cat "$dir/pg.port")" -U postgres -D "$dir/pgxm1" \
+		-X stream -c fast --no-sync >"$dir/pgxm-basebackup.log" 2>&1 ||
+		{ cat "$dir/pgxm-basebackup.log" >&2; exit 1; }
+	pg_listen "$dir/pgxm1" "$dir/pgxmrun" 30 "$dir/pgxm1.port" "$dir/pgxmrun/p1.log" "$PGXM_PRIMARY"
+	p1=$(cat "$dir/pgxm1.port")
+	as_pg "$bin/pg_basebackup" -h 127.0.0.1 -p "$p1" -U postgres -D "$dir/pgxm2" -R -X stream \
+		-c fast --no-sync >"$dir/pgxm-basebackup.log" 2>&1 || { cat "$dir/pgxm-basebackup.log" >&2; exit 1; }
+	pg_listen "$dir/pgxm2" "$dir/pgxmrun" 30 "$dir/pgxm2.port" "$dir/pgxmrun/p2.log" "$PGXM_STANDBY"
+}
+
+pgxm_stop() {
+	pg_stop "$1" pgxm2
+	pg_stop "$1" pgxm1
 }
 
 pgfo_promote() {
@@ -465,6 +501,7 @@ stop() {
 	tls_stop "$1"
 	pg_stop "$1" pgfo1
 	pg_stop "$1" pgfo2
+	pgxm_stop "$1"
 	pg_stop "$1"
 	redis_stop "$1" redis2
 	redis_stop "$1"
@@ -494,6 +531,8 @@ pg-stop) pg_stop "$1" ;;
 pg-start) pg_start_again "$1" ;;
 pgfo-start) pgfo_start "$1" ;;
 pgfo-promote) pgfo_promote "$1" ;;
+pgxm-start) pgxm_start "$1" ;;
+pgxm-stop) pgxm_stop "$1" ;;
 tls-start) tls_start "$1" ;;
 tls-stop) tls_stop "$1" ;;
 sentinel-start) sentinel_start "$1" ;;
@@ -507,7 +546,7 @@ pgfo-stop)
 	pg_stop "$1" pgfo2
 	;;
 *)
-	sed -n '2,36p' "$0" >&2
+	sed -n '2,39p' "$0" >&2
 	exit 2
 	;;
 esac

@@ -42,5 +42,7 @@ Suite *capped_e2e_suite(void);
 Suite *once_suite(void);
 Suite *startup_suite(void);
 Suite *stop_suite(void);
+Suite *xmin_suite(void);
+Suite *xmin_unit_suite(void);
 
 #endif
