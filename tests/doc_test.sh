@@ -4,7 +4,8 @@
 #
 # In README.md and docs/*.md, a fence opened with "```sh doctest" runs, and so
 # does a hidden block (a line "<!-- doctest", its lines, a line "-->"); other
-# fences do not. A page's runnable lines run in order as ONE bash -Eeuo pipefail
+# fences do not. Either may be indented (in a list item): the opening line's
+# indent is taken off its lines. A page's runnable lines run in order as ONE bash -Eeuo pipefail
 # script, in a fresh directory (holding sql/, a link to the repository's), with
 # a fresh database that `stagedrain migrate` has set up and a flushed Redis:
 # PATH starts with the built stagedrain; STAGEDRAIN_PG_URL, DATABASE_URL,
@@ -40,13 +41,18 @@ fail() {
 # extract PAGE: its runnable lines as "MDLINE<TAB>BLOCKLINE<TAB>TEXT".
 extract() {
 	awk '
-		mode == "" && /^```sh doctest[ \t]*$/ { mode = "fence"; start = NR; next }
-		mode == "" && /^<!-- doctest[ \t]*$/ { mode = "hidden"; start = NR; next }
-		mode == "" && /^```/ { mode = "other"; next }
-		mode == "fence" && /^```[ \t]*$/ { mode = ""; next }
-		mode == "hidden" && /^-->[ \t]*$/ { mode = ""; next }
-		mode == "other" && /^```/ { mode = ""; next }
-		mode == "fence" || mode == "hidden" { print NR "\t" start "\t" $0 }
+		function open(m) { mode = m; start = NR; match($0, /^[ \t]*/); indent = substr($0, 1, RLENGTH) }
+		mode == "" && /^[ \t]*```sh doctest[ \t]*$/ { open("fence"); next }
+		mode == "" && /^[ \t]*<!-- doctest[ \t]*$/ { open("hidden"); next }
+		mode == "" && /^[ \t]*```/ { mode = "other"; next }
+		mode == "fence" && /^[ \t]*```[ \t]*$/ { mode = ""; next }
+		mode == "hidden" && /^[ \t]*-->[ \t]*$/ { mode = ""; next }
+		mode == "other" && /^[ \t]*```/ { mode = ""; next }
+		mode == "fence" || mode == "hidden" {
+			line = $0
+			if (substr(line, 1, length(indent)) == indent) line = substr(line, length(indent) + 1)
+			print NR "\t" start "\t" line
+		}
 	' "$1"
 }
 
