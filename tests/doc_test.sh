@@ -15,8 +15,8 @@
 #
 # Then the drift checks: the settings table of docs/operating.md lists exactly
 # the flags of `stagedrain --help`; the roles table of docs/security.md names
-# every privilege sql/roles.sql grants; the README's introduction names every
-# format. A failure names the page, the line in it, the command and its output.
+# every privilege sql/roles.sql grants; docs/staging.md's table every column of
+# staged_jobs; the README's introduction names every format. A failure names the page, the line in it, the command and its output.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 : "${TEST_PG_URL:?run under tests/services.sh}" "${TEST_REDIS_URL:?}" "${STAGEDRAIN_BIN:?}"
@@ -135,8 +135,9 @@ check_settings() {
 # What sql/roles.sql grants, read from a database it ran in: each privilege on
 # a table or sequence (columns listed) must be one ;-separated clause of that
 # role's row in docs/security.md, naming the privilege, the object and columns.
-check_roles() {
-	local db=doctest_roles grants role obj priv cols row clause ok c
+# And every column of staged_jobs is a row of docs/staging.md's table.
+check_schema() {
+	local db=doctest_roles grants columns role obj priv cols row clause ok c
 	sql -c "CREATE DATABASE $db"
 	"$STAGEDRAIN_BIN" migrate --pg-url "$(pg_url $db)" >/dev/null 2>&1
 	psql -X -q -v ON_ERROR_STOP=1 -d "$(pg_url $db)" -f sql/roles.sql >/dev/null
@@ -150,8 +151,13 @@ check_roles() {
 		       aclexplode(att.attacl) a JOIN pg_roles r ON r.oid = a.grantee
 		 WHERE r.rolname LIKE 'stagedrain\_%'
 		 GROUP BY 1, 2, 3 ORDER BY 1, 2, 3")
+	columns=$(psql -X -qAt -d "$(pg_url $db)" -c "SELECT column_name FROM information_schema.columns
+		WHERE table_name = 'staged_jobs' AND table_schema = 'public' ORDER BY ordinal_position")
 	sql -c "DROP DATABASE $db WITH (FORCE)"
 	drop_new_roles
+	for c in $columns; do
+		grep -qF "| \`$c\` |" docs/staging.md || fail "docs/staging.md's table of staged_jobs lacks the column $c"
+	done
 	[ -n "$grants" ] || { fail "sql/roles.sql granted nothing"; return; }
 	while IFS=$'\t' read -r role obj priv cols; do
 		row=$(grep -E "^\| \`$role\` \|" docs/security.md || true)
@@ -183,7 +189,7 @@ for page in README.md docs/*.md; do
 	run_page "$page" "$n"
 done
 check_settings
-check_roles
+check_schema
 check_intro
 echo "doc_test: $passed pages ran as written, $failed failed"
 [ "$failed" = 0 ]
