@@ -78,13 +78,14 @@ run_page() {
 		EOF
 		printf '%s\n' "$lines" | cut -f3-
 	} >"$dir/page.sh"
-	status=0
+	status=0 SECONDS=0
 	(cd "$dir" && env -u STAGEDRAIN_BIN PATH="$work/bin:$PATH" DOCTEST_FAIL="$dir/fail" \
 		STAGEDRAIN_PG_URL="$(pg_url "$db")" DATABASE_URL="$(pg_url "$db")" \
 		STAGEDRAIN_REDIS_URL="$TEST_REDIS_URL" REDIS_URL="$TEST_REDIS_URL" \
 		PGHOST="${hostport%:*}" PGPORT="${hostport##*:}" PGUSER=postgres PGDATABASE="$db" \
 		timeout -k 5 60 bash -euo pipefail page.sh >"$dir/out.log" 2>&1) || status=$?
 	if [ "$status" = 0 ]; then
+		echo "doc_test: $page ran as written ($SECONDS s)"
 		passed=$((passed + 1))
 	else
 		report "$page" "$dir" "$status" "$lines"
