@@ -79,7 +79,8 @@ run_page() {
 		printf '%s\n' "$lines" | cut -f3-
 	} >"$dir/page.sh"
 	status=0 SECONDS=0
-	(cd "$dir" && env -u STAGEDRAIN_BIN PATH="$work/bin:$PATH" DOCTEST_FAIL="$dir/fail" \
+	(cd "$dir" && for v in $(compgen -e | grep '^STAGEDRAIN_'); do unset "$v"; done &&
+		env PATH="$work/bin:$PATH" DOCTEST_FAIL="$dir/fail" \
 		STAGEDRAIN_PG_URL="$(pg_url "$db")" DATABASE_URL="$(pg_url "$db")" \
 		STAGEDRAIN_REDIS_URL="$TEST_REDIS_URL" REDIS_URL="$TEST_REDIS_URL" \
 		PGHOST="${hostport%:*}" PGPORT="${hostport##*:}" PGUSER=postgres PGDATABASE="$db" \
