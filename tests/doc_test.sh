@@ -99,6 +99,12 @@ run_page() {
 report() {
 	local page=$1 dir=$2 status=$3 lines=$4 at k md block
 	at=$(head -n 1 "$dir/fail" 2>/dev/null || true)
+	# bash's own errors (an unbound variable, a syntax error) skip the ERR trap
+	# but name the script's line.
+	if [ -z "$at" ] && k=$(grep -m 1 -oE '^page\.sh: line [0-9]+:' "$dir/out.log"); then
+		k=${k#page.sh: line }
+		at="${k%:}	$status	$(grep -m 1 '^page\.sh: line' "$dir/out.log")"
+	fi
 	if [ -n "$at" ]; then
 		k=$(($(cut -f1 <<<"$at") - 4))
 		md=$(sed -n "${k}p" <<<"$lines" | cut -f1)
