@@ -5,19 +5,20 @@
 # In README.md and docs/*.md, a fence opened with "```sh doctest" runs, and so
 # does a hidden block (a line "<!-- doctest", its lines, a line "-->"); other
 # fences do not. Either may be indented (in a list item): the opening line's
-# indent is taken off its lines. A page's runnable lines run in order as ONE bash -Eeuo pipefail
-# script, in a fresh directory (holding sql/, a link to the repository's), with
-# a fresh database that `stagedrain migrate` has set up and a flushed Redis:
-# PATH starts with the built stagedrain; STAGEDRAIN_PG_URL, DATABASE_URL,
-# STAGEDRAIN_REDIS_URL, REDIS_URL and PGHOST, PGPORT, PGUSER (a superuser),
-# PGDATABASE name them. Background jobs a page starts are stopped when it ends;
-# its database and the roles it created are dropped.
+# indent is taken off its lines. A page's runnable lines run in order as ONE
+# bash -Eeuo pipefail script, in a fresh directory (holding sql/, a link to the
+# repository's), with a fresh database that `stagedrain migrate` has set up
+# and a flushed Redis: PATH starts with the built stagedrain; STAGEDRAIN_PG_URL,
+# DATABASE_URL, STAGEDRAIN_REDIS_URL, REDIS_URL and PGHOST, PGPORT, PGUSER (a
+# superuser), PGDATABASE name them. Background jobs a page starts are stopped
+# when it ends; its database and the roles it created are dropped.
 #
 # Then the drift checks: the settings table of docs/operating.md lists exactly
 # the flags of `stagedrain --help`; the roles table of docs/security.md names
 # every privilege sql/roles.sql grants; docs/staging.md's table every column of
 # staged_jobs; the README's introduction names every format; every relative
-# link leads to a file and heading that exist. A failure names the page, the line in it, the command and its output.
+# link leads to a file and heading that exist. A failure names the page, the
+# line in it, the command and its output.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 : "${TEST_PG_URL:?run under tests/services.sh}" "${TEST_REDIS_URL:?}" "${STAGEDRAIN_BIN:?}"
@@ -206,7 +207,7 @@ check_links() {
 			if [ ! -e "$target" ]; then
 				case " $pending_pages " in *" $target "*) continue ;; esac
 				fail "$page links to $link: no such file"
-			elif [ -n "$anchor" ] && [[ $target == *.md ]] && ! slugs "$target" | grep -qxF -- "$anchor"; then
+			elif [ -n "$anchor" ] && [[ $target == *.md ]] && ! slugs "$target" | grep -xF -- "$anchor" >/dev/null; then
 				fail "$page links to $link: no such heading"
 			fi
 		done < <(grep -oE '\]\([^)#[:space:]]*(#[^)[:space:]]*)?\)' "$page" | sed -E 's/^\]\((.*)\)$/\1/' | grep -v '^[a-z]*://')
