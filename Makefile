@@ -66,7 +66,7 @@ BENCH_ARGS ?=
 
 BIN = $(OUT)/stagedrain
 MAN = $(OUT)/stagedrain.1
-.PHONY: all test test-unit test-integration test-ops test-clients man-check docker-check install uninstall \
+.PHONY: all test test-unit test-integration test-ops test-clients doc-test man-check docker-check install uninstall \
         chaos chaos-caps chaos-steady deps demo fuzz bench clean format format-check help
 
 # Where `make install` puts things: $(DESTDIR)$(PREFIX)/bin, share/man/man1, share/stagedrain.
@@ -203,14 +203,20 @@ test-integration: deps
 	$(MAKE) $(BIN) $(OUT)/check_integration $(OUT)/bench/bench
 	STAGEDRAIN_BIN=$(BIN) bash tests/services.sh run $(OUT)/check_integration
 
-# The README's set-up block and the client libraries (clients/) with their real
-# frameworks and workers, against the relay; not again under SAN=1, whose
-# relay the integration suite already runs.
+# The client libraries (clients/) with their real frameworks and workers,
+# against the relay; not again under SAN=1, whose relay the integration suite
+# already runs.
 test-clients: deps
 	$(MAKE) $(BIN)
 	STAGEDRAIN_BIN=$(BIN) bash tests/services.sh run bash tests/clients.sh
 
-test: test-unit test-ops test-integration $(if $(SAN),,test-clients)
+# Every command README.md and docs/*.md mark runnable, and the drift checks
+# (tests/doc_test.sh); not again under SAN=1, like test-clients.
+doc-test: deps
+	$(MAKE) $(BIN)
+	STAGEDRAIN_BIN=$(BIN) bash tests/services.sh run bash tests/doc_test.sh
+
+test: test-unit test-ops test-integration $(if $(SAN),,test-clients doc-test)
 
 # make install into a scratch DESTDIR, then man finds the page and the binary runs.
 test-ops: deps
@@ -271,6 +277,7 @@ help:
 	@echo "make demo       throwaway Postgres+Redis, stage jobs, relay them, show Redis"
 	@echo "make bench      throughput, latency, long-transaction and memory figures (BENCH_ARGS=...)"
 	@echo "make test       unit and integration suites against real servers (SAN=1: ASan+UBSan)"
+	@echo "make doc-test   run every command the docs mark runnable (README.md, docs/*.md)"
 	@echo "make chaos      kill leaders, backends and redis while jobs flow; check redis"
 	@echo "                (CHAOS_JOBS=200000 CHAOS_KILLS=50 CHAOS_BACKEND_KILLS=10 CHAOS_REDIS_RESTARTS=3)"
 	@echo "make chaos-caps the same with --max-queue-length 200, tenants and a consumer (CHAOS_CAPS=N)"
