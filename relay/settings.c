@@ -213,8 +213,9 @@ const struct setting settings[] = {
 	{ .flag = "warn-xact-age", .env = "STAGEDRAIN_WARN_XACT_AGE", .type = V_INT,
 	  .metavar = "DURATION", .def = "5min", .num = &period, .min = 0, .max = 86400000,
 	  .off = OFF(warn_xact_age_ms),
-	  .help = "log a warning naming any transaction in the database open longer than "
-		  "this, since vacuum cannot clean up after it; 0 turns the warning off" },
+	  .help = "warn, naming it and how to end it, about anything holding back vacuum's xmin "
+		  "horizon longer than this: a transaction, a standby's query, a replication slot "
+		  "or a prepared transaction; 0 turns the warning off" },
 	{ .flag = "watch-interval", .env = "STAGEDRAIN_WATCH_INTERVAL", .type = V_INT,
 	  .metavar = "DURATION", .def = "5s", .num = &period, .min = 100, .max = 3600000,
 	  .off = OFF(watch_interval_ms),

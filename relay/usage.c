@@ -213,6 +213,36 @@ static void man_commands(FILE *out)
 	fputs(".El\n", out);
 }
 
+/* What an operator must know besides the flags: where bad rows go, and who may do what. */
+static void man_notes(FILE *out)
+{
+	fputs(".Ss Dead letters\n"
+	      "A row that can never be a job (its args or options do not fit the format, it is too large, or\n"
+	      "Redis refused it twice, alone) is moved to\n.Sy staged_jobs_dead\n"
+	      "with its\n.Sy reason\nand\n.Sy failed_at ,\n"
+	      "in the transaction that deletes it from\n.Sy staged_jobs ,\n"
+	      "so the drain goes on; the warning names its dead_id, queue and class.\n"
+	      ".Cm dead list\nand\n.Cm dead show\nread them,\n"
+	      ".Cm dead replay\nmoves them back (after a fix) keeping jid, uuid, tenant and created_at, and\n"
+	      ".Cm dead purge\ndeletes old ones.\n"
+	      ".Ss Roles\n"
+	      ".Pa sql/roles.sql\n"
+	      "creates three NOLOGIN group roles and grants each only what it needs:\n"
+	      ".Bl -tag -width stagedrain_admin\n"
+	      ".It stagedrain_relay\n"
+	      "SELECT and DELETE on staged_jobs; INSERT on staged_jobs_dead; SELECT, INSERT and DELETE on\n"
+	      "staged_jobs_held; SELECT on both id sequences.\n"
+	      ".It stagedrain_app\n"
+	      "INSERT on staged_jobs' columns other than id, USAGE on its sequence, and SELECT on id, uuid,\n"
+	      "jid and queue.\n"
+	      ".It stagedrain_admin\n"
+	      "What the dead commands need: SELECT and DELETE on staged_jobs_dead, INSERT on staged_jobs.\n"
+	      ".El\n"
+	      "Run it as a superuser (or a role with CREATEROLE that owns the tables) after\n"
+	      ".Cm migrate ;\nrunning it again restores exactly these grants.\n",
+	      out);
+}
+
 void config_man(FILE *out, const char *date, const char *version)
 {
 	fprintf(out,
@@ -220,14 +250,14 @@ void config_man(FILE *out, const char *date, const char *version)
 		".Dd %s\n.Dt STAGEDRAIN 1\n.Os stagedrain %s\n",
 		date, version);
 	fputs(".Sh NAME\n.Nm stagedrain\n"
-	      ".Nd relay jobs staged in PostgreSQL to Sidekiq or Resque queues in Redis\n"
+	      ".Nd relay jobs staged in PostgreSQL to Sidekiq, Resque, ActiveJob, Celery or Laravel queues in Redis\n"
 	      ".Sh SYNOPSIS\n.Nm\n.Op Cm run | migrate\n.Op Ar options\n.Nm\n.Cm status | dead | help\n.Op Ar arguments\n"
 	      ".Sh DESCRIPTION\n"
 	      "Applications insert jobs into the\n.Sy staged_jobs\n"
 	      "table inside their own transactions.\n"
-	      ".Nm\nmoves the committed ones to Redis, in batches, exactly as Sidekiq's or\n"
-	      "Resque's own client would write them, and deletes each batch only after Redis\n"
-	      "acknowledged it.\n"
+	      ".Nm\nmoves the committed ones to Redis, in batches, as the job library's own\n"
+	      "client would write them\n.Pq Fl -format ,\n"
+	      "and deletes each batch only after Redis acknowledged it.\n"
 	      "Several relays may run: they elect one leader with\n.Fn pg_advisory_lock ;\n"
 	      "the others wait as standbys.\n"
 	      ".Ss Commands\n.Bl -tag -width migrate\n",
@@ -236,6 +266,7 @@ void config_man(FILE *out, const char *date, const char *version)
 		fprintf(out, ".It Cm %s\n%c%s.\n", c->name, toupper((unsigned char)c->help[0]), c->help + 1);
 	fputs(".El\n", out);
 	man_commands(out);
+	man_notes(out);
 	fputs(".Ss HTTP endpoint\nWith\n.Fl -http-addr ,\n"
 	      ".Nm\nserves\n.Pa /metrics\nin the Prometheus text format,\n"
 	      ".Pa /healthz\n(200 while the process runs) and\n.Pa /readyz\n"
@@ -252,18 +283,31 @@ void config_man(FILE *out, const char *date, const char *version)
 	      ".It Ev PGHOST , Ev PGDATABASE , Ev PGUSER , No ...\n"
 	      "Read by libpq when\n.Fl -pg-url\nleaves them out.\n"
 	      ".El\n"
+	      ".Sh FILES\n.Bl -tag -width Ds\n"
+	      ".It Pa share/stagedrain/sql/roles.sql\nThe group roles and their grants, under the install prefix.\n"
+	      ".It Pa share/stagedrain/examples/\nA systemd unit and its environment file.\n.El\n"
 	      ".Sh EXIT STATUS\n.Bl -tag -width Ds\n"
 	      ".It 0\nAfter\n.Fl -once\nleft nothing it could relay, or after SIGTERM or SIGINT.\n"
-	      ".It 1\nA server could not be reached, or the schema is missing, at start-up.\n"
+	      ".It 1\nA setting no retry can fix (authentication, a database or role that does not exist, TLS\n"
+	      "verification, a missing or old schema, an address\n.Fl -http-addr\ncannot listen on), or with\n"
+	      ".Fl -once\na server that could not be used for 10 seconds.\n"
+	      "A server that is not there yet is waited for.\n"
 	      ".It 2\nA bad flag or value.\n"
 	      ".It 3\nWith\n.Fl -once :\njobs are left (held by a cap, paused by the memory bound, kept by a key of\n"
 	      "the wrong type, or another session held the leader lock for 5 seconds); one\nline names them.\n.El\n"
-	      ".Sh EXAMPLES\nCreate the tables, then relay to a local Redis and serve metrics:\n"
+	      ".Sh EXAMPLES\nCreate the tables as their owner, then relay to a local Redis and serve metrics:\n"
 	      ".Bd -literal -offset indent\n"
-	      "stagedrain migrate --pg-url postgresql://app@db/app\n"
-	      "stagedrain --pg-url postgresql://relay@db/app \\e\n"
+	      "stagedrain migrate --pg-url postgresql://postgres@db/app\n"
+	      "stagedrain --pg-url postgresql://relay@db/app --pg-password-file relay.pw \\e\n"
 	      "    --redis-url redis://redis:6379/0 --http-addr 127.0.0.1:9187\n"
 	      ".Ed\n"
-	      ".Sh SEE ALSO\n.Xr psql 1 ,\n.Xr redis-cli 1\n",
+	      "Is it working, and what was dead-lettered in the last day?\n"
+	      ".Bd -literal -offset indent\n"
+	      "stagedrain status\n"
+	      "stagedrain dead list --since 1d\n"
+	      ".Ed\n"
+	      ".Sh SEE ALSO\n.Xr psql 1 ,\n.Xr redis-cli 1\n"
+	      ".Pp\nThe project's docs/ pages: operating.md, dead-letters.md, status.md, security.md,\n"
+	      "xmin-horizon.md and troubleshooting.md.\n",
 	      out);
 }

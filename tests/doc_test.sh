@@ -186,7 +186,7 @@ check_schema() {
 
 # Pages other branches write, linked from here before they land: a link to
 # one of them may point nowhere yet. Empty this once they are merged.
-pending_pages="docs/dead-letters.md docs/status.md docs/xmin-horizon.md"
+pending_pages="docs/dead-letters.md docs/status.md"
 
 # slugs FILE: the anchors of its headings, as GitHub makes them.
 slugs() {
