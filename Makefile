@@ -189,9 +189,11 @@ test-unit: deps
 man-check: $(MAN)
 	mandoc -Tlint -W warning $(MAN)
 
-# The Dockerfile's rules (hadolint is not packaged for Debian) and the compose file's shape.
+# The Dockerfile's rules (hadolint is not packaged for Debian) and the compose file's shape;
+# then each rule of our own, on a file that breaks it.
 docker-check:
 	$(PYTHON) tests/docker_check.py docker/Dockerfile docker/docker-compose.yml
+	$(PYTHON) tests/docker_check_test.py -q
 
 # docker/Dockerfile built with buildah from a base mmdebstrap makes (no registry),
 # then migrate and the relay run from it with podman against throwaway servers.

@@ -41,12 +41,11 @@ cat >"$dir/containers.conf" <<-CONF
 	events_logfile_path = "$dir/events.log"
 	tmp_dir = "$dir/libpod"
 CONF
-# The Dockerfile's short name resolves to the imported base, and only to it.
+# No registry to search: the Dockerfile names its base in full (docker_check),
+# and that is the one imported here.
 cat >"$dir/registries.conf" <<-CONF
 	unqualified-search-registries = []
 	short-name-mode = "enforcing"
-	[aliases]
-	"debian" = "docker.io/library/debian"
 CONF
 export CONTAINERS_STORAGE_CONF=$dir/storage.conf CONTAINERS_CONF=$dir/containers.conf \
 	CONTAINERS_REGISTRIES_CONF=$dir/registries.conf TMPDIR=$dir/tmp
