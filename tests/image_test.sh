@@ -40,6 +40,8 @@ cat >"$dir/containers.conf" <<-CONF
 	events_logger = "file"
 	events_logfile_path = "$dir/events.log"
 	tmp_dir = "$dir/libpod"
+	[network]
+	network_config_dir = "$dir/cni"
 CONF
 # No registry to search: the Dockerfile names its base in full (docker_check),
 # and that is the one imported here.
@@ -49,11 +51,14 @@ cat >"$dir/registries.conf" <<-CONF
 CONF
 export CONTAINERS_STORAGE_CONF=$dir/storage.conf CONTAINERS_CONF=$dir/containers.conf \
 	CONTAINERS_REGISTRIES_CONF=$dir/registries.conf TMPDIR=$dir/tmp
+# runc's state too (it would be /run/runc).
+podman() { command podman --runtime-flag "root=$dir/runc" "$@"; }
 
 # containers/image keeps a blob cache under /var/lib/containers whatever the
-# storage settings say: removed again if this run made it.
-had_cache=$(ls -d /var/lib/containers/cache 2>/dev/null || true)
-had_var=$(ls -d /var/lib/containers 2>/dev/null || true)
+# storage settings say, and podman makes runc's default state directory even
+# when runc is told another: each is removed again if this run made it.
+made=""
+for p in /var/lib/containers/cache /var/lib/containers /run/runc; do [ -e "$p" ] || made="$made $p"; done
 cleanup() {
 	podman rm -f -t 0 "$relay" >/dev/null 2>&1 || true
 	buildah rm --all >/dev/null 2>&1 || true
@@ -62,8 +67,9 @@ cleanup() {
 	# Nothing may stay mounted in the tree rm -rf walks.
 	findmnt -rn -o TARGET | grep "^$dir/" | sort -r | xargs -r umount -l 2>/dev/null || true
 	rm -rf "$dir"
-	[ -n "$had_cache" ] || rm -rf /var/lib/containers/cache
-	[ -n "$had_var" ] || rmdir /var/lib/containers 2>/dev/null || true
+	for p in $made; do
+		case $p in */cache) rm -rf "$p" ;; *) rmdir "$p" 2>/dev/null || true ;; esac
+	done
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
