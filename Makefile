@@ -66,7 +66,8 @@ BENCH_ARGS ?=
 
 BIN = $(OUT)/stagedrain
 MAN = $(OUT)/stagedrain.1
-.PHONY: all test test-unit test-integration test-ops test-clients doc-test man-check docker-check install uninstall \
+.PHONY: all test test-unit test-integration test-ops test-clients doc-test man-check docker-check image-test \
+        install uninstall \
         chaos chaos-caps chaos-steady deps demo fuzz bench clean format format-check help
 
 # Where `make install` puts things: $(DESTDIR)$(PREFIX)/bin, share/man/man1, share/stagedrain.
@@ -193,9 +194,17 @@ test-unit: deps
 man-check: $(MAN)
 	mandoc -Tlint -W warning $(MAN)
 
-# The Dockerfile's rules (hadolint is not packaged for Debian) and the compose file's shape.
+# The Dockerfile's rules (hadolint is not packaged for Debian) and the compose file's shape;
+# then each rule of our own, on a file that breaks it.
 docker-check:
 	$(PYTHON) tests/docker_check.py docker/Dockerfile docker/docker-compose.yml
+	$(PYTHON) tests/docker_check_test.py -q
+
+# docker/Dockerfile built with buildah from a base mmdebstrap makes (no registry),
+# then migrate and the relay run from it with podman against throwaway servers.
+# Root; installs buildah, podman, mmdebstrap and runc; leaves no images behind.
+image-test: deps
+	bash tests/image_test.sh
 
 # The bench is only built here (so it keeps compiling), not run: see `make bench`.
 # The harness starts a throwaway Postgres and Redis, runs the suites, stops them by PID.
@@ -278,6 +287,7 @@ help:
 	@echo "make bench      throughput, latency, long-transaction and memory figures (BENCH_ARGS=...)"
 	@echo "make test       unit and integration suites against real servers (SAN=1: ASan+UBSan)"
 	@echo "make doc-test   run every command the docs mark runnable (README.md, docs/*.md)"
+	@echo "make image-test build docker/Dockerfile (buildah, mmdebstrap) and run the relay from it (podman)"
 	@echo "make chaos      kill leaders, backends and redis while jobs flow; check redis"
 	@echo "                (CHAOS_JOBS=200000 CHAOS_KILLS=50 CHAOS_BACKEND_KILLS=10 CHAOS_REDIS_RESTARTS=3)"
 	@echo "make chaos-caps the same with --max-queue-length 200, tenants and a consumer (CHAOS_CAPS=N)"

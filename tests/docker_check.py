@@ -96,6 +96,9 @@ def check_dockerfile(path, sidecar):
             names.add(rest.split()[-1])
         if image in names:
             continue
+        if not qualified(image):
+            problem(f"{name}:{n}", "qualified", f"base image {image} is not fully qualified (docker.io/library/...): "
+                    "podman and buildah resolve a short name only through registries.conf")
         if ":" not in image or "$" in image:
             problem(f"{name}:{n}", "DL3006", f"base image {image} has no fixed tag")
         elif image.endswith(":latest"):
@@ -128,10 +131,76 @@ def check_dockerfile(path, sidecar):
     users = [rest for _, word, rest in final if word == "USER"]
     if not users or users[-1].split(":")[0] in ("root", "0"):
         problem(name, "DL3002", "the last stage must switch to a non-root USER")
+    else:
+        check_user_ids(name, users[-1], final)
     if not any(word == "ENTRYPOINT" for _, word, _ in final):
         problem(name, "entrypoint", "the last stage has no ENTRYPOINT")
     if sidecar:
         check_sidecar_image(name, st, final)
+
+
+def qualified(image):
+    """registry/path:tag, as podman needs without a search list: docker.io/library/x, localhost/x."""
+    first = image.split("/")[0]
+    return "/" in image and ("." in first or ":" in first or first == "localhost")
+
+
+# useradd's and groupadd's options that take a value (shadow 4.13).
+VALUED = {"-u", "--uid", "-g", "--gid", "-d", "--home-dir", "-s", "--shell", "-c", "--comment",
+          "-G", "--groups", "-k", "--skel", "-K", "--key", "-e", "--expiredate", "-f", "--inactive",
+          "-p", "--password", "-R", "--root", "-P", "--prefix", "-Z", "--selinux-user", "-b", "--base-dir"}
+
+
+def account_commands(body, program):
+    """Each `program` (useradd, groupadd) the stage runs: ({option: value}, name)."""
+    out = []
+    for _, word, rest in body:
+        if word != "RUN":
+            continue
+        for cmd in re.split(r"&&|\|\||;", rest):
+            words = shlex.split(cmd)
+            if not words or words[0] != program:
+                continue
+            opts, args, it = {}, [], iter(words[1:])
+            for w in it:
+                if w.startswith("--") and "=" in w:
+                    k, v = w.split("=", 1)
+                    opts[k] = v
+                elif w in VALUED:
+                    opts[w] = next(it, "")
+                elif w.startswith("-"):
+                    opts[w] = True
+                else:
+                    args.append(w)
+            out.append((opts, args[-1] if args else ""))
+    return out
+
+
+def opt(opts, short, long):
+    return opts.get(long, opts.get(short))
+
+
+def check_user_ids(name, user, final):
+    """USER uid:gid, numeric (a runtime tells it is not root without reading the
+    image), and both ids have entries the last stage makes: a process whose gid
+    has no /etc/group line is what useradd --user-group left (it picks the gid)."""
+    uid, _, gid = user.partition(":")
+    if not uid.isdigit() or not gid.isdigit():
+        problem(name, "user-ids", f"USER {user}: must be numeric uid:gid")
+        return
+    groups = {opt(o, "-g", "--gid"): g for o, g in account_commands(final, "groupadd")}
+    users = {opt(o, "-u", "--uid"): o for o, _ in account_commands(final, "useradd")}
+    if gid not in groups:
+        problem(name, "user-ids", f"USER {user}: gid {gid} has no /etc/group entry (groupadd --gid {gid} NAME)")
+    if uid not in users:
+        problem(name, "user-ids", f"USER {user}: uid {uid} has no /etc/passwd entry (useradd --uid {uid})")
+        return
+    opts = users[uid]
+    if opt(opts, "-U", "--user-group"):
+        problem(name, "user-ids", f"useradd --uid {uid} --user-group picks its group's gid itself, not {gid}")
+    primary = opt(opts, "-g", "--gid")
+    if primary not in (gid, groups.get(gid)):
+        problem(name, "user-ids", f"useradd --uid {uid}: its primary group must be gid {gid} (--gid {gid})")
 
 
 # Runtime packages of the build stage's -dev packages (Debian bookworm).
@@ -293,8 +362,16 @@ def check_compose(path):
     for sname, svc in svcs.items():
         where = f"{name}: {sname}"
         image = svc.get("image", "")
-        if not svc.get("build") and (":" not in image or image.endswith(":latest")):
+        if not image:
+            problem(where, "image", "no image: name it, fully qualified (localhost/... for one built here)")
+            continue
+        if ":" not in image.rpartition("/")[2] or image.endswith(":latest"):
             problem(where, "image", f"{image!r} has no fixed tag")
+        # podman-compose resolves a short name only through registries.conf.
+        if not qualified(image):
+            problem(where, "image", f"{image!r} is not fully qualified (docker.io/library/..., localhost/...)")
+        elif svc.get("build") and not image.startswith("localhost/"):
+            problem(where, "image", f"{image!r} is built here: name it localhost/..., as podman does")
         deps = svc.get("depends_on") or {}
         for dep in deps:
             if dep not in svcs:
