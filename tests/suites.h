@@ -18,6 +18,7 @@ Suite *activejob_format_suite(void);
 Suite *celery_format_suite(void);
 Suite *queue_groups_suite(void);
 Suite *cmd_args_suite(void);
+Suite *status_unit_suite(void);
 
 Suite *relay_suite(void);
 Suite *faults_suite(void);
@@ -42,5 +43,6 @@ Suite *capped_e2e_suite(void);
 Suite *once_suite(void);
 Suite *startup_suite(void);
 Suite *stop_suite(void);
+Suite *status_suite(void);
 
 #endif
