@@ -17,23 +17,26 @@ static const char *const holder_kinds[] = { "none", "relay", "foreign" };
 static void print_leader(FILE *out, const struct status *s)
 {
 	const struct lock_holder *h = &s->leader;
-	char age[32], epoch[32] = "";
+	char age[32], epoch[32] = "", last[40] = "";
 
-	if (s->epoch >= 0)
+	if (s->epoch >= 0) {
 		snprintf(epoch, sizeof(epoch), ", epoch %lld", s->epoch);
+		snprintf(last, sizeof(last), " (last epoch %lld)", s->epoch);
+	}
 	if (!s->leader_read) {
-		fprintf(out, LABEL "unknown (postgres was not read)%s\n", "leader", epoch);
+		fprintf(out, LABEL "unknown: postgres was not read%s\n", "leader", last);
 		return;
 	}
 	if (h->kind == LOCK_HOLDER_NONE) {
-		fprintf(out, LABEL "no relay holds the leader lock (no relay runs)%s\n", "leader", epoch);
+		fprintf(out, LABEL "none: no relay holds the leader lock (none runs, or none reaches postgres)%s\n",
+			"leader", last);
 		return;
 	}
 	if (h->pid == 0) {
 		fprintf(out, LABEL "a prepared transaction holds the leader lock (see pg_prepared_xacts)\n", "leader");
 		return;
 	}
-	fprintf(out, LABEL "%s at %s (backend pid %d, application_name \"%s\"%s) since %s", "leader",
+	fprintf(out, LABEL "%s at %s (backend pid %d, application_name \"%s\"%s), connected since %s", "leader",
 		h->kind == LOCK_HOLDER_RELAY ? "relay" : "a session that is not a relay", h->addr, h->pid, h->app,
 		epoch, h->since);
 	if (s->leader_age_s >= 0) {
