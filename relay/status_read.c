@@ -317,6 +317,7 @@ int status_read(struct status *s, const struct config *cfg)
 						    cfg->max_queue_length);
 	if ((rc = read_pg(s, cfg)) < 0)
 		return rc;
-	qsort(s->queues, s->nqueues, sizeof(*s->queues), by_name);
+	if (s->nqueues > 1) /* qsort may not be given NULL, even for none */
+		qsort(s->queues, s->nqueues, sizeof(*s->queues), by_name);
 	return read_redis(s, cfg);
 }

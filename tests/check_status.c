@@ -148,6 +148,27 @@ START_TEST(running_relay_is_healthy)
 }
 END_TEST
 
+/* A session that is not a relay holds the lock: every relay waits, and status says who. */
+START_TEST(foreign_lock_holder_is_named)
+{
+	PGconn *x = h_pg();
+	char want[96];
+	long long pid;
+
+	h_sql(x, "SET application_name = 'someone-else'");
+	h_sql(x, "SELECT pg_advisory_lock(%lld)", KEYS_LOCK_DEFAULT);
+	pid = h_sql(x, "SELECT pg_backend_pid()");
+	ck_assert_int_eq(status_run("status-foreign", NULL), 1);
+	snprintf(want, sizeof(want), "a session that is not a relay at 127.0.0.1 (backend pid %lld,", pid);
+	ASSERT_SAID(want);
+	ASSERT_SAID("application_name \"someone-else\"");
+	snprintf(want, sizeof(want), "needs attention: a session that is not a relay holds the leader lock (pid %lld)",
+		 pid);
+	ASSERT_SAID(want);
+	PQfinish(x);
+}
+END_TEST
+
 /* An old staged job, no relay to take it: named, with --max-age, and exit 1. */
 START_TEST(old_staged_job_needs_a_person)
 {
@@ -330,6 +351,7 @@ Suite *status_suite(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, no_relay_says_so);
 	tcase_add_test(tc, running_relay_is_healthy);
+	tcase_add_test(tc, foreign_lock_holder_is_named);
 	tcase_add_test(tc, old_staged_job_needs_a_person);
 	tcase_add_test(tc, held_jobs_queue_lengths_and_dead_rows);
 	tcase_add_test(tc, long_transaction_holds_the_horizon);
