@@ -58,12 +58,20 @@
 	" AND l.pid IS DISTINCT FROM pg_backend_pid() AND l.pid IS DISTINCT FROM $1::int"
 
 /* Keeps the first failure: the one line status shows for Postgres. */
-static void pg_failed(struct status *s, PGconn *conn, const PGresult *res, const char *what)
+static void pg_failed_with(struct status *s, const char *msg)
 {
 	if (!s->pg_ok)
 		return;
 	s->pg_ok = false;
-	pg_conn_error(s->pg_err, sizeof(s->pg_err), conn, res, what);
+	snprintf(s->pg_err, sizeof(s->pg_err), "%s", msg);
+}
+
+static void pg_failed(struct status *s, PGconn *conn, const PGresult *res, const char *what)
+{
+	char msg[sizeof(s->pg_err)];
+
+	pg_conn_error(msg, sizeof(msg), conn, res, what);
+	pg_failed_with(s, msg);
 }
 
 /* Runs sql with at most one integer parameter; NULL (and the failure noted) unless it returned rows. */
@@ -97,9 +105,7 @@ static void read_leader(struct status *s, const struct config *cfg, PGconn *conn
 	pg_source_init(&pg, cfg);
 	pg.conn = conn;
 	if (lock_holder_read(&pg, &s->leader) < 0) {
-		if (s->pg_ok)
-			snprintf(s->pg_err, sizeof(s->pg_err), "%s", pg.errstr);
-		s->pg_ok = false;
+		pg_failed_with(s, pg.errstr);
 		return;
 	}
 	s->leader_read = true;
@@ -204,8 +210,8 @@ static int read_pg(struct status *s, const struct config *cfg)
 	read_dead_and_gaps(s, conn);
 	if (status_horizon_read(conn, &s->horizon, err, sizeof(err)) == 0)
 		s->horizon_read = true;
-	else if (s->pg_ok)
-		s->pg_ok = false, snprintf(s->pg_err, sizeof(s->pg_err), "%s", err);
+	else
+		pg_failed_with(s, err);
 done:
 	PQfinish(conn);
 	return rc;

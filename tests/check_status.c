@@ -10,6 +10,7 @@
 #include "harness.h"
 #include "keys.h"
 #include "suites.h"
+#include "support/fake_sentinel.h"
 
 /* A port nothing listens on: a connect there is refused at once. */
 #define CLOSED_URL_REDIS "redis://127.0.0.1:1"
@@ -320,6 +321,27 @@ START_TEST(postgres_down_still_reads_redis)
 }
 END_TEST
 
+/* Behind Sentinel: the master the sentinel named, and the master's name. */
+START_TEST(sentinel_target_is_shown)
+{
+	struct fake_sentinel f;
+	char url[128], where[64];
+	json_t *o;
+
+	ck_assert_int_eq(fake_sentinel_start(&f, atoi(h_env("TEST_REDIS_PORT"))), 0);
+	snprintf(url, sizeof(url), "redis-sentinel://127.0.0.1:%d/jobs/0", f.port);
+	snprintf(where, sizeof(where), "127.0.0.1:%s/0", h_env("TEST_REDIS_PORT"));
+	ck_assert_int_eq(status_with("status-sentinel", NULL, url, (const char *const[]){ "--json", NULL }), 1);
+	fake_sentinel_stop(&f);
+	o = output_json();
+	ck_assert(json_is_true(at(o, "redis", "reachable")));
+	ck_assert_str_eq(json_string_value(at(o, "redis", "master_name")), "jobs");
+	ck_assert_str_eq(json_string_value(at(o, "redis", "address")), where);
+	ck_assert(json_is_false(at(o, "redis", "tls")));
+	json_decref(o);
+}
+END_TEST
+
 /* Usage errors: exit 2 and one line, whatever the servers would say. */
 START_TEST(usage_errors_exit_2_with_one_line)
 {
@@ -357,6 +379,7 @@ Suite *status_suite(void)
 	tcase_add_test(tc, long_transaction_holds_the_horizon);
 	tcase_add_test(tc, redis_down_still_reads_postgres);
 	tcase_add_test(tc, postgres_down_still_reads_redis);
+	tcase_add_test(tc, sentinel_target_is_shown);
 	tcase_add_test(tc, usage_errors_exit_2_with_one_line);
 	suite_add_tcase(s, tc);
 	return s;
