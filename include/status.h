@@ -31,8 +31,9 @@ struct status {
 	long long epoch;           /* from Redis; -1: none there, or unread */
 
 	bool backlog_read;
+	bool staged_estimated; /* the count outlasted the statement timeout: the statistics' estimate */
 	long long staged;
-	double staged_oldest_s; /* the oldest staged row's age (created_at); meaningless when staged is 0 */
+	double staged_oldest_s; /* the oldest staged row's age (created_at); NAN unknown; meaningless when staged is 0 */
 
 	bool gaps_read;
 	long long staging_xacts; /* transactions, other than the leader's, with staged_jobs open for writing */

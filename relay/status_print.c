@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,10 +57,12 @@ static void print_backlog(FILE *out, const struct status *s)
 	}
 	status_count(s->staged, n, sizeof(n));
 	status_age(s->staged_oldest_s, age, sizeof(age));
-	if (s->staged == 0)
-		fprintf(out, LABEL "0 staged\n", "backlog");
-	else
-		fprintf(out, LABEL "%s staged, oldest %s\n", "backlog", n, age);
+	fprintf(out, LABEL "%s%s staged", "backlog", s->staged_estimated ? "about " : "", n);
+	if (s->staged > 0 || s->staged_estimated)
+		fprintf(out, ", oldest %s", isnan(s->staged_oldest_s) ? "unknown" : age);
+	if (s->staged_estimated)
+		fputs(" (an estimate: the count outlasted the statement timeout)", out);
+	fputc('\n', out);
 }
 
 static void print_gaps(FILE *out, const struct status *s)
@@ -191,6 +194,16 @@ static json_t *leader_json(const struct status *s)
 			 int_or_null(s->epoch >= 0, s->epoch));
 }
 
+static json_t *backlog_json(const struct status *s)
+{
+	if (!s->backlog_read)
+		return json_null();
+	return json_pack("{s:I, s:b, s:o}", "staged", (json_int_t)s->staged, "estimated", s->staged_estimated,
+			 "oldest_age_seconds",
+			 real_or_null((s->staged > 0 || s->staged_estimated) && !isnan(s->staged_oldest_s),
+				      s->staged_oldest_s));
+}
+
 static json_t *queues_json(const struct status *s)
 {
 	json_t *a = json_array();
@@ -230,15 +243,11 @@ int status_print_json(FILE *out, const struct status *s, const struct status_pro
 
 	o = json_pack("{s:b, s:o, s:{s:b, s:o}, s:{s:b, s:o, s:s, s:o, s:b}, s:o,"
 		      " s:o, s:o, s:o, s:o, s:o, s:{s:f, s:f}}",
-		      "healthy", p->n == 0, "problems", problems_json(p), "postgres", "reachable", s->pg_ok, "error",
-		      str_or_null(!s->pg_ok, s->pg_err), "redis", "reachable", s->redis_ok, "error",
+		      "healthy", p->n == 0, "problems", problems_json(p), "postgres", "ok", s->pg_ok, "error",
+		      str_or_null(!s->pg_ok, s->pg_err), "redis", "ok", s->redis_ok, "error",
 		      str_or_null(!s->redis_ok, s->redis_err), "address", s->redis_where, "master_name",
 		      str_or_null(s->master_name != NULL, s->master_name ? s->master_name : ""), "tls", s->redis_tls,
-		      "leader", leader_json(s), "backlog",
-		      s->backlog_read ? json_pack("{s:I, s:o}", "staged", (json_int_t)s->staged, "oldest_age_seconds",
-						  real_or_null(s->staged > 0, s->staged_oldest_s))
-				      : json_null(),
-		      "gaps",
+		      "leader", leader_json(s), "backlog", backlog_json(s), "gaps",
 		      s->gaps_read ? json_pack("{s:I, s:o, s:o}", "staging_transactions", (json_int_t)s->staging_xacts,
 					       "oldest_age_seconds",
 					       real_or_null(s->staging_xacts > 0, s->staging_oldest_s), "oldest_pid",

@@ -2,6 +2,7 @@
 #include "fmacros.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +32,18 @@
 #define STAGED_SQL                                                                                                     \
 	"SELECT queue, count(*), greatest(0, extract(epoch FROM clock_timestamp() - min(created_at)))::float8"         \
 	" FROM staged_jobs GROUP BY queue"
+
+/* When the count outlasts the timeout: the statistics' live rows (what
+ * autovacuum and the relay's /metrics read), and the lowest id's age, one
+ * step down the primary key's index (which, under a held horizon, may walk
+ * every drained row's entry first: it is bounded by the same timeout). */
+#define ESTIMATE_SQL "SELECT n_live_tup FROM pg_stat_user_tables WHERE relid = 'staged_jobs'::regclass"
+#define LOWEST_SQL                                                                                                     \
+	"SELECT greatest(0, extract(epoch FROM clock_timestamp() - created_at))::float8"                               \
+	" FROM staged_jobs ORDER BY id LIMIT 1"
+
+/* SQLSTATE query_canceled: what the statement timeout raises. */
+#define SQLSTATE_CANCELED "57014"
 
 #define HELD_SQL                                                                                                       \
 	"SELECT queue, count(*), greatest(0, extract(epoch FROM clock_timestamp() - min(held_at)))::float8"            \
@@ -126,13 +139,37 @@ static int note_queue(struct status *s, const struct config *cfg, const char *na
 	return status_queue_add(s, name, cap) ? 0 : -ENOMEM;
 }
 
-static int read_backlog(struct status *s, const struct config *cfg, PGconn *conn)
+/* The estimate and the lowest id's age, for a table too large to count in time. */
+static void estimate_backlog(struct status *s, PGconn *conn)
 {
-	PGresult *res = query(s, conn, STAGED_SQL, NULL, "could not count staged_jobs");
-	int rc = 0;
+	PGresult *res = query(s, conn, ESTIMATE_SQL, NULL, "could not estimate staged_jobs' rows");
 
 	if (!res)
+		return;
+	s->backlog_read = s->staged_estimated = true;
+	s->staged = PQntuples(res) == 1 ? atoll(PQgetvalue(res, 0, 0)) : 0;
+	PQclear(res);
+	if (!(res = query(s, conn, LOWEST_SQL, NULL, "could not read the oldest staged job")))
+		return;
+	s->staged_oldest_s = PQntuples(res) == 1 ? num(res, 0, 0) : 0;
+	PQclear(res);
+}
+
+static int read_backlog(struct status *s, const struct config *cfg, PGconn *conn)
+{
+	PGresult *res = PQexecParams(conn, STAGED_SQL, 0, NULL, NULL, NULL, NULL, 0);
+	const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+	int rc = 0;
+
+	s->staged_oldest_s = NAN;
+	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+		if (state && strcmp(state, SQLSTATE_CANCELED) == 0)
+			estimate_backlog(s, conn);
+		else
+			pg_failed(s, conn, res, "could not count staged_jobs");
+		PQclear(res);
 		return 0;
+	}
 	s->backlog_read = true;
 	for (int i = 0; rc == 0 && i < PQntuples(res); i++) {
 		double age = num(res, i, 2);

@@ -2,6 +2,7 @@
 #include "fmacros.h"
 
 #include <check.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -79,6 +80,10 @@ START_TEST(old_staged_job_over_max_age)
 	ck_assert_uint_eq(p.n, 1);
 	ck_assert_str_eq(p.text[0], "the oldest staged job is 5m01s old (--max-age 5m00s)");
 	status_judge(&s, 6 * MIN_MS, 5 * MIN_MS, &p);
+	ck_assert_uint_eq(p.n, 0);
+	/* An age that could not be read is no verdict (the failed reading is one). */
+	s.staged_oldest_s = NAN;
+	status_judge(&s, 1, 5 * MIN_MS, &p);
 	ck_assert_uint_eq(p.n, 0);
 	status_free(&s);
 }
