@@ -75,7 +75,6 @@ int cmd_status_main(int argc, char **argv)
 		return usage_error(err);
 	}
 	log_setup(a.cfg.log_level, a.cfg.log_format);
-	fflush(stdout);
 	status = report(&a, max_age_ms);
 	cmd_args_free(&a);
 	return status;

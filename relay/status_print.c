@@ -234,38 +234,56 @@ static json_t *problems_json(const struct status_problems *p)
 	return a;
 }
 
+static json_t *gaps_json(const struct status *s)
+{
+	bool any = s->staging_xacts > 0;
+
+	if (!s->gaps_read)
+		return json_null();
+	return json_pack("{s:I, s:o, s:o}", "staging_transactions", (json_int_t)s->staging_xacts, "oldest_age_seconds",
+			 real_or_null(any, s->staging_oldest_s), "oldest_pid",
+			 int_or_null(any && s->staging_oldest_pid > 0, s->staging_oldest_pid));
+}
+
+static json_t *dead_json(const struct status *s)
+{
+	if (!s->dead_read)
+		return json_null();
+	return json_pack("{s:I, s:o}", "rows", (json_int_t)s->dead, "oldest_age_seconds",
+			 real_or_null(s->dead > 0, s->dead_oldest_s));
+}
+
+static json_t *horizon_json(const struct status *s)
+{
+	const struct status_horizon *h = &s->horizon;
+
+	if (!s->horizon_read)
+		return json_null();
+	return json_pack("{s:b, s:o, s:o, s:o, s:o}", "held", h->held, "kind", str_or_null(h->held, h->kind), "name",
+			 str_or_null(h->held, h->name), "pid", int_or_null(h->held && h->pid > 0, h->pid),
+			 "age_seconds", real_or_null(h->held, h->age_s));
+}
+
+static json_t *redis_json(const struct status *s)
+{
+	return json_pack("{s:b, s:o, s:s, s:o, s:b}", "ok", s->redis_ok, "error",
+			 str_or_null(!s->redis_ok, s->redis_err), "address", s->redis_where, "master_name",
+			 str_or_null(s->master_name != NULL, s->master_name ? s->master_name : ""), "tls",
+			 s->redis_tls);
+}
+
 int status_print_json(FILE *out, const struct status *s, const struct status_problems *p, long long max_age_ms,
 		      long long horizon_ms)
 {
-	const struct status_horizon *h = &s->horizon;
 	json_t *o;
 	char *text;
 
-	o = json_pack("{s:b, s:o, s:{s:b, s:o}, s:{s:b, s:o, s:s, s:o, s:b}, s:o,"
-		      " s:o, s:o, s:o, s:o, s:o, s:{s:f, s:f}}",
-		      "healthy", p->n == 0, "problems", problems_json(p), "postgres", "ok", s->pg_ok, "error",
-		      str_or_null(!s->pg_ok, s->pg_err), "redis", "ok", s->redis_ok, "error",
-		      str_or_null(!s->redis_ok, s->redis_err), "address", s->redis_where, "master_name",
-		      str_or_null(s->master_name != NULL, s->master_name ? s->master_name : ""), "tls", s->redis_tls,
-		      "leader", leader_json(s), "backlog", backlog_json(s), "gaps",
-		      s->gaps_read ? json_pack("{s:I, s:o, s:o}", "staging_transactions", (json_int_t)s->staging_xacts,
-					       "oldest_age_seconds",
-					       real_or_null(s->staging_xacts > 0, s->staging_oldest_s), "oldest_pid",
-					       int_or_null(s->staging_xacts > 0 && s->staging_oldest_pid > 0,
-							   s->staging_oldest_pid))
-				   : json_null(),
-		      "dead",
-		      s->dead_read ? json_pack("{s:I, s:o}", "rows", (json_int_t)s->dead, "oldest_age_seconds",
-					       real_or_null(s->dead > 0, s->dead_oldest_s))
-				   : json_null(),
-		      "queues", queues_json(s), "horizon",
-		      s->horizon_read ? json_pack("{s:b, s:o, s:o, s:o, s:o}", "held", h->held, "kind",
-						  str_or_null(h->held, h->kind), "name", str_or_null(h->held, h->name),
-						  "pid", int_or_null(h->held && h->pid > 0, h->pid), "age_seconds",
-						  real_or_null(h->held, h->age_s))
-				      : json_null(),
-		      "thresholds", "max_age_seconds", (double)max_age_ms / 1000, "warn_xact_age_seconds",
-		      (double)horizon_ms / 1000);
+	o = json_pack("{s:b, s:o, s:{s:b, s:o}, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:{s:f, s:f}}", "healthy", p->n == 0,
+		      "problems", problems_json(p), "postgres", "ok", s->pg_ok, "error",
+		      str_or_null(!s->pg_ok, s->pg_err), "redis", redis_json(s), "leader", leader_json(s), "backlog",
+		      backlog_json(s), "gaps", gaps_json(s), "dead", dead_json(s), "queues", queues_json(s), "horizon",
+		      horizon_json(s), "thresholds", "max_age_seconds", (double)max_age_ms / 1000,
+		      "warn_xact_age_seconds", (double)horizon_ms / 1000);
 	if (!o)
 		return -ENOMEM;
 	text = json_dumps(o, JSON_PRESERVE_ORDER);
