@@ -273,6 +273,35 @@ START_TEST(held_jobs_queue_lengths_and_dead_rows)
 }
 END_TEST
 
+/* A queue's length is read from the lists its workers pop, in the --format's key layout. */
+START_TEST(queue_lengths_follow_the_format)
+{
+	redisContext *r = h_redis();
+	json_t *o;
+
+	freeReplyObject(h_cmd(r, "RPUSH laravel_database_queues:mail a b c"));
+	freeReplyObject(h_cmd(r, "RPUSH mail a"));
+	freeReplyObject(h_cmd(r, "RPUSH %b a b",
+			      "mail\x06\x16"
+			      "6",
+			      (size_t)7));
+	ck_assert_int_eq(status_run("status-laravel", (const char *const[]){ "--format", "laravel", "--queue-limit",
+									     "mail=10", "--json", NULL }),
+			 1);
+	o = output_json();
+	ck_assert_int_eq(json_integer_value(json_object_get(json_array_get(at(o, "queues", NULL), 0), "length")), 3);
+	json_decref(o);
+	/* Celery: the queue's list and its priority steps' lists, summed. */
+	ck_assert_int_eq(status_run("status-celery", (const char *const[]){ "--format", "celery", "--queue-limit",
+									    "mail=10", "--json", NULL }),
+			 1);
+	o = output_json();
+	ck_assert_int_eq(json_integer_value(json_object_get(json_array_get(at(o, "queues", NULL), 0), "length")), 3);
+	json_decref(o);
+	redisFree(r);
+}
+END_TEST
+
 /* A staging transaction left open holds both a gap (its id) and the horizon. */
 START_TEST(long_transaction_holds_the_horizon)
 {
@@ -408,6 +437,7 @@ Suite *status_suite(void)
 	tcase_add_test(tc, old_staged_job_needs_a_person);
 	tcase_add_test(tc, count_past_the_timeout_gives_an_estimate);
 	tcase_add_test(tc, held_jobs_queue_lengths_and_dead_rows);
+	tcase_add_test(tc, queue_lengths_follow_the_format);
 	tcase_add_test(tc, long_transaction_holds_the_horizon);
 	tcase_add_test(tc, redis_down_still_reads_postgres);
 	tcase_add_test(tc, postgres_down_still_reads_redis);
