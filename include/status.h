@@ -20,7 +20,12 @@ struct status_queue {
 	long long length;     /* the Redis list's length (summed over a layout's lists); -1 unknown */
 };
 
-/* Every fact; a *_read flag says whether that part was read (a server down, a query failed). */
+/* Why a part is unread when its server answered but this role may not see it
+ * (sql/roles.sql's relay role reads no dead rows; only pg_read_all_stats
+ * sees other roles' transactions): said, and not judged. */
+#define STATUS_WHY_LEN 128
+
+/* Every fact; a *_read flag says whether that part was read (a server down, a query failed, a privilege missing). */
 struct status {
 	bool pg_ok, redis_ok;
 	char pg_err[256], redis_err[256];
@@ -31,6 +36,7 @@ struct status {
 	long long epoch;           /* from Redis; -1: none there, or unread */
 
 	bool backlog_read;
+	char backlog_why[STATUS_WHY_LEN];
 	bool staged_estimated; /* the count outlasted the statement timeout: the statistics' estimate */
 	long long staged;
 	double staged_oldest_s; /* the oldest staged row's age (created_at); NAN unknown; meaningless when staged is 0 */
@@ -41,6 +47,7 @@ struct status {
 	int staging_oldest_pid;
 
 	bool dead_read;
+	char dead_why[STATUS_WHY_LEN];
 	long long dead;
 	double dead_oldest_s; /* failed_at of the oldest */
 
@@ -49,10 +56,12 @@ struct status {
 	bool redis_tls;
 
 	bool queues_read; /* the held rows and staged queues, from Postgres */
+	char queues_why[STATUS_WHY_LEN];
 	struct status_queue *queues;
 	size_t nqueues;
 
 	bool horizon_read;
+	char horizon_why[STATUS_WHY_LEN];
 	struct status_horizon horizon;
 };
 

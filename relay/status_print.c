@@ -15,6 +15,12 @@
 
 static const char *const holder_kinds[] = { "none", "relay", "foreign" };
 
+/* A part that was not read, and why when a privilege is the reason (a failure is on the last line). */
+static void print_unknown(FILE *out, const char *label, const char *why)
+{
+	fprintf(out, LABEL "unknown%s%s\n", label, *why ? ": " : "", why);
+}
+
 static void print_leader(FILE *out, const struct status *s)
 {
 	const struct lock_holder *h = &s->leader;
@@ -52,7 +58,7 @@ static void print_backlog(FILE *out, const struct status *s)
 	char n[32], age[32];
 
 	if (!s->backlog_read) {
-		fprintf(out, LABEL "unknown\n", "backlog");
+		print_unknown(out, "backlog", s->backlog_why);
 		return;
 	}
 	status_count(s->staged, n, sizeof(n));
@@ -88,7 +94,7 @@ static void print_dead(FILE *out, const struct status *s)
 	char n[32], age[32];
 
 	if (!s->dead_read) {
-		fprintf(out, LABEL "unknown\n", "dead");
+		print_unknown(out, "dead", s->dead_why);
 		return;
 	}
 	status_count(s->dead, n, sizeof(n));
@@ -133,7 +139,7 @@ static void print_horizon(FILE *out, const struct status *s)
 	char age[32];
 
 	if (!s->horizon_read)
-		fprintf(out, LABEL "unknown\n", "horizon");
+		print_unknown(out, "horizon", s->horizon_why);
 	else if (!s->horizon.held)
 		fprintf(out, LABEL "not held by any transaction\n", "horizon");
 	else {
@@ -149,6 +155,8 @@ void status_print_table(FILE *out, const struct status *s, const struct status_p
 	print_gaps(out, s);
 	print_dead(out, s);
 	print_redis(out, s);
+	if (*s->queues_why)
+		print_unknown(out, "held", s->queues_why);
 	if (s->nqueues == 0)
 		fprintf(out, LABEL "none capped (--max-queue-length, --queue-limit)\n", "queues");
 	for (size_t i = 0; i < s->nqueues; i++)
@@ -234,6 +242,20 @@ static json_t *problems_json(const struct status_problems *p)
 	return a;
 }
 
+/* Why parts are unread though their server answered: this role's missing privileges. */
+static json_t *notes_json(const struct status *s)
+{
+	const char *const whys[] = { s->backlog_why, s->queues_why, s->dead_why, s->horizon_why };
+	json_t *a = json_array();
+
+	for (size_t i = 0; a && i < sizeof(whys) / sizeof(whys[0]); i++)
+		if (*whys[i] && json_array_append_new(a, json_string(whys[i])) < 0) {
+			json_decref(a);
+			return NULL;
+		}
+	return a;
+}
+
 static json_t *gaps_json(const struct status *s)
 {
 	bool any = s->staging_xacts > 0;
@@ -278,11 +300,11 @@ int status_print_json(FILE *out, const struct status *s, const struct status_pro
 	json_t *o;
 	char *text;
 
-	o = json_pack("{s:b, s:o, s:{s:b, s:o}, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:{s:f, s:f}}", "healthy", p->n == 0,
-		      "problems", problems_json(p), "postgres", "ok", s->pg_ok, "error",
-		      str_or_null(!s->pg_ok, s->pg_err), "redis", redis_json(s), "leader", leader_json(s), "backlog",
-		      backlog_json(s), "gaps", gaps_json(s), "dead", dead_json(s), "queues", queues_json(s), "horizon",
-		      horizon_json(s), "thresholds", "max_age_seconds", (double)max_age_ms / 1000,
+	o = json_pack("{s:b, s:o, s:o, s:{s:b, s:o}, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:{s:f, s:f}}", "healthy",
+		      p->n == 0, "problems", problems_json(p), "notes", notes_json(s), "postgres", "ok", s->pg_ok,
+		      "error", str_or_null(!s->pg_ok, s->pg_err), "redis", redis_json(s), "leader", leader_json(s),
+		      "backlog", backlog_json(s), "gaps", gaps_json(s), "dead", dead_json(s), "queues", queues_json(s),
+		      "horizon", horizon_json(s), "thresholds", "max_age_seconds", (double)max_age_ms / 1000,
 		      "warn_xact_age_seconds", (double)horizon_ms / 1000);
 	if (!o)
 		return -ENOMEM;

@@ -87,6 +87,35 @@ static void pg_failed(struct status *s, PGconn *conn, const PGresult *res, const
 	pg_failed_with(s, msg);
 }
 
+/* SQLSTATE insufficient_privilege. */
+#define SQLSTATE_DENIED "42501"
+
+/* Whether this role sees other roles' sessions whole (superusers do too). */
+#define SEES_ALL_SQL "SELECT pg_has_role('pg_read_all_stats', 'USAGE')"
+
+static PGresult *query(struct status *s, PGconn *conn, const char *sql, const int *param, const char *what);
+
+/*
+ * Runs a statement over table, like query; a role that may not read table
+ * leaves why saying so (the relay's role reads no dead rows) instead of a
+ * failure: a status run with the relay's credentials is not unhealthy for it.
+ */
+static PGresult *query_table(struct status *s, PGconn *conn, const char *sql, const char *table, char *why,
+			     const char *what)
+{
+	PGresult *res = PQexecParams(conn, sql, 0, NULL, NULL, NULL, NULL, 0);
+	const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+
+	if (PQresultStatus(res) == PGRES_TUPLES_OK)
+		return res;
+	if (state && strcmp(state, SQLSTATE_DENIED) == 0)
+		snprintf(why, STATUS_WHY_LEN, "this role may not read %s", table);
+	else
+		pg_failed(s, conn, res, what);
+	PQclear(res);
+	return NULL;
+}
+
 /* Runs sql with at most one integer parameter; NULL (and the failure noted) unless it returned rows. */
 static PGresult *query(struct status *s, PGconn *conn, const char *sql, const int *param, const char *what)
 {
@@ -165,6 +194,8 @@ static int read_backlog(struct status *s, const struct config *cfg, PGconn *conn
 	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
 		if (state && strcmp(state, SQLSTATE_CANCELED) == 0)
 			estimate_backlog(s, conn);
+		else if (state && strcmp(state, SQLSTATE_DENIED) == 0)
+			snprintf(s->backlog_why, sizeof(s->backlog_why), "this role may not read staged_jobs");
 		else
 			pg_failed(s, conn, res, "could not count staged_jobs");
 		PQclear(res);
@@ -184,7 +215,8 @@ static int read_backlog(struct status *s, const struct config *cfg, PGconn *conn
 
 static int read_held(struct status *s, const struct config *cfg, PGconn *conn)
 {
-	PGresult *res = query(s, conn, HELD_SQL, NULL, "could not count staged_jobs_held");
+	PGresult *res =
+		query_table(s, conn, HELD_SQL, "staged_jobs_held", s->queues_why, "could not count staged_jobs_held");
 	int rc = 0;
 
 	if (!res)
@@ -205,7 +237,8 @@ static int read_held(struct status *s, const struct config *cfg, PGconn *conn)
 static void read_dead_and_gaps(struct status *s, PGconn *conn)
 {
 	int leader = s->leader.pid;
-	PGresult *res = query(s, conn, DEAD_SQL, NULL, "could not count staged_jobs_dead");
+	PGresult *res =
+		query_table(s, conn, DEAD_SQL, "staged_jobs_dead", s->dead_why, "could not count staged_jobs_dead");
 
 	if (res) {
 		s->dead_read = true;
@@ -222,11 +255,31 @@ static void read_dead_and_gaps(struct status *s, PGconn *conn)
 	}
 }
 
+/* Other roles' transactions show without their xid, xmin and start to a role
+ * without pg_read_all_stats: "not held" would then be a guess. */
+static void read_horizon(struct status *s, PGconn *conn)
+{
+	PGresult *res = query(s, conn, SEES_ALL_SQL, NULL, "could not read this role's privileges");
+	char err[256];
+	bool sees_all;
+
+	if (!res)
+		return;
+	sees_all = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+	PQclear(res);
+	if (!sees_all)
+		snprintf(s->horizon_why, sizeof(s->horizon_why),
+			 "this role cannot see other roles' transactions (grant pg_read_all_stats or pg_monitor)");
+	else if (status_horizon_read(conn, &s->horizon, err, sizeof(err)) == 0)
+		s->horizon_read = true;
+	else
+		pg_failed_with(s, err);
+}
+
 static int read_pg(struct status *s, const struct config *cfg)
 {
 	PGconn *conn = pg_conn_open(cfg, "stagedrain-status", true);
 	PGresult *res;
-	char err[256];
 	int rc = 0;
 
 	s->pg_ok = true;
@@ -245,10 +298,7 @@ static int read_pg(struct status *s, const struct config *cfg)
 	if ((rc = read_backlog(s, cfg, conn)) < 0 || (rc = read_held(s, cfg, conn)) < 0)
 		goto done;
 	read_dead_and_gaps(s, conn);
-	if (status_horizon_read(conn, &s->horizon, err, sizeof(err)) == 0)
-		s->horizon_read = true;
-	else
-		pg_failed_with(s, err);
+	read_horizon(s, conn);
 done:
 	PQfinish(conn);
 	return rc;

@@ -343,6 +343,45 @@ START_TEST(long_transaction_holds_the_horizon)
 }
 END_TEST
 
+/* Run with the relay's own least-privilege role (sql/roles.sql): what it may
+ * not read is shown as such, and is not a problem. */
+START_TEST(relay_role_sees_what_it_may)
+{
+	PGconn *c = h_pg(), *x = h_pg();
+	char url[256];
+	json_t *o, *notes;
+
+	h_relay_role(c, "status_relay", url, sizeof(url));
+	h_sql(c, "INSERT INTO staged_jobs_dead (id, reason) VALUES (1, 'bad')");
+	h_stage(c, "default", 1, 2);
+	h_sql(x, "BEGIN");
+	h_sql(x, "SELECT pg_current_xact_id()");
+	sleep_ms(1100);
+	ck_assert_int_eq(status_with("status-role", url, NULL, (const char *const[]){ "--warn-xact-age", "1s", NULL }),
+			 1);
+	ASSERT_SAID("backlog   2 staged, oldest ");
+	ASSERT_SAID("dead      unknown: this role may not read staged_jobs_dead");
+	ASSERT_SAID("horizon   unknown: this role cannot see other roles' transactions (grant pg_read_all_stats");
+	ASSERT_SAID("needs attention: no relay holds the leader lock\n");
+	ck_assert_int_eq(status_with("status-role-json", url, NULL,
+				     (const char *const[]){ "--warn-xact-age", "1s", "--json", NULL }),
+			 1);
+	o = output_json();
+	ck_assert(json_is_true(at(o, "postgres", "ok")));
+	ck_assert(json_is_null(at(o, "dead", NULL)));
+	ck_assert(json_is_null(at(o, "horizon", NULL)));
+	notes = at(o, "notes", NULL);
+	ck_assert_uint_eq(json_array_size(notes), 2);
+	ck_assert_uint_eq(json_array_size(at(o, "problems", NULL)), 1);
+	json_decref(o);
+	h_sql(x, "ROLLBACK");
+	PQfinish(x);
+	h_sql(c, "DROP OWNED BY status_relay");
+	h_sql(c, "DROP ROLE status_relay");
+	PQfinish(c);
+}
+END_TEST
+
 /* Redis down: the Postgres facts still shown, Redis named, exit 1. */
 START_TEST(redis_down_still_reads_postgres)
 {
@@ -439,6 +478,7 @@ Suite *status_suite(void)
 	tcase_add_test(tc, held_jobs_queue_lengths_and_dead_rows);
 	tcase_add_test(tc, queue_lengths_follow_the_format);
 	tcase_add_test(tc, long_transaction_holds_the_horizon);
+	tcase_add_test(tc, relay_role_sees_what_it_may);
 	tcase_add_test(tc, redis_down_still_reads_postgres);
 	tcase_add_test(tc, postgres_down_still_reads_redis);
 	tcase_add_test(tc, sentinel_target_is_shown);
