@@ -18,6 +18,7 @@ Suite *activejob_format_suite(void);
 Suite *celery_format_suite(void);
 Suite *queue_groups_suite(void);
 Suite *cmd_args_suite(void);
+Suite *status_unit_suite(void);
 
 Suite *relay_suite(void);
 Suite *faults_suite(void);
@@ -44,5 +45,6 @@ Suite *startup_suite(void);
 Suite *stop_suite(void);
 Suite *xmin_suite(void);
 Suite *xmin_unit_suite(void);
+Suite *status_suite(void);
 
 #endif

@@ -1,0 +1,125 @@
+/* `stagedrain status`'s facts as data: their struct, which of them need a person, and how they read. Pure. */
+#include "fmacros.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "status.h"
+
+void status_init(struct status *s)
+{
+	memset(s, 0, sizeof(*s));
+	s->leader_age_s = -1;
+	s->epoch = -1;
+}
+
+void status_free(struct status *s)
+{
+	if (!s)
+		return;
+	for (size_t i = 0; i < s->nqueues; i++)
+		free(s->queues[i].name);
+	free(s->queues);
+	s->queues = NULL;
+	s->nqueues = 0;
+}
+
+struct status_queue *status_queue_add(struct status *s, const char *name, long cap)
+{
+	struct status_queue *q;
+
+	for (size_t i = 0; i < s->nqueues; i++)
+		if (strcmp(s->queues[i].name, name) == 0)
+			return &s->queues[i];
+	q = realloc(s->queues, (s->nqueues + 1) * sizeof(*q));
+	if (!q)
+		return NULL;
+	s->queues = q;
+	q = &s->queues[s->nqueues];
+	*q = (struct status_queue){ .name = strdup(name), .cap = cap, .length = -1 };
+	if (!q->name)
+		return NULL;
+	s->nqueues++;
+	return q;
+}
+
+static void add(struct status_problems *p, const char *fmt, ...) SD_PRINTF(2, 3);
+static void add(struct status_problems *p, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (p->n == STATUS_MAX_PROBLEMS)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(p->text[p->n++], STATUS_PROBLEM_LEN, fmt, ap);
+	va_end(ap);
+}
+
+void status_judge(const struct status *s, long long max_age_ms, long long horizon_ms, struct status_problems *p)
+{
+	char age[32], limit[32];
+
+	p->n = 0;
+	if (!s->pg_ok)
+		add(p, "postgres: %s", s->pg_err);
+	if (!s->redis_ok)
+		add(p, "redis: %s", s->redis_err);
+	if (s->leader_read && s->leader.kind == LOCK_HOLDER_NONE)
+		add(p, "no relay holds the leader lock");
+	else if (s->leader_read && s->leader.kind == LOCK_HOLDER_FOREIGN)
+		add(p, "a session that is not a relay holds the leader lock (pid %d)", s->leader.pid);
+	if (s->backlog_read && s->staged > 0 && s->staged_oldest_s * 1000 > (double)max_age_ms) {
+		status_age(s->staged_oldest_s, age, sizeof(age));
+		status_age((double)max_age_ms / 1000, limit, sizeof(limit));
+		add(p, "the oldest staged job is %s old (--max-age %s)", age, limit);
+	}
+	if (s->horizon_read && s->horizon.held && horizon_ms > 0 && s->horizon.age_s * 1000 > (double)horizon_ms) {
+		status_age(s->horizon.age_s, age, sizeof(age));
+		status_age((double)horizon_ms / 1000, limit, sizeof(limit));
+		add(p, "a %s (%s) has held the xmin horizon for %s (--warn-xact-age %s)", s->horizon.kind,
+		    s->horizon.name, age, limit);
+	}
+}
+
+/* Truncated, never rounded up: a job 4m59.9s old does not read as 5m00s. */
+void status_age(double seconds, char *out, size_t len)
+{
+	long long t;
+
+	if (!(seconds > 0)) /* negative (clocks apart) or NaN */
+		seconds = 0;
+	if (seconds < 10) {
+		snprintf(out, len, "%lld.%llds", (long long)(seconds * 10) / 10, (long long)(seconds * 10) % 10);
+		return;
+	}
+	t = (long long)seconds;
+	if (t < 60)
+		snprintf(out, len, "%llds", t);
+	else if (t < 3600)
+		snprintf(out, len, "%lldm%02llds", t / 60, t % 60);
+	else if (t < 86400)
+		snprintf(out, len, "%lldh%02lldm", t / 3600, t % 3600 / 60);
+	else
+		snprintf(out, len, "%lldd%02lldh", t / 86400, t % 86400 / 3600);
+}
+
+void status_count(long long n, char *out, size_t len)
+{
+	char digits[32];
+	size_t nd, o = 0;
+	unsigned long long u = n < 0 ? 0ULL - (unsigned long long)n : (unsigned long long)n;
+
+	nd = (size_t)snprintf(digits, sizeof(digits), "%llu", u);
+	if (len == 0)
+		return;
+	if (n < 0 && o + 1 < len)
+		out[o++] = '-';
+	for (size_t i = 0; i < nd && o + 1 < len; i++) {
+		if (i > 0 && (nd - i) % 3 == 0 && o + 2 < len)
+			out[o++] = ',';
+		out[o++] = digits[i];
+	}
+	out[o] = '\0';
+}

@@ -1,0 +1,318 @@
+/* Prints `stagedrain status`'s facts: the table, and the JSON object (docs/status.md). */
+#include "fmacros.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "status_print.h"
+
+/* The width of the table's first column. */
+#define LABEL "%-9s "
+
+static const char *const holder_kinds[] = { "none", "relay", "foreign" };
+
+/* A part that was not read, and why when a privilege is the reason (a failure is on the last line). */
+static void print_unknown(FILE *out, const char *label, const char *why)
+{
+	fprintf(out, LABEL "unknown%s%s\n", label, *why ? ": " : "", why);
+}
+
+static void print_leader(FILE *out, const struct status *s)
+{
+	const struct lock_holder *h = &s->leader;
+	char age[32], epoch[32] = "", last[40] = "";
+
+	if (s->epoch >= 0) {
+		snprintf(epoch, sizeof(epoch), ", epoch %lld", s->epoch);
+		snprintf(last, sizeof(last), " (last epoch %lld)", s->epoch);
+	}
+	if (!s->leader_read) {
+		fprintf(out, LABEL "unknown: postgres was not read%s\n", "leader", last);
+		return;
+	}
+	if (h->kind == LOCK_HOLDER_NONE) {
+		fprintf(out, LABEL "none: no relay holds the leader lock (none runs, or none reaches postgres)%s\n",
+			"leader", last);
+		return;
+	}
+	if (h->pid == 0) {
+		fprintf(out, LABEL "a prepared transaction holds the leader lock (see pg_prepared_xacts)\n", "leader");
+		return;
+	}
+	fprintf(out, LABEL "%s at %s (backend pid %d, application_name \"%s\"%s), connected since %s", "leader",
+		h->kind == LOCK_HOLDER_RELAY ? "relay" : "a session that is not a relay", h->addr, h->pid, h->app,
+		epoch, h->since);
+	if (s->leader_age_s >= 0) {
+		status_age(s->leader_age_s, age, sizeof(age));
+		fprintf(out, " (%s ago)", age);
+	}
+	fputc('\n', out);
+}
+
+static void print_backlog(FILE *out, const struct status *s)
+{
+	char n[32], age[32];
+
+	if (!s->backlog_read) {
+		print_unknown(out, "backlog", s->backlog_why);
+		return;
+	}
+	status_count(s->staged, n, sizeof(n));
+	status_age(s->staged_oldest_s, age, sizeof(age));
+	fprintf(out, LABEL "%s%s staged", "backlog", s->staged_estimated ? "about " : "", n);
+	if (s->staged > 0 || s->staged_estimated)
+		fprintf(out, ", oldest %s", isnan(s->staged_oldest_s) ? "unknown" : age);
+	if (s->staged_estimated)
+		fputs(" (an estimate: the count outlasted the statement timeout)", out);
+	fputc('\n', out);
+}
+
+static void print_gaps(FILE *out, const struct status *s)
+{
+	char n[32], age[32];
+
+	if (!s->gaps_read) {
+		fprintf(out, LABEL "unknown\n", "gaps");
+		return;
+	}
+	if (s->staging_xacts == 0) {
+		fprintf(out, LABEL "none open (no staging transaction is running)\n", "gaps");
+		return;
+	}
+	status_count(s->staging_xacts, n, sizeof(n));
+	status_age(s->staging_oldest_s, age, sizeof(age));
+	fprintf(out, LABEL "%s staging transaction%s running, oldest %s (pid %d)\n", "gaps", n,
+		s->staging_xacts == 1 ? "" : "s", age, s->staging_oldest_pid);
+}
+
+static void print_dead(FILE *out, const struct status *s)
+{
+	char n[32], age[32];
+
+	if (!s->dead_read) {
+		print_unknown(out, "dead", s->dead_why);
+		return;
+	}
+	status_count(s->dead, n, sizeof(n));
+	status_age(s->dead_oldest_s, age, sizeof(age));
+	if (s->dead == 0)
+		fprintf(out, LABEL "0 rows\n", "dead");
+	else
+		fprintf(out, LABEL "%s row%s, oldest %s (stagedrain dead list)\n", "dead", n, s->dead == 1 ? "" : "s",
+			age);
+}
+
+static void print_redis(FILE *out, const struct status *s)
+{
+	fprintf(out, LABEL "%s", "redis", s->redis_where);
+	if (s->master_name)
+		fprintf(out, " (sentinel master %s)", s->master_name);
+	fprintf(out, ", tls %s%s\n", s->redis_tls ? "on" : "off", s->redis_ok ? "" : ", not reachable");
+}
+
+static void print_queue(FILE *out, const struct status_queue *q)
+{
+	char len[32], cap[32], held[32], age[32];
+
+	status_count(q->length, len, sizeof(len));
+	status_count(q->cap, cap, sizeof(cap));
+	status_count(q->held, held, sizeof(held));
+	fprintf(out, LABEL "%s: list %s", "queue", q->name, q->length >= 0 ? len : "unknown");
+	if (q->cap > 0)
+		fprintf(out, " of cap %s", cap);
+	else
+		fputs(", not capped now", out);
+	fprintf(out, ", %s held", held);
+	if (q->held > 0) {
+		status_age(q->held_oldest_s, age, sizeof(age));
+		fprintf(out, ", oldest %s", age);
+	}
+	fputc('\n', out);
+}
+
+static void print_horizon(FILE *out, const struct status *s)
+{
+	char age[32];
+
+	if (!s->horizon_read)
+		print_unknown(out, "horizon", s->horizon_why);
+	else if (!s->horizon.held)
+		fprintf(out, LABEL "not held by any transaction\n", "horizon");
+	else {
+		status_age(s->horizon.age_s, age, sizeof(age));
+		fprintf(out, LABEL "held %s by a %s (%s)\n", "horizon", age, s->horizon.kind, s->horizon.name);
+	}
+}
+
+void status_print_table(FILE *out, const struct status *s, const struct status_problems *p)
+{
+	print_leader(out, s);
+	print_backlog(out, s);
+	print_gaps(out, s);
+	print_dead(out, s);
+	print_redis(out, s);
+	if (*s->queues_why)
+		print_unknown(out, "held", s->queues_why);
+	if (s->nqueues == 0)
+		fprintf(out, LABEL "none capped (--max-queue-length, --queue-limit)\n", "queues");
+	for (size_t i = 0; i < s->nqueues; i++)
+		print_queue(out, &s->queues[i]);
+	print_horizon(out, s);
+	if (p->n == 0) {
+		fputs("healthy\n", out);
+		return;
+	}
+	fputs("needs attention: ", out);
+	for (size_t i = 0; i < p->n; i++)
+		fprintf(out, "%s%s", i ? "; " : "", p->text[i]);
+	fputc('\n', out);
+}
+
+/* ---- JSON: every value a "_new" (the object steals it); NULL from jansson only when out of memory ---- */
+
+static json_t *str_or_null(bool have, const char *v)
+{
+	return have ? json_string(v) : json_null();
+}
+
+static json_t *real_or_null(bool have, double v)
+{
+	return have ? json_real(v) : json_null();
+}
+
+static json_t *int_or_null(bool have, long long v)
+{
+	return have ? json_integer(v) : json_null();
+}
+
+static json_t *leader_json(const struct status *s)
+{
+	const struct lock_holder *h = &s->leader;
+	bool session = s->leader_read && h->kind != LOCK_HOLDER_NONE && h->pid > 0;
+
+	return json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "holder",
+			 str_or_null(s->leader_read, holder_kinds[h->kind]), "host", str_or_null(session, h->addr),
+			 "backend_pid", int_or_null(session, h->pid), "application_name", str_or_null(session, h->app),
+			 "user", str_or_null(session, h->user), "since", str_or_null(session, h->since), "age_seconds",
+			 real_or_null(session && s->leader_age_s >= 0, s->leader_age_s), "epoch",
+			 int_or_null(s->epoch >= 0, s->epoch));
+}
+
+static json_t *backlog_json(const struct status *s)
+{
+	if (!s->backlog_read)
+		return json_null();
+	return json_pack("{s:I, s:b, s:o}", "staged", (json_int_t)s->staged, "estimated", s->staged_estimated,
+			 "oldest_age_seconds",
+			 real_or_null((s->staged > 0 || s->staged_estimated) && !isnan(s->staged_oldest_s),
+				      s->staged_oldest_s));
+}
+
+static json_t *queues_json(const struct status *s)
+{
+	json_t *a = json_array();
+
+	for (size_t i = 0; a && i < s->nqueues; i++) {
+		const struct status_queue *q = &s->queues[i];
+		if (json_array_append_new(a, json_pack("{s:s, s:I, s:o, s:o, s:o}", "name", q->name, "cap",
+						       (json_int_t)q->cap, "held", int_or_null(s->queues_read, q->held),
+						       "oldest_held_age_seconds",
+						       real_or_null(q->held > 0, q->held_oldest_s), "length",
+						       int_or_null(q->length >= 0, q->length))) < 0) {
+			json_decref(a);
+			return NULL;
+		}
+	}
+	return a;
+}
+
+static json_t *problems_json(const struct status_problems *p)
+{
+	json_t *a = json_array();
+
+	for (size_t i = 0; a && i < p->n; i++)
+		if (json_array_append_new(a, json_string(p->text[i])) < 0) {
+			json_decref(a);
+			return NULL;
+		}
+	return a;
+}
+
+/* Why parts are unread though their server answered: this role's missing privileges. */
+static json_t *notes_json(const struct status *s)
+{
+	const char *const whys[] = { s->backlog_why, s->queues_why, s->dead_why, s->horizon_why };
+	json_t *a = json_array();
+
+	for (size_t i = 0; a && i < sizeof(whys) / sizeof(whys[0]); i++)
+		if (*whys[i] && json_array_append_new(a, json_string(whys[i])) < 0) {
+			json_decref(a);
+			return NULL;
+		}
+	return a;
+}
+
+static json_t *gaps_json(const struct status *s)
+{
+	bool any = s->staging_xacts > 0;
+
+	if (!s->gaps_read)
+		return json_null();
+	return json_pack("{s:I, s:o, s:o}", "staging_transactions", (json_int_t)s->staging_xacts, "oldest_age_seconds",
+			 real_or_null(any, s->staging_oldest_s), "oldest_pid",
+			 int_or_null(any && s->staging_oldest_pid > 0, s->staging_oldest_pid));
+}
+
+static json_t *dead_json(const struct status *s)
+{
+	if (!s->dead_read)
+		return json_null();
+	return json_pack("{s:I, s:o}", "rows", (json_int_t)s->dead, "oldest_age_seconds",
+			 real_or_null(s->dead > 0, s->dead_oldest_s));
+}
+
+static json_t *horizon_json(const struct status *s)
+{
+	const struct status_horizon *h = &s->horizon;
+
+	if (!s->horizon_read)
+		return json_null();
+	return json_pack("{s:b, s:o, s:o, s:o, s:o}", "held", h->held, "kind", str_or_null(h->held, h->kind), "name",
+			 str_or_null(h->held, h->name), "pid", int_or_null(h->held && h->pid > 0, h->pid),
+			 "age_seconds", real_or_null(h->held, h->age_s));
+}
+
+static json_t *redis_json(const struct status *s)
+{
+	return json_pack("{s:b, s:o, s:s, s:o, s:b}", "ok", s->redis_ok, "error",
+			 str_or_null(!s->redis_ok, s->redis_err), "address", s->redis_where, "master_name",
+			 str_or_null(s->master_name != NULL, s->master_name ? s->master_name : ""), "tls",
+			 s->redis_tls);
+}
+
+int status_print_json(FILE *out, const struct status *s, const struct status_problems *p, long long max_age_ms,
+		      long long horizon_ms)
+{
+	json_t *o;
+	char *text;
+
+	o = json_pack("{s:b, s:o, s:o, s:{s:b, s:o}, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:{s:f, s:f}}", "healthy",
+		      p->n == 0, "problems", problems_json(p), "notes", notes_json(s), "postgres", "ok", s->pg_ok,
+		      "error", str_or_null(!s->pg_ok, s->pg_err), "redis", redis_json(s), "leader", leader_json(s),
+		      "backlog", backlog_json(s), "gaps", gaps_json(s), "dead", dead_json(s), "queues", queues_json(s),
+		      "horizon", horizon_json(s), "thresholds", "max_age_seconds", (double)max_age_ms / 1000,
+		      "warn_xact_age_seconds", (double)horizon_ms / 1000);
+	if (!o)
+		return -ENOMEM;
+	text = json_dumps(o, JSON_PRESERVE_ORDER);
+	json_decref(o);
+	if (!text)
+		return -ENOMEM;
+	fprintf(out, "%s\n", text);
+	free(text);
+	return 0;
+}
