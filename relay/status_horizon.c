@@ -1,46 +1,64 @@
-/* The oldest holder of the xmin horizon, from pg_stat_activity's backends (status_horizon.h). */
+/* Picks `stagedrain status`'s xmin horizon holder from xmin_holders' list (status_horizon.h). */
 #include "fmacros.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
-#include "pg_conn.h"
 #include "status_horizon.h"
+#include "xmin_holders.h"
 
-/*
- * The backend of this database whose xmin (or xid) is the oldest: vacuum
- * cannot remove any row deleted after it began. Its age is its transaction's
- * (a snapshot is taken at the transaction's start, or at each statement of a
- * READ COMMITTED one: then the age overstates how long it held the horizon,
- * on the safe side). Only backends: standbys' feedback, replication slots
- * and prepared transactions hold it too, and are not read here yet.
- */
-#define HORIZON_SQL                                                                                                    \
-	"SELECT pid, coalesce(usename::text, ''), coalesce(application_name, ''), coalesce(state, ''),"                \
-	" greatest(0, extract(epoch FROM clock_timestamp() - coalesce(xact_start, backend_start)))::float8"            \
-	" FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"                        \
-	" AND (backend_xid IS NOT NULL OR backend_xmin IS NOT NULL)"                                                   \
-	" ORDER BY greatest(age(backend_xmin), age(backend_xid)) DESC, xact_start LIMIT 1"
+/* What to act on first: what never ends by itself, then what has been held longest. */
+static const struct xmin_holder *pick(const struct xmin_holders *all)
+{
+	const struct xmin_holder *best = NULL;
+
+	for (size_t i = 0; i < all->n; i++)
+		if (all->h[i].kind == XMIN_SLOT && !all->h[i].active)
+			return &all->h[i];
+	for (size_t i = 0; i < all->n; i++)
+		if (!isnan(all->h[i].age_s) && (!best || all->h[i].age_s > best->age_s))
+			best = &all->h[i];
+	return best ? best : all->n ? &all->h[0] : NULL;
+}
+
+static void describe(const struct xmin_holder *h, char *out, size_t len)
+{
+	switch (h->kind) {
+	case XMIN_BACKEND:
+		snprintf(out, len, "pid %d, user %s, application_name \"%s\", %s", h->pid, h->user, h->name, h->where);
+		break;
+	case XMIN_STANDBY:
+		snprintf(out, len, "standby \"%s\" at %s, walsender pid %d", h->name, h->where, h->pid);
+		break;
+	case XMIN_SLOT:
+		snprintf(out, len, "%s slot \"%s\", %s", h->where, h->name, h->active ? "active" : "inactive");
+		break;
+	default:
+		snprintf(out, len, "gid \"%s\", owner %s", h->name, h->user);
+		break;
+	}
+}
 
 int status_horizon_read(PGconn *conn, struct status_horizon *out, char *err, size_t errlen)
 {
-	PGresult *res = PQexecParams(conn, HORIZON_SQL, 0, NULL, NULL, NULL, NULL, 0);
-	int rc = 0;
+	struct xmin_holders all;
+	const struct xmin_holder *h;
 
 	memset(out, 0, sizeof(*out));
-	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-		pg_conn_error(err, errlen, conn, res, "could not read the xmin horizon's holder");
-		rc = -EIO;
-	} else if (PQntuples(res) == 1) {
-		out->held = true;
-		snprintf(out->kind, sizeof(out->kind), "backend");
-		out->pid = atoi(PQgetvalue(res, 0, 0));
-		snprintf(out->name, sizeof(out->name), "pid %d, user %s, application_name \"%s\", %s", out->pid,
-			 PQgetvalue(res, 0, 1), PQgetvalue(res, 0, 2), PQgetvalue(res, 0, 3));
-		out->age_s = strtod(PQgetvalue(res, 0, 4), NULL);
-	}
-	PQclear(res);
-	return rc;
+	if (xmin_holders_read(conn, &all, err, errlen) < 0)
+		return -EIO;
+	if (!(h = pick(&all)))
+		return 0;
+	out->held = true;
+	snprintf(out->kind, sizeof(out->kind), "%s", xmin_holder_kind_name(h->kind));
+	describe(h, out->name, sizeof(out->name));
+	out->pid = h->pid;
+	out->timed = !isnan(h->age_s);
+	out->forever = h->kind == XMIN_SLOT && !h->active;
+	out->age_s = out->timed ? h->age_s : 0;
+	out->xids = h->xids;
+	xmin_holder_remedy(h, out->end_it, sizeof(out->end_it));
+	return 0;
 }

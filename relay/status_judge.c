@@ -75,7 +75,10 @@ void status_judge(const struct status *s, long long max_age_ms, long long horizo
 		status_age((double)max_age_ms / 1000, limit, sizeof(limit));
 		add(p, "the oldest staged job is %s old (--max-age %s)", age, limit);
 	}
-	if (s->horizon_read && s->horizon.held && horizon_ms > 0 && s->horizon.age_s * 1000 > (double)horizon_ms) {
+	if (s->horizon_read && s->horizon.held && s->horizon.forever)
+		add(p, "an inactive replication slot (%s) holds the xmin horizon until it is dropped", s->horizon.name);
+	else if (s->horizon_read && s->horizon.held && s->horizon.timed && horizon_ms > 0 &&
+		 s->horizon.age_s * 1000 > (double)horizon_ms) {
 		status_age(s->horizon.age_s, age, sizeof(age));
 		status_age((double)horizon_ms / 1000, limit, sizeof(limit));
 		add(p, "a %s (%s) has held the xmin horizon for %s (--warn-xact-age %s)", s->horizon.kind,

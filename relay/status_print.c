@@ -136,15 +136,21 @@ static void print_queue(FILE *out, const struct status_queue *q)
 
 static void print_horizon(FILE *out, const struct status *s)
 {
-	char age[32];
+	char age[64], n[32];
 
 	if (!s->horizon_read)
 		print_unknown(out, "horizon", s->horizon_why);
 	else if (!s->horizon.held)
 		fprintf(out, LABEL "not held by any transaction\n", "horizon");
 	else {
-		status_age(s->horizon.age_s, age, sizeof(age));
+		if (s->horizon.timed) {
+			status_age(s->horizon.age_s, age, sizeof(age));
+		} else { /* Postgres keeps no time for a standby's feedback or a slot */
+			status_count(s->horizon.xids, n, sizeof(n));
+			snprintf(age, sizeof(age), "%s transactions back", n);
+		}
 		fprintf(out, LABEL "held %s by a %s (%s)\n", "horizon", age, s->horizon.kind, s->horizon.name);
+		fprintf(out, LABEL "%s\n", "", s->horizon.end_it);
 	}
 }
 
@@ -281,9 +287,10 @@ static json_t *horizon_json(const struct status *s)
 
 	if (!s->horizon_read)
 		return json_null();
-	return json_pack("{s:b, s:o, s:o, s:o, s:o}", "held", h->held, "kind", str_or_null(h->held, h->kind), "name",
-			 str_or_null(h->held, h->name), "pid", int_or_null(h->held && h->pid > 0, h->pid),
-			 "age_seconds", real_or_null(h->held, h->age_s));
+	return json_pack("{s:b, s:o, s:o, s:o, s:o, s:o, s:o}", "held", h->held, "kind", str_or_null(h->held, h->kind),
+			 "name", str_or_null(h->held, h->name), "pid", int_or_null(h->held && h->pid > 0, h->pid),
+			 "age_seconds", real_or_null(h->held && h->timed, h->age_s), "xids",
+			 int_or_null(h->held, h->xids), "end_it", str_or_null(h->held, h->end_it));
 }
 
 static json_t *redis_json(const struct status *s)

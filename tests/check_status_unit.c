@@ -96,6 +96,7 @@ START_TEST(held_horizon_over_threshold_unless_off)
 
 	healthy(&s);
 	s.horizon.held = true;
+	s.horizon.timed = true;
 	s.horizon.age_s = 600;
 	snprintf(s.horizon.kind, sizeof(s.horizon.kind), "backend");
 	snprintf(s.horizon.name, sizeof(s.horizon.name), "pid 77");
@@ -107,6 +108,31 @@ START_TEST(held_horizon_over_threshold_unless_off)
 	/* --warn-xact-age 0 turns the warning off, and this with it. */
 	status_judge(&s, 5 * MIN_MS, 0, &p);
 	ck_assert_uint_eq(p.n, 0);
+	status_free(&s);
+}
+END_TEST
+
+/* A standby's feedback and an active slot have no time in Postgres: shown, not judged by age.
+ * An inactive slot holds the horizon until someone drops it: always a problem. */
+START_TEST(untimed_holders_and_inactive_slots)
+{
+	struct status s;
+	struct status_problems p;
+
+	healthy(&s);
+	s.horizon.held = true;
+	s.horizon.xids = 5000000;
+	snprintf(s.horizon.kind, sizeof(s.horizon.kind), "standby");
+	snprintf(s.horizon.name, sizeof(s.horizon.name), "standby \"replica1\"");
+	status_judge(&s, 5 * MIN_MS, 5 * MIN_MS, &p);
+	ck_assert_uint_eq(p.n, 0);
+	s.horizon.forever = true;
+	snprintf(s.horizon.kind, sizeof(s.horizon.kind), "slot");
+	snprintf(s.horizon.name, sizeof(s.horizon.name), "logical slot \"cdc\", inactive");
+	status_judge(&s, 5 * MIN_MS, 0, &p);
+	ck_assert_uint_eq(p.n, 1);
+	ck_assert_str_eq(p.text[0], "an inactive replication slot (logical slot \"cdc\", inactive) holds the xmin "
+				    "horizon until it is dropped");
 	status_free(&s);
 }
 END_TEST
@@ -140,6 +166,7 @@ START_TEST(every_problem_at_once)
 	s.leader.kind = LOCK_HOLDER_NONE;
 	s.staged_oldest_s = 3600;
 	s.horizon.held = true;
+	s.horizon.timed = true;
 	s.horizon.age_s = 3600;
 	status_judge(&s, 5 * MIN_MS, 5 * MIN_MS, &p);
 	ck_assert_uint_eq(p.n, 4);
@@ -213,6 +240,7 @@ Suite *status_unit_suite(void)
 	tcase_add_test(tc, no_leader_needs_a_person);
 	tcase_add_test(tc, old_staged_job_over_max_age);
 	tcase_add_test(tc, held_horizon_over_threshold_unless_off);
+	tcase_add_test(tc, untimed_holders_and_inactive_slots);
 	tcase_add_test(tc, unreachable_servers_are_named);
 	tcase_add_test(tc, every_problem_at_once);
 	tcase_add_test(tc, ages_read_short);

@@ -166,6 +166,19 @@ START_TEST(standby_query_is_named_and_cleared)
 END_TEST
 
 /* A logical slot nobody reads: it holds the catalogs' horizon for ever. */
+/* `stagedrain status` picks an inactive slot first (it holds until dropped) and needs a person. */
+static void status_names_the_slot(void)
+{
+	const char *const argv[] = { "status", "--pg-url", primary_url, "--redis-url", h_env("TEST_REDIS_URL"), NULL };
+	struct relay_proc st;
+
+	h_relay_start_bare(&st, "xmin-status", argv);
+	ck_assert_int_eq(h_relay_wait(&st, WAIT_MS), 1);
+	ck_assert_msg(h_log_contains(st.log, "by a slot (logical slot \"xmin_test\", inactive)"), "see %s", st.log);
+	ck_assert_msg(h_log_contains(st.log, "SELECT pg_drop_replication_slot('xmin_test')"), "see %s", st.log);
+	ck_assert_msg(h_log_contains(st.log, "an inactive replication slot"), "see %s", st.log);
+}
+
 START_TEST(inactive_logical_slot_is_named_and_cleared)
 {
 	PGconn *c = fresh_primary();
@@ -183,6 +196,7 @@ START_TEST(inactive_logical_slot_is_named_and_cleared)
 	ck_assert(logs_count_both(p.log, "system catalogs' xmin horizon", "kind=slot") > 0);
 	wait_sample(&p, port, "stagedrain_xmin_holder_age_seconds{kind=\"slot\"}", ABOVE(0));
 	wait_sample(&p, port, "stagedrain_xmin_holder_xids{kind=\"slot\"}", ABOVE(2));
+	status_names_the_slot();
 
 	h_sql(c, "SELECT pg_drop_replication_slot('xmin_test')");
 	wait_line(&p, "cleared", "name=xmin_test");
