@@ -32,7 +32,8 @@ LIB_SRC = $(JOB_SRC) relay/log.c relay/values.c relay/settings.c relay/redis_url
           relay/metrics.c relay/watch.c relay/http.c relay/pg_conn.c relay/pg_read.c relay/queue_limits.c relay/rounds.c relay/backpressure.c relay/pg_held.c relay/release.c relay/ladder.c \
           relay/once.c relay/narrow.c relay/stop.c relay/http_deadline.c relay/http_lograte.c \
           relay/lock_holder.c \
-          relay/commands.c relay/cmd_args.c
+          relay/commands.c relay/cmd_args.c \
+          relay/cmd_dead.c relay/dead_list.c relay/dead_replay.c relay/dead_text.c
 LIB_OBJ = $(LIB_SRC:relay/%.c=$(OUT)/%.o) $(OUT)/sql_embed.o
 UNIT_SRC = tests/unit_main.c tests/check_config.c tests/check_redis_url.c tests/check_job.c tests/check_buf.c \
            tests/check_backoff.c tests/check_fence.c tests/check_gaps.c tests/check_metrics.c tests/check_rounds.c \

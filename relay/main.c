@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cmd_args.h"
+#include "cmd_dead.h"
 #include "config.h"
 #include "drain.h"
 #include "http.h"
@@ -154,6 +155,7 @@ static const struct operator_cmd {
 	int (*run)(int argc, char **argv);
 } operator_cmds[] = {
 	{ "help", run_help },
+	{ "dead", cmd_dead_main },
 	{ NULL, NULL },
 };
 
