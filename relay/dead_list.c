@@ -14,7 +14,7 @@
 #define DEFAULT_LIMIT "100"
 /* The table's text columns and the most characters each shows (`dead show` shows all). */
 enum { T_QUEUE, T_CLASS, T_REASON, T_ARGS, T_NCOLS };
-static const size_t col_max[T_NCOLS] = { 30, 40, 60, 60 };
+static const size_t col_max[T_NCOLS] = { 30, 40, 80, 60 };
 static const char *const col_head[T_NCOLS] = { "QUEUE", "CLASS", "REASON", "ARGS" };
 
 /* Every column as JSON, straight from Postgres: jsonb's numbers stay exactly

@@ -42,5 +42,6 @@ Suite *capped_e2e_suite(void);
 Suite *once_suite(void);
 Suite *startup_suite(void);
 Suite *stop_suite(void);
+Suite *dead_suite(void);
 
 #endif
