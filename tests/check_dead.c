@@ -373,7 +373,7 @@ START_TEST(replays_racing_the_relay_and_each_other_lose_and_duplicate_nothing)
 	h_sql(c, "INSERT INTO expected SELECT id, jid, queue, job_class, args FROM staged_jobs_dead");
 	h_relay_start(&p, "race", (const char *const[]){ "--poll-interval", "10ms", "--batch-size", "50", NULL });
 	for (int k = 0; k < 3; k++) {
-		char cls[16];
+		char cls[32];
 
 		h_stage_expected(c, "default", 1000 + k * 100, 100);
 		snprintf(cls, sizeof(cls), "Race%d", k);
@@ -383,7 +383,7 @@ START_TEST(replays_racing_the_relay_and_each_other_lose_and_duplicate_nothing)
 	}
 	/* Two replays of the same rows at once: each row moves once. */
 	for (int k = 0; k < 2; k++) {
-		char name[16];
+		char name[32];
 
 		snprintf(name, sizeof(name), "replay%d", k);
 		h_proc_start(&rp[k], name,
@@ -479,6 +479,28 @@ START_TEST(bad_input_says_one_line_and_changes_nothing)
 }
 END_TEST
 
+/* A row's text cannot play tricks on a terminal: control characters print as
+ * escapes, in the table and in show; JSON escapes them its own way. */
+START_TEST(control_characters_print_visibly)
+{
+	PGconn *c = h_pg();
+	struct said s;
+
+	h_sql(c, "INSERT INTO staged_jobs_dead (id, queue, job_class, args, options, created_at, jid, reason)"
+		 " VALUES (1, E'ev\\x1b[2Jil\\nq', E'K\\tC', '[]', '{}', now(), 'aaaaaaaaaaaaaaaaaaaaaaaa',"
+		 " E'why\\rnot \u00e9')");
+	DEAD(&s, "list");
+	ck_assert_int_eq(s.status, 0);
+	ck_assert_msg(strstr(s.out, "ev\\u001b[2Jil\\nq  K\\tC   why\\rnot \u00e9  []\n"), "%s", s.out);
+	ck_assert_ptr_null(strchr(s.out, '\x1b'));
+	ck_assert_ptr_null(strchr(s.out, '\r'));
+	DEAD(&s, "show", "1");
+	ck_assert(strstr(s.out, "queue       ev\\u001b[2Jil\\nq\n"));
+	ck_assert_ptr_null(strchr(s.out, '\x1b'));
+	PQfinish(c);
+}
+END_TEST
+
 START_TEST(help_prints_the_usage)
 {
 	struct said s;
@@ -504,6 +526,7 @@ Suite *dead_suite(void)
 	tcase_add_test(tc, purge_deletes_by_age);
 	tcase_add_test(tc, replays_racing_the_relay_and_each_other_lose_and_duplicate_nothing);
 	tcase_add_test(tc, bad_input_says_one_line_and_changes_nothing);
+	tcase_add_test(tc, control_characters_print_visibly);
 	tcase_add_test(tc, help_prints_the_usage);
 	suite_add_tcase(s, tc);
 	return s;
