@@ -479,6 +479,49 @@ START_TEST(bad_input_says_one_line_and_changes_nothing)
 }
 END_TEST
 
+/* Redis's own limit back to its default, whatever the test did. */
+static void restore_redis(void)
+{
+	redisContext *r = h_redis();
+
+	freeReplyObject(h_cmd(r, "CONFIG SET proto-max-bulk-len 512mb"));
+	redisFree(r);
+}
+
+/* The one reason the relay's checks cannot see coming: Redis refused the job
+ * (here it is over Redis's proto-max-bulk-len). Once Redis takes it, the
+ * replay moves it and the relay delivers it, with its jid. */
+START_TEST(a_job_redis_refused_is_replayed_once_redis_takes_it)
+{
+	PGconn *c = h_pg();
+	redisContext *r = h_redis();
+	struct said s;
+	char jid[32], dead_id[24];
+	json_t *jobs;
+
+	freeReplyObject(h_cmd(r, "CONFIG SET proto-max-bulk-len 1mb"));
+	h_sql(c, "INSERT INTO staged_jobs (job_class, args) VALUES ('Good', '[1]'),"
+		 " ('TooBig', jsonb_build_array(repeat('x', 1100000))), ('Good', '[2]')");
+	h_sql_text(c, "SELECT jid FROM staged_jobs WHERE job_class = 'TooBig'", jid, sizeof(jid));
+	relay_once("refused-first", "4M");
+	ck_assert_int_eq(h_cmd_int(r, "LLEN queue:default"), 2);
+	DEAD(&s, "list", "--reason", "redis refused it");
+	ck_assert_int_eq(lines(s.out), 2);
+	snprintf(dead_id, sizeof(dead_id), "%lld", dead_id_of(c, "job_class = 'TooBig'"));
+	restore_redis();
+	DEAD(&s, "replay", dead_id, "--max-job-bytes", "4M");
+	ck_assert_msg(s.status == 0, "%s%s", s.out, s.err);
+	relay_once("refused-replayed", "4M");
+	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs_dead"), 0);
+	jobs = h_list_jobs(r, "queue:default");
+	ck_assert_int_eq(json_array_size(jobs), 3);
+	ck_assert_str_eq(json_string_value(json_object_get(json_array_get(jobs, 0), "jid")), jid);
+	json_decref(jobs);
+	redisFree(r);
+	PQfinish(c);
+}
+END_TEST
+
 /* A row's text cannot play tricks on a terminal: control characters print as
  * escapes, in the table and in show; JSON escapes them its own way. */
 START_TEST(control_characters_print_visibly)
@@ -518,6 +561,7 @@ Suite *dead_suite(void)
 {
 	Suite *s = suite_create("dead");
 	TCase *tc = tcase_create("dead");
+	TCase *refused = tcase_create("refused");
 
 	tcase_add_checked_fixture(tc, h_reset, NULL);
 	tcase_set_timeout(tc, 120);
@@ -529,5 +573,9 @@ Suite *dead_suite(void)
 	tcase_add_test(tc, control_characters_print_visibly);
 	tcase_add_test(tc, help_prints_the_usage);
 	suite_add_tcase(s, tc);
+	tcase_add_checked_fixture(refused, h_reset, restore_redis);
+	tcase_set_timeout(refused, 120);
+	tcase_add_test(refused, a_job_redis_refused_is_replayed_once_redis_takes_it);
+	suite_add_tcase(s, refused);
 	return s;
 }
