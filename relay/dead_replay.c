@@ -60,8 +60,10 @@ struct edits {
 	int nset, nunset;
 };
 
-/* Appends key (n bytes) as a JSON string, after a comma if it is not the first. */
-static int add_key(struct buf *b, int *count, const char *key, size_t n, const char *flag, const char *given)
+/* Appends key (n bytes) as a JSON string, after open ("{" or "[") if it is
+ * the first, else after a comma. */
+static int add_key(struct buf *b, int *count, const char *open, const char *key, size_t n, const char *flag,
+		   const char *given)
 {
 	json_t *k = n ? json_stringn(key, n) : NULL;
 	char *text = k ? json_dumps(k, JSON_ENCODE_ANY) : NULL;
@@ -70,7 +72,7 @@ static int add_key(struct buf *b, int *count, const char *key, size_t n, const c
 	json_decref(k);
 	if (!text)
 		return dead_say(CMD_EXIT_USAGE, "--%s \"%.60s\": the key is empty or not utf-8", flag, given);
-	rc = buf_puts(b, (*count)++ ? "," : "");
+	rc = buf_puts(b, (*count)++ ? "," : open);
 	if (rc == 0)
 		rc = buf_puts(b, text);
 	free(text);
@@ -100,9 +102,9 @@ static int read_edits(const struct dead_cmd *d, struct edits *e)
 					err.text);
 		json_decref(val);
 		if (set)
-			rc = add_key(&e->set, &e->nset, v, (size_t)(eq - v), flag, v);
+			rc = add_key(&e->set, &e->nset, "{", v, (size_t)(eq - v), flag, v);
 		else
-			rc = add_key(&e->unset, &e->nunset, v, strlen(v), flag, v);
+			rc = add_key(&e->unset, &e->nunset, "[", v, strlen(v), flag, v);
 		if (rc == 0 && set && (buf_puts(&e->set, ":") < 0 || buf_puts(&e->set, eq + 1) < 0))
 			rc = dead_say(CMD_EXIT_ATTENTION, "out of memory");
 		if (rc)
@@ -343,8 +345,7 @@ int dead_replay(struct dead_cmd *d)
 	buf_init(&e.unset);
 	buf_init(&ids);
 	buf_init(&r.out);
-	if ((rc = check_usage(d)) == 0 && (rc = id_param(d, &ids, &r.params[6])) == 0 &&
-	    (rc = buf_puts(&e.set, "{") + buf_puts(&e.unset, "[")) == 0 && (rc = read_edits(d, &e)) == 0)
+	if ((rc = check_usage(d)) == 0 && (rc = id_param(d, &ids, &r.params[6])) == 0 && (rc = read_edits(d, &e)) == 0)
 		rc = edit_params(&e, r.params);
 	for (int i = 0; i < 4; i++)
 		r.params[2 + i] = d->filter[i];
