@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "dead_text.h"
 #include "harness.h"
 #include "suites.h"
 
@@ -544,6 +545,52 @@ START_TEST(control_characters_print_visibly)
 }
 END_TEST
 
+/* The text rules alone (no server): characters, not bytes, are counted and cut. */
+START_TEST(visible_text_and_ages)
+{
+	static const struct {
+		const char *in;
+		size_t max;
+		const char *out;
+		size_t width;
+	} cases[] = {
+		{ "h\xc3\xa9llo", 2, "h\xc3\xa9...", 5 }, /* a two-byte character is not split */
+		{ "a\xff"
+		  "b",
+		  0, "a\\xffb", 6 }, /* not utf-8: the byte's value */
+		{ "a\xc2\x85"
+		  "b",
+		  0, "a\\u0085b", 8 }, /* C1 control (NEL) */
+		{ "\x1b[31m\t\r\n", 0, "\\u001b[31m\\t\\r\\n", 16 },
+		{ "\xe2\x82\xac", 1, "\xe2\x82\xac", 1 },     /* exactly max: no dots */
+		{ "\xed\xa0\x80", 0, "\\xed\\xa0\\x80", 12 }, /* a surrogate is not utf-8 */
+	};
+	char age[16];
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct buf b;
+		size_t w = 0;
+
+		buf_init(&b);
+		ck_assert_int_eq(dead_text_visible(&b, cases[i].in, strlen(cases[i].in), cases[i].max, &w), 0);
+		ck_assert_int_eq(b.len, strlen(cases[i].out));
+		ck_assert_msg(memcmp(b.data, cases[i].out, b.len) == 0, "case %zu: %.*s", i, (int)b.len, b.data);
+		ck_assert_uint_eq(w, cases[i].width);
+		buf_free(&b);
+	}
+	dead_text_age(59, age, sizeof(age));
+	ck_assert_str_eq(age, "59s");
+	dead_text_age(60, age, sizeof(age));
+	ck_assert_str_eq(age, "1m");
+	dead_text_age(7199, age, sizeof(age));
+	ck_assert_str_eq(age, "1h");
+	dead_text_age(5 * 86400 + 1, age, sizeof(age));
+	ck_assert_str_eq(age, "5d");
+	dead_text_age(-3, age, sizeof(age));
+	ck_assert_str_eq(age, "0s");
+}
+END_TEST
+
 START_TEST(help_prints_the_usage)
 {
 	struct said s;
@@ -562,6 +609,7 @@ Suite *dead_suite(void)
 	Suite *s = suite_create("dead");
 	TCase *tc = tcase_create("dead");
 	TCase *refused = tcase_create("refused");
+	TCase *text = tcase_create("text");
 
 	tcase_add_checked_fixture(tc, h_reset, NULL);
 	tcase_set_timeout(tc, 120);
@@ -573,6 +621,8 @@ Suite *dead_suite(void)
 	tcase_add_test(tc, control_characters_print_visibly);
 	tcase_add_test(tc, help_prints_the_usage);
 	suite_add_tcase(s, tc);
+	tcase_add_test(text, visible_text_and_ages);
+	suite_add_tcase(s, text);
 	tcase_add_checked_fixture(refused, h_reset, restore_redis);
 	tcase_set_timeout(refused, 120);
 	tcase_add_test(refused, a_job_redis_refused_is_replayed_once_redis_takes_it);
