@@ -17,26 +17,26 @@
 #include "pg_read.h"
 #include "sidekiq_probe.h"
 
-/* A row's options as the replay leaves them: $2's keys removed, then $1's
- * set. Options that are not an object (no job can carry them) become $1's
- * keys alone; without edits they stay as they are. */
-#define EDITED(t)                                                                                                      \
-	"CASE WHEN $1::jsonb IS NULL AND $2::jsonb IS NULL THEN " t ".options"                                         \
-	" WHEN jsonb_typeof(" t ".options) = 'object' THEN (" t ".options"                                             \
+/* A dead row d's options as the replay leaves them: $2's keys removed, then
+ * $1's set. Options that are not an object (no job can carry them) become
+ * $1's keys alone; without edits they stay as they are. */
+#define EDITED_OPTIONS                                                                                                 \
+	"CASE WHEN $1::jsonb IS NULL AND $2::jsonb IS NULL THEN d.options"                                             \
+	" WHEN jsonb_typeof(d.options) = 'object' THEN (d.options"                                                     \
 	" - ARRAY(SELECT jsonb_array_elements_text(coalesce($2::jsonb, '[]')))) || coalesce($1::jsonb, '{}')"          \
 	" ELSE coalesce($1::jsonb, '{}') END"
+/* The rows picked, for the filters $3-$6 or the dead_ids $7. */
+#define PICKED                                                                                                         \
+	"staged_jobs_dead d WHERE " DEAD_WHERE("3", "4", "5", "6") " AND ($7::int8[] IS NULL OR d.dead_id = ANY($7))"
 
 /* The rows picked, as the relay's read would see them (pg_read's wrapper: the
- * same bounds, the same reasons): $1, $2 the edits, $3-$6 the filters, $7 the
- * dead_ids. A NULL jid or uuid (rows dead-lettered before they existed) gets a
- * new one on the way; a stand-in passes the check. */
+ * same bounds, the same reasons). A NULL jid or uuid (rows dead-lettered
+ * before they existed) gets a new one on the way; a stand-in passes the check. */
 #define PICK_SQL                                                                                                       \
-	", s.dead_id, s.reason FROM (SELECT d.dead_id, d.id, d.queue, d.job_class, d.args, " EDITED(                   \
-		"d") " AS options,"                                                                                    \
-		     " coalesce(d.jid, '000000000000000000000000') AS jid, d.created_at, d.run_at,"                    \
-		     " coalesce(d.uuid, '00000000-0000-4000-8000-000000000000'::uuid) AS uuid, d.tenant, d.reason"     \
-		     " FROM staged_jobs_dead d WHERE " DEAD_WHERE(                                                     \
-			     "3", "4", "5", "6") " AND ($7::int8[] IS NULL OR d.dead_id = ANY($7::int8[]))) s"
+	", s.dead_id, s.reason FROM (SELECT d.dead_id, d.id, d.queue, d.job_class, d.args,"                            \
+	" " EDITED_OPTIONS " AS options, coalesce(d.jid, '000000000000000000000000') AS jid,"                          \
+	" d.created_at, d.run_at, coalesce(d.uuid, '00000000-0000-4000-8000-000000000000'::uuid) AS uuid,"             \
+	" d.tenant, d.reason FROM " PICKED ") s"
 #define ORDER "id, dead_id"
 enum { COL_DEAD_ID = PG_READ_NCOLS, COL_REASON };
 
@@ -49,10 +49,9 @@ enum { COL_DEAD_ID = PG_READ_NCOLS, COL_REASON };
 #define MOVE_SQL                                                                                                       \
 	"WITH d AS (DELETE FROM staged_jobs_dead WHERE dead_id = $3::int8 RETURNING *)"                                \
 	" INSERT INTO staged_jobs (queue, job_class, args, run_at, options, created_at, jid, uuid, tenant)"            \
-	" SELECT d.queue, d.job_class, d.args, d.run_at, " EDITED(                                                     \
-		"d") ", d.created_at,"                                                                                 \
-		     " coalesce(d.jid, substr(replace(gen_random_uuid()::text, '-', ''), 1, 24)),"                     \
-		     " coalesce(d.uuid, gen_random_uuid()), d.tenant FROM d RETURNING id"
+	" SELECT d.queue, d.job_class, d.args, d.run_at, " EDITED_OPTIONS ", d.created_at,"                            \
+	" coalesce(d.jid, substr(replace(gen_random_uuid()::text, '-', ''), 1, 24)),"                                  \
+	" coalesce(d.uuid, gen_random_uuid()), d.tenant FROM d RETURNING id"
 
 /* The option edits as JSON parameters: set, an object; unset, an array of keys. */
 struct edits {
