@@ -28,12 +28,30 @@ int dead_say(int status, const char *fmt, ...)
 	return status;
 }
 
+/* The session, opened at the first statement: a usage error needs no server. */
+static int connect_db(struct dead_cmd *d)
+{
+	char line[1024];
+
+	d->conn = pg_conn_open(&d->a.cfg, "stagedrain dead", false);
+	if (!d->conn)
+		return dead_say(CMD_EXIT_ATTENTION, "out of memory connecting to postgres");
+	if (PQstatus(d->conn) == CONNECTION_OK)
+		return 0;
+	pg_conn_error(line, sizeof(line), d->conn, NULL, "could not connect to postgres");
+	return dead_say(CMD_EXIT_ATTENTION, "%s", line);
+}
+
 PGresult *dead_exec(struct dead_cmd *d, const char *sql, int n, const char *const *params, ExecStatusType want,
 		    const char *what)
 {
-	PGresult *res = PQexecParams(d->conn, sql, n, NULL, params, NULL, NULL, 0);
 	const char *state;
 	char line[1024];
+	PGresult *res;
+
+	if (!d->conn && connect_db(d) != 0)
+		return NULL;
+	res = PQexecParams(d->conn, sql, n, NULL, params, NULL, NULL, 0);
 
 	if (PQresultStatus(res) == want)
 		return res;
@@ -119,19 +137,6 @@ static const struct {
 	{ "purge", "dead purge", run_purge },
 };
 
-static int connect_db(struct dead_cmd *d)
-{
-	char line[1024];
-
-	d->conn = pg_conn_open(&d->a.cfg, "stagedrain dead", false);
-	if (!d->conn)
-		return dead_say(CMD_EXIT_ATTENTION, "out of memory connecting to postgres");
-	if (PQstatus(d->conn) == CONNECTION_OK)
-		return 0;
-	pg_conn_error(line, sizeof(line), d->conn, NULL, "could not connect to postgres");
-	return dead_say(CMD_EXIT_ATTENTION, "%s", line);
-}
-
 static int run_sub(struct dead_cmd *d, int (*run)(struct dead_cmd *d), int argc, char **argv)
 {
 	char err[CONFIG_ERR_SIZE];
@@ -143,7 +148,7 @@ static int run_sub(struct dead_cmd *d, int (*run)(struct dead_cmd *d), int argc,
 		command_usage(stdout, d->doc);
 		return CMD_EXIT_OK;
 	}
-	if ((rc = read_filters(d)) != 0 || (rc = connect_db(d)) != 0)
+	if ((rc = read_filters(d)) != 0)
 		return rc;
 	return run(d);
 }

@@ -448,6 +448,11 @@ START_TEST(bad_input_says_one_line_and_changes_nothing)
 	one_error(&s, 2, "is not a span");
 	DEAD(&s, "frob");
 	one_error(&s, 2, "no command \"dead frob\"");
+	/* A usage error needs no server; a server that cannot be reached is one line too. */
+	dead_as(&s, "host=127.0.0.1 port=1 dbname=x", (const char *const[]){ "purge", NULL });
+	one_error(&s, 2, "needs --older-than");
+	dead_as(&s, "host=127.0.0.1 port=1 dbname=x", (const char *const[]){ "list", NULL });
+	one_error(&s, 1, "could not connect to postgres");
 	state(c, after, sizeof(after));
 	ck_assert_str_eq(before, after);
 
