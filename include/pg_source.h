@@ -24,6 +24,7 @@ struct pg_source {
 	bool bound_statements; /* nobody chose a statement_timeout: batches set their own */
 	struct buf sql;        /* the statement being sent (fetch, dead move, commit, fence delete), reused */
 	PGresult *fenced;      /* queue, count of the rows the last fence delete took */
+	PGresult *dead_moved;  /* the rows the last dead-row move took, for the warning */
 	struct stop *stop;     /* NULL: statements run to their end; else bounded by its deadline */
 	char sqlstate[6];
 	char errstr[256];
@@ -82,6 +83,11 @@ const struct gaps_read *pg_source_seen(const struct pg_source *pg);
 /* Moves the dead rows to staged_jobs_dead with their reasons, in a savepoint:
  * 0 when they moved, or PG_SOURCE_DEAD_KEPT. */
 int pg_source_move_dead(struct pg_source *pg, struct batch *b) SD_MUSTCHECK;
+/* After pg_source_move_dead: the queue of the i-th row it moved, with its
+ * dead_id, staged id, class and reason (names cut to 200 characters); NULL
+ * past the last, or when the move failed. */
+const char *pg_source_dead_moved(const struct pg_source *pg, int i, long long *dead_id, long long *id,
+				 const char **job_class, const char **reason);
 /* Deletes the pushed rows, leaving the kept ones, and commits only if
  * exactly the pushed rows went; otherwise fails with the transaction still
  * open, for pg_source_rollback. One round trip. */

@@ -34,8 +34,8 @@ static const struct cmd_opt dead_show_opts[] = {
 static const struct cmd_opt dead_replay_opts[] = {
 	DEAD_FILTERS,
 	{ "dry-run", NULL, "print what would move, and move nothing" },
-	{ "force", NULL, "move rows that would be dead-lettered again for the same reason" },
-	{ "set-option", "KEY=JSON", "set this key of each row's options on the way (repeatable)" },
+	{ "force", NULL, "move rows the relay's own checks would dead-letter again" },
+	{ "set-option", "KEY=JSON", "set this key of each row's options on the way, after the removals (repeatable)" },
 	{ "unset-option", "KEY", "remove this key from each row's options on the way (repeatable)" },
 	{ NULL, NULL, NULL },
 };

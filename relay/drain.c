@@ -124,8 +124,17 @@ struct batch_times {
 static void log_batch(struct drain *d, const struct batch_times *t)
 {
 	const struct batch *b = &d->batch;
+	const char *queue, *job_class, *reason;
+	long long dead_id, id;
+	int n = 0;
 
-	for (size_t i = 0; i < b->ndead; i++)
+	/* What `stagedrain dead show DEAD_ID` and `dead replay` take. */
+	for (; (queue = pg_source_dead_moved(&d->pg, n, &dead_id, &id, &job_class, &reason)) != NULL; n++)
+		log_warn("moved a row that cannot be a job to staged_jobs_dead",
+			 LOGF(F_INT("dead_id", dead_id), F_INT("id", id), F_STR("queue", queue),
+			      F_STR("class", job_class), F_STR("reason", reason)));
+	/* A role that may not read the dead rows back (granted by an older roles.sql). */
+	for (size_t i = 0; n == 0 && i < b->ndead; i++)
 		log_warn("moved a row that cannot be a job to staged_jobs_dead",
 			 LOGF(F_INT("id", b->dead[i].id), F_STR("reason", b->dead[i].reason)));
 	d->relayed += (long long)b->njobs;

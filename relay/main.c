@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cmd_args.h"
+#include "cmd_dead.h"
 #include "cmd_status.h"
 #include "config.h"
 #include "drain.h"
@@ -156,6 +157,7 @@ static const struct operator_cmd {
 } operator_cmds[] = {
 	{ "help", run_help },
 	{ "status", cmd_status_main },
+	{ "dead", cmd_dead_main },
 	{ NULL, NULL },
 };
 

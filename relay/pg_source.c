@@ -484,10 +484,13 @@ static int append_delete(struct pg_source *pg, const struct batch *b)
 
 /* The columns a dead row keeps, from either table. */
 #define DEAD_COLUMNS "id, queue, job_class, args, run_at, options, created_at, jid, uuid, tenant"
+/* What the dead-letter warning names, read back from the move (a queue or
+ * class too long to be a job's is cut: it is in the table whole). */
+#define DEAD_LOGGED "dead_id, id, left(queue, 200), left(job_class, 200), reason"
 
 /* Moves rejected rows to staged_jobs_dead with their reasons: a row read
  * from staged_jobs by id, one released from staged_jobs_held by hold_id. */
-static int append_dead(struct pg_source *pg, const struct batch *b)
+static int append_dead(struct pg_source *pg, const struct batch *b, bool read_back)
 {
 	struct buf *sql = &pg->sql;
 	int rc = buf_puts(sql, "SAVEPOINT stagedrain_dead; WITH bad(id, hid, reason) AS (VALUES ");
@@ -500,19 +503,22 @@ static int append_dead(struct pg_source *pg, const struct batch *b)
 				lit);
 		PQfreemem(lit);
 	}
-	return rc ? rc
-		  : buf_puts(sql, "), moved AS (DELETE FROM staged_jobs s USING bad"
-				  " WHERE bad.hid = 0 AND s.id = bad.id RETURNING s.*, bad.reason),"
-				  " moved_held AS (DELETE FROM staged_jobs_held s USING bad"
-				  " WHERE bad.hid <> 0 AND s.hold_id = bad.hid RETURNING s.*, bad.reason)"
-				  " INSERT INTO staged_jobs_dead (" DEAD_COLUMNS ", reason)"
-				  " SELECT " DEAD_COLUMNS ", reason FROM moved"
-				  " UNION ALL SELECT " DEAD_COLUMNS ", reason FROM moved_held");
+	if (rc == 0)
+		rc = buf_puts(sql, "), moved AS (DELETE FROM staged_jobs s USING bad"
+				   " WHERE bad.hid = 0 AND s.id = bad.id RETURNING s.*, bad.reason),"
+				   " moved_held AS (DELETE FROM staged_jobs_held s USING bad"
+				   " WHERE bad.hid <> 0 AND s.hold_id = bad.hid RETURNING s.*, bad.reason)"
+				   " INSERT INTO staged_jobs_dead (" DEAD_COLUMNS ", reason)"
+				   " SELECT " DEAD_COLUMNS ", reason FROM moved"
+				   " UNION ALL SELECT " DEAD_COLUMNS ", reason FROM moved_held");
+	return rc == 0 && read_back ? buf_puts(sql, " RETURNING " DEAD_LOGGED) : rc;
 }
 
 /* Sends sql and reads every result: 0 when all succeeded; the rows each
- * DELETE or INSERT touched are added to *count, if given. */
-static int run_counted(struct pg_source *pg, const char *sql, const char *what, unsigned long long *count)
+ * DELETE or INSERT touched are added to *count, if given; with rows, the
+ * last result that returned rows is kept there (the caller clears it). */
+static int run_counted(struct pg_source *pg, const char *sql, const char *what, unsigned long long *count,
+		       PGresult **rows)
 {
 	PGresult *res;
 	int rc = 0;
@@ -525,9 +531,30 @@ static int run_counted(struct pg_source *pg, const char *sql, const char *what, 
 			rc = pg_source_fail(pg, res, what);
 		else if (rc == 0 && count && *PQcmdTuples(res))
 			*count += strtoull(PQcmdTuples(res), NULL, 10);
+		if (rc == 0 && rows && st == PGRES_TUPLES_OK) {
+			PQclear(*rows);
+			*rows = res;
+			continue;
+		}
 		PQclear(res);
 	}
 	return rc == 0 && !pg->conn ? abandoned(pg, what) : rc;
+}
+
+/*
+ * Whether the role may read back what it moves, for the warning (INSERT ...
+ * RETURNING needs SELECT on those columns): roles.sql grants it, but a relay
+ * whose role an older roles.sql granted must still move rows. One round trip,
+ * in batches with dead rows only.
+ */
+static bool may_read_back(struct pg_source *pg)
+{
+	PGresult *res = pg_source_exec(pg, "SELECT bool_and(has_column_privilege('staged_jobs_dead', c, 'SELECT'))"
+					   " FROM unnest('{dead_id,id,queue,job_class,reason}'::text[]) c");
+	bool yes = PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1 && *PQgetvalue(res, 0, 0) == 't';
+
+	PQclear(res);
+	return yes;
 }
 
 /*
@@ -542,20 +569,25 @@ int pg_source_move_dead(struct pg_source *pg, struct batch *b)
 	char why[sizeof(pg->errstr)];
 	int rc;
 
+	PQclear(pg->dead_moved);
+	pg->dead_moved = NULL;
 	if (b->ndead == 0)
 		return 0;
 	buf_reset(&pg->sql);
-	if ((rc = append_dead(pg, b)) < 0)
+	if ((rc = append_dead(pg, b, may_read_back(pg))) < 0)
 		return rc;
-	rc = run_counted(pg, pg->sql.data, "could not move rows to staged_jobs_dead", &moved);
+	rc = run_counted(pg, pg->sql.data, "could not move rows to staged_jobs_dead", &moved, &pg->dead_moved);
 	if (rc == 0 && moved == b->ndead)
 		return 0;
+	PQclear(pg->dead_moved);
+	pg->dead_moved = NULL;
 	if (pg_source_broken(pg))
 		return -EIO;
 	if (rc == 0)
 		snprintf(pg->errstr, sizeof(pg->errstr), "moved %llu of %zu rows to staged_jobs_dead", moved, b->ndead);
 	memcpy(why, pg->errstr, sizeof(why));
-	if (run_counted(pg, "ROLLBACK TO SAVEPOINT stagedrain_dead", "could not undo the dead-row move", NULL) < 0)
+	if (run_counted(pg, "ROLLBACK TO SAVEPOINT stagedrain_dead", "could not undo the dead-row move", NULL, NULL) <
+	    0)
 		return -EIO;
 	memcpy(pg->errstr, why, sizeof(why));
 	batch_keep_dead(b);
@@ -572,7 +604,7 @@ int pg_source_commit(struct pg_source *pg, const struct batch *b)
 		return rc;
 	if ((rc = buf_puts(&pg->sql, "COMMIT")) < 0)
 		return rc;
-	if (run_counted(pg, pg->sql.data, "could not delete the pushed batch", NULL) < 0)
+	if (run_counted(pg, pg->sql.data, "could not delete the pushed batch", NULL, NULL) < 0)
 		return -EIO;
 	pg->in_tx = false;
 	pg_read_clear(&pg->read);
@@ -622,6 +654,18 @@ const char *pg_source_fenced_queue(const struct pg_source *pg, int i, size_t *le
 	return PQgetvalue(pg->fenced, i, 0);
 }
 
+const char *pg_source_dead_moved(const struct pg_source *pg, int i, long long *dead_id, long long *id,
+				 const char **job_class, const char **reason)
+{
+	if (!pg->dead_moved || i >= PQntuples(pg->dead_moved))
+		return NULL;
+	*dead_id = strtoll(PQgetvalue(pg->dead_moved, i, 0), NULL, 10);
+	*id = strtoll(PQgetvalue(pg->dead_moved, i, 1), NULL, 10);
+	*job_class = PQgetvalue(pg->dead_moved, i, 3);
+	*reason = PQgetvalue(pg->dead_moved, i, 4);
+	return PQgetvalue(pg->dead_moved, i, 2);
+}
+
 void pg_source_rollback(struct pg_source *pg)
 {
 	if (pg->in_tx && !pg_source_broken(pg))
@@ -656,6 +700,8 @@ void pg_source_free(struct pg_source *pg)
 	pg_source_close(pg);
 	PQclear(pg->fenced);
 	pg->fenced = NULL;
+	PQclear(pg->dead_moved);
+	pg->dead_moved = NULL;
 	buf_free(&pg->sql);
 	pg_read_free(&pg->read);
 }

@@ -1,5 +1,5 @@
--- stagedrain roles: least privilege for the relay and for the applications
--- that stage jobs. Not a migration (`stagedrain migrate` does not run it): an
+-- stagedrain roles: least privilege for the relay, for the applications that
+-- stage jobs, and for the people who look after dead-lettered ones. Not a migration (`stagedrain migrate` does not run it): an
 -- admin runs it, after `stagedrain migrate`, in the database that holds
 -- staged_jobs:
 --
@@ -7,15 +7,18 @@
 --
 -- Who may run it: a superuser, or a role with CREATEROLE that owns the tables
 -- (the roles it creates are cluster-wide). The tables' owner without
--- CREATEROLE (a managed database's usual app owner) can run it once the two
+-- CREATEROLE (a managed database's usual app owner) can run it once the three
 -- group roles exist: someone with CREATEROLE runs
 --   CREATE ROLE stagedrain_relay NOLOGIN; CREATE ROLE stagedrain_app NOLOGIN;
+--   CREATE ROLE stagedrain_admin NOLOGIN;
 -- and the owner then runs this script, which only grants. Without them it
 -- stops with that advice before it changes anything.
 --
--- It creates two NOLOGIN group roles and grants them exactly:
+-- It creates three NOLOGIN group roles and grants them exactly:
 --
---   stagedrain_relay  SELECT, DELETE on staged_jobs; INSERT on staged_jobs_dead;
+--   stagedrain_relay  SELECT, DELETE on staged_jobs; INSERT on staged_jobs_dead,
+--                     and SELECT on its dead_id, id, queue, job_class and
+--                     reason (the dead-letter warning reads them back);
 --                     SELECT, INSERT, DELETE on staged_jobs_held;
 --                     SELECT on the id sequence and the held table's
 --                     hold_id sequence (their last values, never nextval)
@@ -29,8 +32,14 @@
 --                     staged rows; it shows job ids and queue names and
 --                     nothing else of the jobs;
 --                     USAGE on its id sequence
+--   stagedrain_admin  what `stagedrain dead` needs: SELECT, DELETE on
+--                     staged_jobs_dead (list, show, purge, and replay,
+--                     which claims a row by deleting it); INSERT on
+--                     staged_jobs' columns other than id, as the app, and
+--                     SELECT on its id (replay prints the new ids); USAGE
+--                     on its id sequence. It cannot read staged jobs.
 --
--- and nothing else: each run first revokes whatever these two roles hold on
+-- and nothing else: each run first revokes whatever these three roles hold on
 -- those objects, so running it again (safe at any time) restores exactly this.
 -- The relay's leader lock is pg_advisory_lock, which every role may call
 -- (unless an admin revoked EXECUTE from PUBLIC); CONNECT on the database and
@@ -41,8 +50,10 @@
 --
 --   CREATE ROLE relay LOGIN PASSWORD '...' IN ROLE stagedrain_relay;
 --   GRANT stagedrain_app TO rails;          -- an existing application role
+--   GRANT stagedrain_admin TO alice;        -- a person who replays dead jobs
 --
--- The id must come from its default: an id chosen by the application can
+-- The id must come from its default: an id chosen by the application (or a
+-- replay) can
 -- fall below ids the relay has already passed, and that job may never be
 -- delivered. So an INSERT that names id (or names no columns at all) is
 -- refused with "permission denied"; list the columns, as ORMs do when the id
@@ -54,16 +65,20 @@
 DO $$
 BEGIN
     IF (NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'stagedrain_relay')
-        OR NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'stagedrain_app'))
+        OR NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'stagedrain_app')
+        OR NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'stagedrain_admin'))
        AND NOT (SELECT rolsuper OR rolcreaterole FROM pg_roles WHERE rolname = current_user) THEN
-        RAISE EXCEPTION 'roles.sql must create the group roles stagedrain_relay and stagedrain_app, which needs a superuser or CREATEROLE, and % has neither', current_user
-            USING HINT = 'have a role with CREATEROLE run: CREATE ROLE stagedrain_relay NOLOGIN; CREATE ROLE stagedrain_app NOLOGIN; then run roles.sql again as the owner of staged_jobs';
+        RAISE EXCEPTION 'roles.sql must create the group roles stagedrain_relay, stagedrain_app and stagedrain_admin, which needs a superuser or CREATEROLE, and % has neither', current_user
+            USING HINT = 'have a role with CREATEROLE run: CREATE ROLE stagedrain_relay NOLOGIN; CREATE ROLE stagedrain_app NOLOGIN; CREATE ROLE stagedrain_admin NOLOGIN; then run roles.sql again as the owner of staged_jobs';
     END IF;
     IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'stagedrain_relay') THEN
         CREATE ROLE stagedrain_relay NOLOGIN;
     END IF;
     IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'stagedrain_app') THEN
         CREATE ROLE stagedrain_app NOLOGIN;
+    END IF;
+    IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'stagedrain_admin') THEN
+        CREATE ROLE stagedrain_admin NOLOGIN;
     END IF;
 END
 $$;
@@ -86,18 +101,24 @@ BEGIN
     SELECT relnamespace::regnamespace::name INTO nsp FROM pg_class WHERE oid = jobs;
 
     -- Revoking a table's privileges also revokes its column privileges.
-    EXECUTE format('REVOKE ALL ON TABLE %s, %s, %s FROM stagedrain_relay, stagedrain_app', jobs, dead, held);
-    EXECUTE format('REVOKE ALL ON SEQUENCE %s, %s FROM stagedrain_relay, stagedrain_app', seq, held_seq);
+    EXECUTE format('REVOKE ALL ON TABLE %s, %s, %s FROM stagedrain_relay, stagedrain_app, stagedrain_admin',
+                   jobs, dead, held);
+    EXECUTE format('REVOKE ALL ON SEQUENCE %s, %s FROM stagedrain_relay, stagedrain_app, stagedrain_admin',
+                   seq, held_seq);
 
     IF NOT has_schema_privilege('stagedrain_relay', nsp, 'USAGE')
-       OR NOT has_schema_privilege('stagedrain_app', nsp, 'USAGE') THEN
-        EXECUTE format('GRANT USAGE ON SCHEMA %I TO stagedrain_relay, stagedrain_app', nsp);
+       OR NOT has_schema_privilege('stagedrain_app', nsp, 'USAGE')
+       OR NOT has_schema_privilege('stagedrain_admin', nsp, 'USAGE') THEN
+        EXECUTE format('GRANT USAGE ON SCHEMA %I TO stagedrain_relay, stagedrain_app, stagedrain_admin', nsp);
     END IF;
     -- The relay reads batches, deletes what it pushed (the fence's delete and
     -- the dead-letter move read id and jid, hence SELECT), and moves rows that
     -- cannot be jobs into staged_jobs_dead.
     EXECUTE format('GRANT SELECT, DELETE ON TABLE %s TO stagedrain_relay', jobs);
     EXECUTE format('GRANT INSERT ON TABLE %s TO stagedrain_relay', dead);
+    -- Its warning names each row it moved there by dead_id, queue and class
+    -- (INSERT ... RETURNING reads them); not args or options.
+    EXECUTE format('GRANT SELECT (dead_id, id, queue, job_class, reason) ON TABLE %s TO stagedrain_relay', dead);
     -- A capped queue's jobs wait in staged_jobs_held, which only the relay
     -- writes; a new leader reads the hold sequence's last value so the
     -- rounds it assigns sort after every row released before it.
@@ -112,6 +133,15 @@ BEGIN
     EXECUTE format('GRANT INSERT (queue, job_class, args, run_at, options, created_at, jid, uuid, tenant)'
                    ' ON TABLE %s TO stagedrain_app', jobs);
     EXECUTE format('GRANT USAGE ON SEQUENCE %s TO stagedrain_app', seq);
+    -- `stagedrain dead` reads the dead rows, and deletes them to purge or to
+    -- claim them for a replay (DELETE ... RETURNING: a second replay of the
+    -- same row then finds it gone; SELECT ... FOR UPDATE would need UPDATE).
+    -- A replayed row goes back as an application stages one, its id from the
+    -- default; the new id is read back to print it.
+    EXECUTE format('GRANT SELECT, DELETE ON TABLE %s TO stagedrain_admin', dead);
+    EXECUTE format('GRANT INSERT (queue, job_class, args, run_at, options, created_at, jid, uuid, tenant),'
+                   ' SELECT (id) ON TABLE %s TO stagedrain_admin', jobs);
+    EXECUTE format('GRANT USAGE ON SEQUENCE %s TO stagedrain_admin', seq);
 END
 $$;
 

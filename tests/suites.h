@@ -46,5 +46,6 @@ Suite *stop_suite(void);
 Suite *xmin_suite(void);
 Suite *xmin_unit_suite(void);
 Suite *status_suite(void);
+Suite *dead_suite(void);
 
 #endif
