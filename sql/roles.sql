@@ -17,8 +17,9 @@
 -- It creates three NOLOGIN group roles and grants them exactly:
 --
 --   stagedrain_relay  SELECT, DELETE on staged_jobs; INSERT on staged_jobs_dead,
---                     and SELECT on its dead_id, id, queue, job_class and
---                     reason (the dead-letter warning reads them back);
+--                     and SELECT on its dead_id, id, queue, job_class,
+--                     reason and failed_at (the dead-letter warning reads
+--                     them back; the watcher counts dead rows by queue);
 --                     SELECT, INSERT, DELETE on staged_jobs_held;
 --                     SELECT on the id sequence and the held table's
 --                     hold_id sequence (their last values, never nextval)
@@ -117,8 +118,10 @@ BEGIN
     EXECUTE format('GRANT SELECT, DELETE ON TABLE %s TO stagedrain_relay', jobs);
     EXECUTE format('GRANT INSERT ON TABLE %s TO stagedrain_relay', dead);
     -- Its warning names each row it moved there by dead_id, queue and class
-    -- (INSERT ... RETURNING reads them); not args or options.
-    EXECUTE format('GRANT SELECT (dead_id, id, queue, job_class, reason) ON TABLE %s TO stagedrain_relay', dead);
+    -- (INSERT ... RETURNING reads them), and its watcher gauges dead rows by
+    -- queue and the oldest one's age (stagedrain_dead_jobs); not args or options.
+    EXECUTE format('GRANT SELECT (dead_id, id, queue, job_class, reason, failed_at) ON TABLE %s TO stagedrain_relay',
+                   dead);
     -- A capped queue's jobs wait in staged_jobs_held, which only the relay
     -- writes; a new leader reads the hold sequence's last value so the
     -- rounds it assigns sort after every row released before it.

@@ -114,7 +114,8 @@ static void login_role(PGconn *c, const char *name, const char *group, const cha
 	" staged_jobs.uuid:stagedrain_app:INSERT"
 #define OTHER_GRANTS                                                                                                   \
 	" staged_jobs:stagedrain_relay:DELETE staged_jobs:stagedrain_relay:SELECT"                                     \
-	" staged_jobs_dead.dead_id:stagedrain_relay:SELECT staged_jobs_dead.id:stagedrain_relay:SELECT"                \
+	" staged_jobs_dead.dead_id:stagedrain_relay:SELECT staged_jobs_dead.failed_at:stagedrain_relay:SELECT"         \
+	" staged_jobs_dead.id:stagedrain_relay:SELECT"                                                                 \
 	" staged_jobs_dead.job_class:stagedrain_relay:SELECT staged_jobs_dead.queue:stagedrain_relay:SELECT"           \
 	" staged_jobs_dead.reason:stagedrain_relay:SELECT"                                                             \
 	" staged_jobs_dead:stagedrain_relay:INSERT staged_jobs_held:stagedrain_relay:DELETE"                           \

@@ -319,11 +319,19 @@ START_TEST(unprivileged_role_degrades_with_one_line_each)
 	ck_assert(isnan(sample(port, "stagedrain_xmin_holder_age_seconds{kind=\"backend\"}")));
 	ck_assert(isnan(sample(port, "stagedrain_xmin_holder_age_seconds{kind=\"standby\"}")));
 	ck_assert(isnan(sample(port, "stagedrain_oldest_transaction_age_seconds")));
-	ck_assert(isnan(sample(port, "stagedrain_dead_oldest_age_seconds")));
+	/* roles.sql lets the relay read the dead rows' queue and failed_at, for these gauges. */
+	ck_assert(sample(port, "stagedrain_dead_oldest_age_seconds") == 0);
 	ck_assert_int_eq(h_log_count(p.log, "cannot see other roles' transactions or the standbys' feedback"), 1);
-	ck_assert_int_eq(h_log_count(p.log, "cannot read staged_jobs_dead"), 1);
+	ck_assert_int_eq(h_log_count(p.log, "cannot read staged_jobs_dead"), 0);
 	ck_assert_int_eq(h_log_count(p.log, "kind=backend"), 0);
+	/* A role granted by an older roles.sql may not: one line, and the series left out. */
+	h_sql(c, "REVOKE SELECT (queue, failed_at) ON staged_jobs_dead FROM stagedrain_relay");
+	wait_sample(&p, port, "stagedrain_dead_oldest_age_seconds", ABSENT);
+	sleep_ms(500);
+	ck_assert_int_eq(h_log_count(p.log, "cannot read staged_jobs_dead"), 1);
+	ck_assert(sample(port, "stagedrain_ready") == 1);
 	stop_relay(&p);
+	h_sql(c, "GRANT SELECT (queue, failed_at) ON staged_jobs_dead TO stagedrain_relay");
 	h_sql(x, "COMMIT");
 	h_sql(c, "DROP OWNED BY xmin_relay");
 	h_sql(c, "DROP ROLE xmin_relay");
