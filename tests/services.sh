@@ -164,52 +164,45 @@ pg_restart() {
 		>/dev/null || { tail -n 5 "$dir/pgrun/pg.log" >&2; exit 1; }
 }
 
-# A primary and a standby streaming from it, for a failover test; separate from
-# the shared server so later tests keep theirs. The primary is a copy of the
-# shared server (cheaper than initdb), the standby a copy of the primary.
-pgfo_start() {
-	local dir=$1 bin p1
+# pg_pair_start DIR NAME MAXCONN [PRIMARY_OPTS [STANDBY_OPTS]]: a primary in
+# DIR/NAME1 and a standby streaming from it in DIR/NAME2 (ports in
+# DIR/NAME1.port, DIR/NAME2.port), apart from the shared server so later tests
+# keep theirs. The primary is a copy of the shared server (cheaper than
+# initdb), the standby a copy of the primary.
+pg_pair_start() {
+	local dir=$1 name=$2 maxconn=$3 primary_opts=${4:-} standby_opts=${5:-} bin p1
+	local d1=$dir/${name}1 d2=$dir/${name}2 run=$dir/${name}run log=$dir/$name-basebackup.log
 	bin=$(pgbin)
 	# A test that ran these servers before left their (stopped) data behind.
-	rm -rf "$dir/pgfo1" "$dir/pgfo2"
-	mkdir -p "$dir/pgfo1" "$dir/pgfo2" "$dir/pgforun"
-	chmod 700 "$dir/pgfo1" "$dir/pgfo2"
-	[ "$(id -u)" != 0 ] || chown postgres: "$dir/pgfo1" "$dir/pgfo2" "$dir/pgforun"
-	as_pg "$bin/pg_basebackup" -h 127.0.0.1 -p "$(cat "$dir/pg.port")" -U postgres -D "$dir/pgfo1" \
-		-X stream -c fast --no-sync >"$dir/pgfo-basebackup.log" 2>&1 ||
-		{ cat "$dir/pgfo-basebackup.log" >&2; exit 1; }
-	pg_listen "$dir/pgfo1" "$dir/pgforun" 20 "$dir/pgfo1.port" "$dir/pgforun/p1.log"
-	p1=$(cat "$dir/pgfo1.port")
-	as_pg "$bin/pg_basebackup" -h 127.0.0.1 -p "$p1" -U postgres -D "$dir/pgfo2" -R -X stream \
-		-c fast --no-sync >"$dir/pgfo-basebackup.log" 2>&1 || { cat "$dir/pgfo-basebackup.log" >&2; exit 1; }
-	pg_listen "$dir/pgfo2" "$dir/pgforun" 20 "$dir/pgfo2.port" "$dir/pgforun/p2.log"
+	rm -rf "$d1" "$d2"
+	mkdir -p "$d1" "$d2" "$run"
+	chmod 700 "$d1" "$d2"
+	[ "$(id -u)" != 0 ] || chown postgres: "$d1" "$d2" "$run"
+	as_pg "$bin/pg_basebackup" -h 127.0.0.1 -p "$(cat "$dir/pg.port")" -U postgres -D "$d1" \
+		-X stream -c fast --no-sync >"$log" 2>&1 || { cat "$log" >&2; exit 1; }
+	pg_listen "$d1" "$run" "$maxconn" "$d1.port" "$run/p1.log" "$primary_opts"
+	p1=$(cat "$d1.port")
+	as_pg "$bin/pg_basebackup" -h 127.0.0.1 -p "$p1" -U postgres -D "$d2" -R -X stream \
+		-c fast --no-sync >"$log" 2>&1 || { cat "$log" >&2; exit 1; }
+	pg_listen "$d2" "$run" "$maxconn" "$d2.port" "$run/p2.log" "$standby_opts"
 }
 
-# What every xmin holder needs, on servers of their own so the shared one keeps
-# its settings: a primary (a copy of the shared server) with wal_level=logical
-# for a logical slot and max_prepared_transactions for PREPARE TRANSACTION, and
-# a standby of it whose feedback carries its queries' xmin to the primary,
-# every second rather than every ten.
+# For a failover test.
+pgfo_start() {
+	pg_pair_start "$1" pgfo 20
+}
+
+# What every xmin holder needs: a primary with wal_level=logical for a logical
+# slot and max_prepared_transactions for PREPARE TRANSACTION, and a standby
+# whose feedback carries its queries' xmin to the primary, every second rather
+# than every ten.
 PGXM_PRIMARY="-c wal_level=logical -c max_prepared_transactions=10"
 PGXM_STANDBY="-c max_prepared_transactions=10 -c hot_standby_feedback=on -c wal_receiver_status_interval=1s"
 PGXM_STANDBY+=" -c cluster_name=pgxm-standby" # its application_name on the primary
 
 pgxm_start() {
-	local dir=$1 bin p1
-	bin=$(pgbin)
-	pgxm_stop "$dir" # a test that failed may have left them running
-	rm -rf "$dir/pgxm1" "$dir/pgxm2"
-	mkdir -p "$dir/pgxm1" "$dir/pgxm2" "$dir/pgxmrun"
-	chmod 700 "$dir/pgxm1" "$dir/pgxm2"
-	[ "$(id -u)" != 0 ] || chown postgres: "$dir/pgxm1" "$dir/pgxm2" "$dir/pgxmrun"
-	as_pg "$bin/pg_basebackup" -h 127.0.0.1 -p "$(cat "$dir/pg.port")" -U postgres -D "$dir/pgxm1" \
-		-X stream -c fast --no-sync >"$dir/pgxm-basebackup.log" 2>&1 ||
-		{ cat "$dir/pgxm-basebackup.log" >&2; exit 1; }
-	pg_listen "$dir/pgxm1" "$dir/pgxmrun" 30 "$dir/pgxm1.port" "$dir/pgxmrun/p1.log" "$PGXM_PRIMARY"
-	p1=$(cat "$dir/pgxm1.port")
-	as_pg "$bin/pg_basebackup" -h 127.0.0.1 -p "$p1" -U postgres -D "$dir/pgxm2" -R -X stream \
-		-c fast --no-sync >"$dir/pgxm-basebackup.log" 2>&1 || { cat "$dir/pgxm-basebackup.log" >&2; exit 1; }
-	pg_listen "$dir/pgxm2" "$dir/pgxmrun" 30 "$dir/pgxm2.port" "$dir/pgxmrun/p2.log" "$PGXM_STANDBY"
+	pgxm_stop "$1" # a test that failed may have left them running
+	pg_pair_start "$1" pgxm 30 "$PGXM_PRIMARY" "$PGXM_STANDBY"
 }
 
 pgxm_stop() {
