@@ -10,6 +10,7 @@
 #include "fmacros.h"
 
 struct status_horizon {
+	bool sees_all;  /* pg_read_all_stats: other roles' transactions count; without it, the rest is a guess */
 	bool held;      /* something holds it back now; the rest is valid only then */
 	char kind[24];  /* "backend", "standby", "slot" or "prepared" */
 	char name[384]; /* who: "pid 4242, user app, application_name \"rails\", idle in transaction" */

@@ -49,6 +49,7 @@ int status_horizon_read(PGconn *conn, struct status_horizon *out, char *err, siz
 	memset(out, 0, sizeof(*out));
 	if (xmin_holders_read(conn, &all, err, errlen) < 0)
 		return -EIO;
+	out->sees_all = all.sees_all;
 	if (!(h = pick(&all)))
 		return 0;
 	out->held = true;

@@ -90,9 +90,6 @@ static void pg_failed(struct status *s, PGconn *conn, const PGresult *res, const
 /* SQLSTATE insufficient_privilege. */
 #define SQLSTATE_DENIED "42501"
 
-/* Whether this role sees other roles' sessions whole (superusers do too). */
-#define SEES_ALL_SQL "SELECT pg_has_role('pg_read_all_stats', 'USAGE')"
-
 static PGresult *query(struct status *s, PGconn *conn, const char *sql, const int *param, const char *what);
 
 /*
@@ -259,21 +256,15 @@ static void read_dead_and_gaps(struct status *s, PGconn *conn)
  * without pg_read_all_stats: "not held" would then be a guess. */
 static void read_horizon(struct status *s, PGconn *conn)
 {
-	PGresult *res = query(s, conn, SEES_ALL_SQL, NULL, "could not read this role's privileges");
 	char err[256];
-	bool sees_all;
 
-	if (!res)
-		return;
-	sees_all = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
-	PQclear(res);
-	if (!sees_all)
+	if (status_horizon_read(conn, &s->horizon, err, sizeof(err)) < 0)
+		pg_failed_with(s, err);
+	else if (!s->horizon.sees_all)
 		snprintf(s->horizon_why, sizeof(s->horizon_why),
 			 "this role cannot see other roles' transactions (grant pg_read_all_stats or pg_monitor)");
-	else if (status_horizon_read(conn, &s->horizon, err, sizeof(err)) == 0)
-		s->horizon_read = true;
 	else
-		pg_failed_with(s, err);
+		s->horizon_read = true;
 }
 
 static int read_pg(struct status *s, const struct config *cfg)
