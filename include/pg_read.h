@@ -66,11 +66,11 @@ extern const char pg_read_columns[];
  * within max_bytes (the first always comes); args or options over max_job
  * bytes, and a queue, class or tenant over JOB_MAX_NAME_BYTES, stay in
  * Postgres: only the reason naming the column and its length comes (the row
- * is dead-lettered); nall says how many rows there were before the cut.
+ * is dead-lettered); more says whether a row the budget left out follows.
  * extra: more of the subquery's columns, after the row's PG_READ_NCOLS
  * (", round, hold_id"). 0 or -ENOMEM.
  */
-int pg_read_rows_head(struct buf *sql, long max_job, const char *extra, const char *order) SD_MUSTCHECK;
+int pg_read_rows_head(struct buf *sql, long max_job, const char *extra) SD_MUSTCHECK;
 int pg_read_rows_tail(struct buf *sql, long max_bytes, const char *order) SD_MUSTCHECK;
 /* Parses the id of every row of such a read into *ids, of *cap elements,
  * grown as needed. 0 or -ENOMEM. */

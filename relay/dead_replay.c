@@ -169,7 +169,7 @@ static int pick(struct replay *r)
 	int rc;
 
 	buf_init(&sql);
-	rc = pg_read_rows_head(&sql, cfg->max_job_bytes, ", dead_id, reason", ORDER);
+	rc = pg_read_rows_head(&sql, cfg->max_job_bytes, ", dead_id, reason");
 	if (rc == 0 && (rc = buf_printf(&sql, "SELECT %s", pg_read_columns)) == 0)
 		rc = buf_puts(&sql, PICK_SQL);
 	if (rc == 0)

@@ -133,7 +133,7 @@ static int append_read(struct buf *sql, PGconn *conn, const struct rounds *r, co
 		       long max_job, long max_bytes)
 {
 	static const char order[] = "ord, round, hold_id";
-	int rc = pg_read_rows_head(sql, max_job, ", round, hold_id, held_us", order);
+	int rc = pg_read_rows_head(sql, max_job, ", round, hold_id, held_us");
 
 	if (rc == 0)
 		rc = buf_puts(sql, "SELECT s.*, c.ord FROM unnest(");

@@ -41,7 +41,7 @@ enum {
 	COL_JID,
 	COL_CREATED,
 	COL_RUN_AT,
-	COL_NALL,
+	COL_MORE,
 	COL_UUID,
 	COL_TENANT,
 	COL_UNFIT
@@ -97,50 +97,54 @@ static bool reads_any_gap(const struct gaps *g, long long young_since)
 	" WHEN options_len > %ld THEN 'options are larger than --max-job-bytes: ' || options_len || ' bytes, over %ld'"      \
 	" END"
 
-/* A column as read: NULL when it is over its bound and stays behind. */
-#define PICK(col, bound) "CASE WHEN " col "_len > " bound " THEN NULL ELSE " col " END"
-/* The same for a jsonb column, as text: only the rows read become text. */
-#define PICK_TEXT(col, bound) "CASE WHEN " col "_len > " bound " THEN NULL ELSE " col "::text END"
+/* A column as read (name, or the text of a jsonb one, text): NULL when it is
+ * over its bound and stays behind. */
+#define PICK(col, text, bound) "CASE WHEN " col "_len > " bound " THEN NULL ELSE " text " END"
 /* Its bytes as read: none when it stays behind. */
 #define FIT(col, bound) "(CASE WHEN " col "_len > " bound " THEN 0 ELSE " col "_len END)"
 
 /* The row's columns, each bounded; then UNFIT_SQL and the extra columns. */
 #define PICK_SQL                                                                                                       \
-	"SELECT id, " PICK("queue", "%d") ", " PICK("job_class", "%d") ", " PICK_TEXT("args", "%ld") ", " PICK_TEXT(   \
-		"options", "%ld") ", jid, created_us, run_at_us, nall, uuid, " PICK("tenant", "%d") ", "
+	"SELECT id, " PICK("queue", "queue", "%d") ", " PICK("job_class", "job_class", "%d") ", " PICK(                \
+		"args", "args_t", "%ld") ", " PICK("options", "options_t", "%ld") ", jid, created_us, run_at_us, more,"  \
+					" uuid, " PICK("tenant", "tenant", "%d") ", "
 /* What the budget counts of a row: every column as read, and 64 for the rest. */
 #define BYTES_SQL                                                                                                      \
 	FIT("args", "%ld")                                                                                             \
 	" + " FIT("options", "%ld") " + " FIT("queue", "%d") " + " FIT("job_class", "%d") " + " FIT(                   \
-		"tenant", "%d") " + coalesce(octet_length(l.jid), 0) + coalesce(octet_length(l.uuid), 0) + 64"
+		"tenant", "%d") " + coalesce(octet_length(jid), 0) + coalesce(octet_length(uuid), 0) + 64"
 #define LENS_SQL                                                                                                       \
-	"octet_length(u.queue) AS queue_len, octet_length(u.job_class) AS job_class_len,"                              \
-	" octet_length(u.args::text) AS args_len, coalesce(octet_length(u.options::text), 0) AS options_len,"          \
-	" coalesce(octet_length(u.tenant), 0) AS tenant_len"
+	"octet_length(t.queue) AS queue_len, octet_length(t.job_class) AS job_class_len,"                              \
+	" octet_length(t.args_t) AS args_len, coalesce(octet_length(t.options_t), 0) AS options_len,"                  \
+	" coalesce(octet_length(t.tenant), 0) AS tenant_len"
 
 /*
  * A column over its bound stays in Postgres (NULL comes instead, and the
  * reason says which and how long): a hostile row costs the relay its short
  * columns, never its long ones. The budget counts every column as read.
+ * Each jsonb becomes text once, in the level OFFSET 0 keeps apart; that
+ * level is in order already, so the one window (running total, and whether
+ * a row follows) sorts nothing.
  */
-int pg_read_rows_head(struct buf *sql, long max_job, const char *extra, const char *order)
+int pg_read_rows_head(struct buf *sql, long max_job, const char *extra)
 {
 	const int name = JOB_MAX_NAME_BYTES;
 
 	return buf_printf(sql,
 			  PICK_SQL UNFIT_SQL
-			  "%s FROM (SELECT r.*, sum(r.bytes) OVER (ORDER BY %s ROWS UNBOUNDED"
-			  " PRECEDING) AS total, count(*) OVER () AS nall FROM (SELECT l.*, " BYTES_SQL
-			  " AS bytes FROM (SELECT u.*, " LENS_SQL " FROM (",
+			  "%s FROM (SELECT l.*, sum(l.bytes) OVER win AS total, lead(true, 1, false) OVER win AS more"
+			  " FROM (SELECT m.*, " BYTES_SQL " AS bytes FROM (SELECT t.*, " LENS_SQL
+			  " FROM (SELECT u.*, u.args::text AS args_t, u.options::text AS options_t FROM (",
 			  name, name, max_job, max_job, name, name, name, name, name, name, name, max_job, max_job,
-			  max_job, max_job, extra, order, max_job, max_job, name, name, name);
+			  max_job, max_job, extra, max_job, max_job, name, name, name);
 }
 
 int pg_read_rows_tail(struct buf *sql, long max_bytes, const char *order)
 {
-	/* OFFSET 0 keeps the lengths' level apart: each jsonb becomes text once, for its
-	 * length, instead of once for every level that reads the length. */
-	return buf_printf(sql, ") u OFFSET 0) l) r) w WHERE w.total - w.bytes < %ld ORDER BY %s;", max_bytes, order);
+	return buf_printf(sql,
+			  ") u ORDER BY %s OFFSET 0) t) m) l WINDOW win AS (ORDER BY %s ROWS UNBOUNDED PRECEDING)) w"
+			  " WHERE w.total - w.bytes < %ld ORDER BY %s;",
+			  order, order, max_bytes, order);
 }
 
 /* The rows in id order, within max_bytes: pg_read_rows_head's wrapper round
@@ -149,7 +153,7 @@ static int append_rows(struct buf *sql, const struct config *cfg, const struct g
 		       int limit, long max_bytes)
 {
 	bool gaps = reads_any_gap(g, young_since);
-	int rc = pg_read_rows_head(sql, cfg->max_job_bytes, "", "id");
+	int rc = pg_read_rows_head(sql, cfg->max_job_bytes, "");
 
 	if (rc == 0 && gaps && (rc = buf_puts(sql, "SELECT * FROM (")) == 0)
 		rc = append_gap_read(sql, g, young_since, limit);
@@ -240,7 +244,7 @@ int pg_read_ids(const PGresult *res, long long **ids, size_t *cap)
 static int note_ids(struct pg_read *r, const struct gaps *g, int limit)
 {
 	size_t n = (size_t)PQntuples(r->rows), below = 0;
-	bool cut = n > 0 && strtoull(PQgetvalue(r->rows, 0, COL_NALL), NULL, 10) > n;
+	bool cut = n > 0 && strcmp(PQgetvalue(r->rows, (int)n - 1, COL_MORE), "t") == 0;
 	int rc = pg_read_ids(r->rows, &r->ids, &r->cap);
 
 	if (rc < 0)
