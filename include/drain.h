@@ -15,6 +15,7 @@
 #include "narrow.h"
 #include "once.h"
 #include "pg_source.h"
+#include "pipe.h"
 #include "redis_sink.h"
 #include "release.h"
 #include "sidekiq_probe.h"
@@ -40,6 +41,8 @@ struct drain {
 	struct pg_source pg;
 	struct redis_sink redis;
 	struct batch batch;
+	struct job_opts opts; /* how the batch was built; its transaction's later batches too */
+	struct pipe pipe;     /* a transaction of several batches, overlapped */
 	struct gaps gaps;
 	struct backoff pg_backoff;
 	struct backoff redis_backoff;

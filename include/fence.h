@@ -22,7 +22,10 @@ void fence_init(struct fence *f);
 void fence_free(struct fence *f);
 /* Appends "epoch=E jobs=ID:JID,ID:JID,…" for the batch's pushed jobs. */
 int fence_write(struct buf *out, long long epoch, const struct batch *b) SD_MUSTCHECK;
-/* Parses what fence_write wrote; -EINVAL for anything else (nothing to trust). */
+/* Appends ",ID:JID,…": the batch's jobs, after what fence_write wrote for
+ * an earlier batch of the same transaction. */
+int fence_write_more(struct buf *out, const struct batch *b) SD_MUSTCHECK;
+/* Parses what fence_write wrote, and what fence_write_more added; -EINVAL for anything else (nothing to trust). */
 int fence_parse(struct fence *f, const char *text, size_t len) SD_MUSTCHECK;
 
 #endif

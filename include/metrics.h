@@ -121,6 +121,9 @@ void metrics_free(struct metrics *m);
  * Called before the commit, while the queue names (in the fetched rows) are
  * valid; it forgets what an earlier batch that failed to commit left pending. */
 void metrics_batch_pushed(struct metrics *m, const struct batch *b);
+/* Another batch of the same transaction Redis accepted (pipe.c): its jobs
+ * join those pending. */
+void metrics_batch_also(struct metrics *m, const struct batch *b);
 /* The batch committed: its jobs, its dead rows, how long it took. */
 void metrics_batch_done(struct metrics *m, size_t ndead, double seconds, long long cursor);
 /* n rows of queue that a fence deleted: their push landed, their delete did

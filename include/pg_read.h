@@ -41,6 +41,11 @@ int pg_read_build(struct pg_read *r, struct buf *sql, const struct config *cfg, 
  * gaps are due: the same snapshot, so the same rows and those gaps'. */
 int pg_read_build_rows(struct buf *sql, const struct config *cfg, const struct gaps *g, int limit,
 		       long long young_since, long max_bytes) SD_MUSTCHECK;
+/* A further read in the same transaction, so the same snapshot, as one
+ * statement to prepare: the rows above $1 (the last id the read before took),
+ * at most $2, their text within $3 bytes, as pg_read_build reads them above
+ * the cursor; no gap (that snapshot showed them all to the first read). */
+int pg_read_next_sql(struct buf *sql, const struct config *cfg) SD_MUSTCHECK;
 /* The read's snapshot, once its result was taken; NULL before, or if unparsable. */
 const struct snapshot *pg_read_snapshot(const struct pg_read *r);
 /* Keeps res, the rows statement's result run again, in place of the rows. */

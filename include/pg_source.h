@@ -22,6 +22,7 @@ struct pg_source {
 	bool in_tx;
 	struct pg_read read;   /* the batch pg_source_fetch read, until commit or rollback */
 	bool bound_statements; /* nobody chose a statement_timeout: batches set their own */
+	bool next_prepared;    /* the session has the further reads' statement (pg_source_send_next) */
 	struct buf sql;        /* the statement being sent (fetch, dead move, commit, fence delete), reused */
 	PGresult *fenced;      /* queue, count of the rows the last fence delete took */
 	PGresult *dead_moved;  /* the rows the last dead-row move took, for the warning */
@@ -88,6 +89,24 @@ int pg_source_move_dead(struct pg_source *pg, struct batch *b) SD_MUSTCHECK;
  * past the last, or when the move failed. */
 const char *pg_source_dead_moved(const struct pg_source *pg, int i, long long *dead_id, long long *id,
 				 const char **job_class, const char **reason);
+/*
+ * A transaction's further batches, read while Redis pushes the one before
+ * (pipe.c), in the first read's snapshot. append_delete appends the first
+ * batch's delete (as pg_source_commit sends it) to out, for later; send_next
+ * sends the read of the rows above `above` (prepared once per session),
+ * without waiting; take_next takes its result and keeps the rows, which
+ * pg_source_row then reads; commit_deletes sends deletes (the caller's
+ * buffer, appended to) and COMMIT and waits.
+ */
+int pg_source_append_delete(const struct pg_source *pg, const struct batch *b, struct buf *out) SD_MUSTCHECK;
+/* The delete of every row in (above, last], checked to be n: the later
+ * batches of such a transaction, which took every row there in its snapshot. */
+int pg_source_append_range_delete(struct buf *out, long long above, long long last, long long n) SD_MUSTCHECK;
+int pg_source_send_next(struct pg_source *pg, long long above, int limit, long max_bytes) SD_MUSTCHECK;
+int pg_source_take_next(struct pg_source *pg, const struct gaps *g, int limit, int *nrows) SD_MUSTCHECK;
+int pg_source_commit_deletes(struct pg_source *pg, struct buf *deletes) SD_MUSTCHECK;
+/* Takes and drops the results of what was sent, before a rollback. */
+void pg_source_discard(struct pg_source *pg);
 /* Deletes the pushed rows, leaving the kept ones, and commits only if
  * exactly the pushed rows went; otherwise fails with the transaction still
  * open, for pg_source_rollback. One round trip. */

@@ -29,6 +29,9 @@ int redis_conn_connect(struct redis_conn *c) SD_MUSTCHECK;
 bool redis_conn_connected(const struct redis_conn *c);
 /* Queues a command (argvlen NULL: strlen of each). */
 int redis_conn_append(struct redis_conn *c, int argc, const char **argv, const size_t *argvlen) SD_MUSTCHECK;
+/* Sends what is queued (a reply is asked for later); a fault closes the
+ * connection: -EIO with errstr. */
+int redis_conn_flush(struct redis_conn *c) SD_MUSTCHECK;
 /* The next reply, waiting at most --redis-timeout plus extra_ms. A transport
  * fault closes the connection: -EIO with errstr. An error reply is returned as
  * a reply; one that says the server is no longer a master (READONLY) closes

@@ -44,6 +44,8 @@ int redis_io_connect(struct redis_io *io, const char *host, int port, const char
 bool redis_io_is_open(const struct redis_io *io);
 /* Queues a command; nothing is sent until a reply is asked for. */
 int redis_io_append(struct redis_io *io, int argc, const char **argv, const size_t *argvlen) SD_MUSTCHECK;
+/* Sends what is queued, waiting at most the timeout, without reading. */
+int redis_io_flush(struct redis_io *io) SD_MUSTCHECK;
 /* Sends what is queued and reads the next reply, waiting at most the
  * timeout plus extra_ms. The caller frees *reply with freeReplyObject. */
 int redis_io_reply(struct redis_io *io, redisReply **reply, int extra_ms) SD_MUSTCHECK;

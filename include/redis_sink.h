@@ -15,6 +15,7 @@ struct redis_sink {
 	struct redis_conn conn;
 	const struct config *cfg;
 	struct redis_cmds cmds; /* the batch being pushed, as its format lays it out */
+	bool sent;              /* a push went out whose reply is not read yet */
 	const char **argv;
 	size_t *argvlen;
 	size_t argvcap;
@@ -58,6 +59,13 @@ bool redis_sink_connected(const struct redis_sink *rs);
  * it is 0 only once that many replicas have the batch too; -ETIMEDOUT when
  * they did not in time (the push landed on the primary). */
 int redis_sink_push(struct redis_sink *rs, const struct batch *b) SD_MUSTCHECK;
+/* redis_sink_push in two halves, so that Postgres reads the next batch while
+ * Redis runs this one: send writes the script out (more: the fence names
+ * this transaction's earlier batches already, and the script appends this
+ * one's jobs to it), reply reads its answer, as redis_sink_push returns it.
+ * Nothing else may use the connection in between. */
+int redis_sink_send(struct redis_sink *rs, const struct batch *b, bool more) SD_MUSTCHECK;
+int redis_sink_reply(struct redis_sink *rs) SD_MUSTCHECK;
 /* The push script with no commands: 0 when Redis runs it (the epoch is still
  * ours and scripts run), else as redis_sink_push; writes nothing. */
 int redis_sink_probe(struct redis_sink *rs) SD_MUSTCHECK;

@@ -47,6 +47,7 @@ void drain_init(struct drain *d, const struct config *cfg, volatile sig_atomic_t
 	pg_source_init(&d->pg, cfg);
 	redis_sink_init(&d->redis, cfg);
 	batch_init(&d->batch);
+	pipe_init(&d->pipe);
 	gaps_init(&d->gaps, GAPS_MAX);
 	backoff_init(&d->pg_backoff, BACKOFF_BASE_MS, BACKOFF_CAP_MS, (unsigned)getpid());
 	backoff_init(&d->redis_backoff, BACKOFF_BASE_MS, BACKOFF_CAP_MS, (unsigned)getpid() * 31u);
@@ -77,6 +78,7 @@ void drain_free(struct drain *d)
 	pg_source_free(&d->pg);
 	redis_sink_free(&d->redis);
 	batch_free(&d->batch);
+	pipe_free(&d->pipe);
 	gaps_free(&d->gaps);
 	fence_free(&d->fence);
 	buf_free(&d->fence_text);
@@ -87,7 +89,11 @@ void drain_free(struct drain *d)
  * and release jobs (with opts, for the released rows). */
 static int build_batch(struct drain *d, int nrows, long max_bytes)
 {
-	struct job_opts opts = {
+	struct job_opts *opts = &d->opts;
+	int rc = batch_reset(&d->batch, (size_t)nrows);
+	bool sidekiq = d->cfg->format == FORMAT_SIDEKIQ || d->cfg->format == FORMAT_ACTIVEJOB;
+
+	*opts = (struct job_opts){
 		.format = d->cfg->format,
 		.sidekiq_version = sidekiq_probe_version(&d->sidekiq, &d->redis.conn, clock_mono_ms()),
 		.max_job_bytes = d->cfg->max_job_bytes,
@@ -95,8 +101,6 @@ static int build_batch(struct drain *d, int nrows, long max_bytes)
 		.rails_version = d->cfg->rails_version,
 		.origin = d->origin,
 	};
-	int rc = batch_reset(&d->batch, (size_t)nrows);
-	bool sidekiq = d->cfg->format == FORMAT_SIDEKIQ || d->cfg->format == FORMAT_ACTIVEJOB;
 
 	metrics_job_format(d->metrics, format_of(d->cfg->format)->name, sidekiq ? &d->sidekiq.seen : NULL);
 	for (int i = 0; rc == 0 && i < nrows; i++) {
@@ -105,11 +109,11 @@ static int build_batch(struct drain *d, int nrows, long max_bytes)
 		pg_source_row(&d->pg, i, &row);
 		if (!row.unfit && (refused = narrow_unfit(&d->narrow, row.id)) != NULL)
 			row.unfit = refused;
-		rc = batch_add(&d->batch, &row, &opts, 0);
+		rc = batch_add(&d->batch, &row, opts, 0);
 	}
 	if (rc < 0)
 		return rc;
-	rc = release_run(&d->release, &d->pg, &d->redis.conn, &d->batch, &opts, max_bytes);
+	rc = release_run(&d->release, &d->pg, &d->redis.conn, &d->batch, opts, max_bytes);
 	if (rc == RELEASE_REDIS_FAILED)
 		snprintf(d->redis.errstr, sizeof(d->redis.errstr), "%.250s", d->release.errstr);
 	return rc;
@@ -154,23 +158,30 @@ static void log_batch(struct drain *d, const struct batch_times *t)
  * moves, gaps open and retire, kept rows become kept gaps. Never before the
  * commit, so a failed batch leaves every row it read where the next read
  * will find it. */
+static int advance_seen(struct drain *d, struct gaps_read *seen);
+
 static int advance_gaps(struct drain *d, bool committed)
 {
 	struct gaps_read seen = *pg_source_seen(&d->pg);
 
-	seen.now_ms = clock_mono_ms();
 	if (committed) {
 		batch_sort_kept(&d->batch);
 		seen.kept = d->batch.kept;
 		seen.nkept = d->batch.nkept;
 	}
+	return advance_seen(d, &seen);
+}
+
+static int advance_seen(struct drain *d, struct gaps_read *seen)
+{
+	seen->now_ms = clock_mono_ms();
 	/* A read of every gap cut short by its limit leaves the part it did not
 	 * reach due (gaps.c), so the next batches read on from there. Starting
 	 * over from the lowest gap instead read the same kept rows (a bad key's,
 	 * more than a batch) again and again, and nothing above them. */
-	if (seen.young_since == GAP_OLD)
-		d->old_read_ms = seen.now_ms;
-	return gaps_advance(&d->gaps, &seen);
+	if (seen->young_since == GAP_OLD)
+		d->old_read_ms = seen->now_ms;
+	return gaps_advance(&d->gaps, seen);
 }
 
 /* Every batch reads the young gaps; the old ones and kept rows on a timer. */
@@ -350,19 +361,83 @@ static int abandon_batch(struct drain *d, enum drain_state to, const char *step,
 	return -EIO;
 }
 
+/* The push failed (rc): roll back and back off, or narrow. */
+static int push_trouble(struct drain *d, int rc, size_t nrows)
+{
+	if (stop_seen(&d->stopping))
+		return abandon_batch(d, DRAIN_NEED_EPOCH, "push", d->redis.errstr);
+	/* Stale: another relay took an epoch since ours. Otherwise the push
+	 * may still land (a reply lost or late): either way this epoch must
+	 * not push again. A new one refuses the old push if it comes late,
+	 * and the fence, read after, names it if it came first. */
+	ladder_fall_back(d, DRAIN_NEED_EPOCH);
+	pg_source_rollback(&d->pg);
+	if (rc == REDIS_SINK_REFUSED)
+		return push_refused(d, nrows);
+	if (rc == REDIS_SINK_WRONGTYPE)
+		snprintf(d->redis.errstr, sizeof(d->redis.errstr),
+			 "a later batch of the transaction has keys of the wrong type; its first batch keeps them");
+	ladder_redis_trouble(d, rc > 0 ? -EIO : rc, "could not push a batch to redis; rolled back, will retry");
+	return -EIO;
+}
+
+/* The delete or the COMMIT after an acknowledged push failed (or with
+ * epoch_lost, a read while a push was in flight). */
+static int commit_trouble(struct drain *d, bool epoch_lost)
+{
+	enum drain_state to = epoch_lost ? DRAIN_NEED_EPOCH : DRAIN_NEED_FENCE;
+
+	if (stop_seen(&d->stopping))
+		return abandon_batch(d, to, "delete", d->pg.errstr);
+	ladder_fall_back(d, to);
+	ladder_pg_trouble(d, "pushed a batch but could not delete it; the fence will delete it");
+	return -EIO;
+}
+
+/* The first batch went through and more rows wait: the transaction goes on
+ * with more batches (pipe.h) before its commit. */
+static int drain_pipe(struct drain *d, int limit, long max_bytes, struct batch_times *t, long long t0)
+{
+	struct gaps_read seen;
+	int rc = pipe_run(&d->pipe, d, limit, max_bytes, &seen);
+
+	if (rc == PIPE_PUSH_FAILED)
+		return push_trouble(d, d->pipe.push_rc, d->pipe.push_rows);
+	if (rc == PIPE_COMMIT_FAILED)
+		return commit_trouble(d, d->pipe.epoch_lost);
+	if (rc < 0) {
+		pg_source_rollback(&d->pg);
+		return rc;
+	}
+	t->commit_us = clock_mono_us() - t0 - t->fetch_us - t->push_us;
+	d->once.moved = d->pipe.jobs;
+	backoff_reset(&d->pg_backoff);
+	backoff_reset(&d->redis_backoff);
+	if ((rc = advance_seen(d, &seen)) < 0)
+		return rc;
+	d->relayed += d->pipe.jobs;
+	metrics_batch_done(d->metrics, 0, (double)(clock_mono_us() - t0) / 1e6, d->gaps.cursor);
+	if (log_enabled(LOG_DEBUG))
+		log_debug("batches relayed in one transaction",
+			  LOGF(F_INT("batches", d->pipe.batches), F_INT("jobs", d->pipe.jobs),
+			       F_INT("cursor", d->gaps.cursor), F_INT("gaps", d->gaps.n),
+			       F_INT("fetch_us", t->fetch_us), F_INT("push_us", t->push_us),
+			       F_INT("rest_us", t->commit_us)));
+	return (int)d->pipe.jobs;
+}
+
 static int drain_batch(struct drain *d)
 {
 	struct batch_times t;
 	long long t0 = clock_mono_us(), young_since = gaps_to_read(d);
+	int nrows = 0, rc, limit = narrow_limit(&d->narrow, d->cfg->batch_size);
 	long max_bytes;
-	int nrows = 0, rc;
 
 	d->once.moved = 0;
 	d->once.all_read = false;
 	if ((rc = before_fetch(d, &max_bytes)) != 0)
 		return rc > 0 ? 0 : rc;
-	if (pg_source_fetch(&d->pg, &d->gaps, narrow_limit(&d->narrow, d->cfg->batch_size), young_since, max_bytes,
-			    &nrows) < 0) {
+	if (pg_source_fetch(&d->pg, &d->gaps, limit, young_since, max_bytes, &nrows) < 0) {
 		ladder_pg_trouble(d, "could not read a batch; will retry");
 		return -EIO;
 	}
@@ -395,30 +470,14 @@ static int drain_batch(struct drain *d)
 	t.fetch_us = clock_mono_us() - t0;
 	if (stop_seen(&d->stopping))
 		return abandon_batch(d, DRAIN_READY, "push", NULL);
-	if ((rc = push_batch(d)) != 0 && stop_seen(&d->stopping))
-		return abandon_batch(d, DRAIN_NEED_EPOCH, "push", d->redis.errstr);
-	if (rc != 0) {
-		/* Stale: another relay took an epoch since ours. Otherwise the push
-		 * may still land (a reply lost or late): either way this epoch must
-		 * not push again. A new one refuses the old push if it comes late,
-		 * and the fence, read after, names it if it came first. */
-		ladder_fall_back(d, DRAIN_NEED_EPOCH);
-		pg_source_rollback(&d->pg);
-		if (rc == REDIS_SINK_REFUSED)
-			return push_refused(d, (size_t)nrows + t.released);
-		ladder_redis_trouble(d, rc, "could not push a batch to redis; rolled back, will retry");
-		return -EIO;
-	}
+	if ((rc = push_batch(d)) != 0)
+		return push_trouble(d, rc, (size_t)nrows + t.released);
 	t.push_us = clock_mono_us() - t0 - t.fetch_us;
 	metrics_batch_pushed(d->metrics, &d->batch); /* the commit frees the queue names */
-	rc = pg_source_commit(&d->pg, &d->batch);
-	if (rc < 0 && stop_seen(&d->stopping))
-		return abandon_batch(d, DRAIN_NEED_FENCE, "delete", d->pg.errstr);
-	if (rc < 0) {
-		ladder_fall_back(d, DRAIN_NEED_FENCE);
-		ladder_pg_trouble(d, "pushed a batch but could not delete it; the fence will delete it");
-		return -EIO;
-	}
+	if (pipe_fits(d, nrows, limit))
+		return drain_pipe(d, limit, max_bytes, &t, t0);
+	if ((rc = pg_source_commit(&d->pg, &d->batch)) < 0)
+		return commit_trouble(d, false);
 	t.commit_us = clock_mono_us() - t0 - t.fetch_us - t.push_us;
 	d->once.moved = (long long)(d->batch.njobs + d->batch.ndead + t.held);
 	backoff_reset(&d->pg_backoff);

@@ -29,18 +29,30 @@ void fence_free(struct fence *f)
 
 /* The jid goes with the id so a fence can never match a different row with a
  * reused id (after TRUNCATE ... RESTART IDENTITY, say). */
+static int write_jobs(struct buf *out, const struct batch *b, bool more)
+{
+	int rc = 0;
+
+	for (size_t i = 0; rc == 0 && i < b->njobs; i++) {
+		if (((!i && !more) || (rc = buf_append(out, ",", 1)) == 0) &&
+		    (rc = buf_put_int(out, b->jobs[i].id)) == 0 && (rc = buf_append(out, ":", 1)) == 0)
+			rc = buf_append(out, b->jobs[i].jid, JID_LEN);
+	}
+	return rc;
+}
+
 int fence_write(struct buf *out, long long epoch, const struct batch *b)
 {
 	int rc = buf_puts(out, "epoch=");
 
 	if (rc == 0 && (rc = buf_put_int(out, epoch)) == 0)
 		rc = buf_puts(out, " jobs=");
-	for (size_t i = 0; rc == 0 && i < b->njobs; i++) {
-		if ((!i || (rc = buf_append(out, ",", 1)) == 0) && (rc = buf_put_int(out, b->jobs[i].id)) == 0 &&
-		    (rc = buf_append(out, ":", 1)) == 0)
-			rc = buf_append(out, b->jobs[i].jid, JID_LEN);
-	}
-	return rc;
+	return rc ? rc : write_jobs(out, b, false);
+}
+
+int fence_write_more(struct buf *out, const struct batch *b)
+{
+	return write_jobs(out, b, true);
 }
 
 static bool is_hex_lower(char c)

@@ -105,20 +105,35 @@ static struct metrics_queue *queue_slot(struct metrics *m, const char *name, siz
 	return q;
 }
 
-void metrics_batch_pushed(struct metrics *m, const struct batch *b)
+/* Called with the lock held. */
+static void add_pending(struct metrics *m, const struct batch *b)
 {
 	size_t hint = 0;
 
-	if (!m)
-		return;
-	pthread_mutex_lock(&m->lock);
-	for (size_t i = 0; i < m->nqueues; i++)
-		m->queues[i].pending = 0;
 	for (size_t i = 0; i < b->njobs; i++) {
 		struct metrics_queue *q = queue_slot(m, b->jobs[i].queue, b->jobs[i].queue_len, &hint);
 		if (q)
 			q->pending++;
 	}
+}
+
+void metrics_batch_pushed(struct metrics *m, const struct batch *b)
+{
+	if (!m)
+		return;
+	pthread_mutex_lock(&m->lock);
+	for (size_t i = 0; i < m->nqueues; i++)
+		m->queues[i].pending = 0;
+	add_pending(m, b);
+	pthread_mutex_unlock(&m->lock);
+}
+
+void metrics_batch_also(struct metrics *m, const struct batch *b)
+{
+	if (!m)
+		return;
+	pthread_mutex_lock(&m->lock);
+	add_pending(m, b);
 	pthread_mutex_unlock(&m->lock);
 }
 

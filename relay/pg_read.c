@@ -106,8 +106,9 @@ static bool reads_any_gap(const struct gaps *g, long long young_since)
 /* The row's columns, each bounded; then UNFIT_SQL and the extra columns. */
 #define PICK_SQL                                                                                                       \
 	"SELECT id, " PICK("queue", "queue", "%d") ", " PICK("job_class", "job_class", "%d") ", " PICK(                \
-		"args", "args_t", "%ld") ", " PICK("options", "options_t", "%ld") ", jid, created_us, run_at_us, more,"  \
-					" uuid, " PICK("tenant", "tenant", "%d") ", "
+		"args", "args_t", "%ld") ", " PICK("options", "options_t",                                             \
+						   "%ld") ", jid, created_us, run_at_us, more,"                        \
+							  " uuid, " PICK("tenant", "tenant", "%d") ", "
 /* What the budget counts of a row: every column as read, and 64 for the rest. */
 #define BYTES_SQL                                                                                                      \
 	FIT("args", "%ld")                                                                                             \
@@ -185,6 +186,26 @@ int pg_read_build(struct pg_read *r, struct buf *sql, const struct config *cfg, 
 	if (rc == 0 && r->skip)
 		rc = buf_puts(sql, SKIP_SQL);
 	return rc ? rc : buf_puts(sql, BOUND_SQL);
+}
+
+int pg_read_next_sql(struct buf *sql, const struct config *cfg)
+{
+	int rc = pg_read_rows_head(sql, cfg->max_job_bytes, "");
+
+	if (rc == 0)
+		rc = buf_printf(sql, "(SELECT %s FROM staged_jobs s WHERE s.id > $1 ORDER BY s.id LIMIT $2)",
+				pg_read_columns);
+	if (rc == 0)
+		rc = pg_read_rows_tail(sql, 0, "id");
+	/* The tail's bound becomes the third parameter. */
+	if (rc == 0) {
+		char *bound = strstr(sql->data, "w.bytes < 0 ORDER BY");
+		if (!bound)
+			return -EINVAL;
+		sql->len = (size_t)(bound - sql->data);
+		rc = buf_puts(sql, "w.bytes < $3 ORDER BY id;");
+	}
+	return rc;
 }
 
 int pg_read_build_rows(struct buf *sql, const struct config *cfg, const struct gaps *g, int limit,

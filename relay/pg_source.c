@@ -442,10 +442,9 @@ static int append_id_array(struct buf *sql, const long long *ids, size_t n)
  * a cast of the message, so the COMMIT sent after it in the same round trip
  * never runs: the batch rolls back and the fence deletes the pushed rows.
  */
-static int append_delete(struct pg_source *pg, const struct batch *b)
+static int append_delete(const struct pg_source *pg, const struct batch *b, struct buf *sql)
 {
 	const struct pg_read *r = &pg->read;
-	struct buf *sql = &pg->sql;
 	size_t below = 0, staged = 0;
 	int rc;
 
@@ -514,17 +513,14 @@ static int append_dead(struct pg_source *pg, const struct batch *b, bool read_ba
 	return rc == 0 && read_back ? buf_puts(sql, " RETURNING " DEAD_LOGGED) : rc;
 }
 
-/* Sends sql and reads every result: 0 when all succeeded; the rows each
+/* Reads every result of what was sent: 0 when all succeeded; the rows each
  * DELETE or INSERT touched are added to *count, if given; with rows, the
  * last result that returned rows is kept there (the caller clears it). */
-static int run_counted(struct pg_source *pg, const char *sql, const char *what, unsigned long long *count,
-		       PGresult **rows)
+static int take_counted(struct pg_source *pg, const char *what, unsigned long long *count, PGresult **rows)
 {
 	PGresult *res;
 	int rc = 0;
 
-	if (!PQsendQuery(pg->conn, sql))
-		return pg_source_fail(pg, NULL, what);
 	while (pg->conn && (res = pg_source_next_result(pg)) != NULL) {
 		ExecStatusType st = PQresultStatus(res);
 		if (rc == 0 && st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK)
@@ -539,6 +535,15 @@ static int run_counted(struct pg_source *pg, const char *sql, const char *what, 
 		PQclear(res);
 	}
 	return rc == 0 && !pg->conn ? abandoned(pg, what) : rc;
+}
+
+/* Sends sql and reads every result, as take_counted. */
+static int run_counted(struct pg_source *pg, const char *sql, const char *what, unsigned long long *count,
+		       PGresult **rows)
+{
+	if (!PQsendQuery(pg->conn, sql))
+		return pg_source_fail(pg, NULL, what);
+	return take_counted(pg, what, count, rows);
 }
 
 /*
@@ -600,14 +605,99 @@ int pg_source_commit(struct pg_source *pg, const struct batch *b)
 	int rc = 0;
 
 	buf_reset(&pg->sql);
-	if (b->njobs && (rc = append_delete(pg, b)) < 0)
+	if (b->njobs && (rc = append_delete(pg, b, &pg->sql)) < 0)
 		return rc;
-	if ((rc = buf_puts(&pg->sql, "COMMIT")) < 0)
-		return rc;
-	if (run_counted(pg, pg->sql.data, "could not delete the pushed batch", NULL, NULL) < 0)
+	return pg_source_commit_deletes(pg, &pg->sql);
+}
+
+int pg_source_append_delete(const struct pg_source *pg, const struct batch *b, struct buf *out)
+{
+	return b->njobs ? append_delete(pg, b, out) : 0;
+}
+
+int pg_source_append_range_delete(struct buf *out, long long above, long long last, long long n)
+{
+	if (n == 0)
+		return 0;
+	return buf_printf(out,
+			  "WITH r AS (DELETE FROM staged_jobs WHERE id > %lld AND id <= %lld RETURNING 1)"
+			  " SELECT CASE WHEN n = %lld THEN n ELSE ('deleted ' || n || ' rows of %lld pushed:"
+			  " rows changed under the batch')::int8 END FROM (SELECT count(*) AS n FROM r) c;",
+			  above, last, n, n);
+}
+
+int pg_source_commit_deletes(struct pg_source *pg, struct buf *deletes)
+{
+	if (buf_puts(deletes, "COMMIT") < 0)
+		return -ENOMEM;
+	if (run_counted(pg, deletes->data, "could not delete the pushed batch", NULL, NULL) < 0)
 		return -EIO;
 	pg->in_tx = false;
 	pg_read_clear(&pg->read);
+	return 0;
+}
+
+/* The further reads' statement, prepared once per session. */
+#define NEXT_STATEMENT "stagedrain_next"
+
+static int prepare_next(struct pg_source *pg)
+{
+	PGresult *res;
+	int rc = 0;
+
+	if (pg->next_prepared)
+		return 0;
+	buf_reset(&pg->sql);
+	if (pg_read_next_sql(&pg->sql, pg->cfg) < 0)
+		return -ENOMEM;
+	res = PQprepare(pg->conn, NEXT_STATEMENT, pg->sql.data, 3, NULL);
+	if (PQresultStatus(res) != PGRES_COMMAND_OK)
+		rc = pg_source_fail(pg, res, "could not prepare the read of staged jobs");
+	PQclear(res);
+	pg->next_prepared = rc == 0;
+	return rc;
+}
+
+int pg_source_send_next(struct pg_source *pg, long long above, int limit, long max_bytes)
+{
+	char a[24], l[16], m[24];
+	const char *values[] = { a, l, m };
+
+	if (prepare_next(pg) < 0)
+		return -EIO;
+	snprintf(a, sizeof(a), "%lld", above);
+	snprintf(l, sizeof(l), "%d", limit);
+	snprintf(m, sizeof(m), "%ld", max_bytes);
+	pg->read.above = above;
+	if (!PQsendQueryPrepared(pg->conn, NEXT_STATEMENT, 3, values, NULL, NULL, 0))
+		return pg_source_fail(pg, NULL, "could not read staged jobs");
+	return 0;
+}
+
+void pg_source_discard(struct pg_source *pg)
+{
+	PGresult *res;
+
+	while (pg->conn && (res = pg_source_next_result(pg)) != NULL)
+		PQclear(res);
+}
+
+int pg_source_take_next(struct pg_source *pg, const struct gaps *g, int limit, int *nrows)
+{
+	PGresult *rows = NULL;
+	int rc = take_counted(pg, "could not read staged jobs", NULL, &rows);
+
+	if (rc < 0) {
+		PQclear(rows);
+		return rc;
+	}
+	pg_read_take_rows(&pg->read, rows);
+	rc = pg_read_finish(&pg->read, g, limit);
+	if (rc == -EIO)
+		return pg_source_fail(pg, NULL, "could not read staged jobs");
+	if (rc < 0)
+		return rc;
+	*nrows = pg_read_nrows(&pg->read);
 	return 0;
 }
 
@@ -686,6 +776,7 @@ void pg_source_describe(const struct pg_source *pg, char *out, size_t outlen)
 
 void pg_source_close(struct pg_source *pg)
 {
+	pg->next_prepared = false;
 	pg_read_clear(&pg->read);
 	pg->in_tx = false;
 	if (pg->conn)

@@ -77,6 +77,13 @@ int redis_conn_append(struct redis_conn *c, int argc, const char **argv, const s
 	return 0;
 }
 
+int redis_conn_flush(struct redis_conn *c)
+{
+	if (redis_io_flush(&c->io) < 0)
+		return conn_fail(c, c->io.err.blame, "redis at %s: %s", c->where, c->io.err.errstr);
+	return 0;
+}
+
 int redis_conn_reply(struct redis_conn *c, redisReply **reply, int extra_ms)
 {
 	if (redis_io_reply(&c->io, reply, extra_ms) < 0)

@@ -302,6 +302,13 @@ static int take_reply(struct redis_io *io, redisReply **reply)
 	return 0;
 }
 
+int redis_io_flush(struct redis_io *io)
+{
+	if (io->fd < 0)
+		return io_fail(io, "not connected");
+	return flush(io, clock_mono_ms() + io->timeout_ms);
+}
+
 int redis_io_reply(struct redis_io *io, redisReply **reply, int extra_ms)
 {
 	long long deadline = clock_mono_ms() + io->timeout_ms + extra_ms;

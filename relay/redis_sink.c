@@ -83,16 +83,18 @@ static int arg_own_key(struct redis_sink *rs, const char *name)
 	return cmds_fmt(&rs->cmds, KEYS_OWN_FMT, rs->cfg->key_prefix, rs->cfg->lock_key, name);
 }
 
-/* SET fence: last in the push script, so it exists only if the pushes do. */
-static int add_fence(struct redis_sink *rs, const struct batch *b)
+/* SET fence, or APPEND to it for a batch of a transaction whose earlier
+ * batches it names already: last in the push script, so it names the batch
+ * only if the pushes happened. */
+static int add_fence(struct redis_sink *rs, const struct batch *b, bool more)
 {
 	size_t off;
 	int rc;
 
-	if ((rc = cmds_begin(&rs->cmds, "SET")) < 0 || (rc = arg_own_key(rs, KEYS_FENCE)) < 0)
+	if ((rc = cmds_begin(&rs->cmds, more ? "APPEND" : "SET")) < 0 || (rc = arg_own_key(rs, KEYS_FENCE)) < 0)
 		return rc;
 	off = rs->cmds.scratch.len;
-	if ((rc = fence_write(&rs->cmds.scratch, rs->epoch, b)) < 0)
+	if ((rc = more ? fence_write_more(&rs->cmds.scratch, b) : fence_write(&rs->cmds.scratch, rs->epoch, b)) < 0)
 		return rc;
 	return cmds_tail(&rs->cmds, off);
 }
@@ -117,40 +119,41 @@ static int add_fence(struct redis_sink *rs, const struct batch *b)
  * batch lands whole or not at all, and the fence's SET, last, exists only if
  * its batch's pushes do.
  */
-static const char push_script[] = "local function text(k)\n"
-				  "  local v = redis.pcall('GET', k)\n"
-				  "  if type(v) == 'string' then return v end\n"
-				  "  return ''\n"
-				  "end\n"
-				  "if text(KEYS[1]) .. ':' .. text(KEYS[2]) ~= ARGV[1] then\n"
-				  "  return redis.error_reply('STALE epoch ' .. ARGV[1] .. ' is not current')\n"
-				  "end\n"
-				  "local want = { LPUSH = 'list', RPUSH = 'list', SADD = 'set', ZADD = 'zset' }\n"
-				  "local bad, seen = { 'WRONGTYPE' }, {}\n"
-				  "local i = 2\n"
-				  "while i <= #ARGV do\n"
-				  "  local key, t = ARGV[i + 2], want[ARGV[i]]\n"
-				  "  if t and not seen[key] then\n"
-				  "    seen[key] = true\n"
-				  "    local have = redis.call('TYPE', key).ok\n"
-				  "    if have ~= 'none' and have ~= t then\n"
-				  "      bad[#bad + 1] = key\n"
-				  "      bad[#bad + 1] = have\n"
-				  "    end\n"
-				  "  end\n"
-				  "  i = i + 2 + tonumber(ARGV[i + 1])\n"
-				  "end\n"
-				  "if #bad > 1 then return bad end\n"
-				  "i = 2\n"
-				  "while i <= #ARGV do\n"
-				  "  local n = tonumber(ARGV[i + 1])\n"
-				  "  redis.call(ARGV[i], unpack(ARGV, i + 2, i + 1 + n))\n"
-				  "  i = i + 2 + n\n"
-				  "end\n"
-				  "return 'OK'\n";
+static const char push_script[] =
+	"local function text(k)\n"
+	"  local v = redis.pcall('GET', k)\n"
+	"  if type(v) == 'string' then return v end\n"
+	"  return ''\n"
+	"end\n"
+	"if text(KEYS[1]) .. ':' .. text(KEYS[2]) ~= ARGV[1] then\n"
+	"  return redis.error_reply('STALE epoch ' .. ARGV[1] .. ' is not current')\n"
+	"end\n"
+	"local want = { LPUSH = 'list', RPUSH = 'list', SADD = 'set', ZADD = 'zset', APPEND = 'string' }\n"
+	"local bad, seen = { 'WRONGTYPE' }, {}\n"
+	"local i = 2\n"
+	"while i <= #ARGV do\n"
+	"  local key, t = ARGV[i + 2], want[ARGV[i]]\n"
+	"  if t and not seen[key] then\n"
+	"    seen[key] = true\n"
+	"    local have = redis.call('TYPE', key).ok\n"
+	"    if have ~= 'none' and have ~= t then\n"
+	"      bad[#bad + 1] = key\n"
+	"      bad[#bad + 1] = have\n"
+	"    end\n"
+	"  end\n"
+	"  i = i + 2 + tonumber(ARGV[i + 1])\n"
+	"end\n"
+	"if #bad > 1 then return bad end\n"
+	"i = 2\n"
+	"while i <= #ARGV do\n"
+	"  local n = tonumber(ARGV[i + 1])\n"
+	"  redis.call(ARGV[i], unpack(ARGV, i + 2, i + 1 + n))\n"
+	"  i = i + 2 + n\n"
+	"end\n"
+	"return 'OK'\n";
 
 /* The batch's commands; b NULL: none, a push of nothing (redis_sink_probe). */
-static int build_commands(struct redis_sink *rs, const struct batch *b)
+static int build_commands(struct redis_sink *rs, const struct batch *b, bool more)
 {
 	struct redis_cmds *c = &rs->cmds;
 	int rc;
@@ -164,7 +167,7 @@ static int build_commands(struct redis_sink *rs, const struct batch *b)
 	if (!b)
 		return 0;
 	rc = format_of(rs->cfg->format)->commands(c, b, rs->cfg->key_prefix);
-	return rc == 0 ? add_fence(rs, b) : rc;
+	return rc == 0 ? add_fence(rs, b, more) : rc;
 }
 
 /* ---- sending: one EVAL of the push script, one reply ---- */
@@ -321,25 +324,48 @@ static int read_push(struct redis_sink *rs)
 	return rc;
 }
 
-int redis_sink_push(struct redis_sink *rs, const struct batch *b)
+int redis_sink_send(struct redis_sink *rs, const struct batch *b, bool more)
 {
-	bool wait = rs->cfg->redis_wait_replicas > 0;
-	int rc, wrc = 0;
+	int rc;
 
+	rs->sent = false;
 	if (!redis_sink_connected(rs))
 		return sink_fail(rs, "not connected to redis");
 	if (b->njobs == 0)
 		return 0;
-	if ((rc = build_commands(rs, b)) < 0 || (rc = append_eval(rs)) < 0)
+	if ((rc = build_commands(rs, b, more)) < 0 || (rc = append_eval(rs)) < 0)
 		return rc;
-	/* One round trip: WAIT goes with the script, and its reply is read
-	 * whatever the script's was, while the connection is still open. */
-	if (wait && (rc = append_wait(rs)) < 0)
+	/* One round trip: WAIT goes with the script. */
+	if (rs->cfg->redis_wait_replicas > 0 && (rc = append_wait(rs)) < 0)
 		return rc;
+	/* Out now, so Redis works while the relay goes on (hiredis would
+	 * otherwise write only when the reply is asked for). */
+	if (redis_conn_flush(&rs->conn) < 0)
+		return sink_fail(rs, "redis push failed: %s", rs->conn.errstr);
+	rs->sent = true;
+	return 0;
+}
+
+int redis_sink_reply(struct redis_sink *rs)
+{
+	bool wait = rs->cfg->redis_wait_replicas > 0;
+	int rc, wrc = 0;
+
+	if (!rs->sent)
+		return 0; /* an empty batch */
+	rs->sent = false;
+	/* WAIT's reply is read whatever the script's was, while the connection is still open. */
 	rc = read_push(rs);
 	if (wait && redis_sink_connected(rs))
 		wrc = read_wait(rs);
 	return rc == 0 ? wrc : rc;
+}
+
+int redis_sink_push(struct redis_sink *rs, const struct batch *b)
+{
+	int rc = redis_sink_send(rs, b, false);
+
+	return rc < 0 ? rc : redis_sink_reply(rs);
 }
 
 int redis_sink_probe(struct redis_sink *rs)
@@ -348,7 +374,7 @@ int redis_sink_probe(struct redis_sink *rs)
 
 	if (!redis_sink_connected(rs))
 		return sink_fail(rs, "not connected to redis");
-	if ((rc = build_commands(rs, NULL)) < 0 || (rc = append_eval(rs)) < 0)
+	if ((rc = build_commands(rs, NULL, false)) < 0 || (rc = append_eval(rs)) < 0)
 		return rc;
 	rc = read_push(rs);
 	return rc == 0 ? 0 : rc < 0 ? rc : -EIO;

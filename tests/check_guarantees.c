@@ -716,6 +716,113 @@ START_TEST(a_hot_standby_is_never_led)
 }
 END_TEST
 
+/* ---- issue 25: a transaction of several batches, overlapped ---- */
+
+/* A COMMIT that waits, at its deferred trigger, for the lock `hold` takes. */
+static void block_commits(PGconn *c)
+{
+	h_sql(c, "CREATE OR REPLACE FUNCTION test_hold_commit() RETURNS trigger LANGUAGE plpgsql AS"
+		 " $$ BEGIN PERFORM pg_advisory_xact_lock_shared(42425); RETURN NULL; END $$");
+	h_sql(c, "DROP TRIGGER IF EXISTS test_hold_commit ON staged_jobs");
+	h_sql(c, "CREATE CONSTRAINT TRIGGER test_hold_commit AFTER DELETE ON staged_jobs DEFERRABLE INITIALLY DEFERRED"
+		 " FOR EACH ROW EXECUTE FUNCTION test_hold_commit()");
+}
+
+static void unblock_commits(PGconn *c)
+{
+	h_sql(c, "DROP TRIGGER IF EXISTS test_hold_commit ON staged_jobs");
+	h_sql(c, "DROP FUNCTION IF EXISTS test_hold_commit()");
+}
+
+/* How many jobs the fence names. */
+static long long fence_jobs(redisContext *r)
+{
+	redisReply *f = h_cmd(r, "GET %s", h_fence_key());
+	long long n = 0;
+
+	if (f->type == REDIS_REPLY_STRING)
+		for (size_t i = 0; i < f->len; i++)
+			n += f->str[i] == ':';
+	freeReplyObject(f);
+	return n;
+}
+
+/*
+ * A backlog drains in transactions of several batches, each pushed while the
+ * next is read. Leader A's COMMIT is held (a deferred trigger waits for a
+ * lock the test holds) after Redis acknowledged several batches of its
+ * transaction; A is killed there and its session ended, so nothing it deleted
+ * commits. The fence must name every batch A pushed, not only the last: B
+ * deletes them all and pushes the rest, and every job arrives exactly once.
+ */
+START_TEST(a_leader_killed_with_batches_in_flight_loses_and_duplicates_nothing)
+{
+	static const char *const args[] = { "--batch-size", "200", "--poll-interval", "20ms", "--log-level",
+					    "debug",        NULL };
+	PGconn *c = h_pg(), *lock = h_pg();
+	redisContext *r = h_redis();
+	struct relay_proc a, b;
+	long long pushed;
+
+	h_stage(c, "default", 1, 3000);
+	h_snapshot_expected(c);
+	block_commits(c);
+	h_sql(lock, "SELECT pg_advisory_lock(42425)");
+	h_relay_start(&a, "relay-a", args);
+	/* Several batches of one transaction in Redis, none committed. */
+	RELAY_CHECK(&a, wait_len(r, "queue:default", 600, 20000), "A pushed fewer than three batches");
+	RELAY_CHECK(&a, h_wait_blocked(c, 10000), "A's commit is not waiting");
+	pushed = h_cmd_int(r, "LLEN queue:default");
+	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs"), 3000);
+	ck_assert_int_ge(pushed, 600);
+	ck_assert_int_eq(fence_jobs(r), pushed);
+	h_relay_crash(&a, c);
+	h_sql(lock, "SELECT pg_advisory_unlock(42425)");
+	unblock_commits(c);
+	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs"), 3000);
+	h_relay_start(&b, "relay-b", args);
+	RELAY_CHECK(&b, wait_staged_empty(c, 20000), "B left rows behind");
+	RELAY_CHECK(&b, h_log_contains(b.log, "fence"), "B did not read A's fence");
+	stop_relay(&b);
+	h_assert_each_once(c, r, (const char *const[]){ "queue:default", NULL }, "queue:default", 3000);
+	PQfinish(lock);
+	PQfinish(c);
+	redisFree(r);
+}
+END_TEST
+
+/*
+ * A later batch of such a transaction meets a key of the wrong type: the
+ * script writes nothing of it, the transaction rolls back, and the batches it
+ * pushed before are named by the fence, so they are deleted, not pushed
+ * again; the bad queue's jobs wait for the key, the others flow.
+ */
+START_TEST(a_later_batch_meeting_a_key_of_the_wrong_type_pushes_nothing_twice)
+{
+	static const char *const args[] = { "--batch-size", "200", "--poll-interval", "20ms", "--log-level",
+					    "debug",        NULL };
+	PGconn *c = h_pg();
+	redisContext *r = h_redis();
+	struct relay_proc p;
+
+	freeReplyObject(h_cmd(r, "SET queue:bad not-a-list"));
+	h_stage(c, "default", 1, 1000);
+	h_stage(c, "bad", 1001, 10);
+	h_stage(c, "default", 1011, 1000);
+	h_snapshot_expected(c);
+	h_relay_start(&p, "relay", args);
+	RELAY_CHECK(&p, wait_len(r, "queue:default", 2000, 20000), "queue default stalled behind queue bad");
+	RELAY_CHECK(&p, h_log_wait(&p, "queue:bad", 5000), "the log does not name the key");
+	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs WHERE queue = 'bad'"), 10);
+	freeReplyObject(h_cmd(r, "DEL queue:bad"));
+	RELAY_CHECK(&p, wait_staged_empty(c, 20000), "rows left behind");
+	stop_relay(&p);
+	h_assert_each_once(c, r, (const char *const[]){ "queue:default", "queue:bad", NULL }, "queue:default", 2000);
+	PQfinish(c);
+	redisFree(r);
+}
+END_TEST
+
 Suite *guarantees_suite(void)
 {
 	Suite *s = suite_create("guarantees");
@@ -735,6 +842,8 @@ Suite *guarantees_suite(void)
 	tcase_add_test(tc, a_batch_stops_at_its_byte_bound_and_loses_nothing);
 	tcase_add_test(tc, a_writer_holding_an_xid_does_not_make_every_read_walk_old_gaps);
 	tcase_add_test(tc, a_hot_standby_is_never_led);
+	tcase_add_test(tc, a_leader_killed_with_batches_in_flight_loses_and_duplicates_nothing);
+	tcase_add_test(tc, a_later_batch_meeting_a_key_of_the_wrong_type_pushes_nothing_twice);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -165,20 +165,6 @@ START_TEST(another_leader_exits_3_within_the_bound_naming_it)
 }
 END_TEST
 
-/* True once the relay's session waits on a lock (its delete behind ours). */
-static bool wait_blocked(PGconn *c, int timeout_ms)
-{
-	long long t0 = mono_ms();
-
-	while (h_sql(c, "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'stagedrain'"
-			" AND wait_event_type = 'Lock'") == 0) {
-		if (mono_ms() - t0 > timeout_ms)
-			return false;
-		sleep_ms(5);
-	}
-	return true;
-}
-
 /*
  * A job committed after the relay's first read passed its id sits in an old
  * gap, which later batches read only on a timer. --once must read it before
@@ -199,7 +185,7 @@ START_TEST(a_late_commit_in_an_old_gap_is_relayed_before_exit)
 	h_sql(lock, "BEGIN");
 	h_sql(lock, "SELECT id FROM staged_jobs WHERE id = 15 FOR UPDATE"); /* in the second batch */
 	h_relay_start(&p, "late", (const char *const[]){ "--once", "--batch-size", "10", NULL });
-	RELAY_CHECK(&p, wait_blocked(c, 20000), "the relay's delete never waited on the row lock; see %s", p.log);
+	RELAY_CHECK(&p, h_wait_blocked(c, 20000), "the relay's delete never waited on the row lock; see %s", p.log);
 	h_sql(late, "COMMIT");
 	h_sql(lock, "COMMIT");
 	st = h_relay_wait(&p, 30000);

@@ -424,6 +424,19 @@ double h_metric_sample(const char *page, const char *series)
 	return NAN;
 }
 
+bool h_wait_blocked(PGconn *c, int timeout_ms)
+{
+	long long t0 = mono_ms();
+
+	while (h_sql(c, "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'stagedrain'"
+			" AND wait_event_type = 'Lock'") == 0) {
+		if (mono_ms() - t0 > timeout_ms)
+			return false;
+		sleep_ms(5);
+	}
+	return true;
+}
+
 void h_relay_crash(struct relay_proc *p, PGconn *c)
 {
 	h_relay_kill(p, SIGKILL);

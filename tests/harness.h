@@ -70,6 +70,8 @@ void h_relay_crash(struct relay_proc *p, PGconn *c);
 		}                                                                                                      \
 	} while (0)
 
+/* True once the relay's session waits on a lock, within timeout_ms. */
+bool h_wait_blocked(PGconn *c, int timeout_ms);
 /* Runs the relay with args to completion (it must exit within 60 s); returns its exit status. */
 int h_relay_run(const char *name, const char *const *args);
 /* True once the relay's log contains text, within timeout_ms. */
