@@ -81,6 +81,11 @@ int payload_double(struct span v, double *out) SD_MUSTCHECK;
  * past the whitespace at i; past the string whose opening quote is at i; past
  * the value (scalar, array or object) that starts at i. */
 size_t payload_skip_ws(struct span s, size_t i);
+/* Whether s is a JSON array that needs no parser to tell it valid: nested
+ * arrays at most max_depth deep ([] is one) of numbers, true, false, null
+ * and strings of printable ASCII without escapes; no object (whose keys
+ * could repeat). false says only that the parser must look. */
+bool payload_plain_array(struct span s, size_t max_depth);
 size_t payload_string_end(struct span s, size_t i);
 size_t payload_value_end(struct span s, size_t i);
 

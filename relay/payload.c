@@ -56,13 +56,33 @@ static int payload_json(struct buf *b, const json_t *v, size_t flags)
 	return json_dump_callback(v, dump_cb, b, flags) == 0 ? 0 : -ENOMEM;
 }
 
-/* s is already checked UTF-8 without NULs, so jansson's second check is skipped. */
+/* Whether jansson would write s as it is, between quotes: no quote,
+ * backslash, control character, or what the flags escape. */
+static bool plain_string(struct span s, size_t flags)
+{
+	for (size_t i = 0; i < s.n; i++) {
+		unsigned char c = (unsigned char)s.p[i];
+		if (c < 0x20 || c == '"' || c == '\\' || c == 0x7f || (c == '/' && (flags & JSON_ESCAPE_SLASH)) ||
+		    (c >= 0x80 && (flags & JSON_ENSURE_ASCII)))
+			return false;
+	}
+	return true;
+}
+
+/* s is already checked UTF-8 without NULs, so jansson's second check is
+ * skipped; a string it would copy as it is (a class or queue name, mostly)
+ * is copied here, without building a jansson string for it. */
 int payload_string(struct buf *b, struct span s, size_t flags)
 {
-	json_t *v = json_stringn_nocheck(s.p, s.n);
+	json_t *v;
 	int rc;
 
-	if (!v)
+	if (plain_string(s, flags)) {
+		if ((rc = buf_append(b, "\"", 1)) < 0 || (rc = buf_append(b, s.p, s.n)) < 0)
+			return rc;
+		return buf_append(b, "\"", 1);
+	}
+	if (!(v = json_stringn_nocheck(s.p, s.n)))
 		return -ENOMEM;
 	rc = payload_json(b, v, flags | JSON_ENCODE_ANY);
 	json_decref(v);
@@ -224,6 +244,92 @@ static void zero_numbers(char *p, size_t n)
 		}
 		i = end;
 	}
+}
+
+/* A number as JSON writes one, from i: its end, or 0 if it is not one. */
+static size_t plain_number(struct span s, size_t i)
+{
+	size_t d;
+
+	i += i < s.n && s.p[i] == '-';
+	if (i < s.n && s.p[i] == '0')
+		i++;
+	else if (i < s.n && s.p[i] >= '1' && s.p[i] <= '9')
+		while (i < s.n && s.p[i] >= '0' && s.p[i] <= '9')
+			i++;
+	else
+		return 0;
+	if (i < s.n && s.p[i] == '.') {
+		for (d = ++i; i < s.n && s.p[i] >= '0' && s.p[i] <= '9'; i++)
+			;
+		if (i == d)
+			return 0;
+	}
+	if (i < s.n && (s.p[i] == 'e' || s.p[i] == 'E')) {
+		if (++i < s.n && (s.p[i] == '+' || s.p[i] == '-'))
+			i++;
+		for (d = i; i < s.n && s.p[i] >= '0' && s.p[i] <= '9'; i++)
+			;
+		if (i == d)
+			return 0;
+	}
+	return i;
+}
+
+/* A scalar from i (a string of printable ASCII without escapes, a number,
+ * true, false, null): its end, or 0. */
+static size_t plain_scalar(struct span s, size_t i)
+{
+	static const char *const words[] = { "true", "false", "null" };
+
+	if (s.p[i] == '"') {
+		while (++i < s.n && s.p[i] != '"')
+			if ((unsigned char)s.p[i] < 0x20 || (unsigned char)s.p[i] >= 0x7f || s.p[i] == '\\')
+				return 0;
+		return i < s.n ? i + 1 : 0;
+	}
+	for (size_t w = 0; w < 3; w++) {
+		size_t n = strlen(words[w]);
+		if (s.n - i >= n && memcmp(s.p + i, words[w], n) == 0)
+			return i + n;
+	}
+	return plain_number(s, i);
+}
+
+bool payload_plain_array(struct span s, size_t max_depth)
+{
+	size_t depth = 0, i = payload_skip_ws(s, 0);
+	bool want_value = true; /* after [ or , : a value (or ], right after [) */
+
+	if (i >= s.n || s.p[i] != '[')
+		return false;
+	while (i < s.n) {
+		char c = s.p[i];
+		if (want_value && c == '[') {
+			if (++depth > max_depth)
+				return false;
+			i = payload_skip_ws(s, i + 1);
+			if (i < s.n && s.p[i] == ']')
+				want_value = false;
+			continue;
+		}
+		if (want_value) {
+			if (!(i = plain_scalar(s, i)))
+				return false;
+			want_value = false;
+		} else if (c == ',') {
+			want_value = true;
+			i++;
+		} else if (c == ']') {
+			i++;
+			if (--depth == 0)
+				return payload_skip_ws(s, i) == s.n;
+		} else {
+			return false;
+		}
+		i = payload_skip_ws(s, i);
+	}
+	return false;
 }
 
 /*

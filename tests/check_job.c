@@ -9,6 +9,7 @@
 
 #include "buf.h"
 #include "job.h"
+#include "payload.h"
 #include "suites.h"
 #include "support/job_rows.h"
 
@@ -1147,6 +1148,63 @@ START_TEST(random_rows_never_break_the_payload)
 }
 END_TEST
 
+/* The parser-free check of args says yes only where jansson says a valid array. */
+START_TEST(plain_args_need_no_parser_and_nothing_else_passes_without_one)
+{
+	static const struct {
+		const char *text;
+		bool plain;
+	} cases[] = {
+		{ "[]", true },
+		{ " [ 1, -2.5e+3, 0, \"a b\", true, false, null, [[]] ] ", true },
+		{ "[1, [2, [3]]]", true },
+		{ "[12345678901234567890123]", true },
+		{ "[1,]", false },
+		{ "[,1]", false },
+		{ "[1 2]", false },
+		{ "[01]", false },
+		{ "[1.]", false },
+		{ "[.5]", false },
+		{ "[-]", false },
+		{ "[1e]", false },
+		{ "[1]]", false },
+		{ "[[1]", false },
+		{ "[tru]", false },
+		{ "[\"a\\\"b\"]", false },   /* an escape: the parser looks */
+		{ "[\"\xc3\xa9\"]", false }, /* not ASCII: the parser looks */
+		{ "[{\"a\": 1}]", false },   /* an object: the parser looks */
+		{ "{}", false },
+		{ "1", false },
+		{ "", false },
+		{ "[\"a", false },
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct span sp = span_of(cases[i].text, strlen(cases[i].text));
+		json_error_t err;
+		json_t *v = NULL;
+		bool plain = payload_plain_array(sp, JOB_MAX_DEPTH - 1);
+		ck_assert_msg(plain == cases[i].plain, "%s: plain is %d", cases[i].text, plain);
+		if (!plain)
+			continue;
+		ck_assert_int_eq(payload_load(sp, JSON_DECODE_ANY, &v, &err), 0);
+		ck_assert_msg(v && json_is_array(v), "%s: jansson disagrees: %s", cases[i].text, err.text);
+		json_decref(v);
+	}
+	/* Depth: JOB_MAX_DEPTH - 1 levels pass, one more goes to the parser. */
+	{
+		char deep[2 * JOB_MAX_DEPTH + 1];
+		size_t n = JOB_MAX_DEPTH - 1;
+		memset(deep, '[', n);
+		memset(deep + n, ']', n);
+		ck_assert(payload_plain_array(span_of(deep, 2 * n), JOB_MAX_DEPTH - 1));
+		memset(deep, '[', n + 1);
+		memset(deep + n + 1, ']', n + 1);
+		ck_assert(!payload_plain_array(span_of(deep, 2 * n + 2), JOB_MAX_DEPTH - 1));
+	}
+}
+END_TEST
+
 Suite *job_suite(void)
 {
 	Suite *s = suite_create("job");
@@ -1154,6 +1212,7 @@ Suite *job_suite(void)
 	TCase *reject = tcase_create("reject");
 	TCase *hostile = tcase_create("hostile");
 
+	tcase_add_test(build, plain_args_need_no_parser_and_nothing_else_passes_without_one);
 	tcase_add_test(build, sidekiq_v7_immediate);
 	tcase_add_test(build, sidekiq_v6_float_seconds);
 	tcase_add_test(build, sidekiq_v8_integer_millis);
