@@ -126,6 +126,9 @@ void metrics_batch_pushed(struct metrics *m, const struct batch *b);
 void metrics_batch_also(struct metrics *m, const struct batch *b);
 /* The batch committed: its jobs, its dead rows, how long it took. */
 void metrics_batch_done(struct metrics *m, size_t ndead, double seconds, long long cursor);
+/* nbatches of one transaction committed (pipe.h): each counts as a batch
+ * that took an equal share of seconds. */
+void metrics_batches_done(struct metrics *m, size_t nbatches, size_t ndead, double seconds, long long cursor);
 /* n rows of queue that a fence deleted: their push landed, their delete did
  * not, so they count as relayed now. */
 void metrics_fenced(struct metrics *m, const char *queue, size_t len, unsigned long long n);

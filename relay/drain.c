@@ -416,7 +416,7 @@ static int drain_pipe(struct drain *d, int limit, long max_bytes, struct batch_t
 	if ((rc = advance_seen(d, &seen)) < 0)
 		return rc;
 	d->relayed += d->pipe.jobs;
-	metrics_batch_done(d->metrics, 0, (double)(clock_mono_us() - t0) / 1e6, d->gaps.cursor);
+	metrics_batches_done(d->metrics, d->pipe.batches, 0, (double)(clock_mono_us() - t0) / 1e6, d->gaps.cursor);
 	if (log_enabled(LOG_DEBUG))
 		log_debug("batches relayed in one transaction",
 			  LOGF(F_INT("batches", d->pipe.batches), F_INT("jobs", d->pipe.jobs),

@@ -182,11 +182,17 @@ void metrics_backpressure(struct metrics *m, enum metrics_held_why why, double s
 
 void metrics_batch_done(struct metrics *m, size_t ndead, double seconds, long long cursor)
 {
+	metrics_batches_done(m, 1, ndead, seconds, cursor);
+}
+
+void metrics_batches_done(struct metrics *m, size_t nbatches, size_t ndead, double seconds, long long cursor)
+{
+	double each = nbatches ? seconds / (double)nbatches : seconds;
 	size_t k = 0;
 
 	if (!m)
 		return;
-	while (k < METRICS_NBUCKETS && seconds > metrics_bucket_bounds[k])
+	while (k < METRICS_NBUCKETS && each > metrics_bucket_bounds[k])
 		k++;
 	pthread_mutex_lock(&m->lock);
 	for (size_t i = 0; i < m->nqueues; i++) {
@@ -194,8 +200,8 @@ void metrics_batch_done(struct metrics *m, size_t ndead, double seconds, long lo
 		m->queues[i].pending = 0;
 	}
 	m->dead += ndead;
-	m->batches++;
-	m->buckets[k]++;
+	m->batches += nbatches;
+	m->buckets[k] += nbatches;
 	m->duration_sum += seconds;
 	m->cursor = cursor;
 	pthread_mutex_unlock(&m->lock);

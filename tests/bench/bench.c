@@ -453,7 +453,49 @@ struct lat latencies(const struct load *l, long long from_us, long long to_us)
 	return out;
 }
 
-static void scenario_steady(int run, int rate, int rows)
+/* What another session holds open while the steady load runs. */
+enum holder { HOLD_NONE, HOLD_SNAPSHOT, HOLD_XID };
+static const char *const holder_names[] = { "", ", held snapshot", ", idle xid holder" };
+
+/* The held session, or NULL: a REPEATABLE READ snapshot taken, or a
+ * transaction idle after taking an xid. */
+static PGconn *hold_start(enum holder h)
+{
+	PGconn *c;
+
+	if (h == HOLD_NONE)
+		return NULL;
+	c = pg_connect(&env);
+	sql(c, h == HOLD_SNAPSHOT ? "BEGIN ISOLATION LEVEL REPEATABLE READ" : "BEGIN");
+	sql(c, h == HOLD_SNAPSHOT ? "SELECT count(*) FROM staged_jobs" : "SELECT pg_current_xact_id()::text::int8");
+	return c;
+}
+
+static void steady_figures(const struct load *l, int rate, int rows, enum holder h)
+{
+	struct lat lat = latencies(l, 0, mono_us() + 1);
+	bool target = rate == 2000 && rows == 1;
+	char what[64], fig[128];
+
+	snprintf(what, sizeof(what), "%d/s %s%s", rate, rows == 1 ? "1-row tx" : "multi-row tx", holder_names[h]);
+	snprintf(fig, sizeof(fig), "%s: latency p50 (ms)", what);
+	table_add("steady", fig, 2, lat.p50);
+	if (target)
+		table_target("steady", fig, CMP_LE, 2, "<= 2");
+	snprintf(fig, sizeof(fig), "%s: latency p99 (ms)", what);
+	table_add("steady", fig, 2, lat.p99);
+	if (target)
+		table_target("steady", fig, CMP_LE, 10, "<= 10");
+	snprintf(fig, sizeof(fig), "%s: latency max (ms)", what);
+	table_add("steady", fig, 2, lat.max);
+	snprintf(fig, sizeof(fig), "%s: producers committed (jobs/s)", what);
+	table_add("steady", fig, 0, (double)l->committed * 1e6 / (double)(l->end_us - l->start_us));
+	snprintf(fig, sizeof(fig), "%s: lost + duplicated jobs", what);
+	table_add("steady", fig, 0, (double)(lat.lost + lat.dup));
+	table_target("steady", fig, CMP_LE, 0, "0");
+}
+
+static void scenario_steady(int run, int rate, int rows, enum holder h)
 {
 	struct relay rel;
 	struct load l = { .env = &env,
@@ -461,42 +503,29 @@ static void scenario_steady(int run, int rate, int rows)
 			  .queue = "bench",
 			  .rate = rate,
 			  .rows_per_tx = rows,
-			  .producers = rows == 1 ? 2 : 1,
+			  .producers = rows == 1 ? 4 : 1,
 			  .seconds = env.opts->steady_seconds,
 			  .consume = true };
-	struct lat lat;
-	char scen[24], fig[96];
+	PGconn *held;
 
-	note("steady run %d: %d jobs/s in %s transactions for %d s", run + 1, rate,
-	     rows == 1 ? "single-row" : "multi-row", l.seconds);
+	note("steady run %d: %d jobs/s in %s transactions for %d s%s", run + 1, rate,
+	     rows == 1 ? "single-row" : "multi-row", l.seconds, holder_names[h]);
 	bench_reset(&env);
 	relay_start(&rel, &env, "steady", "debug");
 	wait_relay_ready(&env, &rel);
+	held = hold_start(h);
 	load_start(&l);
 	load_finish(&l, 60);
 	if (l.failed)
 		die("steady load: %s", l.err);
 	check_stop();
+	if (held) {
+		sql(held, "ROLLBACK");
+		PQfinish(held);
+	}
 	if (relay_stop(&rel) != 0)
 		note("the relay did not exit cleanly; see %s", rel.log);
-	lat = latencies(&l, 0, mono_us() + 1);
-	snprintf(scen, sizeof(scen), "steady");
-	snprintf(fig, sizeof(fig), "%d/s %s: latency p50 (ms)", rate, rows == 1 ? "1-row tx" : "multi-row tx");
-	table_add(scen, fig, 2, lat.p50);
-	if (rate == 2000 && rows == 1)
-		table_target(scen, fig, CMP_LE, 2, "<= 2");
-	snprintf(fig, sizeof(fig), "%d/s %s: latency p99 (ms)", rate, rows == 1 ? "1-row tx" : "multi-row tx");
-	table_add(scen, fig, 2, lat.p99);
-	if (rate == 2000 && rows == 1)
-		table_target(scen, fig, CMP_LE, 10, "<= 10");
-	snprintf(fig, sizeof(fig), "%d/s %s: latency max (ms)", rate, rows == 1 ? "1-row tx" : "multi-row tx");
-	table_add(scen, fig, 2, lat.max);
-	snprintf(fig, sizeof(fig), "%d/s %s: producers committed (jobs/s)", rate,
-		 rows == 1 ? "1-row tx" : "multi-row tx");
-	table_add(scen, fig, 0, (double)l.committed * 1e6 / (double)(l.end_us - l.start_us));
-	snprintf(fig, sizeof(fig), "%d/s %s: lost + duplicated jobs", rate, rows == 1 ? "1-row tx" : "multi-row tx");
-	table_add(scen, fig, 0, (double)(lat.lost + lat.dup));
-	table_target(scen, fig, CMP_LE, 0, "0");
+	steady_figures(&l, rate, rows, h);
 	load_free(&l);
 }
 
@@ -884,7 +913,7 @@ int main(int argc, char **argv)
 
 	est = opts.runs *
 	      ((want("backlog") ? (opts.jobs + BACKLOG_SMALL) * 6 / 20000 : 0) +
-	       (want("steady") ? 2 * (opts.steady_seconds + 5) : 0) + (want("trigger") ? 8 * opts.trigger_seconds : 0) +
+	       (want("steady") ? 4 * (opts.steady_seconds + 5) : 0) + (want("trigger") ? 8 * opts.trigger_seconds : 0) +
 	       (want("long") ? 2 * 60 * opts.minutes : 0) + (want("memory") ? opts.big_jobs / 20000 : 0) +
 	       (want("xid-holder") ? (list_has(opts.xid_holders, "idle") + list_has(opts.xid_holders, "prepared")) *
 					     (2 * opts.xid_seconds + 35 + opts.xid_backlog / 50000)
@@ -902,8 +931,10 @@ int main(int argc, char **argv)
 		if (want("backlog"))
 			scenario_backlog(run);
 		if (want("steady")) {
-			scenario_steady(run, 2000, 1);
-			scenario_steady(run, 20000, 100);
+			scenario_steady(run, 2000, 1, HOLD_NONE);
+			scenario_steady(run, 2000, 1, HOLD_SNAPSHOT);
+			scenario_steady(run, 2000, 1, HOLD_XID);
+			scenario_steady(run, 20000, 100, HOLD_NONE);
 		}
 		if (want("trigger"))
 			scenario_trigger(run);
