@@ -33,10 +33,12 @@ void pg_read_init(struct pg_read *r);
  * text at most --batch-max-bytes (at least one row; max_bytes where that is
  * less): first those in the gaps opened since young_since (GAP_OLD: every
  * gap) and the due ones, then above the cursor. Then the transaction's xid,
- * the bound of the gaps this read opens. 0 or -ENOMEM.
+ * the bound of the gaps this read opens. prepared: the name of the session's
+ * statement of pg_read_next_sql, which a read of no gap executes, or NULL.
+ * 0 or -ENOMEM.
  */
 int pg_read_build(struct pg_read *r, struct buf *sql, const struct config *cfg, const struct gaps *g, int limit,
-		  long long young_since, long max_bytes) SD_MUSTCHECK;
+		  long long young_since, long max_bytes, const char *prepared) SD_MUSTCHECK;
 /* The rows statement alone, to run again in the same transaction once more
  * gaps are due: the same snapshot, so the same rows and those gaps'. */
 int pg_read_build_rows(struct buf *sql, const struct config *cfg, const struct gaps *g, int limit,

@@ -151,10 +151,15 @@ int pg_read_rows_tail(struct buf *sql, long max_bytes, const char *order)
 /* The rows in id order, within max_bytes: pg_read_rows_head's wrapper round
  * the gaps' and the cursor's reads. */
 static int append_rows(struct buf *sql, const struct config *cfg, const struct gaps *g, long long young_since,
-		       int limit, long max_bytes)
+		       int limit, long max_bytes, const char *prepared)
 {
 	bool gaps = reads_any_gap(g, young_since);
-	int rc = pg_read_rows_head(sql, cfg->max_job_bytes, "");
+	int rc;
+
+	/* No gap to read: the statement pg_read_next_sql made, planned once. */
+	if (!gaps && prepared)
+		return buf_printf(sql, "EXECUTE %s(%lld, %d, %ld);", prepared, g->cursor, limit, max_bytes);
+	rc = pg_read_rows_head(sql, cfg->max_job_bytes, "");
 
 	if (rc == 0 && gaps && (rc = buf_puts(sql, "SELECT * FROM (")) == 0)
 		rc = append_gap_read(sql, g, young_since, limit);
@@ -169,7 +174,7 @@ static int append_rows(struct buf *sql, const struct config *cfg, const struct g
 /* Reads above the cursor, and in the gaps below it: no query starts below the
  * oldest gap, so drained rows' dead index entries are not walked per batch. */
 int pg_read_build(struct pg_read *r, struct buf *sql, const struct config *cfg, const struct gaps *g, int limit,
-		  long long young_since, long max_bytes)
+		  long long young_since, long max_bytes, const char *prepared)
 {
 	int rc = buf_puts(sql, SNAPSHOT_SQL);
 
@@ -182,7 +187,7 @@ int pg_read_build(struct pg_read *r, struct buf *sql, const struct config *cfg, 
 	r->bad_snapshot = false;
 	r->due = 0;
 	if (rc == 0)
-		rc = append_rows(sql, cfg, g, young_since, limit, max_bytes);
+		rc = append_rows(sql, cfg, g, young_since, limit, max_bytes, prepared);
 	if (rc == 0 && r->skip)
 		rc = buf_puts(sql, SKIP_SQL);
 	return rc ? rc : buf_puts(sql, BOUND_SQL);
@@ -211,7 +216,7 @@ int pg_read_next_sql(struct buf *sql, const struct config *cfg)
 int pg_read_build_rows(struct buf *sql, const struct config *cfg, const struct gaps *g, int limit,
 		       long long young_since, long max_bytes)
 {
-	return append_rows(sql, cfg, g, young_since, limit, max_bytes);
+	return append_rows(sql, cfg, g, young_since, limit, max_bytes, NULL);
 }
 
 const struct snapshot *pg_read_snapshot(const struct pg_read *r)

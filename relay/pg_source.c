@@ -293,18 +293,41 @@ PGresult *pg_source_exec(struct pg_source *pg, const char *sql)
 	return last;
 }
 
+/* The further reads' statement, prepared once per session. */
+#define NEXT_STATEMENT "stagedrain_next"
+
+static int prepare_next(struct pg_source *pg)
+{
+	PGresult *res;
+	int rc = 0;
+
+	if (pg->next_prepared)
+		return 0;
+	buf_reset(&pg->sql);
+	if (pg_read_next_sql(&pg->sql, pg->cfg) < 0)
+		return -ENOMEM;
+	res = PQprepare(pg->conn, NEXT_STATEMENT, pg->sql.data, 3, NULL);
+	if (PQresultStatus(res) != PGRES_COMMAND_OK)
+		rc = pg_source_fail(pg, res, "could not prepare the read of staged jobs");
+	PQclear(res);
+	pg->next_prepared = rc == 0;
+	return rc;
+}
+
 /* BEGIN, the statement bound, then the read's own statements. */
 static int build_fetch(struct pg_source *pg, const struct gaps *g, int limit, long long young_since, long max_bytes)
 {
 	struct buf *sql = &pg->sql;
 	int rc;
 
+	if ((rc = prepare_next(pg)) < 0)
+		return rc;
 	buf_reset(sql);
 	rc = buf_puts(sql, BEGIN_SQL);
 	/* LOCAL: it ends with the batch, so the lock wait and migrations keep theirs. */
 	if (rc == 0 && pg->bound_statements)
 		rc = buf_printf(sql, "SET LOCAL statement_timeout = %d;", tx_bound_ms(pg->cfg));
-	return rc ? rc : pg_read_build(&pg->read, sql, pg->cfg, g, limit, young_since, max_bytes);
+	return rc ? rc : pg_read_build(&pg->read, sql, pg->cfg, g, limit, young_since, max_bytes, NEXT_STATEMENT);
 }
 
 /* Reads every result of the fetch: the read keeps the rows and notes the
@@ -635,27 +658,6 @@ int pg_source_commit_deletes(struct pg_source *pg, struct buf *deletes)
 	pg->in_tx = false;
 	pg_read_clear(&pg->read);
 	return 0;
-}
-
-/* The further reads' statement, prepared once per session. */
-#define NEXT_STATEMENT "stagedrain_next"
-
-static int prepare_next(struct pg_source *pg)
-{
-	PGresult *res;
-	int rc = 0;
-
-	if (pg->next_prepared)
-		return 0;
-	buf_reset(&pg->sql);
-	if (pg_read_next_sql(&pg->sql, pg->cfg) < 0)
-		return -ENOMEM;
-	res = PQprepare(pg->conn, NEXT_STATEMENT, pg->sql.data, 3, NULL);
-	if (PQresultStatus(res) != PGRES_COMMAND_OK)
-		rc = pg_source_fail(pg, res, "could not prepare the read of staged jobs");
-	PQclear(res);
-	pg->next_prepared = rc == 0;
-	return rc;
 }
 
 int pg_source_send_next(struct pg_source *pg, long long above, int limit, long max_bytes)
