@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -140,12 +141,21 @@ int pg_read_rows_head(struct buf *sql, long max_job, const char *extra)
 			  max_job, max_job, extra, max_job, max_job, name, name, name);
 }
 
-int pg_read_rows_tail(struct buf *sql, long max_bytes, const char *order)
+/* The tail with the budget as SQL text: a number, or a parameter. */
+static int rows_tail(struct buf *sql, const char *max_bytes, const char *order)
 {
 	return buf_printf(sql,
 			  ") u ORDER BY %s OFFSET 0) t) m) l WINDOW win AS (ORDER BY %s ROWS UNBOUNDED PRECEDING)) w"
-			  " WHERE w.total - w.bytes < %ld ORDER BY %s;",
+			  " WHERE w.total - w.bytes < %s ORDER BY %s;",
 			  order, order, max_bytes, order);
+}
+
+int pg_read_rows_tail(struct buf *sql, long max_bytes, const char *order)
+{
+	char bound[24];
+
+	snprintf(bound, sizeof(bound), "%ld", max_bytes);
+	return rows_tail(sql, bound, order);
 }
 
 /* The rows in id order, within max_bytes: pg_read_rows_head's wrapper round
@@ -200,17 +210,7 @@ int pg_read_next_sql(struct buf *sql, const struct config *cfg)
 	if (rc == 0)
 		rc = buf_printf(sql, "(SELECT %s FROM staged_jobs s WHERE s.id > $1 ORDER BY s.id LIMIT $2)",
 				pg_read_columns);
-	if (rc == 0)
-		rc = pg_read_rows_tail(sql, 0, "id");
-	/* The tail's bound becomes the third parameter. */
-	if (rc == 0) {
-		char *bound = strstr(sql->data, "w.bytes < 0 ORDER BY");
-		if (!bound)
-			return -EINVAL;
-		sql->len = (size_t)(bound - sql->data);
-		rc = buf_puts(sql, "w.bytes < $3 ORDER BY id;");
-	}
-	return rc;
+	return rc ? rc : rows_tail(sql, "$3", "id");
 }
 
 int pg_read_build_rows(struct buf *sql, const struct config *cfg, const struct gaps *g, int limit,

@@ -106,6 +106,16 @@ static int pg_failed(struct pipe *p, struct drain *d, bool in_flight)
 	return PIPE_COMMIT_FAILED;
 }
 
+/* Out of memory mid-transaction: nothing in flight may stay (the relay
+ * stops on -ENOMEM; the next leader reads the fence). */
+static int out_of_memory(struct pipe *p, struct drain *d, int rc, bool busy, bool in_flight)
+{
+	if (busy)
+		pg_source_discard(&d->pg);
+	pg_failed(p, d, in_flight);
+	return rc;
+}
+
 /* Sends the read of the rows above the last read, if there may be more. */
 static int read_more(struct drain *d, int limit, long max_bytes, bool *busy)
 {
@@ -146,17 +156,17 @@ int pipe_run(struct pipe *p, struct drain *d, int limit, long max_bytes, struct 
 		if (go_on(p, d, nrows, limit, t0) && read_more(d, limit, max_bytes, &busy) < 0)
 			return pg_failed(p, d, in_flight);
 		if ((rc = build_next(d, nrows, &plain)) < 0)
-			return rc;
+			return out_of_memory(p, d, rc, busy, in_flight);
 		if (in_flight && (rc = redis_sink_reply(&d->redis)) != 0)
 			return push_failed(p, d, rc, busy);
 		in_flight = false;
-		if (!plain)
+		if (!plain || stop_seen(&d->stopping))
 			break;
 		if ((rc = redis_sink_send(&d->redis, &d->batch, true)) != 0)
 			return push_failed(p, d, rc, busy);
 		in_flight = true;
 		if ((rc = note_pushed(p, d)) < 0)
-			return rc;
+			return out_of_memory(p, d, rc, busy, in_flight);
 		if (!busy)
 			break;
 		if (pg_source_take_next(&d->pg, &d->gaps, limit, &nrows) < 0)
