@@ -15,8 +15,8 @@
 /* Batches one transaction takes at most, and how long it stays open at
  * most: it holds a snapshot (an xmin) and the rows it deleted, and the
  * fence names every batch in it, so it stays short. */
-#define PIPE_MAX_BATCHES 8
-#define PIPE_MAX_MS 100
+#define PIPE_MAX_BATCHES 16
+#define PIPE_MAX_MS 200
 
 /* Why pipe_run stopped short (the transaction is rolled back). */
 #define PIPE_PUSH_FAILED 1   /* a push failed: the drain handles it as its own (redis errstr) */
