@@ -41,8 +41,9 @@ void pipe_init(struct pipe *p);
 void pipe_free(struct pipe *p);
 /* Whether the batch just pushed may be the first of such a transaction: it
  * was full (more rows wait), plain (no dead, kept, held or released rows,
- * no gap cut short) and read above the cursor. */
-bool pipe_fits(const struct drain *d, int nrows, int limit);
+ * no gap cut short), read above the cursor, and within half the budget
+ * (max_bytes), as each later read is: two batches are held at once. */
+bool pipe_fits(const struct drain *d, int nrows, int limit, long max_bytes);
 /*
  * Goes on from the first batch, pushed and acknowledged, uncommitted: reads,
  * builds and pushes more batches as long as they come full and plain, then

@@ -474,7 +474,7 @@ static int drain_batch(struct drain *d)
 		return push_trouble(d, rc, (size_t)nrows + t.released);
 	t.push_us = clock_mono_us() - t0 - t.fetch_us;
 	metrics_batch_pushed(d->metrics, &d->batch); /* the commit frees the queue names */
-	if (pipe_fits(d, nrows, limit))
+	if (pipe_fits(d, nrows, limit, max_bytes))
 		return drain_pipe(d, limit, max_bytes, &t, t0);
 	if ((rc = pg_source_commit(&d->pg, &d->batch)) < 0)
 		return commit_trouble(d, false);

@@ -25,14 +25,14 @@ void pipe_free(struct pipe *p)
 	pipe_init(p);
 }
 
-bool pipe_fits(const struct drain *d, int nrows, int limit)
+bool pipe_fits(const struct drain *d, int nrows, int limit, long max_bytes)
 {
 	const struct pg_read *r = &d->pg.read;
 	const struct batch *b = &d->batch;
 
 	return nrows == limit && nrows > 0 && limit == d->cfg->batch_size && !release_needed(&d->release) &&
 	       b->ndead == 0 && b->nkept == 0 && b->njobs == (size_t)nrows && r->seen.retire_below == LLONG_MAX &&
-	       r->ids[r->seen.n - 1] > r->above;
+	       r->ids[r->seen.n - 1] > r->above && b->payloads.len <= (size_t)max_bytes / 2;
 }
 
 /* The last id the current read took: the next read starts above it. */
@@ -116,11 +116,13 @@ static int out_of_memory(struct pipe *p, struct drain *d, int rc, bool busy, boo
 	return rc;
 }
 
-/* Sends the read of the rows above the last read, if there may be more. */
+/* Sends the read of the rows above the last read. Its rows arrive while the
+ * last read's are still held (built, pushed): each read takes half the
+ * budget, so the two together stay within what one batch may hold. */
 static int read_more(struct drain *d, int limit, long max_bytes, bool *busy)
 {
 	*busy = true;
-	return pg_source_send_next(&d->pg, last_id(d), limit, max_bytes);
+	return pg_source_send_next(&d->pg, last_id(d), limit, max_bytes / 2 > 0 ? max_bytes / 2 : 1);
 }
 
 /* The first batch's delete (any shape), then one range for the rest. */
