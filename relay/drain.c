@@ -417,12 +417,12 @@ static int drain_pipe(struct drain *d, int limit, long max_bytes, struct batch_t
 		return rc;
 	d->relayed += d->pipe.jobs;
 	metrics_batches_done(d->metrics, d->pipe.batches, 0, (double)(clock_mono_us() - t0) / 1e6, d->gaps.cursor);
+	/* One line for the transaction: its times are its batches' together. */
 	if (log_enabled(LOG_DEBUG))
-		log_debug("batches relayed in one transaction",
-			  LOGF(F_INT("batches", d->pipe.batches), F_INT("jobs", d->pipe.jobs),
-			       F_INT("cursor", d->gaps.cursor), F_INT("gaps", d->gaps.n),
-			       F_INT("fetch_us", t->fetch_us), F_INT("push_us", t->push_us),
-			       F_INT("rest_us", t->commit_us)));
+		log_debug("batch relayed", LOGF(F_INT("batches", d->pipe.batches), F_INT("jobs", d->pipe.jobs),
+						F_INT("first_id", d->pipe.ids[0]), F_INT("cursor", d->gaps.cursor),
+						F_INT("gaps", d->gaps.n), F_INT("fetch_us", t->fetch_us),
+						F_INT("push_us", t->push_us), F_INT("commit_us", t->commit_us)));
 	return (int)d->pipe.jobs;
 }
 

@@ -202,8 +202,9 @@ int relay_log_batches(const char *log, long long t0_wall_us, struct batch_minute
 		t = json_is_string(ts) ? parse_ts(json_string_value(ts)) : -1;
 		m = t < t0_wall_us ? -1 : (int)((t - t0_wall_us) / 60000000);
 		if (m >= 0 && m < minutes) {
+			long long nb = json_integer_value(json_object_get(o, "batches"));
 			b = &out[m];
-			b->batches++;
+			b->batches += nb > 1 ? nb : 1; /* a transaction of several batches logs one line */
 			b->jobs += (long long)json_integer_value(json_object_get(o, "jobs"));
 			/* All three or none: a partial set would be a different figure. */
 			if (add_field(o, "fetch_us", &b->fetch_us) && add_field(o, "push_us", &b->push_us) &&
@@ -239,6 +240,7 @@ int relay_log_list(const char *log, long long t0_wall_us, struct batch_rec **v, 
 		struct batch_rec b = { 0, 0, 0, 0, 0, 0, false, -1, -1, NAN };
 		json_t *o, *ts;
 		double fe = 0, pu = 0, co = 0;
+		long long nb;
 
 		if (!strstr(line, "\"batch relayed\""))
 			continue;
@@ -259,16 +261,27 @@ int relay_log_list(const char *log, long long t0_wall_us, struct batch_rec **v, 
 			b.push_us = pu;
 			b.commit_us = co;
 		}
+		/* A transaction of several batches logs one line: its batches, each an
+		 * equal share of its jobs and times. */
+		nb = json_integer_value(json_object_get(o, "batches"));
 		json_decref(o);
-		if (*n == *cap) {
-			size_t c = *cap ? *cap * 2 : 4096;
-			struct batch_rec *nv = realloc(*v, c * sizeof(**v));
-			if (!nv)
-				die("out of memory");
-			*v = nv;
-			*cap = c;
+		if (nb > 1) {
+			b.jobs /= nb;
+			b.fetch_us /= (double)nb;
+			b.push_us /= (double)nb;
+			b.commit_us /= (double)nb;
 		}
-		(*v)[(*n)++] = b;
+		for (long long k = 0; k < (nb > 1 ? nb : 1); k++) {
+			if (*n == *cap) {
+				size_t c = *cap ? *cap * 2 : 4096;
+				struct batch_rec *nv = realloc(*v, c * sizeof(**v));
+				if (!nv)
+					die("out of memory");
+				*v = nv;
+				*cap = c;
+			}
+			(*v)[(*n)++] = b;
+		}
 	}
 	fclose(f);
 	return 0;
