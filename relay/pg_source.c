@@ -413,6 +413,19 @@ static int read_due(struct pg_source *pg, struct gaps *g, int limit, long long y
 	return send_fetch(pg, true);
 }
 
+/* After the rows came: their ids noted, their number in *nrows. */
+static int finish_read(struct pg_source *pg, const struct gaps *g, int limit, int *nrows)
+{
+	int rc = pg_read_finish(&pg->read, g, limit);
+
+	if (rc == -EIO)
+		return pg_source_fail(pg, NULL, "could not read staged jobs");
+	if (rc < 0)
+		return rc;
+	*nrows = pg_read_nrows(&pg->read);
+	return 0;
+}
+
 int pg_source_fetch(struct pg_source *pg, struct gaps *g, int limit, long long young_since, long max_bytes, int *nrows)
 {
 	int rc;
@@ -422,13 +435,7 @@ int pg_source_fetch(struct pg_source *pg, struct gaps *g, int limit, long long y
 	pg->in_tx = true;
 	if ((rc = send_fetch(pg, false)) < 0 || (rc = read_due(pg, g, limit, young_since, max_bytes)) < 0)
 		return rc;
-	rc = pg_read_finish(&pg->read, g, limit);
-	if (rc == -EIO)
-		return pg_source_fail(pg, NULL, "could not read staged jobs");
-	if (rc < 0)
-		return rc;
-	*nrows = pg_read_nrows(&pg->read);
-	return 0;
+	return finish_read(pg, g, limit, nrows);
 }
 
 void pg_source_row(const struct pg_source *pg, int i, struct job_row *row)
@@ -694,13 +701,7 @@ int pg_source_take_next(struct pg_source *pg, const struct gaps *g, int limit, i
 		return rc;
 	}
 	pg_read_take_rows(&pg->read, rows);
-	rc = pg_read_finish(&pg->read, g, limit);
-	if (rc == -EIO)
-		return pg_source_fail(pg, NULL, "could not read staged jobs");
-	if (rc < 0)
-		return rc;
-	*nrows = pg_read_nrows(&pg->read);
-	return 0;
+	return finish_read(pg, g, limit, nrows);
 }
 
 int pg_source_delete_fenced(struct pg_source *pg, const struct fence *f, long long *deleted)
