@@ -28,6 +28,7 @@ struct pipe {
 	size_t nids, cap;
 	size_t batches;       /* batches pushed in the transaction */
 	long long jobs;       /* their jobs */
+	long bytes;           /* their payloads' bytes: the transaction keeps within one batch's budget */
 	long long first_last; /* the first batch's last id: the later batches' rows are above it */
 	long long last;       /* the last id pushed */
 	bool epoch_lost;      /* with PIPE_COMMIT_FAILED: a push was in flight, its outcome unknown */
@@ -41,8 +42,9 @@ void pipe_init(struct pipe *p);
 void pipe_free(struct pipe *p);
 /* Whether the batch just pushed may be the first of such a transaction: it
  * was full (more rows wait), plain (no dead, kept, held or released rows,
- * no gap cut short), read above the cursor, and within half the budget
- * (max_bytes), as each later read is: two batches are held at once. */
+ * no gap cut short), read above the cursor, and within half the byte budget
+ * (max_bytes): the whole transaction keeps within it, and two batches are
+ * held at once. */
 bool pipe_fits(const struct drain *d, int nrows, int limit, long max_bytes);
 /*
  * Goes on from the first batch, pushed and acknowledged, uncommitted: reads,

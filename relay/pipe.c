@@ -55,6 +55,7 @@ static int note_pushed(struct pipe *p, struct drain *d)
 	if (p->batches++ > 0)
 		metrics_batch_also(d->metrics, &d->batch);
 	p->jobs += (long long)d->batch.njobs;
+	p->bytes += (long)d->batch.payloads.len;
 	p->last = r->ids[r->seen.n - 1];
 	return 0;
 }
@@ -76,11 +77,21 @@ static int build_next(struct drain *d, int nrows, bool *plain)
 	return rc;
 }
 
+/* The next read's byte budget: half of what the transaction may still take.
+ * The whole transaction stays within the one batch's budget that
+ * --max-redis-memory set before it (nothing reads Redis's memory again until
+ * it commits), counted in payload bytes, which are more than the rows' text;
+ * halves, because the rows read arrive while the last batch's are still held. */
+static long next_budget(const struct pipe *p, long max_bytes)
+{
+	return (max_bytes - p->bytes) / 2;
+}
+
 /* Whether to read one more batch after the one read. */
-static bool go_on(const struct pipe *p, struct drain *d, int nrows, int limit, long long t0)
+static bool go_on(const struct pipe *p, struct drain *d, int nrows, int limit, long max_bytes, long long t0)
 {
 	return nrows == limit && p->batches + 1 < PIPE_MAX_BATCHES && clock_mono_ms() - t0 < PIPE_MAX_MS &&
-	       !stop_seen(&d->stopping);
+	       next_budget(p, max_bytes) > 0 && !stop_seen(&d->stopping);
 }
 
 /* A push failed while Postgres may be running a read: take its results
@@ -116,13 +127,11 @@ static int out_of_memory(struct pipe *p, struct drain *d, int rc, bool busy, boo
 	return rc;
 }
 
-/* Sends the read of the rows above the last read. Its rows arrive while the
- * last read's are still held (built, pushed): each read takes half the
- * budget, so the two together stay within what one batch may hold. */
-static int read_more(struct drain *d, int limit, long max_bytes, bool *busy)
+/* Sends the read of the rows above the last read. */
+static int read_more(const struct pipe *p, struct drain *d, int limit, long max_bytes, bool *busy)
 {
 	*busy = true;
-	return pg_source_send_next(&d->pg, last_id(d), limit, max_bytes / 2 > 0 ? max_bytes / 2 : 1);
+	return pg_source_send_next(&d->pg, last_id(d), limit, next_budget(p, max_bytes));
 }
 
 /* The first batch's delete (any shape), then one range for the rest. */
@@ -144,18 +153,19 @@ int pipe_run(struct pipe *p, struct drain *d, int limit, long max_bytes, struct 
 	*seen = *pg_source_seen(&d->pg);
 	p->nids = p->batches = 0;
 	p->jobs = 0;
+	p->bytes = 0;
 	p->epoch_lost = false;
 	buf_reset(&p->del);
 	if ((rc = note_pushed(p, d)) < 0 || (rc = pg_source_append_delete(&d->pg, &d->batch, &p->del)) < 0)
 		return rc;
 	p->first_last = p->last;
-	if (read_more(d, limit, max_bytes, &busy) < 0 || pg_source_take_next(&d->pg, &d->gaps, limit, &nrows) < 0)
+	if (read_more(p, d, limit, max_bytes, &busy) < 0 || pg_source_take_next(&d->pg, &d->gaps, limit, &nrows) < 0)
 		return pg_failed(p, d, false);
 	/* Each turn: Postgres reads the next rows while the relay builds these
 	 * and Redis runs the push before. */
 	while (nrows > 0) {
 		busy = false;
-		if (go_on(p, d, nrows, limit, t0) && read_more(d, limit, max_bytes, &busy) < 0)
+		if (go_on(p, d, nrows, limit, max_bytes, t0) && read_more(p, d, limit, max_bytes, &busy) < 0)
 			return pg_failed(p, d, in_flight);
 		if ((rc = build_next(d, nrows, &plain)) < 0)
 			return out_of_memory(p, d, rc, busy, in_flight);
