@@ -296,20 +296,23 @@ PGresult *pg_source_exec(struct pg_source *pg, const char *sql)
 /* The further reads' statement, prepared once per session. */
 #define NEXT_STATEMENT "stagedrain_next"
 
+static int take_counted(struct pg_source *pg, const char *what, unsigned long long *count, PGresult **rows);
+
+/* Waited for as any statement of a batch (a table locked against it waits
+ * no longer than a stop allows). */
 static int prepare_next(struct pg_source *pg)
 {
-	PGresult *res;
-	int rc = 0;
+	static const char what[] = "could not prepare the read of staged jobs";
+	int rc;
 
 	if (pg->next_prepared)
 		return 0;
 	buf_reset(&pg->sql);
 	if (pg_read_next_sql(&pg->sql, pg->cfg) < 0)
 		return -ENOMEM;
-	res = PQprepare(pg->conn, NEXT_STATEMENT, pg->sql.data, 3, NULL);
-	if (PQresultStatus(res) != PGRES_COMMAND_OK)
-		rc = pg_source_fail(pg, res, "could not prepare the read of staged jobs");
-	PQclear(res);
+	if (!PQsendPrepare(pg->conn, NEXT_STATEMENT, pg->sql.data, 3, NULL))
+		return pg_source_fail(pg, NULL, what);
+	rc = take_counted(pg, what, NULL, NULL);
 	pg->next_prepared = rc == 0;
 	return rc;
 }
