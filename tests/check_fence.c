@@ -40,6 +40,30 @@ START_TEST(round_trip)
 }
 END_TEST
 
+/* A transaction's later batches append to the first one's fence: the
+ * whole text names every batch, as one fence. */
+START_TEST(later_batches_append_and_the_whole_round_trips)
+{
+	struct batch_job first[1] = { { .id = 7, .jid = jids[0] } };
+	struct batch_job later[2] = { { .id = 8, .jid = jids[1] }, { .id = 9, .jid = jids[2] } };
+	struct batch a = { .jobs = first, .njobs = 1 }, b = { .jobs = later, .njobs = 2 };
+	struct buf text;
+	struct fence f;
+
+	buf_init(&text);
+	fence_init(&f);
+	ck_assert_int_eq(fence_write(&text, 3, &a), 0);
+	ck_assert_int_eq(fence_write_more(&text, &b), 0);
+	ck_assert_str_eq(text.data, "epoch=3 jobs=7:0123456789abcdef01234567,8:aaaaaaaaaaaaaaaaaaaaaaaa,"
+				    "9:ffffffffffffffffffffffff");
+	ck_assert_int_eq(fence_parse(&f, text.data, text.len), 0);
+	ck_assert_uint_eq(f.n, 3);
+	ck_assert_str_eq(f.ids.data, "{7,8,9}");
+	buf_free(&text);
+	fence_free(&f);
+}
+END_TEST
+
 /* Ids are bigserial: every positive int8 must come back as written, the
  * 19-digit ones too, or a new leader would push a committed batch again. */
 START_TEST(largest_ids_round_trip)
@@ -101,6 +125,7 @@ Suite *fence_suite(void)
 
 	tcase_add_test(tc, round_trip);
 	tcase_add_test(tc, largest_ids_round_trip);
+	tcase_add_test(tc, later_batches_append_and_the_whole_round_trips);
 	tcase_add_test(tc, anything_else_is_refused);
 	suite_add_tcase(s, tc);
 	return s;
