@@ -10,6 +10,7 @@
 #include "log.h"
 #include "queue_limits.h"
 #include "redis_url.h"
+#include "routes.h"
 
 /* status, dead and help are taken by main before the settings are read (relay/commands.c). */
 enum config_command { CMD_RUN = 0, CMD_MIGRATE, CMD_STATUS, CMD_DEAD, CMD_HELP };
@@ -59,6 +60,8 @@ struct config {
 	bool version;
 	bool pg_url_argv_password;    /* --pg-url, given as a flag, holds a password (ps shows it) */
 	bool redis_url_argv_password; /* the same for --redis-url */
+	struct routes routes;         /* the targets rows go to; routes.t[0] is this config's own */
+	char *route_name;             /* a route's config: its name, in its own keys' names; NULL: the default */
 };
 
 #define CONFIG_ERR_SIZE 512

@@ -539,6 +539,8 @@ int config_load(struct config *cfg, int argc, char **argv, char *err, size_t err
 		rc = check_tls(cfg, err, errlen);
 	if (rc == 0)
 		note_argv_passwords(cfg, picks);
+	if (rc == 0 && routes_init(&cfg->routes, cfg) < 0)
+		rc = value_fail(err, errlen, -ENOMEM, "out of memory reading the settings");
 	for (size_t i = 0; i < settings_count; i++)
 		free(picks[i].owned);
 	free(picks);
@@ -565,5 +567,7 @@ void config_free(struct config *cfg)
 	free(cfg->laravel_prefix);
 	queue_limits_free(&cfg->queue_limits);
 	redis_target_free(&cfg->redis);
+	routes_free(&cfg->routes);
+	free(cfg->route_name);
 	memset(cfg, 0, sizeof(*cfg));
 }

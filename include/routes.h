@@ -1,0 +1,68 @@
+/*
+ * Routes: which target (one Redis and one job format) each staged row goes to
+ * (--route, STAGEDRAIN_ROUTE, --route-file). Target 0 is the default one,
+ * --redis-url with --format; every other target is one route's. A row's
+ * `route` column, when set, names its target; otherwise the first rule whose
+ * queue pattern matches the row's queue does; otherwise the default.
+ *
+ * A route, one per --route value or per line of the file:
+ *
+ *   NAME QUEUES [--SETTING VALUE | --SETTING=VALUE ...]
+ *
+ * NAME: letters, digits, '_', '-' and '.', unique, not "default". QUEUES:
+ * comma-separated queue names or fnmatch globs (*, ?, [...]), or "-" for a
+ * route rows reach only by their route column. SETTINGS: the Redis and format
+ * settings of the relay's own flags (--redis-url, which every route needs,
+ * --redis-password-file, --redis-tls-*, --redis-wait-replicas,
+ * --redis-wait-timeout, --max-redis-memory, --format, --namespace,
+ * --sidekiq-version, --rails-version, --laravel-prefix). A route without
+ * --format inherits the default target's format and its settings; one with
+ * --format starts that format's settings from their defaults. Redis settings
+ * are never inherited (another server), except --redis-timeout.
+ */
+#ifndef STAGEDRAIN_ROUTES_H
+#define STAGEDRAIN_ROUTES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "fmacros.h"
+
+struct config;
+
+/* One queue pattern of a route, in the order given: the first match wins. */
+struct route_rule {
+	char *pattern;
+	size_t len;
+	bool glob;     /* has *, ? or [: matched with fnmatch */
+	size_t target; /* index into routes.t */
+};
+
+struct route_target {
+	char *name;         /* "default" for target 0 */
+	struct config *cfg; /* target 0: the relay's own config; others: owned, whole */
+};
+
+struct routes {
+	struct route_target *t; /* t[0] is the default target */
+	size_t n;
+	struct route_rule *rules;
+	size_t nrules;
+};
+
+/* The default target alone, cfg's: 0 or -ENOMEM. config_load does it. */
+int routes_init(struct routes *r, struct config *cfg) SD_MUSTCHECK;
+/* Frees the routes' targets other than the default, and their configs. */
+void routes_free(struct routes *r);
+
+/* No target: the row's route column names none (routes_find). */
+#define ROUTES_NONE ((size_t)-1)
+
+/*
+ * The target of a row: the one its route column names (route non-NULL,
+ * rlen bytes; ROUTES_NONE when no route has that name), else the first rule
+ * matching queue, else 0. Pure; cheap enough to call per row.
+ */
+size_t routes_find(const struct routes *r, const char *queue, size_t qlen, const char *route, size_t rlen);
+
+#endif
