@@ -31,7 +31,7 @@ LIB_SRC = $(JOB_SRC) relay/log.c relay/values.c relay/settings.c relay/redis_url
           relay/redis_tls.c relay/redis_io.c relay/redis_sentinel.c relay/redis_conn.c relay/redis_sink.c relay/redis_policy.c relay/drain.c relay/pipe.c relay/migrate.c relay/backoff.c relay/batch.c relay/fence.c relay/gaps.c relay/snapshot.c \
           relay/metrics.c relay/watch.c relay/http.c relay/pg_conn.c relay/pg_read.c relay/queue_limits.c relay/rounds.c relay/backpressure.c relay/pg_held.c relay/release.c relay/ladder.c \
           relay/once.c relay/narrow.c relay/stop.c relay/http_deadline.c relay/http_lograte.c \
-          relay/lock_holder.c relay/routes.c \
+          relay/lock_holder.c relay/routes.c relay/target.c relay/metrics_targets.c \
           relay/commands.c relay/cmd_args.c \
           relay/cmd_status.c relay/status_judge.c relay/status_read.c relay/status_print.c relay/status_horizon.c \
           relay/cmd_dead.c relay/dead_list.c relay/dead_replay.c relay/dead_text.c relay/xmin_holders.c
@@ -39,7 +39,7 @@ LIB_OBJ = $(LIB_SRC:relay/%.c=$(OUT)/%.o) $(OUT)/sql_embed.o
 UNIT_SRC = tests/unit_main.c tests/check_config.c tests/check_redis_url.c tests/check_job.c tests/check_buf.c \
            tests/check_backoff.c tests/check_fence.c tests/check_gaps.c tests/check_metrics.c tests/check_rounds.c \
            tests/check_format_activejob.c tests/check_format_celery.c tests/check_format_laravel.c \
-           tests/check_queue_groups.c tests/check_cmd_args.c tests/check_status_unit.c tests/check_xmin_remedy.c
+           tests/check_queue_groups.c tests/check_cmd_args.c tests/check_status_unit.c tests/check_xmin_remedy.c tests/check_target.c
 INTEG_SRC = tests/integration_main.c tests/harness.c tests/check_relay.c \
             tests/check_faults.c tests/check_leader.c tests/check_e2e.c tests/check_sink.c \
             tests/check_cursor.c tests/check_security.c tests/check_trouble.c tests/check_http.c \
@@ -47,7 +47,7 @@ INTEG_SRC = tests/integration_main.c tests/harness.c tests/check_relay.c \
             tests/check_sidekiq_version.c tests/check_formats.c tests/check_e2e_activejob.c \
             tests/check_e2e_celery.c tests/check_e2e_laravel.c tests/check_release.c \
             tests/check_e2e_capped.c tests/check_once.c tests/check_startup.c tests/check_stop.c \
-            tests/check_status.c tests/check_dead.c tests/check_xmin.c
+            tests/check_status.c tests/check_dead.c tests/check_xmin.c tests/check_routed.c
 
 # The test support library: processes, the throwaway servers, SQL, Redis, logs.
 # The Check suites, the chaos programs and the bench all link it; no Check in it.

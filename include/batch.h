@@ -17,6 +17,7 @@ struct batch_job {
 	const char *tenant; /* NULL: the NULL tenant; also in the fetched rows */
 	size_t tenant_len;
 	long long hold_id; /* 0: read from staged_jobs; else released from staged_jobs_held */
+	size_t target;     /* the target it goes to (routes.h): its opts' */
 	struct job_out out;
 };
 

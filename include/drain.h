@@ -20,18 +20,24 @@
 #include "release.h"
 #include "sidekiq_probe.h"
 #include "stop.h"
+#include "target.h"
 
 /*
- * Where the relay stands, one rung at a time: it may push only when READY.
- * Each rung moves it up one step; a fault moves it down to the rung that
- * must be climbed again (a lost session: STANDBY, since the lock went with it;
- * a failed push: NEED_EPOCH; a failed delete: NEED_FENCE).
+ * Where the relay stands on Postgres's side: it may read batches only when
+ * it LEADS, and push only to targets that are READY (target.h). A lost
+ * session falls back to STANDBY, since the lock went with it, and every
+ * target to TARGET_NEED_EPOCH once the lock is taken again.
  */
 enum drain_state {
-	DRAIN_STANDBY,    /* no leader lock (or no session): take it, or wait */
-	DRAIN_NEED_EPOCH, /* leads, but must take an epoch before pushing */
-	DRAIN_NEED_FENCE, /* a push may have landed without its delete: read the fence */
-	DRAIN_READY,      /* leads with a settled fence: batches may push */
+	DRAIN_STANDBY, /* no leader lock (or no session): take it, or wait */
+	DRAIN_LEADS,   /* holds the lock */
+};
+
+/* The last queue the route rules were asked about, and their answer. */
+struct route_memo {
+	char queue[128];
+	size_t len; /* SIZE_MAX: none (a queue name too long to keep is asked each time) */
+	size_t target;
 };
 
 struct drain {
@@ -39,26 +45,23 @@ struct drain {
 	struct stop
 		stopping; /* the SIGTERM/SIGINT flag with --stop-timeout: read between steps, bounds every wait of a batch */
 	struct pg_source pg;
-	struct redis_sink redis;
+	struct target *t; /* the targets, as routes.t: t[0] is the default one */
+	size_t nt;
+	struct release_target *rts; /* what release sees of them, each batch */
+	struct route_memo memo;
 	struct batch batch;
-	struct job_opts opts; /* how the batch was built; its transaction's later batches too */
-	struct pipe pipe;     /* a transaction of several batches, overlapped */
+	struct batch_job *scratch; /* target_group's */
+	size_t capscratch;
+	struct pipe pipe; /* a transaction of several batches, overlapped */
 	struct gaps gaps;
 	struct backoff pg_backoff;
-	struct backoff redis_backoff;
 	enum drain_state state;
 	long long old_read_ms;      /* when a read last covered every gap */
 	long long old_read_cost_ms; /* how long that read took */
-	long long wrongtype_log_ms; /* when keys of the wrong type were last logged; 0: not since */
-	struct fence fence;
-	struct buf fence_text;
-	char redis_where[300];        /* the Redis server last connected to, to tell a failover */
-	char redis_policy[32];        /* its maxmemory-policy last read, to warn once per change */
-	struct sidekiq_probe sidekiq; /* the version Sidekiq jobs are written for */
-	struct release release;       /* queue caps, the memory bound, fair release */
-	struct narrow narrow;         /* finding the row of a batch Redis refuses */
-	char origin[300];             /* Celery's origin header: gen<pid>@<host>, as Celery's client writes */
-	struct once once;             /* with --once: what the last batch did, whether to stop */
+	struct release release;     /* queue caps, the memory bound, fair release */
+	struct narrow narrow;       /* finding the row of a batch Redis refuses */
+	char origin[300];           /* Celery's origin header: gen<pid>@<host>, as Celery's client writes */
+	struct once once;           /* with --once: what the last batch did, whether to stop */
 	long long relayed;
 	long long dead;
 	struct metrics *metrics; /* NULL: none; set by the caller after drain_init */
@@ -82,5 +85,11 @@ int drain_start(struct drain *d) SD_MUSTCHECK;
  * ONCE_SERVER_WAIT_MS of faults without a batch going through. */
 int drain_run(struct drain *d) SD_MUSTCHECK;
 void drain_free(struct drain *d);
+/* Builds a row read into the batch, for the target its route column or its
+ * queue picks; a route column naming no route makes it a dead row. 0 or
+ * -ENOMEM. (drain.c and pipe.c) */
+int drain_add_row(struct drain *d, struct job_row *row, long long hold_id) SD_MUSTCHECK;
+/* The transaction committed: each target that pushed counts what it relayed. */
+void drain_pushed(struct drain *d);
 
 #endif

@@ -38,6 +38,8 @@ struct job_row {
 	size_t uuid_len;
 	const char *tenant; /* NULL: the NULL tenant */
 	size_t tenant_len;
+	const char *route; /* NULL: the route rules pick the target by queue */
+	size_t route_len;
 };
 
 struct job_opts {
@@ -47,6 +49,7 @@ struct job_opts {
 	long long now_us; /* enqueued_at, and the line between immediate and scheduled */
 	enum rails_version rails_version;
 	const char *origin; /* Celery's origin header: "stagedrain@<host>"; NULL: "stagedrain" */
+	size_t target;      /* the target (routes.h) the jobs built go to: batch_add notes it */
 };
 
 /* Where one built job sits in the batch buffer. */

@@ -16,6 +16,10 @@
  * key, so relay groups sharing a Redis do not overwrite each other's keys.
  * Arguments: the prefix (const char *), the lock key (long long), the name. */
 #define KEYS_OWN_FMT "%sstagedrain:%lld:%s"
+/* A route's own keys (routes.h): "<key prefix>stagedrain:<lock key>:<route>:<name>",
+ * so targets sharing a Redis (and its database and prefix) keep their own
+ * epoch and fence. Arguments: as KEYS_OWN_FMT, the route before the name. */
+#define KEYS_ROUTE_OWN_FMT "%sstagedrain:%lld:%s:%s"
 /* The crash fence: what the last batch pushed, and in which epoch. */
 #define KEYS_FENCE "fence"
 /* The leader epoch: a count of takeovers in KEYS_EPOCH (an integer, so a

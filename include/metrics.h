@@ -80,8 +80,22 @@ struct metrics_db {
  * queue has been seen); the watcher once per reading; the HTTP thread reads
  * it. Every function takes a NULL m as "no metrics" and does nothing.
  */
+/* Targets named in the metrics at most (routes.h); past it they count in none. */
+#define METRICS_MAX_TARGETS 64
+
+/* One target's figures (metrics_targets.c). Route names are plain (routes.h). */
+struct metrics_target {
+	char name[72];
+	bool up; /* it may take jobs: connected, its epoch and fence settled */
+	unsigned long long relayed, pushes;
+	double push_seconds; /* its pushes' time, summed */
+	long long held;      /* its jobs waiting in staged_jobs_held */
+};
+
 struct metrics {
 	pthread_mutex_t lock;
+	struct metrics_target targets[METRICS_MAX_TARGETS];
+	size_t ntargets;
 	struct metrics_queue *queues;
 	size_t nqueues, capqueues;
 	size_t label_bytes; /* the queues' labels, all told */
@@ -115,6 +129,19 @@ struct metrics {
 extern const double metrics_bucket_bounds[METRICS_NBUCKETS];
 
 int metrics_init(struct metrics *m) SD_MUSTCHECK;
+/* The targets by name, in routes.t order (n of them). */
+void metrics_targets(struct metrics *m, const char *const *names, size_t n);
+/* Target i may take jobs now, or its jobs wait held. */
+void metrics_target_up(struct metrics *m, size_t i, bool up);
+/* Target i acknowledged jobs in a committed transaction, its push taking secs. */
+void metrics_target_pushed(struct metrics *m, size_t i, long long jobs, double secs);
+/* Target i's jobs now waiting in staged_jobs_held. */
+void metrics_target_held(struct metrics *m, size_t i, long long held);
+/* With several targets, whether one at least may take jobs (/readyz);
+ * the lock held. */
+bool metrics_targets_ready_locked(const struct metrics *m);
+/* The targets' series; the lock held. 0 or -ENOMEM. */
+int metrics_targets_format(const struct metrics *m, struct buf *out) SD_MUSTCHECK;
 void metrics_free(struct metrics *m);
 
 /* A batch Redis accepted: its jobs by queue, counted once the commit is done.

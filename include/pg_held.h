@@ -16,6 +16,7 @@
 /* A staged row to move to the held table, with the round rounds gave it. */
 struct held_move {
 	long long id, round;
+	const char *target; /* the route it waits for; NULL: the default target */
 };
 
 /* Up to limit rows of queue qi to read after its release cursor. */
@@ -29,13 +30,14 @@ struct pg_held {
 	long long *ids; /* their ids, parsed once */
 	size_t cap;
 	struct buf sql;
+	struct buf key; /* a key pg_held_load built */
 };
 
 void pg_held_init(struct pg_held *h);
 void pg_held_free(struct pg_held *h);
 /* Reads the held table into r (rounds_reset, then rounds_load per queue and
  * tenant), outside a batch. 0, -EIO (pg->errstr) or -ENOMEM. */
-int pg_held_load(struct pg_source *pg, struct rounds *r) SD_MUSTCHECK;
+int pg_held_load(struct pg_held *h, struct pg_source *pg, struct rounds *r) SD_MUSTCHECK;
 /*
  * In the batch's transaction, one round trip: moves the rows in mv from
  * staged_jobs to staged_jobs_held (all of them, or the statement fails),
@@ -48,6 +50,8 @@ int pg_held_nrows(const struct pg_held *h);
 /* Where a released row was in the held table, and how long it waited there. */
 struct held_row {
 	long long round, hold_id, held_us;
+	const char *target; /* the route it waited for; NULL: the default target */
+	size_t target_len;
 };
 
 /* Row i read; pointers stay valid until pg_held_clear. */

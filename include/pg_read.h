@@ -66,7 +66,7 @@ void pg_read_row(const struct pg_read *r, int i, struct job_row *row);
  * or staged_jobs_held), for the wrapper below. */
 extern const char pg_read_columns[];
 /* The columns of a job row such a read returns, before extra's. */
-#define PG_READ_NCOLS 12
+#define PG_READ_NCOLS 13
 /*
  * The wrapper round a read of job rows (the subquery goes between head and
  * tail): the rows in order while their text, every column counted, stays

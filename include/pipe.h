@@ -26,17 +26,19 @@ struct pipe {
 	struct buf del; /* the deletes and the COMMIT */
 	long long *ids; /* every id the transaction's batches read, ascending */
 	size_t nids, cap;
-	size_t batches;       /* batches pushed in the transaction */
-	long long jobs;       /* their jobs */
-	long bytes;           /* their payloads' bytes: the transaction keeps within one batch's budget */
-	long long first_last; /* the first batch's last id: the later batches' rows are above it */
-	long long last;       /* the last id pushed */
-	bool epoch_lost;      /* with PIPE_COMMIT_FAILED: a push was in flight, its outcome unknown */
-	int push_rc;          /* with PIPE_PUSH_FAILED: the push's code, as redis_sink_push returns it */
-	size_t push_rows;     /* and the rows of the batch it pushed */
+	size_t batches;        /* batches pushed in the transaction */
+	long long jobs;        /* their jobs */
+	long bytes;            /* their payloads' bytes: the transaction keeps within one batch's budget */
+	long long first_last;  /* the first batch's last id: the later batches' rows are above it */
+	long long last;        /* the last id pushed */
+	bool epoch_lost;       /* with PIPE_COMMIT_FAILED: a push was in flight, its outcome unknown */
+	int push_rc;           /* with PIPE_PUSH_FAILED: the push's code, as redis_sink_push returns it */
+	size_t push_rows;      /* and the rows of the batch it pushed */
+	struct target *failed; /* and the target whose push it was */
 };
 
 struct drain;
+struct target;
 
 void pipe_init(struct pipe *p);
 void pipe_free(struct pipe *p);

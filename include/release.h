@@ -27,10 +27,24 @@
 #define RELEASE_PG_FAILED (-EIO)
 #define RELEASE_REDIS_FAILED (-EPIPE)
 
+/* What release needs of each target (routes.h), indexed as routes.t. */
+struct release_target {
+	const char *name;            /* the route's name; NULL for the default target */
+	bool up;                     /* its jobs may go to Redis now; else they wait held */
+	struct backpressure *bp;     /* reads its capped queues' lengths */
+	struct redis_conn *conn;     /* on its connection */
+	const struct job_opts *opts; /* builds its released jobs */
+};
+
 struct release {
 	const struct config *cfg;
+	const struct release_target *ts; /* the drain's, set by release_targets */
+	size_t nts;
+	size_t failed_target; /* with RELEASE_REDIS_FAILED: whose Redis failed */
+	struct buf key;       /* a queue's key in the rounds (rounds_key) */
+	size_t *tqs;          /* one target's measured queues */
+	size_t captqs;
 	struct rounds rounds;
-	struct backpressure bp;
 	struct pg_held held;
 	bool capped; /* some queue may have a cap */
 	bool loaded; /* rounds hold what staged_jobs_held holds, for this leadership */
@@ -61,20 +75,24 @@ void release_forget(struct release *rl);
 /* Reads the held table if release_forget asked for it, and shows what it
  * holds in the metrics. 0, -EIO, -ENOMEM. */
 int release_load(struct release *rl, struct pg_source *pg, struct metrics *m) SD_MUSTCHECK;
-/* Whether batches need release_run: a cap is set, or jobs are held. */
+/* Whether batches need release_run: a cap is set, jobs are held, or a target is not up. */
 bool release_needed(const struct release *rl);
-/* Before a fetch: 1 while --max-redis-memory pauses the relay; 0 with
- * *max_bytes the row text the batch may read. -EIO (errstr). */
-int release_memory(struct release *rl, struct redis_conn *conn, long *max_bytes, struct metrics *m) SD_MUSTCHECK;
+/* Before a fetch, of the default target's Redis (bp): 1 while
+ * --max-redis-memory pauses it; 0 with *max_bytes the row text the batch may
+ * read. -EIO (errstr). */
+int release_memory(struct release *rl, struct backpressure *bp, struct redis_conn *conn, long *max_bytes,
+		   struct metrics *m) SD_MUSTCHECK;
+/* The targets of the next release_run (n of them; ts stays the caller's). */
+void release_targets(struct release *rl, const struct release_target *ts, size_t n);
 /*
  * After the batch's staged rows were built into b (nothing to do unless
- * release_needed): holds what may not go now
- * (moved in the batch's transaction), then reads and builds released jobs
- * into b after the staged ones (hold_id set). 0, RELEASE_PG_FAILED
- * (pg->errstr), RELEASE_REDIS_FAILED (errstr) or -ENOMEM.
+ * release_needed): holds what may not go now (every job of a target that is
+ * not up; moved in the batch's transaction), then reads and builds released
+ * jobs into b after the staged ones (hold_id set), with their targets' opts.
+ * 0, RELEASE_PG_FAILED (pg->errstr), RELEASE_REDIS_FAILED (errstr,
+ * failed_target) or -ENOMEM.
  */
-int release_run(struct release *rl, struct pg_source *pg, struct redis_conn *conn, struct batch *b,
-		const struct job_opts *opts, long max_bytes) SD_MUSTCHECK;
+int release_run(struct release *rl, struct pg_source *pg, struct batch *b, long max_bytes) SD_MUSTCHECK;
 /* Jobs this batch moved to the held table, and released from it. */
 void release_counts(const struct release *rl, size_t *held, size_t *released);
 /* A released job could not be pushed (its key has the wrong type): it stays
@@ -83,6 +101,8 @@ void release_unrelease(struct release *rl, const struct batch_job *j);
 /* The batch's dead rows could not be moved (PG_SOURCE_DEAD_KEPT): released
  * ones among them stay held, behind the cursor; read the table again. */
 void release_dead_kept(struct release *rl);
+/* Jobs held for target t (release_targets' index), committed. */
+long long release_held_for(const struct release *rl, size_t t);
 /* The batch committed: its holds and releases count. */
 void release_commit(struct release *rl, struct metrics *m);
 

@@ -19,6 +19,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "buf.h"
 #include "fmacros.h"
 
 /* Tenants remembered at most: past it a new tenant's jobs go to the end of
@@ -103,5 +104,11 @@ void rounds_unrelease(struct rounds *r, size_t qi, long long n, long long retry_
 void rounds_commit(struct rounds *r);
 /* Jobs held in every queue, committed. */
 long long rounds_held(const struct rounds *r);
+
+/* A queue's key in the rounds: its name for the default target, else
+ * "<target>\0<name>" (no queue name holds a NUL: Postgres text cannot). */
+int rounds_key(struct buf *key, const char *target, size_t tlen, const char *queue, size_t qlen) SD_MUSTCHECK;
+/* The target (NULL: the default) and the queue name of a key. */
+void rounds_key_split(const char *key, size_t len, const char **target, size_t *tlen, const char **queue, size_t *qlen);
 
 #endif

@@ -109,7 +109,10 @@ static int build_rooms(struct backpressure *bp, const struct rounds *r, const si
 	cmds_reset(&bp->cmds);
 	for (size_t i = 0; rc == 0 && i < n; i++) {
 		size_t before = bp->cmds.ncmds;
-		rc = f->lists(&bp->cmds, bp->cfg->key_prefix, r->q[qs[i]].name, r->q[qs[i]].len);
+		const char *target, *queue;
+		size_t tlen, qlen;
+		rounds_key_split(r->q[qs[i]].name, r->q[qs[i]].len, &target, &tlen, &queue, &qlen);
+		rc = f->lists(&bp->cmds, bp->cfg->key_prefix, queue, qlen);
 		if (rc == 0)
 			rc = buf_grow_array((void **)&bp->of, &bp->ofcap, bp->cmds.ncmds, sizeof(*bp->of));
 		for (size_t k = before; rc == 0 && k < bp->cmds.ncmds; k++)

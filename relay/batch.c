@@ -68,6 +68,7 @@ int batch_add(struct batch *b, const struct job_row *row, const struct job_opts 
 	j->queue = row->queue;
 	j->queue_len = row->queue_len;
 	j->jid = row->jid;
+	j->target = opts->target;
 	b->njobs++;
 	return 0;
 }

@@ -36,7 +36,7 @@
 	", s.dead_id, s.reason FROM (SELECT d.dead_id, d.id, d.queue, d.job_class, d.args,"                            \
 	" " EDITED_OPTIONS " AS options, coalesce(d.jid, '000000000000000000000000') AS jid,"                          \
 	" d.created_at, d.run_at, coalesce(d.uuid, '00000000-0000-4000-8000-000000000000'::uuid) AS uuid,"             \
-	" d.tenant, d.reason FROM " PICKED ") s"
+	" d.tenant, d.route, d.reason FROM " PICKED ") s"
 #define ORDER "id, dead_id"
 enum { COL_DEAD_ID = PG_READ_NCOLS, COL_REASON };
 
@@ -48,10 +48,10 @@ enum { COL_DEAD_ID = PG_READ_NCOLS, COL_REASON };
  */
 #define MOVE_SQL                                                                                                       \
 	"WITH d AS (DELETE FROM staged_jobs_dead WHERE dead_id = $3::int8 RETURNING *)"                                \
-	" INSERT INTO staged_jobs (queue, job_class, args, run_at, options, created_at, jid, uuid, tenant)"            \
+	" INSERT INTO staged_jobs (queue, job_class, args, run_at, options, created_at, jid, uuid, tenant, route)"     \
 	" SELECT d.queue, d.job_class, d.args, d.run_at, " EDITED_OPTIONS ", d.created_at,"                            \
 	" coalesce(d.jid, substr(replace(gen_random_uuid()::text, '-', ''), 1, 24)),"                                  \
-	" coalesce(d.uuid, gen_random_uuid()), d.tenant FROM d RETURNING id"
+	" coalesce(d.uuid, gen_random_uuid()), d.tenant, d.route FROM d RETURNING id"
 
 /* The option edits as JSON parameters: set, an object; unset, an array of keys. */
 struct edits {

@@ -41,25 +41,43 @@ static void note_origin(struct drain *d)
 	snprintf(d->origin, sizeof(d->origin), "gen%d@%s", (int)getpid(), host);
 }
 
+/* One target per route (routes.h), t[0] the default one; what release
+ * sees of them points into them. Left empty when out of memory:
+ * drain_start then fails. */
+static void init_targets(struct drain *d)
+{
+	const struct routes *r = &d->cfg->routes;
+
+	d->nt = 0;
+	d->t = calloc(r->n ? r->n : 1, sizeof(*d->t));
+	d->rts = calloc(r->n ? r->n : 1, sizeof(*d->rts));
+	if (!d->t || !d->rts || r->n == 0)
+		return;
+	for (size_t i = 0; i < r->n; i++) {
+		struct target *t = &d->t[i];
+		target_init(t, i, r->t[i].name, r->t[i].cfg, &d->stopping);
+		d->rts[i] = (struct release_target){
+			.name = t->route, .bp = &t->bp, .conn = &t->redis.conn, .opts = &t->opts
+		};
+	}
+	d->nt = r->n;
+	release_targets(&d->release, d->rts, d->nt);
+}
+
 void drain_init(struct drain *d, const struct config *cfg, volatile sig_atomic_t *stop)
 {
 	d->cfg = cfg;
 	pg_source_init(&d->pg, cfg);
-	redis_sink_init(&d->redis, cfg);
 	batch_init(&d->batch);
+	d->scratch = NULL;
+	d->memo.len = SIZE_MAX;
+	d->capscratch = 0;
 	pipe_init(&d->pipe);
 	gaps_init(&d->gaps, GAPS_MAX);
 	backoff_init(&d->pg_backoff, BACKOFF_BASE_MS, BACKOFF_CAP_MS, (unsigned)getpid());
-	backoff_init(&d->redis_backoff, BACKOFF_BASE_MS, BACKOFF_CAP_MS, (unsigned)getpid() * 31u);
 	d->state = DRAIN_STANDBY;
 	d->old_read_ms = 0;
 	d->old_read_cost_ms = 0;
-	d->wrongtype_log_ms = 0;
-	fence_init(&d->fence);
-	buf_init(&d->fence_text);
-	d->redis_where[0] = '\0';
-	d->redis_policy[0] = '\0';
-	sidekiq_probe_init(&d->sidekiq, cfg);
 	release_init(&d->release, cfg);
 	narrow_init(&d->narrow);
 	note_origin(d);
@@ -68,7 +86,7 @@ void drain_init(struct drain *d, const struct config *cfg, volatile sig_atomic_t
 	d->metrics = NULL;
 	stop_init(&d->stopping, stop, cfg->stop_timeout_ms);
 	pg_source_stop_on(&d->pg, &d->stopping);
-	redis_sink_stop_on(&d->redis, &d->stopping);
+	init_targets(d);
 }
 
 void drain_free(struct drain *d)
@@ -76,46 +94,101 @@ void drain_free(struct drain *d)
 	if (!d)
 		return;
 	pg_source_free(&d->pg);
-	redis_sink_free(&d->redis);
+	for (size_t i = 0; i < d->nt; i++)
+		target_free(&d->t[i]);
+	free(d->t);
+	free(d->rts);
+	d->t = NULL;
+	d->rts = NULL;
+	d->nt = 0;
 	batch_free(&d->batch);
+	free(d->scratch);
 	pipe_free(&d->pipe);
 	gaps_free(&d->gaps);
-	fence_free(&d->fence);
-	buf_free(&d->fence_text);
 	release_free(&d->release);
+}
+
+/* Each target's opts for this batch, and whether it may take jobs now. */
+static void begin_targets(struct drain *d)
+{
+	long long now_us = clock_wall_us(), now_ms = clock_mono_ms();
+
+	for (size_t i = 0; i < d->nt; i++) {
+		struct target *t = &d->t[i];
+		t->opts = (struct job_opts){
+			.format = t->cfg->format,
+			.sidekiq_version = target_up(t) ? sidekiq_probe_version(&t->sidekiq, &t->redis.conn, now_ms)
+							: t->cfg->sidekiq_version,
+			.max_job_bytes = d->cfg->max_job_bytes,
+			.now_us = now_us,
+			.rails_version = t->cfg->rails_version,
+			.origin = d->origin,
+			.target = i,
+		};
+		/* A lone target that went down since the ladder saw it up
+		 * fails its push (the batch rolls back, as ever); with others
+		 * up, its rows wait held while theirs go. */
+		d->rts[i].up = d->nt == 1 || target_up(t);
+	}
+}
+
+/* The target of a row: the last queue's again when the rules pick it
+ * (rows of a queue come in runs, and a glob costs an fnmatch per rule). */
+static size_t row_target(struct drain *d, const struct job_row *row)
+{
+	struct route_memo *m = &d->memo;
+
+	if (row->route || d->cfg->routes.nrules == 0)
+		return routes_find(&d->cfg->routes, row->queue, row->queue_len, row->route, row->route_len);
+	if (m->len == row->queue_len && memcmp(m->queue, row->queue, m->len) == 0)
+		return m->target;
+	m->target = routes_find(&d->cfg->routes, row->queue, row->queue_len, NULL, 0);
+	m->len = row->queue_len < sizeof(m->queue) ? row->queue_len : SIZE_MAX;
+	if (m->len != SIZE_MAX)
+		memcpy(m->queue, row->queue, m->len);
+	return m->target;
+}
+
+int drain_add_row(struct drain *d, struct job_row *row, long long hold_id)
+{
+	char why[JOB_REASON_SIZE];
+	size_t ti = row_target(d, row);
+
+	if (ti == ROUTES_NONE) {
+		ti = 0;
+		if (!row->unfit) {
+			snprintf(why, sizeof(why), "route \"%.*s\" is not a route of this relay (--route)",
+				 (int)(row->route_len < 100 ? row->route_len : 100), row->route);
+			row->unfit = why;
+		}
+	}
+	return batch_add(&d->batch, row, &d->t[ti].opts, hold_id);
 }
 
 /* Turns the fetched rows into jobs and dead rows, then lets release hold
  * and release jobs (with opts, for the released rows). */
 static int build_batch(struct drain *d, int nrows, long max_bytes)
 {
-	struct job_opts *opts = &d->opts;
 	int rc = batch_reset(&d->batch, (size_t)nrows);
 	bool sidekiq = d->cfg->format == FORMAT_SIDEKIQ || d->cfg->format == FORMAT_ACTIVEJOB;
 
-	*opts = (struct job_opts){
-		.format = d->cfg->format,
-		.sidekiq_version = sidekiq_probe_version(&d->sidekiq, &d->redis.conn, clock_mono_ms()),
-		.max_job_bytes = d->cfg->max_job_bytes,
-		.now_us = clock_wall_us(),
-		.rails_version = d->cfg->rails_version,
-		.origin = d->origin,
-	};
-
-	metrics_job_format(d->metrics, format_of(d->cfg->format)->name, sidekiq ? &d->sidekiq.seen : NULL);
+	begin_targets(d);
+	metrics_job_format(d->metrics, format_of(d->cfg->format)->name, sidekiq ? &d->t[0].sidekiq.seen : NULL);
 	for (int i = 0; rc == 0 && i < nrows; i++) {
 		struct job_row row;
 		const char *refused;
 		pg_source_row(&d->pg, i, &row);
 		if (!row.unfit && (refused = narrow_unfit(&d->narrow, row.id)) != NULL)
 			row.unfit = refused;
-		rc = batch_add(&d->batch, &row, opts, 0);
+		rc = drain_add_row(d, &row, 0);
 	}
 	if (rc < 0)
 		return rc;
-	rc = release_run(&d->release, &d->pg, &d->redis.conn, &d->batch, opts, max_bytes);
-	if (rc == RELEASE_REDIS_FAILED)
-		snprintf(d->redis.errstr, sizeof(d->redis.errstr), "%.250s", d->release.errstr);
+	rc = release_run(&d->release, &d->pg, &d->batch, max_bytes);
+	if (rc == RELEASE_REDIS_FAILED) {
+		struct target *t = &d->t[d->release.failed_target];
+		snprintf(t->redis.errstr, sizeof(t->redis.errstr), "%.250s", d->release.errstr);
+	}
 	return rc;
 }
 
@@ -196,17 +269,16 @@ static long long gaps_to_read(struct drain *d)
 	return now - d->old_read_ms >= every ? GAP_OLD : now - GAP_YOUNG_MS;
 }
 
-/* Jobs of a batch whose Redis keys have the wrong type. */
+/* Jobs of a target's part whose Redis keys have the wrong type. */
 struct blocked_arg {
-	struct redis_sink *rs;
-	const struct batch *b;
+	struct target *t;
 	struct release *release;
 };
 
 static bool job_blocked(const struct batch_job *j, void *arg)
 {
 	struct blocked_arg *a = arg;
-	bool blocked = redis_sink_blocked(a->rs, a->b, j);
+	bool blocked = j->target == a->t->index && redis_sink_blocked(&a->t->redis, &a->t->part, j);
 
 	if (blocked && j->hold_id)
 		release_unrelease(a->release, j);
@@ -215,55 +287,115 @@ static bool job_blocked(const struct batch_job *j, void *arg)
 
 /* Names the keys of the wrong type, at most once a minute while they stay so
  * (wrongtype_log_ms: when last named; 0: not since a clean push). */
-static void log_wrong_types(struct drain *d, size_t kept)
+static void log_wrong_types(struct target *t, size_t kept)
 {
 	long long now = clock_mono_ms();
-	const char *type, *key = redis_sink_bad_key(&d->redis, 0, &type);
+	const char *type, *key = redis_sink_bad_key(&t->redis, 0, &type);
 
-	if (d->wrongtype_log_ms && now - d->wrongtype_log_ms < 60000)
+	if (t->wrongtype_log_ms && now - t->wrongtype_log_ms < 60000)
 		return;
-	d->wrongtype_log_ms = now;
+	t->wrongtype_log_ms = now;
 	log_warn("a redis key the batch writes has the wrong type; its jobs stay staged until it is fixed",
-		 LOGF(F_STR("key", key), F_STR("type", type), F_INT("keys", d->redis.nbad), F_INT("jobs_kept", kept)));
+		 LOGF(F_STR("key", key), F_STR("type", type), F_INT("keys", t->redis.nbad), F_INT("jobs_kept", kept),
+		      F_STR("target", t->name)));
 }
 
 /*
- * Pushes the batch. A push that found keys of the wrong type wrote nothing:
- * the jobs for those keys are kept (staged, re-read with the old gaps) and
- * the rest is pushed again, so one bad key holds up only its own jobs.
+ * Pushes a target's part of the batch. A push that found keys of the wrong
+ * type wrote nothing: the jobs for those keys are kept (staged, re-read with
+ * the old gaps) and the rest is pushed again, so one bad key holds up only
+ * its own jobs.
  */
-static int push_batch(struct drain *d)
+static int push_target(struct drain *d, struct target *t)
 {
-	struct blocked_arg arg = { &d->redis, &d->batch, &d->release };
+	struct blocked_arg arg = { t, &d->release };
+	const struct batch_job *grouped;
+	long long t0 = clock_mono_us();
+	size_t kept = d->batch.nkept;
 	int rc = 0;
 
-	for (int tries = 0; tries < 4; tries++) {
-		size_t kept;
-		rc = redis_sink_push(&d->redis, &d->batch);
+	for (int tries = 0; tries < 4 && t->part.njobs; tries++) {
+		rc = redis_sink_push(&t->redis, &t->part);
 		if (rc != REDIS_SINK_WRONGTYPE)
 			break;
-		kept = batch_keep(&d->batch, job_blocked, &arg);
-		log_wrong_types(d, kept);
+		batch_keep(&d->batch, job_blocked, &arg);
+		if (!(grouped = target_group(&d->batch, d->nt, &d->scratch, &d->capscratch)))
+			return -ENOMEM;
+		target_view(t, &d->batch, grouped);
+		log_wrong_types(t, d->batch.nkept - kept);
 	}
-	if (rc == 0 && d->batch.nkept == 0)
-		d->wrongtype_log_ms = 0; /* the keys are fixed: say so again if they break */
+	if (rc == 0 && d->batch.nkept == kept)
+		t->wrongtype_log_ms = 0; /* the keys are fixed: say so again if they break */
 	if (rc == REDIS_SINK_WRONGTYPE) {
-		snprintf(d->redis.errstr, sizeof(d->redis.errstr), "keys of the wrong type kept changing");
+		snprintf(t->redis.errstr, sizeof(t->redis.errstr), "keys of the wrong type kept changing");
 		return -EIO;
+	}
+	t->push_us = clock_mono_us() - t0;
+	return rc;
+}
+
+/* Pushes each target's part in its own fenced script, one target after the
+ * other. On a failure *failed is the target whose push failed; the targets
+ * before it acknowledged theirs (pushed is set): their fences name them. */
+static int push_batch(struct drain *d, struct target **failed)
+{
+	int rc = 0;
+
+	for (size_t i = 0; rc == 0 && i < d->nt; i++) {
+		struct target *t = &d->t[i];
+		const struct batch_job *grouped = target_group(&d->batch, d->nt, &d->scratch, &d->capscratch);
+		*failed = t;
+		if (!grouped)
+			return -ENOMEM;
+		t->push_us = 0;
+		target_view(t, &d->batch, grouped);
+		if (t->part.njobs == 0)
+			continue;
+		if ((rc = push_target(d, t)) == 0 && t->part.njobs > 0) {
+			t->pushed = true;
+			t->txn_jobs += (long long)t->part.njobs;
+		}
 	}
 	return rc;
 }
 
+/* The transaction rolled back: targets that acknowledged a push of it fall
+ * back to NEED_FENCE (to), so the rows their fences name are deleted
+ * before they push again. */
+static void unpush(struct drain *d, enum target_state to)
+{
+	for (size_t i = 0; i < d->nt; i++) {
+		if (d->t[i].pushed)
+			ladder_fall_back(&d->t[i], to);
+		d->t[i].pushed = false;
+		d->t[i].txn_jobs = 0;
+	}
+}
+
+void drain_pushed(struct drain *d)
+{
+	for (size_t i = 0; i < d->nt; i++) {
+		struct target *t = &d->t[i];
+		if (!t->pushed)
+			continue;
+		t->pushed = false;
+		backoff_reset(&t->backoff);
+		t->relayed += t->txn_jobs;
+		metrics_target_pushed(d->metrics, i, t->txn_jobs, (double)t->push_us / 1e6);
+		t->txn_jobs = 0;
+	}
+}
+
 /*
- * One batch. Returns the number of rows read (0: nothing new), or a negative
- * code after the fault was logged and waited out. A row is deleted only in
- * the transaction that read it, after Redis acknowledged its push.
+ * Before a fetch: the held table, read once per leadership, and each
+ * target's memory bound. A target over its bound is paused: its rows wait
+ * held. 1 while every target that is up is paused, 0 with *max_bytes the
+ * batch's bound (the smallest of theirs), or a negative code after the
+ * fault was logged.
  */
-/* Before a fetch: the held table, read once per leadership, and the memory
- * bound. 1 while paused, 0 with *max_bytes the batch's bound, or a negative
- * code after the fault was logged and waited out. */
 static int before_fetch(struct drain *d, long *max_bytes)
 {
+	bool any = false;
 	int rc;
 
 	*max_bytes = d->cfg->batch_max_bytes;
@@ -272,12 +404,34 @@ static int before_fetch(struct drain *d, long *max_bytes)
 			ladder_pg_trouble(d, "could not read staged_jobs_held; will retry");
 		return rc;
 	}
-	if ((rc = release_memory(&d->release, &d->redis.conn, max_bytes, d->metrics)) < 0) {
-		snprintf(d->redis.errstr, sizeof(d->redis.errstr), "%.250s", d->release.errstr);
-		redis_sink_close(&d->redis);
-		ladder_redis_trouble(d, rc, "could not read redis memory; will retry");
+	for (size_t i = 0; i < d->nt; i++) {
+		struct target *t = &d->t[i];
+		long budget = *max_bytes;
+		t->paused = false;
+		if (!target_up(t))
+			continue;
+		if (i == 0)
+			rc = release_memory(&d->release, &t->bp, &t->redis.conn, &budget, d->metrics);
+		else
+			rc = backpressure_memory(&t->bp, &t->redis.conn, &budget);
+		if (rc < 0) {
+			snprintf(t->redis.errstr, sizeof(t->redis.errstr), "%.250s", t->bp.errstr);
+			redis_sink_close(&t->redis);
+			ladder_fall_back(t, TARGET_NEED_EPOCH);
+			ladder_redis_trouble(d, t, rc, "could not read redis memory; will retry");
+			continue;
+		}
+		t->paused = rc == 1;
+		any = any || !t->paused;
+		if (!t->paused && budget < *max_bytes)
+			*max_bytes = budget;
 	}
-	return rc;
+	if (any)
+		return 0;
+	for (size_t i = 0; i < d->nt; i++)
+		if (d->t[i].paused)
+			return 1;
+	return -EIO;
 }
 
 /* Whatever went wrong after the fetch and before the push: blamed on its side. */
@@ -289,8 +443,9 @@ static int build_trouble(struct drain *d, int rc)
 	}
 	pg_source_rollback(&d->pg);
 	if (rc == RELEASE_REDIS_FAILED) {
-		ladder_fall_back(d, DRAIN_NEED_EPOCH);
-		ladder_redis_trouble(d, -EIO, "could not read the capped queues' lengths; rolled back, will retry");
+		struct target *t = &d->t[d->release.failed_target];
+		ladder_fall_back(t, TARGET_NEED_EPOCH);
+		ladder_redis_trouble(d, t, -EIO, "could not read the capped queues' lengths; rolled back, will retry");
 		return -EIO;
 	}
 	return rc;
@@ -303,22 +458,23 @@ static int build_trouble(struct drain *d, int rc)
  * alone, twice; it is dead-lettered with Redis's answer if Redis still runs
  * a push of nothing, so a Redis refusing every push never costs a job.
  */
-static int push_refused(struct drain *d, size_t nrows)
+static int push_refused(struct drain *d, struct target *t, size_t nrows)
 {
-	char answer[sizeof(d->redis.errstr)];
-	const struct batch *b = &d->batch;
+	char answer[sizeof(t->redis.errstr)];
+	const struct batch *b = &t->part;
 
-	memcpy(answer, d->redis.errstr, sizeof(answer));
-	if (redis_sink_connect(&d->redis) < 0) {
+	memcpy(answer, t->redis.errstr, sizeof(answer));
+	if (redis_sink_connect(&t->redis) < 0) {
 		narrow_calm(&d->narrow);
-		ladder_redis_trouble(d, -EIO,
+		ladder_redis_trouble(d, t, -EIO,
 				     "could not push a batch to redis, nor reach it again; rolled back, will retry");
 		return -EIO;
 	}
 	if (narrow_refused(&d->narrow, nrows, b->njobs, b->jobs[0].id, answer)) {
-		if (redis_sink_probe(&d->redis) < 0) {
+		if (redis_sink_probe(&t->redis) < 0) {
 			narrow_calm(&d->narrow);
-			ladder_redis_trouble(d, -EIO, "redis refuses even a push of nothing; rolled back, will retry");
+			ladder_redis_trouble(d, t, -EIO,
+					     "redis refuses even a push of nothing; rolled back, will retry");
 			return -EIO;
 		}
 		narrow_condemn(&d->narrow);
@@ -329,7 +485,7 @@ static int push_refused(struct drain *d, size_t nrows)
 	/* Released jobs are not narrowed (the held read keeps its own size): with
 	 * them in the batch, wait as for any trouble rather than spin. */
 	if (b->jobs[b->njobs - 1].hold_id) {
-		ladder_redis_trouble(d, -EIO, "redis refused a batch with released jobs; rolled back, will retry");
+		ladder_redis_trouble(d, t, -EIO, "redis refused a batch with released jobs; rolled back, will retry");
 		return -EIO;
 	}
 	log_warn("redis refused a batch for what it holds; reading fewer rows to find the one it refuses",
@@ -344,52 +500,55 @@ static int push_refused(struct drain *d, size_t nrows)
  * its delete was cut short did: either way its fence names the rows, so the
  * next leader deletes them instead of pushing them again.
  */
-static int abandon_batch(struct drain *d, enum drain_state to, const char *step, const char *error)
+static int abandon_batch(struct drain *d, bool at_delete, const char *error)
 {
-	ladder_fall_back(d, to);
 	pg_source_rollback(&d->pg);
 	if (!error) {
-		log_info("stopping: the batch read was not pushed; its rows stay staged", LOGF(F_STR("step", step)));
+		log_info("stopping: the batch read was not pushed; its rows stay staged", LOGF(F_STR("step", "push")));
 		return 0;
 	}
-	log_warn(to == DRAIN_NEED_FENCE
-			 ? "stopping: abandoned the batch in flight at its delete and rolled back; redis has "
-			   "its push and the fence names its rows, so the next leader deletes them"
-			 : "stopping: abandoned the batch in flight at its push and rolled back; its rows stay "
-			   "staged, or, if redis ran the push, the fence names them",
-		 LOGF(F_STR("step", step), F_INT("jobs", d->batch.njobs), F_STR("error", error)));
+	log_warn(at_delete ? "stopping: abandoned the batch in flight at its delete and rolled back; redis has "
+			     "its push and the fence names its rows, so the next leader deletes them"
+			   : "stopping: abandoned the batch in flight at its push and rolled back; its rows stay "
+			     "staged, or, if redis ran the push, the fence names them",
+		 LOGF(F_STR("step", at_delete ? "delete" : "push"), F_INT("jobs", d->batch.njobs),
+		      F_STR("error", error)));
 	return -EIO;
 }
 
-/* The push failed (rc): roll back and back off, or narrow. */
-static int push_trouble(struct drain *d, int rc, size_t nrows)
+/* Target t's push failed (rc): roll back and let t back off, or narrow. */
+static int push_trouble(struct drain *d, struct target *t, int rc, size_t nrows)
 {
-	if (stop_seen(&d->stopping))
-		return abandon_batch(d, DRAIN_NEED_EPOCH, "push", d->redis.errstr);
 	/* Stale: another relay took an epoch since ours. Otherwise the push
 	 * may still land (a reply lost or late): either way this epoch must
 	 * not push again. A new one refuses the old push if it comes late,
-	 * and the fence, read after, names it if it came first. */
-	ladder_fall_back(d, DRAIN_NEED_EPOCH);
+	 * and the fence, read after, names it if it came first. The targets
+	 * that acknowledged theirs settle their fences. */
+	unpush(d, TARGET_NEED_FENCE);
+	ladder_fall_back(t, TARGET_NEED_EPOCH);
+	if (stop_seen(&d->stopping))
+		return abandon_batch(d, false, t->redis.errstr);
 	pg_source_rollback(&d->pg);
 	if (rc == REDIS_SINK_REFUSED)
-		return push_refused(d, nrows);
+		return push_refused(d, t, nrows);
 	if (rc == REDIS_SINK_WRONGTYPE)
-		snprintf(d->redis.errstr, sizeof(d->redis.errstr),
+		snprintf(t->redis.errstr, sizeof(t->redis.errstr),
 			 "a later batch of the transaction has keys of the wrong type; its first batch keeps them");
-	ladder_redis_trouble(d, rc > 0 ? -EIO : rc, "could not push a batch to redis; rolled back, will retry");
+	ladder_redis_trouble(d, t, rc > 0 ? -EIO : rc, "could not push a batch to redis; rolled back, will retry");
 	return -EIO;
 }
 
-/* The delete or the COMMIT after an acknowledged push failed (or with
- * epoch_lost, a read while a push was in flight). */
+/* The delete or the COMMIT after acknowledged pushes failed (or with
+ * epoch_lost, a read while a push was in flight, whose target's
+ * connection the pipe closed). */
 static int commit_trouble(struct drain *d, bool epoch_lost)
 {
-	enum drain_state to = epoch_lost ? DRAIN_NEED_EPOCH : DRAIN_NEED_FENCE;
-
+	unpush(d, TARGET_NEED_FENCE);
+	for (size_t i = 0; epoch_lost && i < d->nt; i++)
+		if (!redis_sink_connected(&d->t[i].redis))
+			ladder_fall_back(&d->t[i], TARGET_NEED_EPOCH);
 	if (stop_seen(&d->stopping))
-		return abandon_batch(d, to, "delete", d->pg.errstr);
-	ladder_fall_back(d, to);
+		return abandon_batch(d, true, d->pg.errstr);
 	ladder_pg_trouble(d, "pushed a batch but could not delete it; the fence will delete it");
 	return -EIO;
 }
@@ -402,7 +561,7 @@ static int drain_pipe(struct drain *d, int limit, long max_bytes, struct batch_t
 	int rc = pipe_run(&d->pipe, d, limit, max_bytes, &seen);
 
 	if (rc == PIPE_PUSH_FAILED)
-		return push_trouble(d, d->pipe.push_rc, d->pipe.push_rows);
+		return push_trouble(d, d->pipe.failed, d->pipe.push_rc, d->pipe.push_rows);
 	if (rc == PIPE_COMMIT_FAILED)
 		return commit_trouble(d, d->pipe.epoch_lost);
 	if (rc < 0) {
@@ -412,7 +571,7 @@ static int drain_pipe(struct drain *d, int limit, long max_bytes, struct batch_t
 	t->commit_us = clock_mono_us() - t0 - t->fetch_us - t->push_us;
 	d->once.moved = d->pipe.jobs;
 	backoff_reset(&d->pg_backoff);
-	backoff_reset(&d->redis_backoff);
+	drain_pushed(d);
 	if ((rc = advance_seen(d, &seen)) < 0)
 		return rc;
 	d->relayed += d->pipe.jobs;
@@ -429,6 +588,7 @@ static int drain_pipe(struct drain *d, int limit, long max_bytes, struct batch_t
 static int drain_batch(struct drain *d)
 {
 	struct batch_times t;
+	struct target *failed = NULL;
 	long long t0 = clock_mono_us(), young_since = gaps_to_read(d);
 	int nrows = 0, rc, limit = narrow_limit(&d->narrow, d->cfg->batch_size);
 	long max_bytes;
@@ -469,9 +629,9 @@ static int drain_batch(struct drain *d)
 			      F_INT("rows", d->batch.nkept)));
 	t.fetch_us = clock_mono_us() - t0;
 	if (stop_seen(&d->stopping))
-		return abandon_batch(d, DRAIN_READY, "push", NULL);
-	if ((rc = push_batch(d)) != 0)
-		return push_trouble(d, rc, (size_t)nrows + t.released);
+		return abandon_batch(d, false, NULL);
+	if ((rc = push_batch(d, &failed)) != 0)
+		return push_trouble(d, failed, rc, (size_t)nrows + t.released);
 	t.push_us = clock_mono_us() - t0 - t.fetch_us;
 	metrics_batch_pushed(d->metrics, &d->batch); /* the commit frees the queue names */
 	if (pipe_fits(d, nrows, limit, max_bytes))
@@ -481,10 +641,13 @@ static int drain_batch(struct drain *d)
 	t.commit_us = clock_mono_us() - t0 - t.fetch_us - t.push_us;
 	d->once.moved = (long long)(d->batch.njobs + d->batch.ndead + t.held);
 	backoff_reset(&d->pg_backoff);
-	backoff_reset(&d->redis_backoff);
+	drain_pushed(d);
 	narrow_passed(&d->narrow, (size_t)nrows + t.released);
-	if (release_needed(&d->release))
+	if (release_needed(&d->release)) {
 		release_commit(&d->release, d->metrics);
+		for (size_t i = 0; i < d->nt; i++)
+			metrics_target_held(d->metrics, i, release_held_for(&d->release, i));
+	}
 	if ((rc = advance_gaps(d, true)) < 0)
 		return rc;
 	log_batch(d, &t);

@@ -2,6 +2,7 @@
 #include "fmacros.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -16,10 +17,10 @@
 #include "signals.h"
 #include "redis_policy.h"
 
-void ladder_fall_back(struct drain *d, enum drain_state to)
+void ladder_fall_back(struct target *t, enum target_state to)
 {
-	if (d->state > to)
-		d->state = to;
+	if (t->state > to)
+		t->state = to;
 }
 
 void ladder_nap(struct drain *d, int ms)
@@ -33,18 +34,19 @@ void ladder_nap(struct drain *d, int ms)
 	}
 }
 
-/* Which Redis server the drain now writes to (behind sentinels, the master
+/* Which Redis server a target now writes to (behind sentinels, the master
  * they named), and whether that is news: a failover. */
-static void note_redis_server(struct drain *d)
+static void note_redis_server(struct drain *d, struct target *t)
 {
-	const struct redis_target *t = &d->cfg->redis;
-	const char *where = d->redis.conn.where, *name = t->master_name ? t->master_name : "";
+	const struct redis_target *rt = &t->cfg->redis;
+	const char *where = t->redis.conn.where, *name = rt->master_name ? rt->master_name : "";
 
-	if (d->redis_where[0] && strcmp(d->redis_where, where) != 0)
-		log_warn("redis master changed",
-			 LOGF(F_STR("from", d->redis_where), F_STR("to", where), F_STR("master_name", name)));
-	snprintf(d->redis_where, sizeof(d->redis_where), "%s", where);
-	metrics_redis_server(d->metrics, where, t->master_name, t->tls);
+	if (t->where[0] && strcmp(t->where, where) != 0)
+		log_warn("redis master changed", LOGF(F_STR("from", t->where), F_STR("to", where),
+						      F_STR("master_name", name), F_STR("target", t->name)));
+	snprintf(t->where, sizeof(t->where), "%s", where);
+	if (t->index == 0)
+		metrics_redis_server(d->metrics, where, rt->master_name, rt->tls);
 }
 
 /*
@@ -53,38 +55,37 @@ static void note_redis_server(struct drain *d)
  * says why volatile-* is left alone). A Redis that refuses CONFIG (a managed
  * one may) gets a debug line; a failed read leaves the connection to the ladder.
  */
-static void check_eviction(struct drain *d)
+static void check_eviction(struct target *t)
 {
-	char policy[sizeof(d->redis_policy)];
-	int rc = redis_policy_read(&d->redis.conn, policy, sizeof(policy));
+	char policy[sizeof(t->policy)];
+	int rc = redis_policy_read(&t->redis.conn, policy, sizeof(policy));
 
 	if (rc == -EPERM)
-		log_debug("could not read maxmemory-policy", LOGF(F_STR("error", d->redis.conn.errstr)));
-	if (rc < 0 || strcmp(policy, d->redis_policy) == 0)
+		log_debug("could not read maxmemory-policy", LOGF(F_STR("error", t->redis.conn.errstr)));
+	if (rc < 0 || strcmp(policy, t->policy) == 0)
 		return;
-	snprintf(d->redis_policy, sizeof(d->redis_policy), "%s", policy);
+	snprintf(t->policy, sizeof(t->policy), "%s", policy);
 	if (redis_policy_evicts(policy))
 		log_warn("redis may evict any key under maxmemory-policy, the relay's epoch and fence and the workers' "
 			 "queued jobs alike; Sidekiq requires noeviction",
-			 LOGF(F_STR("maxmemory_policy", policy), F_STR("redis", d->redis_where)));
+			 LOGF(F_STR("maxmemory_policy", policy), F_STR("redis", t->where), F_STR("target", t->name)));
 }
 
-static void log_connected(struct drain *d)
+/* A target's first connection: what it is, and what to know of it. */
+static void log_target_connected(struct drain *d, struct target *t, const char *pgw)
 {
-	const struct redis_target *t = &d->cfg->redis;
-	char pgw[300];
+	const struct redis_target *rt = &t->cfg->redis;
 
-	pg_source_describe(&d->pg, pgw, sizeof(pgw));
-	note_redis_server(d);
-	log_info("connected",
-		 LOGF(F_STR("postgres", pgw), F_STR("redis", d->redis_where),
-		      F_STR("master_name", t->master_name ? t->master_name : ""),
-		      F_STR("tls", t->tls ? "true" : "false"), F_STR("format", format_of(d->cfg->format)->name)));
-	check_eviction(d);
-	if (d->cfg->redis_tls_insecure)
+	note_redis_server(d, t);
+	log_info("connected", LOGF(F_STR("postgres", pgw), F_STR("redis", t->where),
+				   F_STR("master_name", rt->master_name ? rt->master_name : ""),
+				   F_STR("tls", rt->tls ? "true" : "false"),
+				   F_STR("format", format_of(t->cfg->format)->name), F_STR("target", t->name)));
+	check_eviction(t);
+	if (t->cfg->redis_tls_insecure)
 		log_warn("--redis-tls-insecure: the redis server's certificate is not verified; anyone on the "
 			 "network path can read and change the jobs",
-			 NULL);
+			 LOGF(F_STR("target", t->name)));
 }
 
 /* One try at Postgres at start: 0; -EAGAIN when it cannot be reached yet
@@ -110,25 +111,53 @@ static int start_pg(struct drain *d)
 	return rc;
 }
 
-/* The same for Redis: a fault with a setting to blame (a password, TLS
- * verification, a file) ends the start; any other is waited out. */
-static int start_redis(struct drain *d)
+/* The same for one target's Redis: a fault with a setting to blame (a
+ * password, TLS verification, a file) ends the start; any other is waited
+ * out: -EAGAIN, logged. */
+static int start_target(struct drain *d, struct target *t)
 {
-	int rc = redis_sink_connect(&d->redis);
-	const char *blame = d->redis.conn.blame;
+	int rc = redis_sink_connect(&t->redis);
+	const char *blame = t->redis.conn.blame;
 
 	if (rc == 0) {
-		metrics_connected(d->metrics, METRICS_REDIS, true, false);
+		metrics_target_up(d->metrics, t->index, true);
+		if (t->index == 0)
+			metrics_connected(d->metrics, METRICS_REDIS, true, false);
 		return 0;
 	}
 	if (rc != -ENOMEM && !blame) {
-		metrics_probe(d->metrics, METRICS_REDIS, false, d->redis.errstr);
-		ladder_redis_trouble(d, rc, "could not reach redis to start; will retry");
+		if (t->index == 0)
+			metrics_probe(d->metrics, METRICS_REDIS, false, t->redis.errstr);
+		ladder_redis_trouble(d, t, rc, "could not reach redis to start; will retry");
 		return -EAGAIN;
 	}
-	log_error("cannot start",
-		  LOGF(F_STR("setting", blame ? blame : "--redis-url"), F_STR("error", d->redis.errstr)));
+	log_error("cannot start", LOGF(F_STR("setting", blame ? blame : "--redis-url"), F_STR("error", t->redis.errstr),
+				       F_STR("target", t->name)));
 	return rc;
+}
+
+/* Every target, once: 0 when one at least is reachable (the others are
+ * tried again as the relay runs); -EAGAIN when none is (napped); or a
+ * setting that can never work. */
+static int start_redis(struct drain *d)
+{
+	bool any = false;
+	int rc;
+
+	for (size_t i = 0; i < d->nt; i++) {
+		if (redis_sink_connected(&d->t[i].redis)) {
+			any = true;
+			continue;
+		}
+		if ((rc = start_target(d, &d->t[i])) == 0)
+			any = true;
+		else if (rc != -EAGAIN)
+			return rc;
+	}
+	if (any)
+		return 0;
+	ladder_nap(d, ladder_next_try_ms(d));
+	return -EAGAIN;
 }
 
 /* After a try that found a server unreachable: whether to try again. Not
@@ -143,17 +172,29 @@ static int start_again(struct drain *d)
 
 int drain_start(struct drain *d)
 {
+	const char *names[METRICS_MAX_TARGETS];
 	int rc;
+
+	if (d->nt == 0)
+		return -ENOMEM; /* drain_init could not make the targets */
+	for (size_t i = 0; i < d->nt && i < METRICS_MAX_TARGETS; i++)
+		names[i] = d->t[i].name;
+	metrics_targets(d->metrics, names, d->nt);
 
 	while ((rc = start_pg(d)) == -EAGAIN && (rc = start_again(d)) == 0)
 		;
 	while (rc == 0 && (rc = start_redis(d)) == -EAGAIN && (rc = start_again(d)) == 0)
 		;
 	if (rc == 0) {
+		char pgw[300];
 		(void)once_trouble_over(d, false);
 		backoff_reset(&d->pg_backoff);
-		backoff_reset(&d->redis_backoff);
-		log_connected(d);
+		pg_source_describe(&d->pg, pgw, sizeof(pgw));
+		for (size_t i = 0; i < d->nt; i++) {
+			backoff_reset(&d->t[i].backoff);
+			if (redis_sink_connected(&d->t[i].redis))
+				log_target_connected(d, &d->t[i], pgw);
+		}
 	}
 	return rc;
 }
@@ -169,24 +210,44 @@ void ladder_pg_trouble(struct drain *d, const char *what)
 	if (broken) {
 		/* The lock went with the session; whoever holds it next may be another relay. */
 		pg_source_close(&d->pg);
-		ladder_fall_back(d, DRAIN_STANDBY);
+		d->state = DRAIN_STANDBY;
+		for (size_t i = 0; i < d->nt; i++)
+			metrics_target_up(d->metrics, i, false);
 		metrics_connected(d->metrics, METRICS_PG, false, false);
 		metrics_leader(d->metrics, false, 0);
 	}
 	ladder_nap(d, delay);
 }
 
-/* Any Redis fault rc: log it and wait. -ETIMEDOUT is too few replicas
- * acknowledging (--redis-wait-replicas), which the metrics count apart. */
-void ladder_redis_trouble(struct drain *d, int rc, const char *what)
+/* Any fault rc of a target's Redis: log it, and leave the target alone for
+ * its back-off (the others go on; ladder_ensure_ready naps when none is
+ * up). -ETIMEDOUT is too few replicas acknowledging
+ * (--redis-wait-replicas), which the metrics count apart. */
+void ladder_redis_trouble(struct drain *d, struct target *t, int rc, const char *what)
 {
-	int delay = backoff_next(&d->redis_backoff);
+	int delay = backoff_next(&t->backoff);
 
 	if (rc == -ETIMEDOUT)
 		metrics_wait_short(d->metrics);
-	log_warn(what, LOGF(F_STR("error", d->redis.errstr), F_INT("retry_in_ms", delay)));
-	metrics_connected(d->metrics, METRICS_REDIS, redis_sink_connected(&d->redis), false);
-	ladder_nap(d, delay);
+	if (d->nt > 1)
+		log_warn(what,
+			 LOGF(F_STR("error", t->redis.errstr), F_INT("retry_in_ms", delay), F_STR("target", t->name)));
+	else
+		log_warn(what, LOGF(F_STR("error", t->redis.errstr), F_INT("retry_in_ms", delay)));
+	if (t->index == 0)
+		metrics_connected(d->metrics, METRICS_REDIS, redis_sink_connected(&t->redis), false);
+	metrics_target_up(d->metrics, t->index, false);
+	t->retry_ms = clock_mono_ms() + delay;
+}
+
+int ladder_next_try_ms(const struct drain *d)
+{
+	long long now = clock_mono_ms(), next = LLONG_MAX;
+
+	for (size_t i = 0; i < d->nt; i++)
+		if (d->t[i].retry_ms < next)
+			next = d->t[i].retry_ms;
+	return next <= now ? 1 : next - now > INT_MAX ? INT_MAX : (int)(next - now);
 }
 
 /* What a standby last said of the lock's holder, and when it looks again. */
@@ -301,7 +362,9 @@ static int become_leader(struct drain *d)
 		return -ECANCELED;
 	/* Whatever we knew of the table may be stale: read it from the start. */
 	gaps_reset(&d->gaps);
-	d->state = DRAIN_NEED_EPOCH; /* and the fence: the last leader may have died mid-batch */
+	d->state = DRAIN_LEADS;
+	for (size_t i = 0; i < d->nt; i++) /* and each fence: the last leader may have died mid-batch */
+		d->t[i].state = TARGET_NEED_EPOCH;
 	log_info("became leader", LOGF(F_INT("lock_key", d->cfg->lock_key)));
 	metrics_leader(d->metrics, true, d->gaps.cursor);
 	metrics_lock_foreign(d->metrics, false);
@@ -320,32 +383,36 @@ static void count_fenced(struct drain *d, long long deleted)
 		metrics_fenced(d->metrics, queue, len, (unsigned long long)n);
 }
 
-/* The name of one of the relay's own keys (keys.h), for a log line. */
-static const char *own_key(const struct drain *d, const char *name, char *out, size_t len)
+/* The name of one of a target's own keys (keys.h), for a log line. */
+static const char *own_key(const struct target *t, const char *name, char *out, size_t len)
 {
-	snprintf(out, len, KEYS_OWN_FMT, d->cfg->key_prefix, d->cfg->lock_key, name);
+	if (t->route)
+		snprintf(out, len, KEYS_ROUTE_OWN_FMT, t->cfg->key_prefix, t->cfg->lock_key, t->route, name);
+	else
+		snprintf(out, len, KEYS_OWN_FMT, t->cfg->key_prefix, t->cfg->lock_key, name);
 	return out;
 }
 
 /* NEED_EPOCH -> NEED_FENCE: a new epoch makes Redis refuse any push of an
  * older one that arrives late. False to try again. */
-static bool take_epoch(struct drain *d)
+static bool take_epoch(struct drain *d, struct target *t)
 {
 	char key[300];
-	int rc = redis_sink_new_epoch(&d->redis);
+	int rc = redis_sink_new_epoch(&t->redis);
 
 	if (rc < 0) {
-		ladder_redis_trouble(d, rc, "could not take a new epoch in redis; will retry");
+		ladder_redis_trouble(d, t, rc, "could not take a new epoch in redis; will retry");
 		return false;
 	}
-	d->state = DRAIN_NEED_FENCE;
-	if (d->redis.found[0])
+	t->state = TARGET_NEED_FENCE;
+	if (t->redis.found[0])
 		log_warn("replaced the relay's epoch key, which held what the relay does not write; counting from 1 "
 			 "again (the epoch's token keeps it new)",
-			 LOGF(F_STR("key", own_key(d, KEYS_EPOCH, key, sizeof(key))), F_STR("found", d->redis.found),
-			      F_INT("epoch", d->redis.epoch)));
-	log_info("leading", LOGF(F_INT("epoch", d->redis.epoch)));
-	metrics_epoch(d->metrics, d->redis.epoch);
+			 LOGF(F_STR("key", own_key(t, KEYS_EPOCH, key, sizeof(key))), F_STR("found", t->redis.found),
+			      F_INT("epoch", t->redis.epoch)));
+	log_info("leading", LOGF(F_INT("epoch", t->redis.epoch), F_STR("target", t->name)));
+	if (t->index == 0)
+		metrics_epoch(d->metrics, t->redis.epoch);
 	return true;
 }
 
@@ -354,7 +421,7 @@ static bool take_epoch(struct drain *d)
  * a pushed batch undeleted (a takeover, a failed push or delete), delete what
  * the last fence names instead of pushing it twice. False to try again.
  */
-static bool settle_fence(struct drain *d)
+static bool settle_fence(struct drain *d, struct target *t)
 {
 	char key[300];
 	long long deleted = 0;
@@ -363,29 +430,34 @@ static bool settle_fence(struct drain *d)
 	/* A failed GET also closes the connection, so no push can follow until
 	 * a reconnect and this read succeed. Too few replicas: the rows the fence
 	 * names stay until they have it. */
-	if ((rc = redis_sink_get_fence(&d->redis, &d->fence_text)) < 0) {
-		ladder_redis_trouble(d, rc, "could not read the fence from redis; will retry");
+	if ((rc = redis_sink_get_fence(&t->redis, &t->fence_text)) < 0) {
+		ladder_redis_trouble(d, t, rc, "could not read the fence from redis; will retry");
 		return false;
 	}
 	/* A key of another type names no batch; the batches it may have
 	 * overwritten are unknown, as after a Redis that lost its data. */
-	if (d->redis.found[0])
+	if (t->redis.found[0])
 		log_warn("deleted the fence key, which held what the relay does not write; taking it as no fence",
-			 LOGF(F_STR("key", own_key(d, KEYS_FENCE, key, sizeof(key))), F_STR("found", d->redis.found)));
-	if (d->fence_text.len && fence_parse(&d->fence, d->fence_text.data, d->fence_text.len) < 0) {
-		log_warn("ignoring a fence that is not stagedrain's", NULL);
-		d->fence.n = 0;
+			 LOGF(F_STR("key", own_key(t, KEYS_FENCE, key, sizeof(key))), F_STR("found", t->redis.found)));
+	if (t->fence_text.len && fence_parse(&t->fence, t->fence_text.data, t->fence_text.len) < 0) {
+		log_warn("ignoring a fence that is not stagedrain's", LOGF(F_STR("target", t->name)));
+		t->fence.n = 0;
 	}
-	if (pg_source_delete_fenced(&d->pg, &d->fence, &deleted) < 0) {
+	/* Rows a target's fence names are deleted wherever they wait, in
+	 * staged_jobs or, held while it was down, in staged_jobs_held. */
+	if (pg_source_delete_fenced(&d->pg, &t->fence, &deleted) < 0) {
 		ladder_pg_trouble(d, "could not delete the rows the fence names; will retry");
 		return false;
 	}
-	d->state = DRAIN_READY;
+	t->state = TARGET_READY;
+	backoff_reset(&t->backoff);
+	t->retry_ms = 0;
+	metrics_target_up(d->metrics, t->index, true);
 	release_forget(&d->release); /* read it again: the fence may have deleted released rows */
 	count_fenced(d, deleted);
 	if (deleted > 0)
 		log_info("deleted rows the last batch pushed but did not delete; not pushing them again",
-			 LOGF(F_INT("rows", deleted), F_INT("fence_epoch", d->fence.epoch)));
+			 LOGF(F_INT("rows", deleted), F_INT("fence_epoch", t->fence.epoch), F_STR("target", t->name)));
 	return true;
 }
 
@@ -428,48 +500,67 @@ static bool take_lead(struct drain *d)
 
 /* Any state from NEED_EPOCH up falls back to it: the new connection may
  * reach another server (a failover), whose epoch and fence are its own. */
-static bool reconnect_redis(struct drain *d)
+static bool reconnect_redis(struct drain *d, struct target *t)
 {
+	const struct redis_target *rt = &t->cfg->redis;
 	int rc;
 
-	ladder_fall_back(d, DRAIN_NEED_EPOCH);
-	if ((rc = redis_sink_connect(&d->redis)) < 0) {
-		ladder_redis_trouble(d, rc, "could not reconnect to redis; will retry");
+	ladder_fall_back(t, TARGET_NEED_EPOCH);
+	if ((rc = redis_sink_connect(&t->redis)) < 0) {
+		ladder_redis_trouble(d, t, rc, "could not reconnect to redis; will retry");
 		return false;
 	}
-	note_redis_server(d);
+	note_redis_server(d, t);
 	log_info("reconnected to redis",
-		 LOGF(F_STR("redis", d->redis_where),
-		      F_STR("master_name", d->cfg->redis.master_name ? d->cfg->redis.master_name : ""),
-		      F_STR("tls", d->cfg->redis.tls ? "true" : "false")));
-	metrics_connected(d->metrics, METRICS_REDIS, true, true);
-	check_eviction(d);
+		 LOGF(F_STR("redis", t->where), F_STR("master_name", rt->master_name ? rt->master_name : ""),
+		      F_STR("tls", rt->tls ? "true" : "false"), F_STR("target", t->name)));
+	if (t->index == 0)
+		metrics_connected(d->metrics, METRICS_REDIS, true, true);
+	check_eviction(t);
 	return true;
 }
 
 /* The sentinels announced a failover: leave the old master before the next push. */
-static void follow_failover(struct drain *d)
+static void follow_failover(struct target *t)
 {
-	if (!redis_sink_connected(&d->redis) || !redis_conn_master_moved(&d->redis.conn))
+	if (!redis_sink_connected(&t->redis) || !redis_conn_master_moved(&t->redis.conn))
 		return;
-	log_info("the sentinels announced a new redis master; reconnecting", LOGF(F_STR("from", d->redis_where)));
-	redis_sink_close(&d->redis);
+	log_info("the sentinels announced a new redis master; reconnecting",
+		 LOGF(F_STR("from", t->where), F_STR("target", t->name)));
+	redis_sink_close(&t->redis);
 }
 
-/* Climbs the ladder to READY, restoring the sessions on the way: true when a
- * batch may push, false to try again (the fault was logged and waited out). */
+/* One target up the ladder, unless it waits out its back-off: true when
+ * it is READY. A fault is logged, and the target waits its back-off. */
+static bool climb(struct drain *d, struct target *t)
+{
+	follow_failover(t);
+	if (t->state == TARGET_READY && redis_sink_connected(&t->redis))
+		return true;
+	if (clock_mono_ms() < t->retry_ms || pg_source_broken(&d->pg))
+		return false;
+	if (!redis_sink_connected(&t->redis) && !reconnect_redis(d, t))
+		return false;
+	if (t->state == TARGET_NEED_EPOCH && !take_epoch(d, t))
+		return false;
+	return t->state != TARGET_NEED_FENCE || settle_fence(d, t);
+}
+
+/* Climbs the ladder: leads, and brings every target it may try to READY,
+ * restoring the sessions on the way. True when a batch may go (one target
+ * at least is READY; the others' rows wait held), false to try again (the
+ * fault was logged and, when no target is up, waited out). */
 bool ladder_ensure_ready(struct drain *d)
 {
+	bool any = false;
+
 	if (pg_source_broken(&d->pg) && !reconnect_pg(d))
 		return false;
 	if (d->state == DRAIN_STANDBY && !take_lead(d))
 		return false;
-	follow_failover(d);
-	if (!redis_sink_connected(&d->redis) && !reconnect_redis(d))
-		return false;
-	if (d->state == DRAIN_NEED_EPOCH && !take_epoch(d))
-		return false;
-	if (d->state == DRAIN_NEED_FENCE && !settle_fence(d))
-		return false;
-	return true;
+	for (size_t i = 0; i < d->nt && !stop_seen(&d->stopping); i++)
+		any = climb(d, &d->t[i]) || any;
+	if (!any && !pg_source_broken(&d->pg) && !stop_seen(&d->stopping))
+		ladder_nap(d, ladder_next_try_ms(d));
+	return any && !pg_source_broken(&d->pg);
 }

@@ -517,11 +517,15 @@ static int format_jobs(struct metrics *m, struct buf *out)
 	return rc;
 }
 
+/* Both servers reachable; with routes, Redis is any target that takes jobs. */
 static bool ready_locked(const struct metrics *m)
 {
-	for (int s = 0; s < METRICS_NSERVERS; s++)
+	for (int s = 0; s < METRICS_NSERVERS; s++) {
+		if (s == METRICS_REDIS && m->ntargets > 1 && metrics_targets_ready_locked(m))
+			continue;
 		if (!m->connected[s] || !m->probed[s] || !m->probe_ok[s])
 			return false;
+	}
 	return true;
 }
 
@@ -625,6 +629,8 @@ int metrics_format(struct metrics *m, struct buf *out)
 		rc = format_jobs(m, out);
 	if (rc == 0)
 		rc = format_db(m, out);
+	if (rc == 0)
+		rc = metrics_targets_format(m, out);
 	pthread_mutex_unlock(&m->lock);
 	return rc;
 }

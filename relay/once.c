@@ -129,19 +129,21 @@ static void say_held(struct drain *d, char *out, size_t len)
  * the last push found, or else the dead-letter move that failed. */
 static void say_kept(struct drain *d, char *out, size_t len, size_t kept)
 {
-	const char *type, *key;
+	const char *type, *key, *sep = *out ? "; " : "";
+	const struct target *t = NULL;
 
-	const char *sep = *out ? "; " : "";
-
-	if (!d->wrongtype_log_ms || d->redis.nbad == 0) {
+	for (size_t i = 0; !t && i < d->nt; i++)
+		if (d->t[i].wrongtype_log_ms && d->t[i].redis.nbad)
+			t = &d->t[i];
+	if (!t) {
 		append(out, len, "%s%zu rows kept staged: their move to staged_jobs_dead failed", sep, kept);
 		return;
 	}
-	key = redis_sink_bad_key(&d->redis, 0, &type);
+	key = redis_sink_bad_key(&t->redis, 0, &type);
 	append(out, len, "%s%zu rows kept staged by key %.200s (a %.20s, not what the format writes)", sep, kept, key,
 	       type);
-	if (d->redis.nbad > 1)
-		append(out, len, " and %zu more keys", d->redis.nbad - 1);
+	if (t->redis.nbad > 1)
+		append(out, len, " and %zu more keys", t->redis.nbad - 1);
 }
 
 int once_report(struct drain *d)

@@ -9,12 +9,13 @@
 #include "pg_read.h"
 
 /* The columns after a job row's, in a released row. */
-enum { COL_ROUND = PG_READ_NCOLS, COL_HOLD_ID, COL_HELD_US };
+enum { COL_ROUND = PG_READ_NCOLS, COL_HOLD_ID, COL_HELD_US, COL_TARGET };
 
 void pg_held_init(struct pg_held *h)
 {
 	memset(h, 0, sizeof(*h));
 	buf_init(&h->sql);
+	buf_init(&h->key);
 }
 
 void pg_held_clear(struct pg_held *h)
@@ -30,6 +31,7 @@ void pg_held_free(struct pg_held *h)
 	pg_held_clear(h);
 	free(h->ids);
 	buf_free(&h->sql);
+	buf_free(&h->key);
 	pg_held_init(h);
 }
 
@@ -44,11 +46,11 @@ void pg_held_free(struct pg_held *h)
 #define LOAD_SQL                                                                                                       \
 	"SELECT 0 AS k, NULL AS queue, NULL AS tenant, 0::int8, coalesce((SELECT CASE"                                 \
 	" WHEN has_sequence_privilege(q.seq, 'SELECT') THEN pg_sequence_last_value(q.seq::regclass) END"               \
-	" FROM (SELECT pg_get_serial_sequence('staged_jobs_held', 'hold_id') AS seq) q), 0), 0::int8"                  \
-	" UNION ALL SELECT 1, queue, tenant, count(*), min(round), max(round) FROM staged_jobs_held"                   \
-	" GROUP BY queue, tenant ORDER BY k"
+	" FROM (SELECT pg_get_serial_sequence('staged_jobs_held', 'hold_id') AS seq) q), 0), 0::int8, NULL AS target"  \
+	" UNION ALL SELECT 1, queue, tenant, count(*), min(round), max(round), target FROM staged_jobs_held"           \
+	" GROUP BY queue, target, tenant ORDER BY k"
 
-int pg_held_load(struct pg_source *pg, struct rounds *r)
+int pg_held_load(struct pg_held *h, struct pg_source *pg, struct rounds *r)
 {
 	PGresult *res = pg_source_exec(pg, LOAD_SQL);
 	int rc = 0;
@@ -59,11 +61,16 @@ int pg_held_load(struct pg_source *pg, struct rounds *r)
 		return rc;
 	}
 	rounds_reset(r, strtoll(PQgetvalue(res, 0, 4), NULL, 10) + 1);
-	for (int i = 1; rc == 0 && i < PQntuples(res); i++)
-		rc = rounds_load(r, PQgetvalue(res, i, 1), (size_t)PQgetlength(res, i, 1),
-				 PQgetisnull(res, i, 2) ? NULL : PQgetvalue(res, i, 2), (size_t)PQgetlength(res, i, 2),
-				 strtoll(PQgetvalue(res, i, 3), NULL, 10), strtoll(PQgetvalue(res, i, 4), NULL, 10),
-				 strtoll(PQgetvalue(res, i, 5), NULL, 10));
+	for (int i = 1; rc == 0 && i < PQntuples(res); i++) {
+		rc = rounds_key(&h->key, PQgetisnull(res, i, 6) ? NULL : PQgetvalue(res, i, 6),
+				(size_t)PQgetlength(res, i, 6), PQgetvalue(res, i, 1), (size_t)PQgetlength(res, i, 1));
+		if (rc == 0)
+			rc = rounds_load(r, h->key.data, h->key.len,
+					 PQgetisnull(res, i, 2) ? NULL : PQgetvalue(res, i, 2),
+					 (size_t)PQgetlength(res, i, 2), strtoll(PQgetvalue(res, i, 3), NULL, 10),
+					 strtoll(PQgetvalue(res, i, 4), NULL, 10),
+					 strtoll(PQgetvalue(res, i, 5), NULL, 10));
+	}
 	PQclear(res);
 	return rc;
 }
@@ -89,6 +96,18 @@ static long long mv_round(const void *v, size_t i)
 	return ((const struct held_move *)v)[i].round;
 }
 
+/* Appends the targets of mv as a text[]: NULL for the default one. Route
+ * names are letters, digits, '_', '-' and '.' (routes.h): no quoting needed. */
+static int put_targets(struct buf *sql, const struct held_move *mv, size_t nmv)
+{
+	int rc = buf_puts(sql, "'{");
+
+	for (size_t i = 0; rc == 0 && i < nmv; i++)
+		rc = buf_printf(sql, "%s%s%s%s", i ? "," : "", mv[i].target ? "\"" : "",
+				mv[i].target ? mv[i].target : "NULL", mv[i].target ? "\"" : "");
+	return rc ? rc : buf_puts(sql, "}'::text[]");
+}
+
 /* Moves every row of mv, in id order (so hold_id follows id within a batch),
  * and fails the statement unless it moved exactly those: a row changed under
  * the batch rolls it back, as the commit's check does. */
@@ -98,28 +117,39 @@ static int append_move(struct buf *sql, const struct held_move *mv, size_t nmv)
 
 	if (rc == 0 && (rc = put_ints(sql, nmv, mv_id, mv)) == 0 && (rc = buf_puts(sql, ", ")) == 0)
 		rc = put_ints(sql, nmv, mv_round, mv);
+	if (rc == 0 && (rc = buf_puts(sql, ", ")) == 0)
+		rc = put_targets(sql, mv, nmv);
 	if (rc == 0)
 		rc = buf_printf(sql,
-				") AS h(id, round) WHERE s.id = h.id RETURNING s.*, h.round AS held_round),"
-				" i AS (INSERT INTO staged_jobs_held"
-				" (id, queue, job_class, args, run_at, options, created_at, jid, uuid, tenant, round)"
+				") AS h(id, round, target) WHERE s.id = h.id"
+				" RETURNING s.*, h.round AS held_round, h.target AS held_target),"
+				" i AS (INSERT INTO staged_jobs_held (id, queue, job_class, args, run_at, options,"
+				" created_at, jid, uuid, tenant, route, round, target)"
 				" SELECT id, queue, job_class, args, run_at, options, created_at, jid, uuid, tenant,"
-				" held_round FROM m ORDER BY id RETURNING 1)"
+				" route, held_round, held_target FROM m ORDER BY id RETURNING 1)"
 				" SELECT CASE WHEN n = %zu THEN n ELSE ('held ' || n || ' rows of %zu:"
 				" rows changed under the batch')::int8 END FROM (SELECT count(*) AS n FROM i) c;",
 				nmv, nmv);
 	return rc;
 }
 
-/* The wanted queues' names as an array of literals. */
-static int put_queues(struct buf *sql, PGconn *conn, const struct rounds *r, const struct held_want *w, size_t nw)
+/* The wanted queues' names (part 1) or targets (part 0) as an array of literals. */
+static int put_queues(struct buf *sql, PGconn *conn, const struct rounds *r, const struct held_want *w, size_t nw,
+		      int part)
 {
 	int rc = buf_puts(sql, "ARRAY[");
 
 	for (size_t i = 0; rc == 0 && i < nw; i++) {
 		const struct rounds_queue *q = &r->q[w[i].qi];
-		char *lit = PQescapeLiteral(conn, q->name, q->len);
-		if (!lit)
+		const char *target, *queue;
+		size_t tlen, qlen;
+		char *lit;
+		rounds_key_split(q->name, q->len, &target, &tlen, &queue, &qlen);
+		if (part == 0 && !target) {
+			rc = buf_printf(sql, "%sNULL", i ? "," : "");
+			continue;
+		}
+		if (!(lit = part ? PQescapeLiteral(conn, queue, qlen) : PQescapeLiteral(conn, target, tlen)))
 			return -ENOMEM;
 		rc = buf_printf(sql, "%s%s", i ? "," : "", lit);
 		PQfreemem(lit);
@@ -133,12 +163,12 @@ static int append_read(struct buf *sql, PGconn *conn, const struct rounds *r, co
 		       long max_job, long max_bytes)
 {
 	static const char order[] = "ord, round, hold_id";
-	int rc = pg_read_rows_head(sql, max_job, ", round, hold_id, held_us");
+	int rc = pg_read_rows_head(sql, max_job, ", round, hold_id, held_us, target");
 
 	if (rc == 0)
 		rc = buf_puts(sql, "SELECT s.*, c.ord FROM unnest(");
-	if (rc == 0)
-		rc = put_queues(sql, conn, r, w, nw);
+	if (rc == 0 && (rc = put_queues(sql, conn, r, w, nw, 1)) == 0 && (rc = buf_puts(sql, ", ")) == 0)
+		rc = put_queues(sql, conn, r, w, nw, 0);
 	for (int col = 0; col < 3 && rc == 0; col++) {
 		if ((rc = buf_puts(sql, ", '{")) < 0)
 			break;
@@ -154,9 +184,10 @@ static int append_read(struct buf *sql, PGconn *conn, const struct rounds *r, co
 	if (rc == 0)
 		rc = buf_printf(
 			sql,
-			") WITH ORDINALITY AS c(queue, round, hid, lim, ord) CROSS JOIN LATERAL (SELECT %s,"
+			") WITH ORDINALITY AS c(queue, target, round, hid, lim, ord) CROSS JOIN LATERAL (SELECT %s,"
 			" s.round, s.hold_id, floor(extract(epoch FROM clock_timestamp() - s.held_at) * 1000000)::int8"
-			" AS held_us FROM staged_jobs_held s WHERE s.queue = c.queue"
+			" AS held_us, s.target FROM staged_jobs_held s WHERE s.queue = c.queue"
+			" AND s.target IS NOT DISTINCT FROM c.target"
 			" AND (s.round, s.hold_id) > (c.round, c.hid) ORDER BY s.round, s.hold_id LIMIT c.lim) s",
 			pg_read_columns);
 	return rc ? rc : pg_read_rows_tail(sql, max_bytes, order);
@@ -180,7 +211,7 @@ int pg_held_move_read(struct pg_held *h, struct pg_source *pg, const struct roun
 		ExecStatusType st = PQresultStatus(res);
 		if (rc == 0 && st != PGRES_TUPLES_OK)
 			rc = pg_source_fail(pg, res, "could not hold or release jobs");
-		else if (rc == 0 && nw && PQnfields(res) > COL_HELD_US && !h->rows) {
+		else if (rc == 0 && nw && PQnfields(res) > COL_TARGET && !h->rows) {
 			h->rows = res;
 			continue;
 		}
@@ -208,4 +239,6 @@ void pg_held_row(const struct pg_held *h, int i, struct job_row *row, struct hel
 	hr->round = strtoll(PQgetvalue(h->rows, i, COL_ROUND), NULL, 10);
 	hr->hold_id = strtoll(PQgetvalue(h->rows, i, COL_HOLD_ID), NULL, 10);
 	hr->held_us = strtoll(PQgetvalue(h->rows, i, COL_HELD_US), NULL, 10);
+	hr->target = PQgetisnull(h->rows, i, COL_TARGET) ? NULL : PQgetvalue(h->rows, i, COL_TARGET);
+	hr->target_len = (size_t)PQgetlength(h->rows, i, COL_TARGET);
 }

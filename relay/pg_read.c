@@ -31,7 +31,7 @@
 	" ELSE s." col "::text END"
 #define TIMES TIME_US("created_at") " AS created_us, " TIME_US("run_at") " AS run_at_us"
 const char pg_read_columns[] =
-	"s.id, s.queue, s.job_class, s.args, s.options, s.jid, " TIMES ", s.uuid::text AS uuid, s.tenant";
+	"s.id, s.queue, s.job_class, s.args, s.options, s.jid, " TIMES ", s.uuid::text AS uuid, s.tenant, s.route";
 
 enum {
 	COL_ID,
@@ -45,6 +45,7 @@ enum {
 	COL_MORE,
 	COL_UUID,
 	COL_TENANT,
+	COL_ROUTE,
 	COL_UNFIT
 };
 
@@ -94,6 +95,7 @@ static bool reads_any_gap(const struct gaps *g, long long young_since)
 	"CASE WHEN queue_len > %d THEN 'queue is ' || queue_len || ' bytes, over the %d-byte limit of a queue name'"         \
 	" WHEN job_class_len > %d THEN 'job_class is ' || job_class_len || ' bytes, over the %d-byte limit of a class name'" \
 	" WHEN tenant_len > %d THEN 'tenant is ' || tenant_len || ' bytes, over the %d-byte limit of a tenant'"              \
+	" WHEN route_len > %d THEN 'route is ' || route_len || ' bytes, over the %d-byte limit of a route name'"             \
 	" WHEN args_len > %ld THEN 'args are larger than --max-job-bytes: ' || args_len || ' bytes, over %ld'"               \
 	" WHEN options_len > %ld THEN 'options are larger than --max-job-bytes: ' || options_len || ' bytes, over %ld'"      \
 	" END"
@@ -109,16 +111,19 @@ static bool reads_any_gap(const struct gaps *g, long long young_since)
 	"SELECT id, " PICK("queue", "queue", "%d") ", " PICK("job_class", "job_class", "%d") ", " PICK(                \
 		"args", "args_t", "%ld") ", " PICK("options", "options_t",                                             \
 						   "%ld") ", jid, created_us, run_at_us, more,"                        \
-							  " uuid, " PICK("tenant", "tenant", "%d") ", "
+							  " uuid, " PICK("tenant", "tenant",                           \
+									 "%d") ", " PICK("route", "route", "%d") ", "
 /* What the budget counts of a row: every column as read, and 64 for the rest. */
 #define BYTES_SQL                                                                                                      \
 	FIT("args", "%ld")                                                                                             \
 	" + " FIT("options", "%ld") " + " FIT("queue", "%d") " + " FIT("job_class", "%d") " + " FIT(                   \
-		"tenant", "%d") " + coalesce(octet_length(jid), 0) + coalesce(octet_length(uuid), 0) + 64"
+		"tenant",                                                                                              \
+		"%d") " + " FIT("route",                                                                               \
+				"%d") " + coalesce(octet_length(jid), 0) + coalesce(octet_length(uuid), 0) + 64"
 #define LENS_SQL                                                                                                       \
 	"octet_length(t.queue) AS queue_len, octet_length(t.job_class) AS job_class_len,"                              \
 	" octet_length(t.args_t) AS args_len, coalesce(octet_length(t.options_t), 0) AS options_len,"                  \
-	" coalesce(octet_length(t.tenant), 0) AS tenant_len"
+	" coalesce(octet_length(t.tenant), 0) AS tenant_len, coalesce(octet_length(t.route), 0) AS route_len"
 
 /*
  * A column over its bound stays in Postgres (NULL comes instead, and the
@@ -137,8 +142,10 @@ int pg_read_rows_head(struct buf *sql, long max_job, const char *extra)
 			  "%s FROM (SELECT l.*, sum(l.bytes) OVER win AS total, lead(true, 1, false) OVER win AS more"
 			  " FROM (SELECT m.*, " BYTES_SQL " AS bytes FROM (SELECT t.*, " LENS_SQL
 			  " FROM (SELECT u.*, u.args::text AS args_t, u.options::text AS options_t FROM (",
-			  name, name, max_job, max_job, name, name, name, name, name, name, name, max_job, max_job,
-			  max_job, max_job, extra, max_job, max_job, name, name, name);
+			  name, name, max_job, max_job, name, name, /* PICK_SQL */
+			  name, name, name, name, name, name, name, name, max_job, max_job, max_job,
+			  max_job, /* UNFIT_SQL */
+			  extra, max_job, max_job, name, name, name, name /* BYTES_SQL */);
 }
 
 /* The tail with the budget as SQL text: a number, or a parameter. */
@@ -350,6 +357,8 @@ void pg_read_row_of(const PGresult *r, int i, long long id, struct job_row *row)
 	row->uuid_len = (size_t)PQgetlength(r, i, COL_UUID);
 	row->tenant = PQgetisnull(r, i, COL_TENANT) ? NULL : PQgetvalue(r, i, COL_TENANT);
 	row->tenant_len = (size_t)PQgetlength(r, i, COL_TENANT);
+	row->route = PQgetisnull(r, i, COL_ROUTE) ? NULL : PQgetvalue(r, i, COL_ROUTE);
+	row->route_len = (size_t)PQgetlength(r, i, COL_ROUTE);
 	row->created_at_us = time_us(r, i, COL_CREATED, &row->unfit);
 	row->has_run_at = !PQgetisnull(r, i, COL_RUN_AT);
 	row->run_at_us = row->has_run_at ? time_us(r, i, COL_RUN_AT, &row->unfit) : 0;

@@ -110,19 +110,21 @@ bool pg_source_broken(const struct pg_source *pg)
 
 /* The tables, and what the cursor relies on (sql/002): ids taken after the
  * transaction's xid, from a sequence that hands them out in order. */
-#define SCHEMA_SQL                                                                                                      \
-	"SELECT 'staged_jobs_dead'::regclass IS NOT NULL,"                                                              \
-	" coalesce(pg_get_expr(d.adbin, d.adrelid), '') LIKE '%pg_current_xact_id()%nextval(%',"                        \
-	" (SELECT seqcache FROM pg_sequence"                                                                            \
-	"  WHERE seqrelid = pg_get_serial_sequence('staged_jobs', 'id')::regclass),"                                    \
-	" EXISTS (SELECT FROM pg_attribute u WHERE u.attrelid IN ('staged_jobs'::regclass,"                             \
-	"  'staged_jobs_dead'::regclass) AND u.attname = 'uuid' AND NOT u.attisdropped HAVING count(*) = 2),"           \
-	" to_regclass('staged_jobs_held') IS NOT NULL AND EXISTS (SELECT FROM pg_attribute t"                           \
-	"  WHERE t.attrelid = 'staged_jobs'::regclass AND t.attname = 'tenant' AND NOT t.attisdropped),"                \
-	" to_regclass('staged_jobs_held') IS NULL"                                                                      \
-	"  OR (has_table_privilege('staged_jobs_held', 'SELECT') AND has_table_privilege('staged_jobs_held', 'INSERT')" \
-	"  AND has_table_privilege('staged_jobs_held', 'DELETE'))"                                                      \
-	" FROM pg_attribute a LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum"                  \
+#define SCHEMA_SQL                                                                                                        \
+	"SELECT 'staged_jobs_dead'::regclass IS NOT NULL,"                                                                \
+	" coalesce(pg_get_expr(d.adbin, d.adrelid), '') LIKE '%pg_current_xact_id()%nextval(%',"                          \
+	" (SELECT seqcache FROM pg_sequence"                                                                              \
+	"  WHERE seqrelid = pg_get_serial_sequence('staged_jobs', 'id')::regclass),"                                      \
+	" EXISTS (SELECT FROM pg_attribute u WHERE u.attrelid IN ('staged_jobs'::regclass,"                               \
+	"  'staged_jobs_dead'::regclass) AND u.attname = 'uuid' AND NOT u.attisdropped HAVING count(*) = 2),"             \
+	" to_regclass('staged_jobs_held') IS NOT NULL AND EXISTS (SELECT FROM pg_attribute t"                             \
+	"  WHERE t.attrelid = 'staged_jobs'::regclass AND t.attname = 'tenant' AND NOT t.attisdropped),"                  \
+	" EXISTS (SELECT FROM pg_attribute r WHERE r.attrelid IN ('staged_jobs'::regclass, 'staged_jobs_dead'::regclass)" \
+	"  AND r.attname = 'route' AND NOT r.attisdropped HAVING count(*) = 2),"                                          \
+	" to_regclass('staged_jobs_held') IS NULL"                                                                        \
+	"  OR (has_table_privilege('staged_jobs_held', 'SELECT') AND has_table_privilege('staged_jobs_held', 'INSERT')"   \
+	"  AND has_table_privilege('staged_jobs_held', 'DELETE'))"                                                        \
+	" FROM pg_attribute a LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum"                    \
 	" WHERE a.attrelid = 'staged_jobs'::regclass AND a.attname = 'id'"
 
 /* What each column of SCHEMA_SQL after the first must say, and what to run
@@ -139,6 +141,7 @@ static const struct schema_need {
 	{ "t",
 	  "staged_jobs has no tenant column or staged_jobs_held is missing (migration 005): run `stagedrain migrate`",
 	  "", false },
+	{ "t", "staged_jobs has no route column (migration 006): run `stagedrain migrate`", "", false },
 	{ "t",
 	  "the relay's role may not SELECT, INSERT and DELETE on staged_jobs_held: "
 	  "run sql/roles.sql again (after migration 005)",
@@ -515,7 +518,7 @@ static int append_delete(const struct pg_source *pg, const struct batch *b, stru
 }
 
 /* The columns a dead row keeps, from either table. */
-#define DEAD_COLUMNS "id, queue, job_class, args, run_at, options, created_at, jid, uuid, tenant"
+#define DEAD_COLUMNS "id, queue, job_class, args, run_at, options, created_at, jid, uuid, tenant, route"
 /* What the dead-letter warning names, read back from the move (a queue or
  * class too long to be a job's is cut: it is in the table whole). */
 #define DEAD_LOGGED "dead_id, id, left(queue, 200), left(job_class, 200), reason"

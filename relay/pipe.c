@@ -66,12 +66,14 @@ static int note_pushed(struct pipe *p, struct drain *d)
 static int build_next(struct drain *d, int nrows, bool *plain)
 {
 	int rc = batch_reset(&d->batch, (size_t)nrows);
+	long long now_us = clock_wall_us();
 
-	d->opts.now_us = clock_wall_us();
+	for (size_t t = 0; t < d->nt; t++)
+		d->t[t].opts.now_us = now_us;
 	for (int i = 0; rc == 0 && i < nrows; i++) {
 		struct job_row row;
 		pg_source_row(&d->pg, i, &row);
-		rc = batch_add(&d->batch, &row, &d->opts, 0);
+		rc = drain_add_row(d, &row, 0);
 	}
 	*plain = rc == 0 && d->batch.ndead == 0 && d->batch.njobs == (size_t)nrows;
 	return rc;
@@ -94,27 +96,72 @@ static bool go_on(const struct pipe *p, struct drain *d, int nrows, int limit, l
 	       next_budget(p, max_bytes) > 0 && !stop_seen(&d->stopping);
 }
 
-/* A push failed while Postgres may be running a read: take its results
- * (whatever they say) and roll back. */
-static int push_failed(struct pipe *p, struct drain *d, int rc, bool pg_busy)
+/* A push (target t's) failed while Postgres may be running a read: take
+ * its results (whatever they say) and roll back. */
+static int push_failed(struct pipe *p, struct drain *d, struct target *t, int rc, bool pg_busy)
 {
 	if (pg_busy)
 		pg_source_discard(&d->pg);
 	p->push_rc = rc;
 	p->push_rows = d->batch.njobs;
+	p->failed = t;
 	pg_source_rollback(&d->pg);
 	return PIPE_PUSH_FAILED;
 }
 
-/* Postgres failed. A push still in flight may land or not: the connection
+/* Postgres failed. A push still in flight may land or not: its connection
  * goes (its reply would be read as another's) and so does the epoch. */
 static int pg_failed(struct pipe *p, struct drain *d, bool in_flight)
 {
 	p->epoch_lost = in_flight;
-	if (in_flight)
-		redis_sink_close(&d->redis);
+	for (size_t i = 0; i < d->nt; i++) {
+		if (d->t[i].in_flight)
+			redis_sink_close(&d->t[i].redis);
+		d->t[i].in_flight = false;
+	}
 	pg_source_rollback(&d->pg);
 	return PIPE_COMMIT_FAILED;
+}
+
+/* Sends each target's part of the batch: a push that appends to the
+ * fence of the transaction's earlier pushes to it, if any. The target
+ * whose send failed in *failed. */
+static int send_all(struct drain *d, struct target **failed)
+{
+	const struct batch_job *grouped = target_group(&d->batch, d->nt, &d->scratch, &d->capscratch);
+	int rc = grouped ? 0 : -ENOMEM;
+
+	for (size_t i = 0; rc == 0 && i < d->nt; i++) {
+		struct target *t = &d->t[i];
+		target_view(t, &d->batch, grouped);
+		if (t->part.njobs == 0)
+			continue;
+		*failed = t;
+		if ((rc = redis_sink_send(&t->redis, &t->part, t->pushed)) != 0)
+			break;
+		t->in_flight = t->pushed = true;
+		t->txn_jobs += (long long)t->part.njobs;
+	}
+	return rc;
+}
+
+/* Reads every reply in flight; the first failure's code, its target in *failed. */
+static int reply_all(struct drain *d, struct target **failed)
+{
+	int rc = 0;
+
+	for (size_t i = 0; i < d->nt; i++) {
+		struct target *t = &d->t[i];
+		int one;
+		if (!t->in_flight)
+			continue;
+		t->in_flight = false;
+		if ((one = redis_sink_reply(&t->redis)) != 0 && rc == 0) {
+			rc = one;
+			*failed = t;
+		}
+	}
+	return rc;
 }
 
 /* Out of memory mid-transaction: nothing in flight may stay (the relay
@@ -148,6 +195,7 @@ int pipe_run(struct pipe *p, struct drain *d, int limit, long max_bytes, struct 
 {
 	long long t0 = clock_mono_ms(), first_jobs = (long long)d->batch.njobs;
 	bool in_flight = false, busy = false, plain = true;
+	struct target *failed = NULL;
 	int nrows = 0, rc;
 
 	*seen = *pg_source_seen(&d->pg);
@@ -169,14 +217,17 @@ int pipe_run(struct pipe *p, struct drain *d, int limit, long max_bytes, struct 
 			return pg_failed(p, d, in_flight);
 		if ((rc = build_next(d, nrows, &plain)) < 0)
 			return out_of_memory(p, d, rc, busy, in_flight);
-		if (in_flight && (rc = redis_sink_reply(&d->redis)) != 0)
-			return push_failed(p, d, rc, busy);
+		if (in_flight && (rc = reply_all(d, &failed)) != 0)
+			return push_failed(p, d, failed, rc, busy);
 		in_flight = false;
 		if (!plain || stop_seen(&d->stopping))
 			break;
-		if ((rc = redis_sink_send(&d->redis, &d->batch, true)) != 0)
-			return push_failed(p, d, rc, busy);
 		in_flight = true;
+		if ((rc = send_all(d, &failed)) != 0) {
+			struct target *also;
+			(void)reply_all(d, &also); /* the sends before: their targets' fences name them */
+			return push_failed(p, d, failed, rc, busy);
+		}
 		if ((rc = note_pushed(p, d)) < 0)
 			return out_of_memory(p, d, rc, busy, in_flight);
 		if (!busy)
@@ -187,8 +238,8 @@ int pipe_run(struct pipe *p, struct drain *d, int limit, long max_bytes, struct 
 	}
 	if (busy)
 		pg_source_discard(&d->pg); /* rows above a batch that stays: the next transaction reads them */
-	if (in_flight && (rc = redis_sink_reply(&d->redis)) != 0)
-		return push_failed(p, d, rc, false);
+	if (in_flight && (rc = reply_all(d, &failed)) != 0)
+		return push_failed(p, d, failed, rc, false);
 	if ((rc = commit(p, d, first_jobs)) != 0)
 		return rc;
 	seen->ids = p->ids;

@@ -80,6 +80,9 @@ int redis_sink_connect(struct redis_sink *rs)
  * groups sharing a Redis do not overwrite each other's fence. */
 static int arg_own_key(struct redis_sink *rs, const char *name)
 {
+	if (rs->cfg->route_name)
+		return cmds_fmt(&rs->cmds, KEYS_ROUTE_OWN_FMT, rs->cfg->key_prefix, rs->cfg->lock_key,
+				rs->cfg->route_name, name);
 	return cmds_fmt(&rs->cmds, KEYS_OWN_FMT, rs->cfg->key_prefix, rs->cfg->lock_key, name);
 }
 

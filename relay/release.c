@@ -21,8 +21,8 @@ void release_init(struct release *rl, const struct config *cfg)
 	memset(rl, 0, sizeof(*rl));
 	rl->cfg = cfg;
 	rounds_init(&rl->rounds, ROUNDS_MAX_TENANTS);
-	backpressure_init(&rl->bp, cfg);
 	pg_held_init(&rl->held);
+	buf_init(&rl->key);
 	rl->capped = cfg->max_queue_length > 0;
 	for (size_t i = 0; i < cfg->queue_limits.n; i++)
 		rl->capped = rl->capped || cfg->queue_limits.v[i].cap > 0;
@@ -33,14 +33,46 @@ void release_free(struct release *rl)
 	if (!rl)
 		return;
 	rounds_free(&rl->rounds);
-	backpressure_free(&rl->bp);
 	pg_held_free(&rl->held);
+	buf_free(&rl->key);
+	free(rl->tqs);
 	free(rl->jq);
 	free(rl->qs);
 	free(rl->in_qs);
 	free(rl->mv);
 	free(rl->want);
 	memset(rl, 0, sizeof(*rl));
+}
+
+/* A queue's held figures, by its name (the target's part of the key left out). */
+static void held_metrics(struct metrics *m, const struct rounds_queue *q, long long nheld, long long released,
+			 double waited_s)
+{
+	const char *target, *queue;
+	size_t tlen, qlen;
+
+	rounds_key_split(q->name, q->len, &target, &tlen, &queue, &qlen);
+	metrics_held(m, queue, qlen, q->now.held, nheld, released, waited_s);
+}
+
+void release_targets(struct release *rl, const struct release_target *ts, size_t n)
+{
+	rl->ts = ts;
+	rl->nts = n;
+}
+
+/* The target a queue's key names: an unknown one (a route since removed)
+ * is the default's, whose rules took its queue's rows before. */
+static size_t key_target(const struct release *rl, const char *key, size_t len)
+{
+	const char *target, *queue;
+	size_t tlen, qlen;
+
+	rounds_key_split(key, len, &target, &tlen, &queue, &qlen);
+	for (size_t i = 1; target && i < rl->nts; i++)
+		if (strlen(rl->ts[i].name) == tlen && memcmp(rl->ts[i].name, target, tlen) == 0)
+			return i;
+	return 0;
 }
 
 void release_forget(struct release *rl)
@@ -54,11 +86,11 @@ int release_load(struct release *rl, struct pg_source *pg, struct metrics *m)
 
 	if (rl->loaded)
 		return 0;
-	if ((rc = pg_held_load(pg, &rl->rounds)) < 0)
+	if ((rc = pg_held_load(&rl->held, pg, &rl->rounds)) < 0)
 		return rc;
 	rl->loaded = true;
 	for (size_t i = 0; i < rl->rounds.nq; i++)
-		metrics_held(m, rl->rounds.q[i].name, rl->rounds.q[i].len, rl->rounds.q[i].now.held, 0, 0, 0);
+		held_metrics(m, &rl->rounds.q[i], 0, 0, 0);
 	if (rounds_held(&rl->rounds) > 0)
 		log_info("jobs wait in staged_jobs_held; releasing them as their queues have room",
 			 LOGF(F_INT("jobs_held", rounds_held(&rl->rounds)), F_INT("queues", rl->rounds.nq)));
@@ -67,17 +99,21 @@ int release_load(struct release *rl, struct pg_source *pg, struct metrics *m)
 
 bool release_needed(const struct release *rl)
 {
+	for (size_t i = 0; i < rl->nts; i++)
+		if (!rl->ts[i].up)
+			return true;
 	return rl->capped || rounds_held(&rl->rounds) > 0;
 }
 
-int release_memory(struct release *rl, struct redis_conn *conn, long *max_bytes, struct metrics *m)
+int release_memory(struct release *rl, struct backpressure *bp, struct redis_conn *conn, long *max_bytes,
+		   struct metrics *m)
 {
 	long long now = clock_mono_ms();
 	long budget;
-	int rc = backpressure_memory(&rl->bp, conn, &budget);
+	int rc = backpressure_memory(bp, conn, &budget);
 
 	if (rc < 0) {
-		snprintf(rl->errstr, sizeof(rl->errstr), "%s", rl->bp.errstr);
+		snprintf(rl->errstr, sizeof(rl->errstr), "%s", bp->errstr);
 		return rc;
 	}
 	if (rl->paused_ms)
@@ -113,21 +149,42 @@ static void clear_measured(struct release *rl)
 	rl->nqs = 0;
 }
 
+/* The job's queue's key in the rounds: its name, or with its target's
+ * (then in rl->key, until the next call). */
+static int job_key(struct release *rl, const struct batch_job *j, const char **key, size_t *len)
+{
+	const char *name = rl->ts[j->target].name;
+
+	*key = j->queue;
+	*len = j->queue_len;
+	if (!name)
+		return 0;
+	if (rounds_key(&rl->key, name, strlen(name), j->queue, j->queue_len) < 0)
+		return -ENOMEM;
+	*key = rl->key.data;
+	*len = rl->key.len;
+	return 0;
+}
+
 /* The queue a job is decided in (its index), or -1 when it goes straight
- * to Redis: scheduled, or for an uncapped queue with nothing held. */
+ * to Redis: scheduled, or for an uncapped queue with nothing held, of a
+ * target that is up. Every job of a target that is down is held, in order. */
 static long queue_of(struct release *rl, const struct batch_job *j)
 {
 	const struct config *cfg = rl->cfg;
+	bool up = rl->ts[j->target].up;
+	const char *key;
+	size_t len;
 	long cap, qi;
 
-	if (j->out.scheduled)
+	if (up && j->out.scheduled)
 		return -1;
+	if (job_key(rl, j, &key, &len) < 0)
+		return -ENOMEM;
 	cap = queue_limits_cap(&cfg->queue_limits, j->queue, j->queue_len, cfg->max_queue_length);
-	if (cap == 0)
-		return (qi = rounds_find(&rl->rounds, j->queue, j->queue_len)) >= 0 && rl->rounds.q[qi].pend.held > 0
-			       ? qi
-			       : -1;
-	qi = rounds_queue(&rl->rounds, j->queue, j->queue_len, cap);
+	if (cap == 0 && up)
+		return (qi = rounds_find(&rl->rounds, key, len)) >= 0 && rl->rounds.q[qi].pend.held > 0 ? qi : -1;
+	qi = rounds_queue(&rl->rounds, key, len, cap);
 	if (qi == -ENOSPC && !rl->said_queue_bound) {
 		rl->said_queue_bound = true;
 		log_warn("too many capped queues to track; the new ones are not capped",
@@ -137,8 +194,9 @@ static long queue_of(struct release *rl, const struct batch_job *j)
 }
 
 /* Which queues the batch decides in, and whose lists it measures: capped
- * ones among its jobs, and every capped queue holding jobs. Uncapped
- * queues still holding jobs (their cap was lifted) have unbounded room. */
+ * ones among its jobs, and every capped queue holding jobs, of targets that
+ * are up. Uncapped queues still holding jobs (their cap was lifted, or their
+ * target was down) have unbounded room; a down target's queues none. */
 static int classify(struct release *rl, const struct batch *b)
 {
 	const struct config *cfg = rl->cfg;
@@ -153,14 +211,17 @@ static int classify(struct release *rl, const struct batch *b)
 		rl->jq[i] = queue_of(rl, &b->jobs[i]);
 		if (rl->jq[i] == -ENOMEM)
 			return -ENOMEM;
-		if (rl->jq[i] >= 0 && r->q[rl->jq[i]].cap > 0)
+		if (rl->jq[i] >= 0 && r->q[rl->jq[i]].cap > 0 && rl->ts[b->jobs[i].target].up)
 			rc = add_measured(rl, (size_t)rl->jq[i]);
 	}
 	for (size_t qi = 0; rc == 0 && qi < r->nq; qi++) {
 		struct rounds_queue *q = &r->q[qi];
-		if (q->pend.held == 0)
+		const char *target, *queue;
+		size_t tlen, qlen;
+		if (q->pend.held == 0 || !rl->ts[key_target(rl, q->name, q->len)].up)
 			continue;
-		q->cap = queue_limits_cap(&cfg->queue_limits, q->name, q->len, cfg->max_queue_length);
+		rounds_key_split(q->name, q->len, &target, &tlen, &queue, &qlen);
+		q->cap = queue_limits_cap(&cfg->queue_limits, queue, qlen, cfg->max_queue_length);
 		if (q->cap == 0)
 			q->room = LONG_MAX;
 		else if (now >= q->retry_ms)
@@ -181,13 +242,13 @@ static int decide(struct release *rl, struct batch *b)
 	for (size_t i = 0; i < njobs; i++) {
 		struct batch_job *j = &b->jobs[i];
 		long long round;
-		if (rl->jq[i] < 0 || rounds_admit(&rl->rounds, (size_t)rl->jq[i])) {
+		if (rl->jq[i] < 0 || (rl->ts[j->target].up && rounds_admit(&rl->rounds, (size_t)rl->jq[i]))) {
 			b->jobs[n++] = *j;
 			continue;
 		}
 		if (rounds_hold(&rl->rounds, (size_t)rl->jq[i], j->tenant, j->tenant_len, &round) < 0)
 			return -ENOMEM;
-		rl->mv[rl->nmv++] = (struct held_move){ .id = j->id, .round = round };
+		rl->mv[rl->nmv++] = (struct held_move){ .id = j->id, .round = round, .target = rl->ts[j->target].name };
 	}
 	b->njobs = n;
 	return 0;
@@ -218,8 +279,9 @@ static int wants(struct release *rl)
 	return 0;
 }
 
-/* Builds the released rows into b, after its staged jobs. */
-static int build_released(struct release *rl, struct batch *b, const struct job_opts *opts)
+/* Builds the released rows into b, after its staged jobs, each with its
+ * target's opts. */
+static int build_released(struct release *rl, struct batch *b)
 {
 	int n = pg_held_nrows(&rl->held), rc;
 
@@ -232,19 +294,40 @@ static int build_released(struct release *rl, struct batch *b, const struct job_
 		size_t ndead = b->ndead;
 		long qi;
 		pg_held_row(&rl->held, i, &row, &hr);
-		if ((qi = rounds_find(&rl->rounds, row.queue, row.queue_len)) < 0)
+		if ((rc = rounds_key(&rl->key, hr.target, hr.target_len, row.queue, row.queue_len)) < 0)
+			return rc;
+		if ((qi = rounds_find(&rl->rounds, rl->key.data, rl->key.len)) < 0)
 			return -EINVAL; /* read only for queues asked for */
 		rounds_released(&rl->rounds, (size_t)qi, hr.round, hr.hold_id);
 		rl->rounds.q[qi].waited_us += hr.held_us;
-		if ((rc = batch_add(b, &row, opts, hr.hold_id)) < 0)
+		if ((rc = batch_add(b, &row, rl->ts[key_target(rl, rl->key.data, rl->key.len)].opts, hr.hold_id)) < 0)
 			return rc;
 		rl->released_dead += b->ndead - ndead;
 	}
 	return 0;
 }
 
-int release_run(struct release *rl, struct pg_source *pg, struct redis_conn *conn, struct batch *b,
-		const struct job_opts *opts, long max_bytes)
+/* Reads the measured queues' lengths, each target's on its own Redis. */
+static int measure(struct release *rl)
+{
+	for (size_t t = 0; t < rl->nts; t++) {
+		const struct release_target *ts = &rl->ts[t];
+		size_t n = 0;
+		if (buf_grow_array((void **)&rl->tqs, &rl->captqs, rl->nqs, sizeof(*rl->tqs)) < 0)
+			return -ENOMEM;
+		for (size_t i = 0; i < rl->nqs; i++)
+			if (key_target(rl, rl->rounds.q[rl->qs[i]].name, rl->rounds.q[rl->qs[i]].len) == t)
+				rl->tqs[n++] = rl->qs[i];
+		if (n && backpressure_rooms(ts->bp, ts->conn, &rl->rounds, rl->tqs, n) < 0) {
+			snprintf(rl->errstr, sizeof(rl->errstr), "%s", ts->bp->errstr);
+			rl->failed_target = t;
+			return RELEASE_REDIS_FAILED;
+		}
+	}
+	return 0;
+}
+
+int release_run(struct release *rl, struct pg_source *pg, struct batch *b, long max_bytes)
 {
 	long long t0 = clock_mono_us();
 	int rc;
@@ -256,17 +339,15 @@ int release_run(struct release *rl, struct pg_source *pg, struct redis_conn *con
 	rounds_begin(&rl->rounds);
 	if ((rc = classify(rl, b)) < 0)
 		return rc;
-	if (rl->nqs && backpressure_rooms(&rl->bp, conn, &rl->rounds, rl->qs, rl->nqs) < 0) {
-		snprintf(rl->errstr, sizeof(rl->errstr), "%s", rl->bp.errstr);
-		return RELEASE_REDIS_FAILED;
-	}
+	if (rl->nqs && (rc = measure(rl)) < 0)
+		return rc;
 	if ((rc = decide(rl, b)) < 0 || (rc = wants(rl)) < 0)
 		return rc;
 	if (rl->nmv || rl->nwant) {
 		rc = pg_held_move_read(&rl->held, pg, &rl->rounds, rl->mv, rl->nmv, rl->want, rl->nwant, max_bytes);
 		if (rc == -EIO)
 			return RELEASE_PG_FAILED;
-		if (rc < 0 || (rc = build_released(rl, b, opts)) < 0)
+		if (rc < 0 || (rc = build_released(rl, b)) < 0)
 			return rc;
 	}
 	rl->release_us = clock_mono_us() - t0;
@@ -281,7 +362,9 @@ void release_counts(const struct release *rl, size_t *held, size_t *released)
 
 void release_unrelease(struct release *rl, const struct batch_job *j)
 {
-	long qi = rounds_find(&rl->rounds, j->queue, j->queue_len);
+	const char *key;
+	size_t len;
+	long qi = job_key(rl, j, &key, &len) < 0 ? -1 : rounds_find(&rl->rounds, key, len);
 
 	if (qi >= 0)
 		rounds_unrelease(&rl->rounds, (size_t)qi, 1, clock_mono_ms() + RELEASE_RETRY_MS);
@@ -307,6 +390,16 @@ static void note_backlog(struct release *rl, struct metrics *m)
 	rl->backlog_ms = any ? now : 0;
 }
 
+long long release_held_for(const struct release *rl, size_t t)
+{
+	long long n = 0;
+
+	for (size_t i = 0; i < rl->rounds.nq; i++)
+		if (rl->rounds.q[i].now.held && key_target(rl, rl->rounds.q[i].name, rl->rounds.q[i].len) == t)
+			n += rl->rounds.q[i].now.held;
+	return n;
+}
+
 void release_commit(struct release *rl, struct metrics *m)
 {
 	struct rounds *r = &rl->rounds;
@@ -315,8 +408,7 @@ void release_commit(struct release *rl, struct metrics *m)
 	for (size_t i = 0; i < r->nq; i++) {
 		const struct rounds_queue *q = &r->q[i];
 		if (q->nheld || q->released)
-			metrics_held(m, q->name, q->len, q->now.held, q->nheld, q->released,
-				     (double)q->waited_us / 1e6);
+			held_metrics(m, q, q->nheld, q->released, (double)q->waited_us / 1e6);
 	}
 	note_backlog(rl, m);
 }

@@ -375,3 +375,23 @@ long long rounds_held(const struct rounds *r)
 		n += r->q[i].now.held;
 	return n;
 }
+
+int rounds_key(struct buf *key, const char *target, size_t tlen, const char *queue, size_t qlen)
+{
+	int rc = 0;
+
+	buf_reset(key);
+	if (target && ((rc = buf_append(key, target, tlen)) < 0 || (rc = buf_append(key, "", 1)) < 0))
+		return rc;
+	return buf_append(key, queue, qlen);
+}
+
+void rounds_key_split(const char *key, size_t len, const char **target, size_t *tlen, const char **queue, size_t *qlen)
+{
+	const char *nul = memchr(key, '\0', len);
+
+	*target = nul ? key : NULL;
+	*tlen = nul ? (size_t)(nul - key) : 0;
+	*queue = nul ? nul + 1 : key;
+	*qlen = nul ? len - *tlen - 1 : len;
+}

@@ -25,7 +25,7 @@
 --                     hold_id sequence (their last values, never nextval)
 --   stagedrain_app    INSERT on staged_jobs' columns other than id (queue,
 --                     job_class, args, run_at, options, created_at, jid,
---                     uuid, tenant);
+--                     uuid, tenant, route);
 --                     SELECT on its id, uuid and jid columns, so an ORM's
 --                     INSERT ... RETURNING id (ActiveRecord's create!,
 --                     Django's objects.create) works, and on queue, so a
@@ -133,8 +133,8 @@ BEGIN
     -- Applications only add rows, and never choose their id: an explicit id
     -- below the relay's cursor would never be delivered. Column privileges
     -- make Postgres refuse it; the id's default needs only the sequence.
-    EXECUTE format('GRANT INSERT (queue, job_class, args, run_at, options, created_at, jid, uuid, tenant)'
-                   ' ON TABLE %s TO stagedrain_app', jobs);
+    EXECUTE format('GRANT INSERT (queue, job_class, args, run_at, options, created_at, jid, uuid, tenant,'
+                   ' route) ON TABLE %s TO stagedrain_app', jobs);
     EXECUTE format('GRANT USAGE ON SEQUENCE %s TO stagedrain_app', seq);
     -- `stagedrain dead` reads the dead rows, and deletes them to purge or to
     -- claim them for a replay (DELETE ... RETURNING: a second replay of the
@@ -142,8 +142,8 @@ BEGIN
     -- A replayed row goes back as an application stages one, its id from the
     -- default; the new id is read back to print it.
     EXECUTE format('GRANT SELECT, DELETE ON TABLE %s TO stagedrain_admin', dead);
-    EXECUTE format('GRANT INSERT (queue, job_class, args, run_at, options, created_at, jid, uuid, tenant),'
-                   ' SELECT (id) ON TABLE %s TO stagedrain_admin', jobs);
+    EXECUTE format('GRANT INSERT (queue, job_class, args, run_at, options, created_at, jid, uuid, tenant,'
+                   ' route), SELECT (id) ON TABLE %s TO stagedrain_admin', jobs);
     EXECUTE format('GRANT USAGE ON SEQUENCE %s TO stagedrain_admin', seq);
 END
 $$;

@@ -35,6 +35,7 @@ int main(void)
 	srunner_add_suite(sr, stop_suite());
 	srunner_add_suite(sr, xmin_suite());
 	srunner_add_suite(sr, status_suite());
+	srunner_add_suite(sr, routed_suite());
 	srunner_add_suite(sr, dead_suite());
 	srunner_run_all(sr, CK_NORMAL);
 	failed = srunner_ntests_failed(sr);

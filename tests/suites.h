@@ -19,6 +19,7 @@ Suite *celery_format_suite(void);
 Suite *queue_groups_suite(void);
 Suite *cmd_args_suite(void);
 Suite *status_unit_suite(void);
+Suite *target_suite(void);
 
 Suite *relay_suite(void);
 Suite *faults_suite(void);
@@ -46,6 +47,7 @@ Suite *stop_suite(void);
 Suite *xmin_suite(void);
 Suite *xmin_unit_suite(void);
 Suite *status_suite(void);
+Suite *routed_suite(void);
 Suite *dead_suite(void);
 
 #endif

@@ -1,0 +1,69 @@
+/* One target of the relay (routes.h): its Redis connection, epoch, fence and
+ * memory bound, and where it stands, apart from every other target's. */
+#ifndef STAGEDRAIN_TARGET_H
+#define STAGEDRAIN_TARGET_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "backoff.h"
+#include "backpressure.h"
+#include "batch.h"
+#include "buf.h"
+#include "config.h"
+#include "fence.h"
+#include "job.h"
+#include "redis_sink.h"
+#include "sidekiq_probe.h"
+#include "stop.h"
+
+/*
+ * A target's rungs, climbed while the relay leads: it may push only when
+ * READY. A failed push falls back to NEED_EPOCH (its outcome is unknown: a
+ * new epoch refuses it if it comes late); a transaction that pushed to it
+ * and then rolled back to NEED_FENCE (its fence names rows still staged).
+ */
+enum target_state {
+	TARGET_NEED_EPOCH, /* must take an epoch before pushing */
+	TARGET_NEED_FENCE, /* a push may have landed without its delete: read the fence */
+	TARGET_READY,      /* a settled fence: batches may push */
+};
+
+struct target {
+	size_t index;             /* in routes.t; 0 is the default target */
+	const char *name;         /* "default" or the route's */
+	const char *route;        /* the route's name in keys and the held table; NULL for the default */
+	const struct config *cfg; /* its settings */
+	struct redis_sink redis;
+	enum target_state state;
+	struct fence fence;
+	struct buf fence_text;
+	struct backoff backoff;
+	long long retry_ms;           /* down: not tried again before this */
+	char where[300];              /* the Redis server last connected to, to tell a failover */
+	char policy[32];              /* its maxmemory-policy last read, to warn once per change */
+	struct sidekiq_probe sidekiq; /* the version its Sidekiq jobs are written for */
+	struct backpressure bp;       /* its memory bound and its capped queues' lengths */
+	struct job_opts opts;         /* how its jobs are built, this batch */
+	bool paused;                  /* --max-redis-memory pauses it */
+	bool pushed;                  /* pushed in the open transaction: its fence names rows not committed */
+	bool in_flight;               /* a push sent whose reply is not read yet (pipe.c) */
+	long long txn_jobs;           /* jobs it acknowledged in the open transaction */
+	struct batch part;            /* its jobs of the batch: a view, owning nothing */
+	long long wrongtype_log_ms;   /* when its keys of the wrong type were last named; 0: not since */
+	long long relayed;
+	long long push_us; /* this batch's push, for its latency figure */
+};
+
+void target_init(struct target *t, size_t index, const char *name, const struct config *cfg, struct stop *stop);
+void target_free(struct target *t);
+/* Its jobs may go to Redis in this batch. */
+bool target_up(const struct target *t);
+/* b's jobs grouped by target (n targets), each target's in their order:
+ * b->jobs itself when they are (one target), else a copy in *scratch (of
+ * *cap). b keeps its order, which its delete relies on. NULL: no memory. */
+const struct batch_job *target_group(const struct batch *b, size_t n, struct batch_job **scratch, size_t *cap);
+/* The target's jobs of b, as a view into grouped (target_group's), in t->part. */
+void target_view(struct target *t, const struct batch *b, const struct batch_job *grouped);
+
+#endif

@@ -1,0 +1,132 @@
+/* Each target's figures (routes.h): whether it is up, what it relayed, how
+ * long its pushes took, what waits held for it. */
+#include "fmacros.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "metrics.h"
+
+void metrics_targets(struct metrics *m, const char *const *names, size_t n)
+{
+	if (!m)
+		return;
+	pthread_mutex_lock(&m->lock);
+	m->ntargets = n < METRICS_MAX_TARGETS ? n : METRICS_MAX_TARGETS;
+	for (size_t i = 0; i < m->ntargets; i++) {
+		memset(&m->targets[i], 0, sizeof(m->targets[i]));
+		snprintf(m->targets[i].name, sizeof(m->targets[i].name), "%s", names[i]);
+	}
+	pthread_mutex_unlock(&m->lock);
+}
+
+/* Target i's figures, locked, or NULL when it is not named. */
+static struct metrics_target *lock_target(struct metrics *m, size_t i)
+{
+	if (!m)
+		return NULL;
+	pthread_mutex_lock(&m->lock);
+	if (i < m->ntargets)
+		return &m->targets[i];
+	pthread_mutex_unlock(&m->lock);
+	return NULL;
+}
+
+void metrics_target_up(struct metrics *m, size_t i, bool up)
+{
+	struct metrics_target *t = lock_target(m, i);
+
+	if (!t)
+		return;
+	t->up = up;
+	pthread_mutex_unlock(&m->lock);
+}
+
+void metrics_target_pushed(struct metrics *m, size_t i, long long jobs, double secs)
+{
+	struct metrics_target *t = lock_target(m, i);
+
+	if (!t)
+		return;
+	t->relayed += (unsigned long long)jobs;
+	t->pushes++;
+	t->push_seconds += secs;
+	pthread_mutex_unlock(&m->lock);
+}
+
+void metrics_target_held(struct metrics *m, size_t i, long long held)
+{
+	struct metrics_target *t = lock_target(m, i);
+
+	if (!t)
+		return;
+	t->held = held;
+	pthread_mutex_unlock(&m->lock);
+}
+
+bool metrics_targets_ready_locked(const struct metrics *m)
+{
+	for (size_t i = 0; i < m->ntargets; i++)
+		if (m->targets[i].up)
+			return true;
+	return false;
+}
+
+/* One series of every target: its value as the line's tail. */
+static int series(const struct metrics *m, struct buf *out, const char *name, const char *type, const char *help,
+		  int (*value)(struct buf *out, const struct metrics_target *t))
+{
+	int rc = buf_printf(out, "# HELP stagedrain_%s %s\n# TYPE stagedrain_%s %s\n", name, help, name, type);
+
+	for (size_t i = 0; rc == 0 && i < m->ntargets; i++)
+		if ((rc = buf_printf(out, "stagedrain_%s{target=\"%s\"} ", name, m->targets[i].name)) == 0)
+			rc = value(out, &m->targets[i]);
+	return rc;
+}
+
+static int up_value(struct buf *out, const struct metrics_target *t)
+{
+	return buf_printf(out, "%d\n", t->up);
+}
+
+static int relayed_value(struct buf *out, const struct metrics_target *t)
+{
+	return buf_printf(out, "%llu\n", t->relayed);
+}
+
+static int held_value(struct buf *out, const struct metrics_target *t)
+{
+	return buf_printf(out, "%lld\n", t->held);
+}
+
+static int push_sum_value(struct buf *out, const struct metrics_target *t)
+{
+	return buf_printf(out, "%.6f\n", t->push_seconds);
+}
+
+static int push_count_value(struct buf *out, const struct metrics_target *t)
+{
+	return buf_printf(out, "%llu\n", t->pushes);
+}
+
+int metrics_targets_format(const struct metrics *m, struct buf *out)
+{
+	int rc = series(m, out, "target_up", "gauge",
+			"1 while the target (--route; default: --redis-url) takes jobs; 0 while its jobs wait in "
+			"staged_jobs_held (unreachable, over its memory bound, too few replicas, or not led).",
+			up_value);
+
+	if (rc == 0)
+		rc = series(m, out, "target_jobs_relayed_total", "counter",
+			    "Jobs the target acknowledged in committed transactions.", relayed_value);
+	if (rc == 0)
+		rc = series(m, out, "target_jobs_held", "gauge",
+			    "Jobs waiting in staged_jobs_held for the target (down, or capped queues).", held_value);
+	if (rc == 0)
+		rc = series(m, out, "target_push_seconds_sum", "counter",
+			    "Time the target's pushes took, from send to acknowledgement, summed.", push_sum_value);
+	if (rc == 0)
+		rc = series(m, out, "target_push_seconds_count", "counter",
+			    "Pushes the target acknowledged in committed transactions.", push_count_value);
+	return rc;
+}

@@ -1,0 +1,259 @@
+/* Routes (--route) against real servers: rows split between two Redis by
+ * queue and by their route column, a route column naming no route, a target
+ * that stops answering while the other flows, and a leader killed after one
+ * target acknowledged its part of a batch and before the other did. */
+#include "fmacros.h"
+
+#include <check.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "suites.h"
+
+/* The second Redis (services.sh redis2-start): target "b". */
+struct second {
+	redisContext *r;
+	char route[256];
+	int pid;
+};
+
+static void second_start(struct second *s, const char *queues, const char *more)
+{
+	char path[600];
+	FILE *f;
+
+	h_services("redis2-start");
+	s->r = redisConnect("127.0.0.1", h_port("redis2"));
+	ck_assert_msg(s->r && !s->r->err, "redis2: %s", s->r ? s->r->errstr : "no memory");
+	freeReplyObject(h_cmd(s->r, "FLUSHALL"));
+	snprintf(s->route, sizeof(s->route), "b %s --redis-url redis://127.0.0.1:%d/0%s", queues, h_port("redis2"),
+		 more);
+	snprintf(path, sizeof(path), "%s/redis2.pid", h_env("TEST_DIR"));
+	ck_assert_ptr_nonnull(f = fopen(path, "r"));
+	ck_assert_int_eq(fscanf(f, "%d", &s->pid), 1);
+	fclose(f);
+}
+
+static void second_stop(struct second *s)
+{
+	kill(s->pid, SIGCONT);
+	redisFree(s->r);
+	h_services("redis2-stop");
+}
+
+/* True once LLEN key reaches n on r, within timeout_ms. */
+static bool wait_len(redisContext *r, const char *key, long long n, int timeout_ms)
+{
+	long long t0 = mono_ms();
+
+	while (h_cmd_int(r, "LLEN %s", key) < n) {
+		if (mono_ms() - t0 > timeout_ms)
+			return false;
+		sleep_ms(10);
+	}
+	return true;
+}
+
+/* The args of a Sidekiq list's jobs, in the order a worker takes them
+ * (RPOP: the list's tail first), as one text "1,2,3". */
+static void list_args(redisContext *r, const char *key, char *out, size_t len)
+{
+	json_t *jobs = h_list_jobs(r, key), *j;
+	size_t i, n = json_array_size(jobs), at = 0;
+
+	out[0] = '\0';
+	for (i = n; i-- > 0 && at + 24 < len;) {
+		j = json_array_get(json_object_get(json_array_get(jobs, i), "args"), 0);
+		at += (size_t)snprintf(out + at, len - at, "%s%lld", at ? "," : "", (long long)json_integer_value(j));
+	}
+	json_decref(jobs);
+}
+
+/* "first,first+1,...,first+n-1" */
+static void series(int first, int n, char *out, size_t len)
+{
+	size_t at = 0;
+
+	out[0] = '\0';
+	for (int i = 0; i < n && at + 24 < len; i++)
+		at += (size_t)snprintf(out + at, len - at, "%s%d", i ? "," : "", first + i);
+}
+
+START_TEST(rows_go_to_the_target_their_queue_or_route_column_names)
+{
+	PGconn *c = h_pg();
+	redisContext *r = h_redis();
+	struct second b;
+	char got[4096], want[4096], reason[300];
+
+	h_reset();
+	second_start(&b, "bq,bglob.*", "");
+	h_stage(c, "default", 1, 5);
+	h_stage(c, "bq", 100, 5);
+	h_stage(c, "bglob.x", 200, 3);
+	/* The route column beats the rules; "default" names the default target. */
+	h_sql(c, "INSERT INTO staged_jobs (queue, job_class, args, route) VALUES"
+		 " ('default', 'HardWorker', '[300]', 'b'), ('bq', 'HardWorker', '[301]', 'default'),"
+		 " ('default', 'HardWorker', '[302]', 'nope')");
+	{
+		const char *args[] = { "--once", "--route", b.route, NULL };
+		ck_assert_int_eq(h_relay_run("routed-split", args), 0);
+	}
+	list_args(r, "queue:default", got, sizeof(got));
+	ck_assert_str_eq(got, "1,2,3,4,5");
+	list_args(r, "queue:bq", got, sizeof(got));
+	ck_assert_str_eq(got, "301");
+	list_args(b.r, "queue:bq", got, sizeof(got));
+	series(100, 5, want, sizeof(want));
+	ck_assert_str_eq(got, want);
+	list_args(b.r, "queue:bglob.x", got, sizeof(got));
+	ck_assert_str_eq(got, "200,201,202");
+	list_args(b.r, "queue:default", got, sizeof(got));
+	ck_assert_str_eq(got, "300");
+	/* Sidekiq's own layout on each: the queues set names what each holds. */
+	ck_assert_int_eq(h_cmd_int(b.r, "SISMEMBER queues bq"), 1);
+	ck_assert_int_eq(h_cmd_int(r, "SISMEMBER queues bglob.x"), 0);
+	/* Each target keeps its own fence and epoch. */
+	ck_assert_int_eq(h_cmd_int(b.r, "EXISTS %s", h_epoch_key()), 0);
+	ck_assert_int_eq(h_cmd_int(b.r, "EXISTS stagedrain:%lld:b:epoch", 0x73746764726eLL), 1);
+	ck_assert_int_eq(h_cmd_int(r, "EXISTS %s", h_epoch_key()), 1);
+	/* A route no rule defines: dead-lettered with the reason, the rest went on. */
+	h_sql_text(c, "SELECT reason FROM staged_jobs_dead WHERE args = '[302]' AND route = 'nope'", reason,
+		   sizeof(reason));
+	ck_assert_msg(strstr(reason, "route \"nope\"") != NULL, "reason: %s", reason);
+	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs"), 0);
+	second_stop(&b);
+	redisFree(r);
+	PQfinish(c);
+}
+END_TEST
+
+/* Target b stops answering (SIGSTOP): its rows wait held, in order, while the
+ * default target's keep flowing; once it answers again they arrive, each once. */
+START_TEST(a_target_that_stops_answering_holds_its_rows_while_the_other_flows)
+{
+	PGconn *c = h_pg();
+	redisContext *r = h_redis();
+	struct second b;
+	struct relay_proc p;
+	char got[8192], want[8192], *page;
+	int port, status;
+
+	h_reset();
+	second_start(&b, "bq", " --sidekiq-version 7");
+	{
+		const char *args[] = { "--route",
+				       b.route,
+				       "--redis-timeout",
+				       "300",
+				       "--poll-interval",
+				       "50",
+				       "--sidekiq-version",
+				       "7",
+				       "--http-addr",
+				       "127.0.0.1:0",
+				       NULL };
+		h_relay_start(&p, "routed-down", args);
+	}
+	port = h_http_port(&p);
+	h_stage(c, "bq", 1, 10);
+	RELAY_CHECK(&p, wait_len(b.r, "queue:bq", 10, 10000), "b never got its first jobs");
+	kill(b.pid, SIGSTOP);
+	for (int k = 0; k < 10; k++) {
+		h_stage(c, "bq", 11 + k * 10, 10);
+		h_stage(c, "default", 1 + k * 10, 10);
+		sleep_ms(50);
+	}
+	RELAY_CHECK(&p, wait_len(r, "queue:default", 100, 20000), "the default target stopped with b");
+	RELAY_CHECK(&p, h_sql(c, "SELECT count(*) FROM staged_jobs_held WHERE target = 'b'") > 0,
+		    "b's rows were not held");
+	/* Each target's state shows; the relay is ready while one target is. */
+	page = h_http_get(port, "/metrics", &status);
+	RELAY_CHECK(&p, h_metric_sample(page, "stagedrain_target_up{target=\"b\"}") == 0, "b shows up: %s", page);
+	RELAY_CHECK(&p, h_metric_sample(page, "stagedrain_target_up{target=\"default\"}") == 1, "%s", page);
+	RELAY_CHECK(&p, h_metric_sample(page, "stagedrain_target_jobs_relayed_total{target=\"default\"}") >= 100, "%s",
+		    page);
+	free(page);
+	free(h_http_get(port, "/readyz", &status));
+	RELAY_CHECK(&p, status == 200, "not ready with the default target up: %d", status);
+	kill(b.pid, SIGCONT);
+	RELAY_CHECK(&p, wait_len(b.r, "queue:bq", 110, 30000), "b's held rows never arrived");
+	sleep_ms(300);
+	h_relay_kill(&p, SIGTERM);
+	ck_assert_int_eq(h_relay_wait(&p, 10000), 0);
+	list_args(b.r, "queue:bq", got, sizeof(got));
+	series(1, 110, want, sizeof(want));
+	ck_assert_str_eq(got, want);
+	list_args(r, "queue:default", got, sizeof(got));
+	series(1, 100, want, sizeof(want));
+	ck_assert_str_eq(got, want);
+	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs_held"), 0);
+	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs"), 0);
+	ck_assert(h_log_contains(p.log, "target=b"));
+	second_stop(&b);
+	redisFree(r);
+	PQfinish(c);
+}
+END_TEST
+
+/* One batch for both targets: the default one acknowledges its part, then
+ * the relay dies waiting on b's (stopped). Whatever b then does with the push
+ * it had, the next leader pushes nothing twice and loses nothing. */
+START_TEST(a_leader_killed_after_one_target_acknowledged_pushes_nothing_twice)
+{
+	PGconn *c = h_pg();
+	redisContext *r = h_redis();
+	struct second b;
+	struct relay_proc p;
+	char got[8192], want[8192];
+
+	h_reset();
+	second_start(&b, "bq", " --sidekiq-version 7");
+	{
+		const char *args[] = { "--route", b.route, "--redis-timeout", "20000", "--sidekiq-version", "7", NULL };
+		h_relay_start(&p, "routed-crash", args);
+	}
+	RELAY_CHECK(&p, h_log_wait(&p, "target=b", 10000) && h_log_wait_count(&p, "msg=leading", 2, 10000),
+		    "the relay never led on both targets");
+	kill(b.pid, SIGSTOP);
+	h_sql(c, "INSERT INTO staged_jobs (queue, job_class, args)"
+		 " SELECT CASE WHEN i %% 2 = 0 THEN 'default' ELSE 'bq' END, 'HardWorker', jsonb_build_array(i)"
+		 " FROM generate_series(1, 40) i ORDER BY i");
+	RELAY_CHECK(&p, wait_len(r, "queue:default", 20, 10000), "the default target never acknowledged");
+	sleep_ms(100);
+	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs"), 40); /* not committed */
+	h_relay_crash(&p, c);
+	kill(b.pid, SIGCONT);
+	{
+		const char *args[] = { "--once", "--route", b.route, NULL };
+		ck_assert_int_eq(h_relay_run("routed-crash-2", args), 0);
+	}
+	list_args(r, "queue:default", got, sizeof(got));
+	ck_assert_str_eq(got, "2,4,6,8,10,12,14,16,18,20,22,24,26,28,30,32,34,36,38,40");
+	list_args(b.r, "queue:bq", got, sizeof(got));
+	want[0] = '\0';
+	for (int i = 1, at = 0; i < 40; i += 2)
+		at += snprintf(want + at, sizeof(want) - (size_t)at, "%s%d", i > 1 ? "," : "", i);
+	ck_assert_str_eq(got, want);
+	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs"), 0);
+	second_stop(&b);
+	redisFree(r);
+	PQfinish(c);
+}
+END_TEST
+
+Suite *routed_suite(void)
+{
+	Suite *s = suite_create("routed");
+	TCase *tc = tcase_create("routed");
+
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, rows_go_to_the_target_their_queue_or_route_column_names);
+	tcase_add_test(tc, a_target_that_stops_answering_holds_its_rows_while_the_other_flows);
+	tcase_add_test(tc, a_leader_killed_after_one_target_acknowledged_pushes_nothing_twice);
+	suite_add_tcase(s, tc);
+	return s;
+}
