@@ -496,6 +496,36 @@ static int check_tls(const struct config *cfg, char *err, size_t errlen)
 	return 0;
 }
 
+/* The names of the formats in bits (SETTING_FORMAT), joined by " or ". */
+static void format_names(unsigned bits, char *out, size_t len)
+{
+	size_t n = 0;
+
+	out[0] = '\0';
+	for (const struct choice *c = settings_find("format")->choices; c->name && n < len; c++)
+		if (bits & SETTING_FORMAT(c->value))
+			n += (size_t)snprintf(out + n, len - n, "%s%s", n ? " or " : "", c->name);
+}
+
+/* A setting given for a format that ignores it is refused: whoever set it
+ * expects it to change what is written. */
+static int check_formats(const struct config *cfg, const struct pick *picks, char *err, size_t errlen)
+{
+	char from[160], want[64], have[32];
+
+	for (size_t i = 0; i < settings_count; i++) {
+		const struct setting *s = &settings[i];
+
+		if (!picks[i].set || !s->formats || (s->formats & SETTING_FORMAT(cfg->format)))
+			continue;
+		format_names(s->formats, want, sizeof(want));
+		format_names(SETTING_FORMAT(cfg->format), have, sizeof(have));
+		return value_fail(err, errlen, -EINVAL, "--%s%s is only used with --format %s, not %s", s->flag,
+				  source(&picks[i], from, sizeof(from)), want, have);
+	}
+	return 0;
+}
+
 /* Whether pg_url holds a password: libpq's own parser says. */
 static bool pg_url_has_password(const char *url)
 {
@@ -535,6 +565,8 @@ int config_load(struct config *cfg, int argc, char **argv, char *err, size_t err
 	}
 	if (rc == 0)
 		rc = apply_all(cfg, picks, err, errlen);
+	if (rc == 0 && !cfg->help && !cfg->version)
+		rc = check_formats(cfg, picks, err, errlen);
 	if (rc == 0 && !cfg->help && !cfg->version)
 		rc = check_tls(cfg, err, errlen);
 	if (rc == 0)
