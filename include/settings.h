@@ -22,6 +22,7 @@ enum value_type {
 	V_ADDR,   /* char * http_addr, "" or HOST:PORT, also split into http_host and http_port */
 	V_STR,    /* char *, as given (a path, a name); NULL when unset or empty */
 	V_LIMITS, /* struct queue_limits, from "NAME=N,NAME=N" */
+	V_ROUTE,  /* a route (routes.h); each --route adds one, the variable holds several */
 };
 
 /* Whether a route (--route, routes.h) may give a setting, and what its target

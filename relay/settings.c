@@ -156,6 +156,20 @@ const struct setting settings[] = {
 	  .off = OFF(key_prefix), .def_doc = "none (\"resque\" for resque)", .route = ROUTE_FORMAT,
 	  .help = "key prefix as redis-namespace writes it: NAME:queue:default; the colon "
 		  "is added, and an empty NAME means no prefix (laravel: --laravel-prefix)" },
+	{ .flag = "route", .env = "STAGEDRAIN_ROUTE", .type = V_ROUTE, .metavar = "ROUTE", .def_doc = "none",
+	  .help = "send some queues to another redis or format: \"NAME QUEUES [--SETTING VALUE ...]\", e.g. "
+		  "\"bulk bulk,report-* --redis-url redis://r2:6379/0\"; QUEUES are comma-separated names "
+		  "or globs (*, ?, [...]), or - for none, and a row's route column may name the route too; "
+		  "SETTINGS are --redis-url (required), --redis-password-file, --redis-tls-*, "
+		  "--redis-wait-*, --max-redis-memory, --format, --namespace, --sidekiq-version, "
+		  "--rails-version and --laravel-prefix (without --format: the relay's format and its "
+		  "settings; redis settings are never the relay's); the first matching pattern wins, "
+		  "other queues go to --redis-url; repeat for more routes, or separate them with "
+		  "newlines or ; in the variable" },
+	{ .flag = "route-file", .env = "STAGEDRAIN_ROUTE_FILE", .type = V_STR, .metavar = "PATH",
+	  .def_doc = "none", .off = OFF(route_file),
+	  .help = "more routes (see --route), one per line, after --route's; blank lines and lines "
+		  "starting with # are skipped" },
 	{ .flag = "batch-size", .env = "STAGEDRAIN_BATCH_SIZE", .type = V_INT, .metavar = "N",
 	  .def = "1000", .num = &value_count, .min = 1, .max = 100000, .off = OFF(batch_size),
 	  .help = "rows moved per transaction" },
