@@ -24,7 +24,8 @@ static const char *const all_vars[] = {
 	"STAGEDRAIN_REDIS_PASSWORD_FILE", "STAGEDRAIN_HTTP_ADDR", "STAGEDRAIN_WARN_XACT_AGE",
 	"STAGEDRAIN_WATCH_INTERVAL", "STAGEDRAIN_RAILS_VERSION", "STAGEDRAIN_LARAVEL_PREFIX",
 	"STAGEDRAIN_MAX_QUEUE_LENGTH", "STAGEDRAIN_QUEUE_LIMIT", "STAGEDRAIN_MAX_REDIS_MEMORY",
-	"STAGEDRAIN_STOP_TIMEOUT", "STAGEDRAIN_READYZ_DETAIL", NULL,
+	"STAGEDRAIN_STOP_TIMEOUT", "STAGEDRAIN_READYZ_DETAIL", "STAGEDRAIN_ROUTE",
+	"STAGEDRAIN_ROUTE_FILE",  NULL,
 };
 
 static const char *const all_flags[] = {
@@ -32,7 +33,8 @@ static const char *const all_flags[] = {
 	"--batch-size", "--max-job-bytes", "--poll-interval", "--redis-timeout", "--lock-key",
 	"--log-format", "--log-level",     "--once",     "--help",            "-h",
 	"--version",    "-V",              "--pg-url-file", "--pg-password-file", "--redis-url-file",
-	"--redis-password-file", "--http-addr", "--warn-xact-age", "--watch-interval", NULL,
+	"--redis-password-file", "--http-addr", "--warn-xact-age", "--watch-interval", "--route",
+	"--route-file", NULL,
 };
 /* clang-format on */
 
@@ -861,6 +863,8 @@ START_TEST(usage_lists_every_setting)
 	ck_assert(strstr(text, "(100ms to 1h)"));
 	ck_assert(strstr(text, "default 5min"));
 	ck_assert(strstr(text, "--http-addr HOST:PORT"));
+	ck_assert(strstr(text, "--route ROUTE\n"));
+	ck_assert(strstr(text, "\"NAME QUEUES [--SETTING\n"));
 	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
 		ck_assert_msg(strlen(line) <= 80, "line too long: %s", line);
 	free(text);

@@ -19,6 +19,7 @@ Suite *celery_format_suite(void);
 Suite *queue_groups_suite(void);
 Suite *cmd_args_suite(void);
 Suite *status_unit_suite(void);
+Suite *routes_suite(void);
 
 Suite *relay_suite(void);
 Suite *faults_suite(void);
