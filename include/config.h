@@ -60,6 +60,7 @@ struct config {
 	bool version;
 	bool pg_url_argv_password;    /* --pg-url, given as a flag, holds a password (ps shows it) */
 	bool redis_url_argv_password; /* the same for --redis-url */
+	char *route_file;             /* NULL, or --route-file: its routes follow --route's (read at load) */
 	struct routes routes;         /* the targets rows go to; routes.t[0] is this config's own */
 	char *route_name;             /* a route's config: its name, in its own keys' names; NULL: the default */
 };
@@ -75,5 +76,17 @@ struct config {
  */
 int config_load(struct config *cfg, int argc, char **argv, char *err, size_t errlen) SD_MUSTCHECK;
 void config_free(struct config *cfg);
+
+/*
+ * A route's config (routes.h): a copy of base owning all its strings, with
+ * the route's words ("--SETTING VALUE" or "--SETTING=VALUE") applied as
+ * config_load applies flags, and route_name set to name. Only the settings
+ * the table lets a route give are taken, and --redis-url is required; the
+ * Redis settings it does not give are their defaults, so are the format's
+ * when it gives --format, and the rest are base's. On error returns -EINVAL
+ * with the cause in why (never a password), and route is then freed.
+ */
+int config_route(struct config *route, const struct config *base, const char *name, char **words, int nwords, char *why,
+		 size_t len) SD_MUSTCHECK;
 
 #endif

@@ -30,6 +30,8 @@ struct queue_limits {
 int queue_limits_parse(struct queue_limits *ql, const char *text, char *why, size_t whylen) SD_MUSTCHECK;
 /* The cap of queue: its own limit if listed, else dflt (0: uncapped). */
 long queue_limits_cap(const struct queue_limits *ql, const char *queue, size_t len, long dflt);
+/* A deep copy of src into dst (empty before): 0, or -ENOMEM with dst left empty. */
+int queue_limits_copy(struct queue_limits *dst, const struct queue_limits *src) SD_MUSTCHECK;
 void queue_limits_free(struct queue_limits *ql);
 
 #endif

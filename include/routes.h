@@ -5,20 +5,25 @@
  * `route` column, when set, names its target; otherwise the first rule whose
  * queue pattern matches the row's queue does; otherwise the default.
  *
- * A route, one per --route value or per line of the file:
+ * A route, one per --route value, per line or ';'-separated piece of
+ * STAGEDRAIN_ROUTE, or per line of the file; words separated by whitespace,
+ * no quoting:
  *
  *   NAME QUEUES [--SETTING VALUE | --SETTING=VALUE ...]
  *
- * NAME: letters, digits, '_', '-' and '.', unique, not "default". QUEUES:
- * comma-separated queue names or fnmatch globs (*, ?, [...]), or "-" for a
- * route rows reach only by their route column. SETTINGS: the Redis and format
- * settings of the relay's own flags (--redis-url, which every route needs,
- * --redis-password-file, --redis-tls-*, --redis-wait-replicas,
+ * NAME: letters, digits, '_', '-' and '.', at most 64, not starting with '-',
+ * unique, not "default". QUEUES: comma-separated queue names or fnmatch
+ * globs (a pattern with *, ? or [), or "-" for a route rows reach only by
+ * their route column; a pattern no queue could reach (given twice, or taken
+ * by an earlier one) is an error. SETTINGS: the Redis and format settings of
+ * the relay's own flags, parsed as they are (--redis-url, which every route
+ * needs, --redis-password-file, --redis-tls-*, --redis-wait-replicas,
  * --redis-wait-timeout, --max-redis-memory, --format, --namespace,
- * --sidekiq-version, --rails-version, --laravel-prefix). A route without
- * --format inherits the default target's format and its settings; one with
- * --format starts that format's settings from their defaults. Redis settings
- * are never inherited (another server), except --redis-timeout.
+ * --sidekiq-version, --rails-version, --laravel-prefix; settings.h's .route).
+ * A route without --format inherits the default target's format and its
+ * settings; one with --format starts that format's settings from their
+ * defaults. Redis settings are never inherited (another server), except
+ * --redis-timeout, which is the relay's as every other setting is.
  */
 #ifndef STAGEDRAIN_ROUTES_H
 #define STAGEDRAIN_ROUTES_H
@@ -54,6 +59,18 @@ struct routes {
 int routes_init(struct routes *r, struct config *cfg) SD_MUSTCHECK;
 /* Frees the routes' targets other than the default, and their configs. */
 void routes_free(struct routes *r);
+
+/*
+ * Parses one route (the syntax above) and adds its target, whose config is
+ * a copy of base with the route's settings (config_route), and its rules
+ * after the others. On error returns -EINVAL with the cause in why (never a
+ * password), or -ENOMEM; r is then unchanged.
+ */
+int routes_add(struct routes *r, const struct config *base, const char *text, char *why, size_t len) SD_MUSTCHECK;
+/* Copies a route's text for a message, one bounded line, with what comes
+ * between a URL's "://" and its last '@' (user, password) and the value of
+ * any "password=" written as "...": returns out. */
+const char *routes_printable(const char *text, char *out, size_t len);
 
 /* No target: the row's route column names none (routes_find). */
 #define ROUTES_NONE ((size_t)-1)

@@ -22,7 +22,20 @@ enum value_type {
 	V_ADDR,   /* char * http_addr, "" or HOST:PORT, also split into http_host and http_port */
 	V_STR,    /* char *, as given (a path, a name); NULL when unset or empty */
 	V_LIMITS, /* struct queue_limits, from "NAME=N,NAME=N" */
+	V_ROUTE,  /* a route (routes.h); each --route adds one, the variable holds several */
 };
+
+/* Whether a route (--route, routes.h) may give a setting, and what its target
+ * has when the route does not. */
+enum route_scope {
+	ROUTE_NO = 0,  /* the relay's alone: every target has the relay's value */
+	ROUTE_OWN,     /* the default, never the relay's value: another server's */
+	ROUTE_INHERIT, /* the relay's value */
+	ROUTE_FORMAT,  /* the relay's value, or the default when the route gives --format */
+};
+
+/* struct setting's .formats: the formats a setting means something with. */
+#define SETTING_FORMAT(f) (1u << (f))
 
 struct setting {
 	const char *flag; /* without the leading dashes */
@@ -40,6 +53,8 @@ struct setting {
 	long long min, max;
 	bool secret;          /* may hold a password: never echoed in errors */
 	const char *file_for; /* V_FILE: the flag whose value the file holds */
+	enum route_scope route;
+	unsigned formats; /* 0: any; else SETTING_FORMAT bits: given with another format, an error */
 };
 
 /* In the order they are applied and shown; settings_count of them. */

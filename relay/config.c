@@ -28,8 +28,39 @@ struct pick {
 	const char *env;
 	const char *file;
 	char *owned;
+	const char **vals; /* V_ROUTE from the command line: every value, in order */
+	size_t nvals;
 	bool set;
 };
+
+/* The strings a config owns: config_free frees them, a route's copy copies them. */
+static const size_t config_strings[] = {
+	offsetof(struct config, pg_url),
+	offsetof(struct config, pg_password),
+	offsetof(struct config, redis_url),
+	offsetof(struct config, redis_password),
+	offsetof(struct config, redis_tls_ca_file),
+	offsetof(struct config, redis_tls_cert_file),
+	offsetof(struct config, redis_tls_key_file),
+	offsetof(struct config, redis_tls_server_name),
+	offsetof(struct config, laravel_prefix),
+	offsetof(struct config, key_prefix),
+	offsetof(struct config, http_addr),
+	offsetof(struct config, http_host),
+	offsetof(struct config, route_file),
+	offsetof(struct config, route_name),
+};
+#define NSTRINGS (sizeof(config_strings) / sizeof(config_strings[0]))
+
+static char **string_at(struct config *cfg, size_t off)
+{
+	return (char **)((char *)cfg + off);
+}
+
+static const char *string_in(const struct config *cfg, size_t off)
+{
+	return *(char *const *)((const char *)cfg + off);
+}
 
 static void *field(struct config *cfg, const struct setting *s)
 {
@@ -239,6 +270,8 @@ static int apply(struct config *cfg, const struct setting *s, const char *raw, c
 		return redis_target_parse_with_password(&cfg->redis, raw, cfg->redis_password, why, len);
 	case V_FILE:
 		return 0; /* read_files gave its contents to .file_for */
+	case V_ROUTE:
+		return 0; /* load_routes adds them last: each copies the finished config */
 	case V_SECRET:
 		return raw ? value_set_str(field(cfg, s), raw) : 0;
 	case V_NS:
@@ -271,6 +304,29 @@ static int apply(struct config *cfg, const struct setting *s, const char *raw, c
 	return -EINVAL;
 }
 
+/* Every value of a setting that may be repeated, in order. */
+static int add_value(struct pick *p, const char *val)
+{
+	const char **vals = realloc(p->vals, (p->nvals + 1) * sizeof(*vals));
+
+	if (!vals)
+		return -ENOMEM;
+	p->vals = vals;
+	p->vals[p->nvals++] = val;
+	p->val = val;
+	p->set = true;
+	return 0;
+}
+
+static void free_picks(struct pick *picks)
+{
+	for (size_t i = 0; picks && i < settings_count; i++) {
+		free(picks[i].owned);
+		free(picks[i].vals);
+	}
+	free(picks);
+}
+
 /* Reads the option at argv[*i], and its value from the next argument if it
  * takes one. A next argument starting with -- is taken for a forgotten value,
  * not a value: --flag=--text still passes such text. */
@@ -292,6 +348,8 @@ static int scan_flag(struct pick *picks, int argc, char **argv, int *i, char *er
 		val = argv[++*i];
 	else
 		return value_fail(err, errlen, -EINVAL, "--%s needs a value", s->flag);
+	if (s->type == V_ROUTE)
+		return add_value(&picks[s - settings], val) < 0 ? value_fail(err, errlen, -ENOMEM, "out of memory") : 0;
 	picks[s - settings] = (struct pick){ .val = val, .set = true };
 	return 0;
 }
@@ -361,6 +419,7 @@ static const char *source(const struct pick *p, char *out, size_t len)
 }
 
 #define SECRET_FILE_MAX 65536
+#define ROUTE_FILE_MAX 1048576
 
 /* One trailing newline is dropped, as echo and editors write one; what is
  * left must be one line. No message says anything of the contents. */
@@ -380,34 +439,48 @@ static int trim_secret(char *buf, size_t *n, char *why, size_t len)
 	return 0;
 }
 
-/* Reads a *-file setting's file whole into *out (the caller frees it). */
-static int read_secret(const char *path, char **out, char *why, size_t len)
+/* Reads a file whole into *out (the caller frees it), *n bytes of it and a
+ * NUL after them; max bytes at most, shown as max_text when it is more. */
+static int read_whole(const char *path, size_t max, const char *max_text, char **out, size_t *n, char *why, size_t len)
 {
 	FILE *f = fopen(path, "rb");
 	char *buf = NULL;
-	size_t n = 0;
 	int rc = 0;
 
+	*n = 0;
 	if (!f)
 		return value_fail(why, len, -EINVAL, "could not open the file: %s", strerror(errno));
 	/* One byte more than allowed tells a file that is too big. */
-	if ((buf = malloc(SECRET_FILE_MAX + 1)))
-		n = fread(buf, 1, SECRET_FILE_MAX + 1, f);
+	if ((buf = malloc(max + 1)))
+		*n = fread(buf, 1, max + 1, f);
 	if (!buf)
 		rc = -ENOMEM;
 	else if (ferror(f))
 		rc = value_fail(why, len, -EINVAL, "could not read the file: %s", strerror(errno));
-	else if (n > SECRET_FILE_MAX)
-		rc = value_fail(why, len, -EINVAL, "the file is larger than 64k");
+	else if (*n > max)
+		rc = value_fail(why, len, -EINVAL, "the file is larger than %s", max_text);
 	fclose(f);
-	if (rc == 0)
-		rc = trim_secret(buf, &n, why, len);
 	if (rc < 0) {
 		free(buf);
 		return rc;
 	}
+	buf[*n] = '\0';
 	*out = buf;
 	return 0;
+}
+
+/* Reads a *-file setting's file whole into *out (the caller frees it). */
+static int read_secret(const char *path, char **out, char *why, size_t len)
+{
+	char *buf;
+	size_t n;
+	int rc = read_whole(path, SECRET_FILE_MAX, "64k", &buf, &n, why, len);
+
+	if (rc == 0 && (rc = trim_secret(buf, &n, why, len)) < 0)
+		free(buf);
+	if (rc == 0)
+		*out = buf;
+	return rc;
 }
 
 /* Reads each *-file setting that is set. A V_FILE's contents become the value
@@ -458,16 +531,55 @@ static int apply_one(struct config *cfg, const struct setting *s, const struct p
 			  value_printable(raw, shown, sizeof(shown)), from, why);
 }
 
-/* Password files go first: the redis url's parser must know whether its
- * password is replaced (a user name alone is an error otherwise). */
-static int apply_all(struct config *cfg, const struct pick *picks, char *err, size_t errlen)
+/* Whether a route's config keeps the relay's value of s, which it copied
+ * (enum route_scope); format_given: the route gives --format. */
+static bool route_keeps(const struct config *route, const struct setting *s, const struct pick *p, bool format_given)
 {
+	if (p->set)
+		return false;
+	switch (s->route) {
+	case ROUTE_NO:
+	case ROUTE_INHERIT:
+		return true;
+	case ROUTE_OWN:
+		return false;
+	case ROUTE_FORMAT:
+		/* Laravel's key prefix is --laravel-prefix, which the route may give. */
+		return !format_given && !(s->type == V_NS && route->format == FORMAT_LARAVEL);
+	}
+	return true;
+}
+
+/* Frees the relay's value of s in a route's copy, which apply replaces:
+ * some of its cases keep what they find, or never free it. */
+static void unset(struct config *cfg, const struct setting *s)
+{
+	if (s->type == V_REDIS)
+		redis_target_free(&cfg->redis);
+	if (s->type == V_REDIS || s->type == V_PG || s->type == V_SECRET || s->type == V_NS || s->type == V_STR ||
+	    s->type == V_ADDR) {
+		free(*(char **)field(cfg, s));
+		*(char **)field(cfg, s) = NULL;
+	}
+}
+
+/* Password files go first: the redis url's parser must know whether its
+ * password is replaced (a user name alone is an error otherwise). For a
+ * route's config (route), only what the route does not keep is applied. */
+static int apply_all(struct config *cfg, const struct pick *picks, bool route, char *err, size_t errlen)
+{
+	bool format_given = picks[settings_find("format") - settings].set;
+
 	for (int pass = 0; pass < 2; pass++) {
 		for (size_t i = 0; i < settings_count; i++) {
 			int rc;
 
 			if ((settings[i].type == V_SECRET) != (pass == 0))
 				continue;
+			if (route && route_keeps(cfg, &settings[i], &picks[i], format_given))
+				continue;
+			if (route)
+				unset(cfg, &settings[i]);
 			if ((rc = apply_one(cfg, &settings[i], &picks[i], err, errlen)) < 0)
 				return rc;
 		}
@@ -496,6 +608,36 @@ static int check_tls(const struct config *cfg, char *err, size_t errlen)
 	return 0;
 }
 
+/* The names of the formats in bits (SETTING_FORMAT), joined by " or ". */
+static void format_names(unsigned bits, char *out, size_t len)
+{
+	size_t n = 0;
+
+	out[0] = '\0';
+	for (const struct choice *c = settings_find("format")->choices; c->name && n < len; c++)
+		if (bits & SETTING_FORMAT(c->value))
+			n += (size_t)snprintf(out + n, len - n, "%s%s", n ? " or " : "", c->name);
+}
+
+/* A setting given for a format that ignores it is refused: whoever set it
+ * expects it to change what is written. */
+static int check_formats(const struct config *cfg, const struct pick *picks, char *err, size_t errlen)
+{
+	char from[160], want[64], have[32];
+
+	for (size_t i = 0; i < settings_count; i++) {
+		const struct setting *s = &settings[i];
+
+		if (!picks[i].set || !s->formats || (s->formats & SETTING_FORMAT(cfg->format)))
+			continue;
+		format_names(s->formats, want, sizeof(want));
+		format_names(SETTING_FORMAT(cfg->format), have, sizeof(have));
+		return value_fail(err, errlen, -EINVAL, "--%s%s is only used with --format %s, not %s", s->flag,
+				  source(&picks[i], from, sizeof(from)), want, have);
+	}
+	return 0;
+}
+
 /* Whether pg_url holds a password: libpq's own parser says. */
 static bool pg_url_has_password(const char *url)
 {
@@ -520,6 +662,164 @@ static void note_argv_passwords(struct config *cfg, const struct pick *picks)
 		redis->set && !redis->env && !redis->file && !cfg->redis_password && cfg->redis.password;
 }
 
+/* A route's config starts as a deep copy of the relay's, with no Redis
+ * target (the route's url gives it one) and no routes. */
+static int copy_base(struct config *route, const struct config *base)
+{
+	*route = *base;
+	memset(&route->redis, 0, sizeof(route->redis));
+	memset(&route->routes, 0, sizeof(route->routes));
+	memset(&route->queue_limits, 0, sizeof(route->queue_limits));
+	for (size_t i = 0; i < NSTRINGS; i++)
+		*string_at(route, config_strings[i]) = NULL;
+	for (size_t i = 0; i < NSTRINGS; i++) {
+		const char *from = string_in(base, config_strings[i]);
+
+		if (from && !(*string_at(route, config_strings[i]) = strdup(from)))
+			return -ENOMEM;
+	}
+	return queue_limits_copy(&route->queue_limits, &base->queue_limits);
+}
+
+/* A route's words, read as the command line is; only the settings a route
+ * may give (.route) are taken, and --redis-url is required. */
+static int scan_route(struct pick *picks, char **words, int n, char *why, size_t len)
+{
+	const struct setting *s;
+	char shown[64];
+	int rc;
+
+	for (int i = 0; i < n; i++) {
+		size_t k = strcspn(words[i], "=");
+
+		if (strncmp(words[i], "--", 2) != 0)
+			return value_fail(why, len, -EINVAL, "unexpected \"%s\": settings are --SETTING VALUE",
+					  value_printable(words[i], shown, sizeof(shown)));
+		if ((s = settings_find_flag(words[i], k)) && s->route == ROUTE_NO)
+			return value_fail(why, len, -EINVAL, "--%s is the relay's setting, not a route's", s->flag);
+		if ((rc = scan_flag(picks, n, words, &i, why, len)) < 0)
+			return rc;
+	}
+	if (!picks[settings_find("redis-url") - settings].set)
+		return value_fail(why, len, -EINVAL, "--redis-url is missing: every route needs its own");
+	return 0;
+}
+
+int config_route(struct config *route, const struct config *base, const char *name, char **words, int nwords, char *why,
+		 size_t len)
+{
+	struct pick *picks = calloc(settings_count, sizeof(*picks));
+	int rc;
+
+	memset(route, 0, sizeof(*route));
+	if (!picks)
+		return value_fail(why, len, -ENOMEM, "out of memory");
+	rc = scan_route(picks, words, nwords, why, len);
+	if (rc == 0)
+		rc = read_files(picks, why, len);
+	if (rc == 0 && (copy_base(route, base) < 0 || value_set_str(&route->route_name, name) < 0))
+		rc = value_fail(why, len, -ENOMEM, "out of memory");
+	if (rc == 0)
+		rc = apply_all(route, picks, true, why, len);
+	if (rc == 0)
+		rc = check_formats(route, picks, why, len);
+	if (rc == 0)
+		rc = check_tls(route, why, len);
+	free_picks(picks);
+	if (rc < 0)
+		config_free(route);
+	return rc;
+}
+
+/* Adds one route; where says where its text is, for the message. */
+static int add_route(struct config *cfg, const char *text, const char *where, bool from_argv, char *err, size_t errlen)
+{
+	char why[CONFIG_ERR_SIZE];
+	struct config *route;
+	int rc = routes_add(&cfg->routes, cfg, text, why, sizeof(why));
+
+	if (rc == -ENOMEM)
+		return value_fail(err, errlen, rc, "out of memory");
+	if (rc < 0)
+		return value_fail(err, errlen, rc, "%s: %s", where, why);
+	route = cfg->routes.t[cfg->routes.n - 1].cfg;
+	route->redis_url_argv_password = from_argv && !route->redis_password && route->redis.password;
+	return 0;
+}
+
+/* --route's values, or STAGEDRAIN_ROUTE's routes: one per line or between ';'. */
+static int load_route_values(struct config *cfg, const struct pick *p, char *err, size_t errlen)
+{
+	char shown[200], where[300], *copy, *save = NULL;
+	int rc = 0;
+
+	for (size_t i = 0; i < p->nvals && rc == 0; i++) {
+		snprintf(where, sizeof(where), "--route \"%s\"", routes_printable(p->vals[i], shown, sizeof(shown)));
+		rc = add_route(cfg, p->vals[i], where, true, err, errlen);
+	}
+	if (!p->env)
+		return rc;
+	if (!(copy = strdup(p->val)))
+		return value_fail(err, errlen, -ENOMEM, "out of memory");
+	for (char *t = strtok_r(copy, "\n;", &save); t && rc == 0; t = strtok_r(NULL, "\n;", &save)) {
+		size_t n;
+
+		t += strspn(t, " \t\r\v\f");
+		for (n = strlen(t); n > 0 && isspace((unsigned char)t[n - 1]);)
+			t[--n] = '\0';
+		if (!*t)
+			continue;
+		snprintf(where, sizeof(where), "--route \"%s\" (from %s)", routes_printable(t, shown, sizeof(shown)),
+			 p->env);
+		rc = add_route(cfg, t, where, false, err, errlen);
+	}
+	free(copy);
+	return rc;
+}
+
+/* --route-file's routes: one a line; blank lines and # comments skipped. */
+static int load_route_file(struct config *cfg, const struct pick *p, char *err, size_t errlen)
+{
+	char why[160], shown[96], from[160], where[300], *text, *line, *next;
+	size_t n, lineno = 0;
+	int rc = read_whole(cfg->route_file, ROUTE_FILE_MAX, "1M", &text, &n, why, sizeof(why));
+
+	if (rc == 0 && memchr(text, '\0', n)) {
+		free(text);
+		rc = value_fail(why, sizeof(why), -EINVAL, "the file holds a NUL byte");
+	}
+	value_printable(cfg->route_file, shown, sizeof(shown));
+	source(p, from, sizeof(from));
+	if (rc == -ENOMEM)
+		return value_fail(err, errlen, rc, "out of memory");
+	if (rc < 0)
+		return value_fail(err, errlen, rc, "invalid --route-file \"%s\"%s: %s", shown, from, why);
+	for (line = text; line && rc == 0; line = next) {
+		const char *t = line + strspn(line, " \t\r\v\f");
+
+		if ((next = strchr(line, '\n')))
+			*next++ = '\0';
+		lineno++;
+		if (!*t || *t == '#')
+			continue;
+		snprintf(where, sizeof(where), "--route-file %s%s line %zu", shown, from, lineno);
+		rc = add_route(cfg, line, where, false, err, errlen);
+	}
+	free(text);
+	return rc;
+}
+
+/* Routes come last: each copies the relay's finished config. */
+static int load_routes(struct config *cfg, const struct pick *picks, char *err, size_t errlen)
+{
+	const struct pick *p = &picks[settings_find("route") - settings];
+	int rc = p->set ? load_route_values(cfg, p, err, errlen) : 0;
+
+	if (rc == 0 && cfg->route_file)
+		rc = load_route_file(cfg, &picks[settings_find("route-file") - settings], err, errlen);
+	return rc;
+}
+
 int config_load(struct config *cfg, int argc, char **argv, char *err, size_t errlen)
 {
 	struct pick *picks = calloc(settings_count, sizeof(*picks));
@@ -534,16 +834,18 @@ int config_load(struct config *cfg, int argc, char **argv, char *err, size_t err
 		rc = read_files(picks, err, errlen);
 	}
 	if (rc == 0)
-		rc = apply_all(cfg, picks, err, errlen);
+		rc = apply_all(cfg, picks, false, err, errlen);
+	if (rc == 0 && !cfg->help && !cfg->version)
+		rc = check_formats(cfg, picks, err, errlen);
 	if (rc == 0 && !cfg->help && !cfg->version)
 		rc = check_tls(cfg, err, errlen);
 	if (rc == 0)
 		note_argv_passwords(cfg, picks);
 	if (rc == 0 && routes_init(&cfg->routes, cfg) < 0)
 		rc = value_fail(err, errlen, -ENOMEM, "out of memory reading the settings");
-	for (size_t i = 0; i < settings_count; i++)
-		free(picks[i].owned);
-	free(picks);
+	if (rc == 0 && !cfg->help && !cfg->version)
+		rc = load_routes(cfg, picks, err, errlen);
+	free_picks(picks);
 	if (rc < 0)
 		config_free(cfg);
 	return rc;
@@ -553,21 +855,10 @@ void config_free(struct config *cfg)
 {
 	if (!cfg)
 		return;
-	free(cfg->pg_url);
-	free(cfg->pg_password);
-	free(cfg->redis_url);
-	free(cfg->redis_password);
-	free(cfg->key_prefix);
-	free(cfg->http_addr);
-	free(cfg->http_host);
-	free(cfg->redis_tls_ca_file);
-	free(cfg->redis_tls_cert_file);
-	free(cfg->redis_tls_key_file);
-	free(cfg->redis_tls_server_name);
-	free(cfg->laravel_prefix);
+	for (size_t i = 0; i < NSTRINGS; i++)
+		free(*string_at(cfg, config_strings[i]));
 	queue_limits_free(&cfg->queue_limits);
 	redis_target_free(&cfg->redis);
 	routes_free(&cfg->routes);
-	free(cfg->route_name);
 	memset(cfg, 0, sizeof(*cfg));
 }

@@ -17,6 +17,22 @@ void queue_limits_free(struct queue_limits *ql)
 	ql->n = 0;
 }
 
+int queue_limits_copy(struct queue_limits *dst, const struct queue_limits *src)
+{
+	*dst = (struct queue_limits){ NULL, 0 };
+	if (src->n && !(dst->v = calloc(src->n, sizeof(*dst->v))))
+		return -ENOMEM;
+	for (size_t i = 0; i < src->n; i++) {
+		dst->v[i] = src->v[i];
+		if (!(dst->v[i].queue = strndup(src->v[i].queue, src->v[i].len))) {
+			queue_limits_free(dst);
+			return -ENOMEM;
+		}
+		dst->n = i + 1;
+	}
+	return 0;
+}
+
 static const struct queue_limit *find(const struct queue_limits *ql, const char *queue, size_t len)
 {
 	for (size_t i = 0; i < ql->n; i++)

@@ -60,6 +60,9 @@ static const struct numkind period = {
 };
 
 #define OFF(field) offsetof(struct config, field)
+/* Sidekiq's settings serve ActiveJob too, and a sidekiq relay writes a row
+ * whose options say "activejob": true as ActiveJob does. */
+#define SIDEKIQ_FAMILY (SETTING_FORMAT(FORMAT_SIDEKIQ) | SETTING_FORMAT(FORMAT_ACTIVEJOB))
 
 /*
  * Applied in this order, except that V_SECRET files go first (the redis url
@@ -86,7 +89,7 @@ const struct setting settings[] = {
 		  "in --pg-url" },
 	{ .flag = "redis-url", .env = "STAGEDRAIN_REDIS_URL", .env_fallback = "REDIS_URL",
 	  .type = V_REDIS, .metavar = "URL", .def = "redis://127.0.0.1:6379/0",
-	  .off = OFF(redis_url), .secret = true,
+	  .off = OFF(redis_url), .secret = true, .route = ROUTE_OWN,
 	  .help = "redis to push jobs to: redis://[[user]:password@]host[:port][/db], "
 		  "rediss://... for TLS, unix://[[user]:password@]/path/to/redis.sock[?db=N], "
 		  "or through sentinels: redis-sentinel://[[user]:password@]h1[:p1],h2[:p2]/MASTER[/db] "
@@ -97,57 +100,76 @@ const struct setting settings[] = {
 		  "newline is ignored" },
 	{ .flag = "redis-password-file", .env = "STAGEDRAIN_REDIS_PASSWORD_FILE",
 	  .type = V_SECRET, .metavar = "PATH", .def_doc = "none", .off = OFF(redis_password),
+	  .route = ROUTE_OWN,
 	  .help = "read the redis password (AUTH) from this file; it replaces any "
 		  "password in --redis-url" },
 	{ .flag = "redis-tls-ca-file", .env = "STAGEDRAIN_REDIS_TLS_CA_FILE", .type = V_STR,
 	  .metavar = "PATH", .def_doc = "the system's CA certificates", .off = OFF(redis_tls_ca_file),
+	  .route = ROUTE_OWN,
 	  .help = "CA certificates (PEM) that verify a rediss:// server's certificate" },
 	{ .flag = "redis-tls-cert-file", .env = "STAGEDRAIN_REDIS_TLS_CERT_FILE", .type = V_STR,
-	  .metavar = "PATH", .def_doc = "none", .off = OFF(redis_tls_cert_file),
+	  .metavar = "PATH", .def_doc = "none", .off = OFF(redis_tls_cert_file), .route = ROUTE_OWN,
 	  .help = "client certificate (PEM) for a server that requires one; needs "
 		  "--redis-tls-key-file" },
 	{ .flag = "redis-tls-key-file", .env = "STAGEDRAIN_REDIS_TLS_KEY_FILE", .type = V_STR,
-	  .metavar = "PATH", .def_doc = "none", .off = OFF(redis_tls_key_file),
+	  .metavar = "PATH", .def_doc = "none", .off = OFF(redis_tls_key_file), .route = ROUTE_OWN,
 	  .help = "private key (PEM) of --redis-tls-cert-file" },
 	{ .flag = "redis-tls-server-name", .env = "STAGEDRAIN_REDIS_TLS_SERVER_NAME", .type = V_STR,
 	  .metavar = "NAME", .def_doc = "the url's host, or the address a sentinel gave",
-	  .off = OFF(redis_tls_server_name),
+	  .off = OFF(redis_tls_server_name), .route = ROUTE_OWN,
 	  .help = "name sent as SNI and required in the server's certificate" },
 	{ .flag = "redis-tls-insecure", .env = "STAGEDRAIN_REDIS_TLS_INSECURE", .type = V_BOOL,
-	  .def = "off", .choices = bool_words, .off = OFF(redis_tls_insecure),
+	  .def = "off", .choices = bool_words, .off = OFF(redis_tls_insecure), .route = ROUTE_OWN,
 	  .help = "encrypt but do not verify the server's certificate (a warning at start); "
 		  "anyone on the path can then read and change the jobs" },
 	{ .flag = "redis-wait-replicas", .env = "STAGEDRAIN_REDIS_WAIT_REPLICAS", .type = V_INT,
 	  .metavar = "N", .def = "0", .num = &value_count, .min = 0, .max = 100,
-	  .off = OFF(redis_wait_replicas),
+	  .off = OFF(redis_wait_replicas), .route = ROUTE_OWN,
 	  .help = "delete a batch's rows only after N replicas acknowledged its push (WAIT); "
 		  "fewer within --redis-wait-timeout and the batch is rolled back and tried "
 		  "again; 0 trusts the primary's acknowledgement alone" },
 	{ .flag = "redis-wait-timeout", .env = "STAGEDRAIN_REDIS_WAIT_TIMEOUT", .type = V_INT,
 	  .metavar = "DURATION", .def = "1s", .num = &duration, .min = 1, .max = 60000,
-	  .off = OFF(redis_wait_timeout_ms),
+	  .off = OFF(redis_wait_timeout_ms), .route = ROUTE_OWN,
 	  .help = "how long a batch waits for --redis-wait-replicas to acknowledge it" },
 	{ .flag = "format", .env = "STAGEDRAIN_FORMAT", .type = V_CHOICE, .def = "sidekiq",
-	  .choices = formats, .off = OFF(format),
+	  .choices = formats, .off = OFF(format), .route = ROUTE_FORMAT,
 	  .help = "job layout in redis, as the worker library writes it" },
 	{ .flag = "sidekiq-version", .env = "STAGEDRAIN_SIDEKIQ_VERSION", .type = V_CHOICE,
-	  .def = "auto", .choices = sidekiq_versions, .off = OFF(sidekiq_version),
+	  .def = "auto", .choices = sidekiq_versions, .off = OFF(sidekiq_version), .route = ROUTE_FORMAT,
+	  .formats = SIDEKIQ_FAMILY,
 	  .help = "sidekiq major version: 6 and 7 store timestamps as float seconds, "
 		  "8 as integer milliseconds; auto reads the running Sidekiq processes' "
 		  "versions from redis and writes milliseconds only while every one is 8" },
 	{ .flag = "rails-version", .env = "STAGEDRAIN_RAILS_VERSION", .type = V_CHOICE,
-	  .def = "7.1", .choices = rails_versions, .off = OFF(rails_version),
+	  .def = "7.1", .choices = rails_versions, .off = OFF(rails_version), .route = ROUTE_FORMAT,
+	  .formats = SIDEKIQ_FAMILY,
 	  .help = "rails version whose ActiveJob payload to write: 6.1 and 7.0 write "
 		  "times to the second, 7.1 and later to the nanosecond with scheduled_at "
 		  "(which 6.1 and 7.0 workers ignore)" },
 	{ .flag = "laravel-prefix", .env = "STAGEDRAIN_LARAVEL_PREFIX", .type = V_STR,
-	  .metavar = "PREFIX", .def = "laravel_database_", .off = OFF(laravel_prefix),
+	  .metavar = "PREFIX", .def = "laravel_database_", .off = OFF(laravel_prefix), .route = ROUTE_FORMAT,
+	  .formats = SETTING_FORMAT(FORMAT_LARAVEL),
 	  .help = "--format laravel: the redis connection's prefix (config/database.php, "
 		  "REDIS_PREFIX), written before queues:NAME as is; empty for none" },
 	{ .flag = "namespace", .env = "STAGEDRAIN_NAMESPACE", .type = V_NS, .metavar = "NAME",
-	  .off = OFF(key_prefix), .def_doc = "none (\"resque\" for resque)",
+	  .off = OFF(key_prefix), .def_doc = "none (\"resque\" for resque)", .route = ROUTE_FORMAT,
 	  .help = "key prefix as redis-namespace writes it: NAME:queue:default; the colon "
 		  "is added, and an empty NAME means no prefix (laravel: --laravel-prefix)" },
+	{ .flag = "route", .env = "STAGEDRAIN_ROUTE", .type = V_ROUTE, .metavar = "ROUTE", .def_doc = "none",
+	  .help = "send some queues to another redis or format: \"NAME QUEUES [--SETTING VALUE ...]\", e.g. "
+		  "\"bulk bulk,report-* --redis-url redis://r2:6379/0\"; QUEUES are comma-separated names "
+		  "or globs (*, ?, [...]), or - for none, and a row's route column may name the route too; "
+		  "SETTINGS are --redis-url (required), --redis-password-file, --redis-tls-*, "
+		  "--redis-wait-*, --max-redis-memory, --format, --namespace, --sidekiq-version, "
+		  "--rails-version and --laravel-prefix (without --format: the relay's format and its "
+		  "settings; redis settings are never the relay's); the first matching pattern wins, "
+		  "other queues go to --redis-url; repeat for more routes, or separate them with "
+		  "newlines or ; in the variable" },
+	{ .flag = "route-file", .env = "STAGEDRAIN_ROUTE_FILE", .type = V_STR, .metavar = "PATH",
+	  .def_doc = "none", .off = OFF(route_file),
+	  .help = "more routes (see --route), one per line, after --route's; blank lines and lines "
+		  "starting with # are skipped" },
 	{ .flag = "batch-size", .env = "STAGEDRAIN_BATCH_SIZE", .type = V_INT, .metavar = "N",
 	  .def = "1000", .num = &value_count, .min = 1, .max = 100000, .off = OFF(batch_size),
 	  .help = "rows moved per transaction" },
@@ -173,7 +195,7 @@ const struct setting settings[] = {
 		  "(0: that queue uncapped); a name is what comes before the last =" },
 	{ .flag = "max-redis-memory", .env = "STAGEDRAIN_MAX_REDIS_MEMORY", .type = V_INT,
 	  .metavar = "PERCENT", .def = "0", .def_doc = "0 (off)", .num = &value_count, .min = 0, .max = 100,
-	  .off = OFF(max_redis_memory),
+	  .off = OFF(max_redis_memory), .route = ROUTE_INHERIT,
 	  .help = "push nothing while redis uses PERCENT of its maxmemory or more; resume "
 		  "below PERCENT - 5; no effect where maxmemory is 0" },
 	{ .flag = "poll-interval", .env = "STAGEDRAIN_POLL_INTERVAL", .type = V_INT,

@@ -164,7 +164,7 @@ static void man_text(FILE *out, const char *s)
 
 static void man_setting(FILE *out, const struct setting *s, const struct doc *d)
 {
-	char text[512];
+	char text[1024];
 
 	if (s->short_name)
 		fprintf(out, ".It Fl %c , Fl -%s\n", s->short_name, s->flag);

@@ -24,7 +24,8 @@ static const char *const all_vars[] = {
 	"STAGEDRAIN_REDIS_PASSWORD_FILE", "STAGEDRAIN_HTTP_ADDR", "STAGEDRAIN_WARN_XACT_AGE",
 	"STAGEDRAIN_WATCH_INTERVAL", "STAGEDRAIN_RAILS_VERSION", "STAGEDRAIN_LARAVEL_PREFIX",
 	"STAGEDRAIN_MAX_QUEUE_LENGTH", "STAGEDRAIN_QUEUE_LIMIT", "STAGEDRAIN_MAX_REDIS_MEMORY",
-	"STAGEDRAIN_STOP_TIMEOUT", "STAGEDRAIN_READYZ_DETAIL", NULL,
+	"STAGEDRAIN_STOP_TIMEOUT", "STAGEDRAIN_READYZ_DETAIL", "STAGEDRAIN_ROUTE",
+	"STAGEDRAIN_ROUTE_FILE",  NULL,
 };
 
 static const char *const all_flags[] = {
@@ -32,7 +33,8 @@ static const char *const all_flags[] = {
 	"--batch-size", "--max-job-bytes", "--poll-interval", "--redis-timeout", "--lock-key",
 	"--log-format", "--log-level",     "--once",     "--help",            "-h",
 	"--version",    "-V",              "--pg-url-file", "--pg-password-file", "--redis-url-file",
-	"--redis-password-file", "--http-addr", "--warn-xact-age", "--watch-interval", NULL,
+	"--redis-password-file", "--http-addr", "--warn-xact-age", "--watch-interval", "--route",
+	"--route-file", NULL,
 };
 /* clang-format on */
 
@@ -397,6 +399,21 @@ START_TEST(namespace_defaults_follow_format)
 }
 END_TEST
 
+/* Sidekiq's settings serve ActiveJob, and a sidekiq relay writes a row marked
+ * "activejob": true as ActiveJob does: both formats take both settings. */
+START_TEST(format_settings_with_their_formats)
+{
+	struct config cfg;
+
+	load_ok(&cfg, ARGV("--rails-version", "6.1", "--sidekiq-version", "7"));
+	ck_assert_int_eq(cfg.rails_version, RAILS_6_1);
+	config_free(&cfg);
+	load_ok(&cfg, ARGV("--format", "activejob", "--rails-version", "6.1", "--sidekiq-version", "8"));
+	ck_assert_int_eq(cfg.sidekiq_version, 8);
+	config_free(&cfg);
+}
+END_TEST
+
 START_TEST(namespace_from_env)
 {
 	struct config cfg;
@@ -589,6 +606,14 @@ static const struct err_case {
 	  "invalid --sidekiq-version \"5\" (from STAGEDRAIN_SIDEKIQ_VERSION): must be one of auto, 6, 7, 8" },
 	{ NULL, NULL, { "--sidekiq-version", "07" },
 	  "invalid --sidekiq-version \"07\": must be one of auto, 6, 7, 8" },
+	/* settings of another format */
+	{ NULL, NULL, { "--laravel-prefix", "shop_" },
+	  "--laravel-prefix is only used with --format laravel, not sidekiq" },
+	{ "STAGEDRAIN_SIDEKIQ_VERSION", "8", { "--format", "celery" },
+	  "--sidekiq-version (from STAGEDRAIN_SIDEKIQ_VERSION) is only used with --format sidekiq or activejob, "
+	  "not celery" },
+	{ NULL, NULL, { "--format", "resque", "--rails-version", "7.1" },
+	  "--rails-version is only used with --format sidekiq or activejob, not resque" },
 	{ NULL, NULL, { "--log-format=xml" }, "invalid --log-format \"xml\": must be one of kv, json" },
 	{ "STAGEDRAIN_LOG_LEVEL", "verbose", { NULL },
 	  "invalid --log-level \"verbose\" (from STAGEDRAIN_LOG_LEVEL): must be one of debug, info, "
@@ -838,6 +863,8 @@ START_TEST(usage_lists_every_setting)
 	ck_assert(strstr(text, "(100ms to 1h)"));
 	ck_assert(strstr(text, "default 5min"));
 	ck_assert(strstr(text, "--http-addr HOST:PORT"));
+	ck_assert(strstr(text, "--route ROUTE\n"));
+	ck_assert(strstr(text, "\"NAME QUEUES [--SETTING\n"));
 	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
 		ck_assert_msg(strlen(line) <= 80, "line too long: %s", line);
 	free(text);
@@ -1122,6 +1149,7 @@ Suite *config_suite(void)
 	tcase_add_test(load, redis_url_fallback);
 	tcase_add_test(load, namespace_defaults_follow_format);
 	tcase_add_test(load, namespace_from_env);
+	tcase_add_test(load, format_settings_with_their_formats);
 	tcase_add_test(load, once_flag);
 	tcase_add_loop_test(load, once_env_words, 0, (int)(sizeof(bool_cases) / sizeof(bool_cases[0])));
 	tcase_add_test(load, help_and_version);

@@ -20,6 +20,7 @@ Suite *queue_groups_suite(void);
 Suite *cmd_args_suite(void);
 Suite *status_unit_suite(void);
 Suite *target_suite(void);
+Suite *routes_suite(void);
 
 Suite *relay_suite(void);
 Suite *faults_suite(void);
