@@ -135,6 +135,8 @@ void metrics_targets(struct metrics *m, const char *const *names, size_t n);
 void metrics_target_up(struct metrics *m, size_t i, bool up);
 /* Target i acknowledged jobs in a committed transaction, its push taking secs. */
 void metrics_target_pushed(struct metrics *m, size_t i, long long jobs, double secs);
+/* Target i's fence named jobs pushed and not deleted: deleted now, they count as relayed. */
+void metrics_target_fenced(struct metrics *m, size_t i, long long jobs);
 /* Target i's jobs now waiting in staged_jobs_held. */
 void metrics_target_held(struct metrics *m, size_t i, long long held);
 /* With several targets, whether one at least may take jobs (/readyz);

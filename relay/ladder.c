@@ -455,6 +455,7 @@ static bool settle_fence(struct drain *d, struct target *t)
 	metrics_target_up(d->metrics, t->index, true);
 	release_forget(&d->release); /* read it again: the fence may have deleted released rows */
 	count_fenced(d, deleted);
+	metrics_target_fenced(d->metrics, t->index, deleted);
 	if (deleted > 0)
 		log_info("deleted rows the last batch pushed but did not delete; not pushing them again",
 			 LOGF(F_INT("rows", deleted), F_INT("fence_epoch", t->fence.epoch), F_STR("target", t->name)));

@@ -54,6 +54,16 @@ void metrics_target_pushed(struct metrics *m, size_t i, long long jobs, double s
 	pthread_mutex_unlock(&m->lock);
 }
 
+void metrics_target_fenced(struct metrics *m, size_t i, long long jobs)
+{
+	struct metrics_target *t = lock_target(m, i);
+
+	if (!t)
+		return;
+	t->relayed += (unsigned long long)jobs;
+	pthread_mutex_unlock(&m->lock);
+}
+
 void metrics_target_held(struct metrics *m, size_t i, long long held)
 {
 	struct metrics_target *t = lock_target(m, i);
