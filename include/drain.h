@@ -85,10 +85,10 @@ int drain_start(struct drain *d) SD_MUSTCHECK;
  * ONCE_SERVER_WAIT_MS of faults without a batch going through. */
 int drain_run(struct drain *d) SD_MUSTCHECK;
 void drain_free(struct drain *d);
-/* Builds a row read into the batch, for the target its route column or its
- * queue picks; a route column naming no route makes it a dead row. 0 or
- * -ENOMEM. (drain.c and pipe.c) */
-int drain_add_row(struct drain *d, struct job_row *row, long long hold_id) SD_MUSTCHECK;
+/* Builds a row read from staged_jobs into the batch, for the target its
+ * route column (empty: none) or its queue picks; a route column naming no
+ * route makes it a dead row. 0 or -ENOMEM. (drain.c and pipe.c) */
+int drain_add_row(struct drain *d, struct job_row *row) SD_MUSTCHECK;
 /* The transaction committed: each target that pushed counts what it relayed. */
 void drain_pushed(struct drain *d);
 

@@ -138,8 +138,11 @@ static size_t row_target(struct drain *d, const struct job_row *row)
 {
 	struct route_memo *m = &d->memo;
 
-	if (row->route || d->cfg->routes.nrules == 0)
+	/* An empty route names nothing: as NULL, the rules pick. */
+	if (row->route && row->route_len > 0)
 		return routes_find(&d->cfg->routes, row->queue, row->queue_len, row->route, row->route_len);
+	if (d->cfg->routes.nrules == 0)
+		return 0;
 	if (m->len == row->queue_len && memcmp(m->queue, row->queue, m->len) == 0)
 		return m->target;
 	m->target = routes_find(&d->cfg->routes, row->queue, row->queue_len, NULL, 0);
@@ -149,7 +152,7 @@ static size_t row_target(struct drain *d, const struct job_row *row)
 	return m->target;
 }
 
-int drain_add_row(struct drain *d, struct job_row *row, long long hold_id)
+int drain_add_row(struct drain *d, struct job_row *row)
 {
 	char why[JOB_REASON_SIZE];
 	size_t ti = row_target(d, row);
@@ -162,7 +165,7 @@ int drain_add_row(struct drain *d, struct job_row *row, long long hold_id)
 			row->unfit = why;
 		}
 	}
-	return batch_add(&d->batch, row, &d->t[ti].opts, hold_id);
+	return batch_add(&d->batch, row, &d->t[ti].opts, 0);
 }
 
 /* Turns the fetched rows into jobs and dead rows, then lets release hold
@@ -180,7 +183,7 @@ static int build_batch(struct drain *d, int nrows, long max_bytes)
 		pg_source_row(&d->pg, i, &row);
 		if (!row.unfit && (refused = narrow_unfit(&d->narrow, row.id)) != NULL)
 			row.unfit = refused;
-		rc = drain_add_row(d, &row, 0);
+		rc = drain_add_row(d, &row);
 	}
 	if (rc < 0)
 		return rc;

@@ -73,7 +73,7 @@ static int build_next(struct drain *d, int nrows, bool *plain)
 	for (int i = 0; rc == 0 && i < nrows; i++) {
 		struct job_row row;
 		pg_source_row(&d->pg, i, &row);
-		rc = drain_add_row(d, &row, 0);
+		rc = drain_add_row(d, &row);
 	}
 	*plain = rc == 0 && d->batch.ndead == 0 && d->batch.njobs == (size_t)nrows;
 	return rc;
