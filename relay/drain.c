@@ -317,7 +317,8 @@ static int push_target(struct drain *d, struct target *t)
 	size_t kept = d->batch.nkept;
 	int rc = 0;
 
-	for (int tries = 0; tries < 4 && t->part.njobs; tries++) {
+	/* A part whose jobs were all kept still pushes (its fence alone). */
+	for (int tries = 0; tries < 4; tries++) {
 		rc = redis_sink_push(&t->redis, &t->part);
 		if (rc != REDIS_SINK_WRONGTYPE)
 			break;

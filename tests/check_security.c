@@ -96,7 +96,8 @@ static void login_role(PGconn *c, const char *name, const char *group, const cha
 	"staged_jobs.args:stagedrain_admin:INSERT staged_jobs.created_at:stagedrain_admin:INSERT"                      \
 	" staged_jobs.id:stagedrain_admin:SELECT staged_jobs.jid:stagedrain_admin:INSERT"                              \
 	" staged_jobs.job_class:stagedrain_admin:INSERT staged_jobs.options:stagedrain_admin:INSERT"                   \
-	" staged_jobs.queue:stagedrain_admin:INSERT staged_jobs.run_at:stagedrain_admin:INSERT"                        \
+	" staged_jobs.queue:stagedrain_admin:INSERT staged_jobs.route:stagedrain_admin:INSERT"                         \
+	" staged_jobs.run_at:stagedrain_admin:INSERT"                                                                  \
 	" staged_jobs.tenant:stagedrain_admin:INSERT staged_jobs.uuid:stagedrain_admin:INSERT"                         \
 	" staged_jobs_dead:stagedrain_admin:DELETE staged_jobs_dead:stagedrain_admin:SELECT"                           \
 	" staged_jobs_id_seq:stagedrain_admin:USAGE"
@@ -110,6 +111,7 @@ static void login_role(PGconn *c, const char *name, const char *group, const cha
 	" staged_jobs.job_class:stagedrain_app:INSERT"                                                                 \
 	" staged_jobs.options:stagedrain_app:INSERT staged_jobs.queue:stagedrain_app:INSERT"
 #define APP_INSERTS_AFTER_QUEUE                                                                                        \
+	" staged_jobs.route:stagedrain_app:INSERT"                                                                     \
 	" staged_jobs.run_at:stagedrain_app:INSERT staged_jobs.tenant:stagedrain_app:INSERT"                           \
 	" staged_jobs.uuid:stagedrain_app:INSERT"
 #define OTHER_GRANTS                                                                                                   \
