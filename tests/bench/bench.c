@@ -58,7 +58,7 @@ static void usage(FILE *out)
 		     "  --xid-holders LIST  xid-holder: idle (idle in transaction after a write) and/or\n"
 		     "                      prepared (PREPARE TRANSACTION), one after the other (default both)\n"
 		     "  --only LIST         comma-separated: backlog,steady,trigger,long,memory,xid-holder,wait,\n"
-		     "                      release\n"
+		     "                      release,routed\n"
 		     "                      (the xid-holding long transaction alone, about 5 minutes:\n"
 		     "                      --only xid-holder --runs 1; what --redis-wait-replicas 1 costs\n"
 		     "                      against no replica and an unwaited one, on min(--jobs, 200k)\n"
@@ -919,7 +919,7 @@ int main(int argc, char **argv)
 					     (2 * opts.xid_seconds + 35 + opts.xid_backlog / 50000)
 				   : 0) +
 	       (want("wait") ? 3 * (1 + wait_jobs(&opts) / 60000) : 0) +
-	       (want("release") ? 2 * (10 + opts.jobs / 5000) : 0));
+	       (want("release") ? 2 * (10 + opts.jobs / 5000) : 0) + (want("routed") ? opts.jobs * 4 / 20000 : 0));
 	note("this takes roughly %lld minutes", est / 60 + 1);
 	start_servers();
 	if (want("xid-holder") && list_has(opts.xid_holders, "prepared"))
@@ -930,6 +930,8 @@ int main(int argc, char **argv)
 	for (int run = 0; run < opts.runs; run++) {
 		if (want("backlog"))
 			scenario_backlog(run);
+		if (want("routed"))
+			scenario_routed(&env, run);
 		if (want("steady")) {
 			scenario_steady(run, 2000, 1, HOLD_NONE);
 			scenario_steady(run, 2000, 1, HOLD_SNAPSHOT);

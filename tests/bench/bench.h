@@ -245,4 +245,9 @@ void scenario_wait(const struct bench_env *env, int run);
  * released, with no other session open and with a REPEATABLE READ one. */
 void scenario_release(const struct bench_env *env, int run);
 
+/* ---- routed.c: one backlog over three Redis by route, against one Redis ---- */
+/* --jobs jobs over three queues: drained into the bench's Redis by one relay,
+ * then into three Redis (two started here) by one relay with two routes. */
+void scenario_routed(const struct bench_env *env, int run);
+
 #endif
