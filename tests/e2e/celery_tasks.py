@@ -26,7 +26,9 @@ app.conf.update(
     worker_hijack_root_logger=False,
     broker_connection_retry_on_startup=True,
 )
-_redis = redis.Redis.from_url(BROKER)
+# E2E_RECORD_URL: record into that Redis instead of the broker (the routed
+# test records every worker's runs in one list).
+_redis = redis.Redis.from_url(os.environ.get("E2E_RECORD_URL", BROKER))
 
 
 @app.task(name="e2e.record", bind=True)
@@ -39,6 +41,8 @@ def record(self, *args, **kwargs):
         "eta": self.request.eta,
         "ran_at": time.time(),
     }
+    if os.environ.get("E2E_SHARD"):
+        run["shard"] = os.environ["E2E_SHARD"]
     pipe = _redis.pipeline(transaction=True)
     pipe.rpush("e2e:celery:ran", json.dumps(run))
     pipe.hincrby("e2e:celery:runs", self.request.id, 1)
