@@ -71,7 +71,7 @@ BIN = $(OUT)/stagedrain
 MAN = $(OUT)/stagedrain.1
 .PHONY: all test test-unit test-integration test-ops test-clients doc-test man-check docker-check image-test \
         install uninstall \
-        chaos chaos-caps chaos-steady deps demo fuzz bench clean format format-check help
+        chaos chaos-caps chaos-routes chaos-steady deps demo fuzz bench clean format format-check help
 
 # Where `make install` puts things: $(DESTDIR)$(PREFIX)/bin, share/man/man1, share/stagedrain.
 PREFIX ?= /usr/local
@@ -142,12 +142,15 @@ CHAOS_SEED ?=
 CHAOS_ARGS ?=
 # --max-queue-length of the relays (make chaos-caps: 200); empty: uncapped.
 CHAOS_CAPS ?=
+# 1: two queues routed to two more Redis (make chaos-routes); empty: one Redis.
+CHAOS_ROUTES ?=
 
 $(OUT)/tests/chaos/%.o: tests/chaos/%.c tests/chaos/*.h tests/support/*.h include/*.h | $(OUT)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) -Itests -Itests/chaos $(CFLAGS) -c -o $@ $<
 
-$(OUT)/chaos: $(OUT)/tests/chaos/chaos.o $(OUT)/tests/chaos/common.o $(OUT)/tests/chaos/caps.o $(SUPPORT_LIB)
+$(OUT)/chaos: $(OUT)/tests/chaos/chaos.o $(OUT)/tests/chaos/common.o $(OUT)/tests/chaos/caps.o \
+              $(OUT)/tests/chaos/routes.o $(SUPPORT_LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 chaos: deps
@@ -156,11 +159,16 @@ chaos: deps
 		--kills $(CHAOS_KILLS) --backend-kills $(CHAOS_BACKEND_KILLS) \
 		--redis-restarts $(CHAOS_REDIS_RESTARTS) --producers $(CHAOS_PRODUCERS) \
 		--timeout $(CHAOS_TIMEOUT) $(if $(CHAOS_SEED),--seed $(CHAOS_SEED)) \
-		$(if $(CHAOS_CAPS),--caps $(CHAOS_CAPS)) $(CHAOS_ARGS)
+		$(if $(CHAOS_CAPS),--caps $(CHAOS_CAPS)) $(if $(CHAOS_ROUTES),--routes 1) $(CHAOS_ARGS)
 
 # The same faults with every queue capped, skewed tenants and a consumer popping.
 chaos-caps:
 	$(MAKE) chaos CHAOS_CAPS=$(or $(CHAOS_CAPS),200)
+
+# The same faults with three targets: two of the four queues routed to two
+# more Redis (--route), and the Redis restarts spread over the three.
+chaos-routes:
+	$(MAKE) chaos CHAOS_ROUTES=1
 
 # The steady chaos test: one relay that is never restarted (so nothing resets its
 # cursor), producers that interleave xid assignment and staging across sessions,

@@ -20,6 +20,7 @@
 #include "caps.h"
 #include "common.h"
 #include "keys.h"
+#include "routes.h"
 
 #define NRELAYS 2
 #define MAX_PRODUCERS 32
@@ -48,6 +49,7 @@ struct opts {
 	int kills, backend_kills, redis_restarts, producers;
 	int seconds; /* how long producers spread their jobs over; 0: derived */
 	int caps;    /* --max-queue-length of the relays; 0: uncapped, no consumer */
+	int routes;  /* 1: two of the queues go to two more Redis (routes.h) */
 	int timeout; /* the whole run, seconds */
 	unsigned seed;
 	bool keep;
@@ -62,8 +64,9 @@ struct chaos {
 	struct relay relays[NRELAYS];
 	int incarnations;
 	struct kids producers, consumer;
-	long long held_max;      /* most rows in staged_jobs_held at one sample (--caps) */
-	long long uncapped_held; /* most of them in the uncapped queue: must stay 0 */
+	struct routes_chaos routes; /* --routes */
+	long long held_max;         /* most rows in staged_jobs_held at one sample (--caps) */
+	long long uncapped_held;    /* most of them in the uncapped queue: must stay 0 */
 	long long next_held_ms;
 	struct shared *sh;
 	unsigned long long rng;
@@ -155,6 +158,8 @@ static void relay_args(const struct chaos *c, const char **args, char buf[2][64]
 		args[n++] = "--queue-limit";
 		args[n++] = buf[1];
 	}
+	if (c->o.routes)
+		routes_args(&c->routes, args, &n);
 	args[n] = NULL;
 }
 
@@ -163,7 +168,7 @@ static void relay_args(const struct chaos *c, const char **args, char buf[2][64]
 static int relay_start(struct chaos *c, int i)
 {
 	struct relay *r = &c->relays[i];
-	const char *args[16];
+	const char *args[24];
 	char buf[2][64];
 	int rc;
 
@@ -474,6 +479,17 @@ static int kill_backends(struct chaos *c)
  * second, starts it again on the same port. */
 static int restart_redis(struct chaos *c)
 {
+	/* --routes: either route's Redis (SIGKILL), the default target flowing
+	 * on; its queues are never held, so their order is checked in full. */
+	int k = c->o.routes ? (int)(rnd(&c->rng) % ROUTES_EXTRA) : -1;
+
+	if (k >= 0) {
+		note_event(c, "redis restart", "SIGKILL of route r%d's redis, then started again", k + 1);
+		if (routes_restart(&c->routes, k, &c->rng) < 0)
+			return -1;
+		c->redis_restarts++;
+		return 0;
+	}
 	note_event(c, "redis restart", "stopping");
 	if (services_run(&c->env.srv, "redis-stop", NULL) != 0)
 		return -1;
@@ -575,9 +591,10 @@ static int wait_drained(struct chaos *c)
 	long long until = mono_ms() + 180000;
 
 	while (mono_ms() < until && !should_stop(c)) {
-		long long n = env_val(&c->env, c->o.caps > 0 ? "SELECT (SELECT count(*) FROM staged_jobs)"
-							       " + (SELECT count(*) FROM staged_jobs_held)"
-							     : "SELECT count(*) FROM staged_jobs");
+		long long n =
+			env_val(&c->env, c->o.caps > 0 || c->o.routes ? "SELECT (SELECT count(*) FROM staged_jobs)"
+									" + (SELECT count(*) FROM staged_jobs_held)"
+								      : "SELECT count(*) FROM staged_jobs");
 		if (n == 0)
 			return 0;
 		if (tend_relays(c) < 0)
@@ -679,8 +696,8 @@ static bool report(struct chaos *c, const struct results *r, const struct result
 	     c->leader_kills >= c->o.kills && c->backend_kills >= c->o.backend_kills &&
 	     c->redis_restarts >= c->o.redis_restarts && c->unexpected_exits == 0 && c->failover_timeouts == 0 &&
 	     c->bad_stops == 0 && c->producers.failures == 0 && self_rc == 0;
-	printf("\nstagedrain chaos run (seed %u, %d producers, 2 relays, --batch-size %d%s)\n", c->o.seed,
-	       c->o.producers, BATCH_SIZE, c->o.caps > 0 ? ", caps" : "");
+	printf("\nstagedrain chaos run (seed %u, %d producers, 2 relays, --batch-size %d%s%s)\n", c->o.seed,
+	       c->o.producers, BATCH_SIZE, c->o.caps > 0 ? ", caps" : "", c->o.routes ? ", 3 targets by route" : "");
 	printf("  jobs staged                  %lld (in %lld transactions, %lld held open 1-3 s)\n", staged,
 	       TOTAL(c, txns), TOTAL(c, held_open));
 	printf("  jobs committed               %lld\n", committed);
@@ -694,11 +711,14 @@ static bool report(struct chaos *c, const struct results *r, const struct result
 	printf("  phantoms (unknown entries)   %lld\n", r->phantoms);
 	printf("  wrong queue/content          %lld\n", r->mismatched);
 	printf("  order violations             %lld%s\n", r->order_violations,
-	       c->env.ordered ? " (in the uncapped queue; held jobs leave round-robin across tenants)" : "");
+	       c->o.caps > 0 ? " (in the uncapped queue; held jobs leave round-robin across tenants)"
+	       : c->o.routes ? " (in the default target's first queue; a route's held jobs leave in hold order)"
+			     : "");
 	printf("  dead / left staged / held    %lld / %lld / %lld\n", r->dead, r->left_staged, r->left_held);
 	printf("  leader SIGKILLs              %d (skipped: %d)\n", c->leader_kills, c->skipped_kills);
 	printf("  relay backends terminated    %d times\n", c->backend_kills);
-	printf("  redis restarts               %d\n", c->redis_restarts);
+	printf("  redis restarts               %d%s\n", c->redis_restarts,
+	       c->o.routes ? " (SIGKILLs of the two routes' Redis, r1 and r2; the default flows on)" : "");
 	printf("  rows deleted by the fence    %lld\n", fence_deletes(c));
 	printf("  failover (SIGKILL -> first push of the next epoch)  median %lld ms, max %lld ms (n=%d, timeouts %d)\n",
 	       med, max, c->nfailover, c->failover_timeouts);
@@ -720,9 +740,11 @@ static bool report(struct chaos *c, const struct results *r, const struct result
 static const char usage_text[] =
 	"usage: chaos --bin PATH --services PATH [--jobs N] [--kills N] [--backend-kills N]\n"
 	"             [--redis-restarts N] [--producers N] [--seconds N] [--timeout S] [--seed N] [--keep]\n"
-	"             [--caps N]\n"
+	"             [--caps N] [--routes 1]\n"
 	"  --caps N   relays run with --max-queue-length N, rows carry skewed tenants, and a\n"
-	"             consumer pops the queues (at half the staging rate while producers run)\n";
+	"             consumer pops the queues (at half the staging rate while producers run)\n"
+	"  --routes 1 two more Redis; the relays route two of the four queues to them, and the\n"
+	"             Redis restarts SIGKILL theirs\n";
 
 static int parse_args(struct opts *o, int argc, char **argv)
 {
@@ -738,6 +760,7 @@ static int parse_args(struct opts *o, int argc, char **argv)
 		{ "timeout", FLAG_INT, &o->timeout },
 		{ "seed", FLAG_UINT, &o->seed },
 		{ "caps", FLAG_INT, &o->caps },
+		{ "routes", FLAG_INT, &o->routes },
 	};
 
 	*o = (struct opts){ .jobs = 200000,
@@ -750,7 +773,7 @@ static int parse_args(struct opts *o, int argc, char **argv)
 	if (parse_flags(argc, argv, flags, sizeof(flags) / sizeof(flags[0]), &o->keep) < 0)
 		return usage(usage_text);
 	if (!o->bin || !o->services || o->jobs < 1 || o->kills < 0 || o->redis_restarts < 0 || o->producers < 1 ||
-	    o->producers > MAX_PRODUCERS || o->timeout < 10 || o->caps < 0)
+	    o->producers > MAX_PRODUCERS || o->timeout < 10 || o->caps < 0 || o->routes < 0 || o->routes > 1)
 		return usage(usage_text);
 	if (o->backend_kills < 0)
 		o->backend_kills = o->kills / 5;
@@ -776,7 +799,7 @@ static int setup(struct chaos *c)
 	if (!(c->events = fopen(path, "we")))
 		return -1;
 	say("servers, relay logs and events.log in %s", c->env.srv.dir);
-	return 0;
+	return c->o.routes ? routes_start(&c->routes, &c->env) : 0;
 }
 
 /* Everything the run started goes, whatever happened: producers, relays, servers. */
@@ -785,6 +808,8 @@ static void teardown(struct chaos *c, bool passed)
 	kids_kill(&c->producers);
 	kids_kill(&c->consumer);
 	stop_relays(c, false);
+	if (c->o.routes)
+		routes_stop(&c->routes, &c->env);
 	if (c->events)
 		fclose(c->events);
 	env_teardown(&c->env, passed && !c->o.keep);
@@ -825,9 +850,17 @@ static int consumer_finish(struct chaos *c)
 	return c->consumer.failures == 0 ? caps_restore(&c->env) : -1;
 }
 
+/* --routes: the routes' Redis, read into chaos_seen after the default one. */
+static int seen_routes(struct env *e, long long *entries, void *arg)
+{
+	return routes_seen_load(arg, e, entries);
+}
+
 static int run(struct chaos *c, struct results *res, struct results *tampered, int *self_rc)
 {
-	c->env.ordered = c->o.caps > 0 ? queues[CAPS_UNCAPPED] : NULL;
+	/* Held jobs leave in the order they were held, late commits after, in
+	 * one batch: a batch's id order is checked where nothing is held. */
+	c->env.ordered = c->o.caps > 0 ? queues[CAPS_UNCAPPED] : c->o.routes ? queues[0] : NULL;
 	if (setup(c) < 0)
 		return -1;
 	if (c->o.caps > 0 && consumer_start(c) < 0)
@@ -856,7 +889,13 @@ static int run(struct chaos *c, struct results *res, struct results *tampered, i
 	if (c->o.caps > 0 && consumer_finish(c) < 0)
 		return -1;
 	say("drained; checking redis");
-	if (seen_load(&c->env, &res->entries) < 0 || check_redis(&c->env, res) < 0)
+	if (c->o.routes) {
+		c->env.seen_more = seen_routes;
+		c->env.seen_more_arg = &c->routes;
+	}
+	if (seen_load(&c->env, &res->entries) < 0 ||
+	    (c->env.seen_more && c->env.seen_more(&c->env, &res->entries, c->env.seen_more_arg) < 0) ||
+	    check_redis(&c->env, res) < 0)
 		return -1;
 	duplicate_causes(c, res);
 	*self_rc = check_self_test(&c->env, res, tampered);

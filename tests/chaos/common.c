@@ -535,7 +535,8 @@ int check_redis(struct env *e, struct results *res)
 	/* Sidekiq's web UI and API find queues through the `queues` set. */
 	res->unregistered = 0;
 	for (int i = 0; i < NQUEUES; i++) {
-		redisReply *r = env_cmd(e, "SISMEMBER queues %s", queues[i]);
+		redisReply *r = e->queue_redis[i] ? redisCommand(e->queue_redis[i], "SISMEMBER queues %s", queues[i])
+						  : env_cmd(e, "SISMEMBER queues %s", queues[i]);
 		if (!r || r->type != REDIS_REPLY_INTEGER || r->integer != 1)
 			res->unregistered++;
 		freeReplyObject(r);
@@ -613,7 +614,7 @@ int check_self_test(struct env *e, const struct results *before, struct results 
 		freeReplyObject(r[i]);
 	}
 	if (rc < 0 || env_val(e, "TRUNCATE chaos_seen") < 0 || seen_load(e, &after->entries) < 0 ||
-	    check_redis(e, after) < 0)
+	    (e->seen_more && e->seen_more(e, &after->entries, e->seen_more_arg) < 0) || check_redis(e, after) < 0)
 		return -1;
 	return after->missing > before->missing && after->duplicates > before->duplicates &&
 			       after->rolled_back > before->rolled_back && after->phantoms > before->phantoms &&

@@ -34,6 +34,12 @@ struct env {
 	 * round-robin across tenants, each tenant's in the order they were held
 	 * (id order but for late commits, read through gaps) */
 	const char *ordered;
+	/* chaos --routes: the Redis queue i went to, if not this one (routes.h) */
+	redisContext *queue_redis[NQUEUES];
+	/* Loads other Redis' jobs into chaos_seen after seen_load's (the
+	 * self-test's second load too); NULL: none. */
+	int (*seen_more)(struct env *e, long long *entries, void *arg);
+	void *seen_more_arg;
 };
 
 /* A relay run as a process of the built binary, and its log. */
