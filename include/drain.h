@@ -89,6 +89,14 @@ void drain_free(struct drain *d);
  * route column (empty: none) or its queue picks; a route column naming no
  * route makes it a dead row. 0 or -ENOMEM. (drain.c and pipe.c) */
 int drain_add_row(struct drain *d, struct job_row *row) SD_MUSTCHECK;
+/* Sends each target's part of the batch, appending to the fence of the
+ * transaction's earlier pushes to it, if any; the target whose send failed
+ * in *failed. 0 or as redis_sink_send. (drain.c and pipe.c) */
+int drain_send_parts(struct drain *d, struct target **failed) SD_MUSTCHECK;
+/* Reads every reply in flight: 0, or the first failure's code with its
+ * target in *failed. With first (a transaction's first batch), a part that
+ * met keys of the wrong type keeps their jobs and is pushed again. */
+int drain_reply_parts(struct drain *d, struct target **failed, bool first) SD_MUSTCHECK;
 /* The transaction committed: each target that pushed counts what it relayed. */
 void drain_pushed(struct drain *d);
 

@@ -304,63 +304,91 @@ static void log_wrong_types(struct target *t, size_t kept)
 }
 
 /*
- * Pushes a target's part of the batch. A push that found keys of the wrong
- * type wrote nothing: the jobs for those keys are kept (staged, re-read with
- * the old gaps) and the rest is pushed again, so one bad key holds up only
- * its own jobs.
+ * A target's push found keys of the wrong type (rc) and wrote nothing: the
+ * jobs for those keys are kept (staged, re-read with the old gaps) and the
+ * rest is pushed again, so one bad key holds up only its own jobs.
  */
-static int push_target(struct drain *d, struct target *t)
+static int push_kept(struct drain *d, struct target *t, int rc)
 {
 	struct blocked_arg arg = { t, &d->release };
 	const struct batch_job *grouped;
-	long long t0 = clock_mono_us();
 	size_t kept = d->batch.nkept;
-	int rc = 0;
 
-	/* A part whose jobs were all kept still pushes (its fence alone). */
-	for (int tries = 0; tries < 4; tries++) {
-		rc = redis_sink_push(&t->redis, &t->part);
-		if (rc != REDIS_SINK_WRONGTYPE)
-			break;
+	/* A part whose jobs were all kept pushes nothing. */
+	for (int tries = 0; rc == REDIS_SINK_WRONGTYPE && tries < 4; tries++) {
 		batch_keep(&d->batch, job_blocked, &arg);
 		if (!(grouped = target_group(&d->batch, d->nt, &d->scratch, &d->capscratch)))
 			return -ENOMEM;
 		target_view(t, &d->batch, grouped);
 		log_wrong_types(t, d->batch.nkept - kept);
+		rc = redis_sink_push(&t->redis, &t->part);
 	}
-	if (rc == 0 && d->batch.nkept == kept)
-		t->wrongtype_log_ms = 0; /* the keys are fixed: say so again if they break */
 	if (rc == REDIS_SINK_WRONGTYPE) {
 		snprintf(t->redis.errstr, sizeof(t->redis.errstr), "keys of the wrong type kept changing");
 		return -EIO;
 	}
-	t->push_us = clock_mono_us() - t0;
 	return rc;
 }
 
-/* Pushes each target's part in its own fenced script, one target after the
- * other. On a failure *failed is the target whose push failed; the targets
- * before it acknowledged theirs (pushed is set): their fences name them. */
-static int push_batch(struct drain *d, struct target **failed)
+int drain_send_parts(struct drain *d, struct target **failed)
 {
-	int rc = 0;
+	const struct batch_job *grouped = target_group(&d->batch, d->nt, &d->scratch, &d->capscratch);
+	long long now = clock_mono_us();
+	int rc = grouped ? 0 : -ENOMEM;
 
+	*failed = &d->t[0];
 	for (size_t i = 0; rc == 0 && i < d->nt; i++) {
 		struct target *t = &d->t[i];
-		const struct batch_job *grouped = target_group(&d->batch, d->nt, &d->scratch, &d->capscratch);
-		*failed = t;
-		if (!grouped)
-			return -ENOMEM;
-		t->push_us = 0;
 		target_view(t, &d->batch, grouped);
 		if (t->part.njobs == 0)
 			continue;
-		if ((rc = push_target(d, t)) == 0 && t->part.njobs > 0) {
-			t->pushed = true;
+		*failed = t;
+		/* A push that left may land: the fence names it from now. */
+		if ((rc = redis_sink_send(&t->redis, &t->part, t->pushed)) != 0)
+			break;
+		t->in_flight = t->pushed = true;
+		t->push_us = now;
+	}
+	return rc;
+}
+
+int drain_reply_parts(struct drain *d, struct target **failed, bool first)
+{
+	int rc = 0;
+
+	for (size_t i = 0; i < d->nt; i++) {
+		struct target *t = &d->t[i];
+		int one;
+		if (!t->in_flight)
+			continue;
+		t->in_flight = false;
+		one = redis_sink_reply(&t->redis);
+		if (first && one == 0)
+			t->wrongtype_log_ms = 0; /* the keys are fixed: say so again if they break */
+		if (first && one == REDIS_SINK_WRONGTYPE)
+			one = push_kept(d, t, one);
+		t->push_us = clock_mono_us() - t->push_us;
+		if (one == 0)
 			t->txn_jobs += (long long)t->part.njobs;
+		else if (rc == 0) {
+			rc = one;
+			*failed = t;
 		}
 	}
 	return rc;
+}
+
+/* The first batch of a transaction: every target's part is sent, so their
+ * Redis run them at once, then every reply read. On a failure *failed is
+ * the first target whose push failed; the others that acknowledged theirs
+ * have their fences name them. */
+static int push_batch(struct drain *d, struct target **failed)
+{
+	struct target *later = NULL;
+	int rc = drain_send_parts(d, failed);
+	int replies = drain_reply_parts(d, rc ? &later : failed, true);
+
+	return rc ? rc : replies;
 }
 
 /* The transaction rolled back: targets that acknowledged a push of it fall

@@ -123,47 +123,6 @@ static int pg_failed(struct pipe *p, struct drain *d, bool in_flight)
 	return PIPE_COMMIT_FAILED;
 }
 
-/* Sends each target's part of the batch: a push that appends to the
- * fence of the transaction's earlier pushes to it, if any. The target
- * whose send failed in *failed. */
-static int send_all(struct drain *d, struct target **failed)
-{
-	const struct batch_job *grouped = target_group(&d->batch, d->nt, &d->scratch, &d->capscratch);
-	int rc = grouped ? 0 : -ENOMEM;
-
-	for (size_t i = 0; rc == 0 && i < d->nt; i++) {
-		struct target *t = &d->t[i];
-		target_view(t, &d->batch, grouped);
-		if (t->part.njobs == 0)
-			continue;
-		*failed = t;
-		if ((rc = redis_sink_send(&t->redis, &t->part, t->pushed)) != 0)
-			break;
-		t->in_flight = t->pushed = true;
-		t->txn_jobs += (long long)t->part.njobs;
-	}
-	return rc;
-}
-
-/* Reads every reply in flight; the first failure's code, its target in *failed. */
-static int reply_all(struct drain *d, struct target **failed)
-{
-	int rc = 0;
-
-	for (size_t i = 0; i < d->nt; i++) {
-		struct target *t = &d->t[i];
-		int one;
-		if (!t->in_flight)
-			continue;
-		t->in_flight = false;
-		if ((one = redis_sink_reply(&t->redis)) != 0 && rc == 0) {
-			rc = one;
-			*failed = t;
-		}
-	}
-	return rc;
-}
-
 /* Out of memory mid-transaction: nothing in flight may stay (the relay
  * stops on -ENOMEM; the next leader reads the fence). */
 static int out_of_memory(struct pipe *p, struct drain *d, int rc, bool busy, bool in_flight)
@@ -217,15 +176,16 @@ int pipe_run(struct pipe *p, struct drain *d, int limit, long max_bytes, struct 
 			return pg_failed(p, d, in_flight);
 		if ((rc = build_next(d, nrows, &plain)) < 0)
 			return out_of_memory(p, d, rc, busy, in_flight);
-		if (in_flight && (rc = reply_all(d, &failed)) != 0)
+		if (in_flight && (rc = drain_reply_parts(d, &failed, false)) != 0)
 			return push_failed(p, d, failed, rc, busy);
 		in_flight = false;
 		if (!plain || stop_seen(&d->stopping))
 			break;
 		in_flight = true;
-		if ((rc = send_all(d, &failed)) != 0) {
+		if ((rc = drain_send_parts(d, &failed)) != 0) {
 			struct target *also;
-			(void)reply_all(d, &also); /* the sends before: their targets' fences name them */
+			int before = drain_reply_parts(d, &also, false); /* the sends before: their fences name them */
+			(void)before;
 			return push_failed(p, d, failed, rc, busy);
 		}
 		if ((rc = note_pushed(p, d)) < 0)
@@ -238,7 +198,7 @@ int pipe_run(struct pipe *p, struct drain *d, int limit, long max_bytes, struct 
 	}
 	if (busy)
 		pg_source_discard(&d->pg); /* rows above a batch that stays: the next transaction reads them */
-	if (in_flight && (rc = reply_all(d, &failed)) != 0)
+	if (in_flight && (rc = drain_reply_parts(d, &failed, false)) != 0)
 		return push_failed(p, d, failed, rc, false);
 	if ((rc = commit(p, d, first_jobs)) != 0)
 		return rc;
