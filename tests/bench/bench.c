@@ -309,6 +309,10 @@ void wait_llen(redisContext *r, const char *key, long long n, const struct relay
 
 	while ((len = redis_int(r, "LLEN %s", key)) < n) {
 		check_stop();
+		/* A relay that exited (a flag it refused) pushes no more: read once more, as it may have pushed the last
+		 * jobs just before. */
+		if (rel && proc_exited(&rel->proc) && (len = redis_int(r, "LLEN %s", key)) < n)
+			die("%s holds %lld of %lld jobs and the relay exited; see %s", key, len, n, rel->log);
 		if (len != last) {
 			last = len;
 			progress = mono_us();

@@ -64,7 +64,8 @@ bool list_has(const char *list, const char *item);
 struct relay;
 /* Waits until the relay has pushed a probe job: it is connected and leading. */
 void wait_relay_ready(const struct bench_env *env, const struct relay *rel);
-/* Polls LLEN until it reaches n; dies after 60 s without progress. */
+/* Polls LLEN until it reaches n; dies after 60 s without progress, or once
+ * the relay (if given) exited short of n. */
 void wait_llen(redisContext *r, const char *key, long long n, const struct relay *rel);
 struct load;
 struct lat {
@@ -89,6 +90,8 @@ redisContext *redis_connect(const struct bench_env *env);
 /* A Redis command that must answer an integer; one that must succeed. */
 #define redis_int(r, ...) redis_int_or((r), die_msg, __VA_ARGS__)
 #define redis_ok(r, ...) freeReplyObject(redis_or((r), die_msg, __VA_ARGS__))
+/* A loopback port nothing listens on now. */
+int bench_free_port(void);
 /* Empties staged_jobs (and its dead and held tables) and Redis. */
 void bench_reset(const struct bench_env *env);
 /* COPYs n jobs (class BenchJob, args [seq], queue) into staged_jobs, then VACUUM ANALYZE. */

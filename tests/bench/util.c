@@ -2,11 +2,15 @@
  * support library's, dying on failure), staging a backlog. */
 #include "bench.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 static void vnote(const char *fmt, va_list ap) SD_PRINTF(1, 0);
 static void vnote(const char *fmt, va_list ap)
@@ -64,6 +68,25 @@ redisContext *redis_connect(const struct bench_env *env)
 	if (!r)
 		die("%s", err);
 	return r;
+}
+
+/* The kernel's pick: the caller's server binds it a moment later, and a lost
+ * race only costs a retry. */
+int bench_free_port(void)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	socklen_t len = sizeof(sa);
+	int fd = socket(AF_INET, SOCK_STREAM, 0), port = -1;
+
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
+	    getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
+		port = ntohs(sa.sin_port);
+	if (fd >= 0)
+		close(fd);
+	if (port < 0)
+		die("could not find a free loopback port: %s", strerror(errno));
+	return port;
 }
 
 void bench_reset(const struct bench_env *env)

@@ -3,13 +3,10 @@
  * in turn within each run so a drift in the machine's speed hits all three. */
 #include "bench.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <math.h>
-#include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -36,25 +33,6 @@ struct replica {
 long long wait_jobs(const struct bench_opts *o)
 {
 	return o->jobs < WAIT_MAX_JOBS ? o->jobs : WAIT_MAX_JOBS;
-}
-
-/* A loopback port nothing listens on now (the kernel's pick; the replica
- * binds it a moment later, and a lost race only costs a retry). */
-static int free_port(void)
-{
-	struct sockaddr_in sa = { .sin_family = AF_INET };
-	socklen_t len = sizeof(sa);
-	int fd = socket(AF_INET, SOCK_STREAM, 0), port = -1;
-
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
-	    getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
-		port = ntohs(sa.sin_port);
-	if (fd >= 0)
-		close(fd);
-	if (port < 0)
-		die("could not find a free loopback port: %s", strerror(errno));
-	return port;
 }
 
 /* Whether the server's INFO replication holds line (e.g. "connected_slaves:1"). */
@@ -123,7 +101,7 @@ static void replica_start(const struct bench_env *env, struct replica *rp, redis
 				       "no",           "--replicaof", "127.0.0.1", mport,    NULL };
 		if (attempt == 3)
 			die("the replica did not start; see %s", rp->log);
-		rp->port = free_port();
+		rp->port = bench_free_port();
 		snprintf(port, sizeof(port), "%d", rp->port);
 		child_start(&rp->proc, &(struct proc_opts){ .argv = argv, .log = rp->log, .log_append = true });
 		if (!(r = replica_connect(rp)))
