@@ -867,6 +867,12 @@ static void header(FILE *out, const char *pgver, const char *redisver, const cha
 			"list; medians over the first and last tenth of the batches that released held jobs (relay at "
 			"--log-level debug)\n",
 			human(o->jobs, h, sizeof(h)), o->batch_size);
+	if (want("routed"))
+		fprintf(out,
+			"routed: %s jobs, args [i] to queue q(i %% 3), drained with fsync off by one relay into the "
+			"bench's redis, then by one relay with --route r1 q1 and r2 q2 into two more redis (appendonly, "
+			"appendfsync=%s); each job checked on its queue's redis, once, in id order\n",
+			human(o->jobs, h, sizeof(h)), o->redis_fsync);
 	fprintf(out, "each figure: median, min and max over the runs; result judges the median; "
 		     "latency is COMMIT returned -> BRPOP got the job\n\n");
 }
