@@ -3,6 +3,8 @@
 #ifndef STAGEDRAIN_TARGET_H
 #define STAGEDRAIN_TARGET_H
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -29,6 +31,14 @@ enum target_state {
 	TARGET_READY,      /* a settled fence: batches may push */
 };
 
+/* A connection attempt made off the relay's loop (target_connect.c). */
+enum { TARGET_CONNECT_IDLE, TARGET_CONNECTING, TARGET_CONNECT_DONE };
+struct target_connector {
+	pthread_t thread;
+	_Atomic int state; /* TARGET_CONNECT_*: while CONNECTING, the thread owns the target's redis */
+	int rc;            /* redis_sink_connect's, once DONE */
+};
+
 struct target {
 	size_t index;             /* in routes.t; 0 is the default target */
 	const char *name;         /* "default" or the route's */
@@ -53,6 +63,7 @@ struct target {
 	long long wrongtype_log_ms;   /* when its keys of the wrong type were last named; 0: not since */
 	long long relayed;
 	long long push_us; /* this batch's push, for its latency figure */
+	struct target_connector connector;
 };
 
 void target_init(struct target *t, size_t index, const char *name, const struct config *cfg, struct stop *stop);
@@ -65,5 +76,15 @@ bool target_up(const struct target *t);
 const struct batch_job *target_group(const struct batch *b, size_t n, struct batch_job **scratch, size_t *cap);
 /* The target's jobs of b, as a view into grouped (target_group's), in t->part. */
 void target_view(struct target *t, const struct batch *b, const struct batch_job *grouped);
+
+/* Starts connecting the target's Redis (redis_sink_connect) in a thread of
+ * its own; nothing else may touch t->redis until target_connect_done says
+ * it is done. 0 or -errno (no thread). */
+int target_connect_start(struct target *t) SD_MUSTCHECK;
+bool target_connecting(const struct target *t);
+/* True once the attempt ended, with its code in *rc (the thread is joined). */
+bool target_connect_done(struct target *t, int *rc);
+/* Waits for an attempt still running (at most --redis-timeout), and drops it. */
+void target_connect_wait(struct target *t);
 
 #endif

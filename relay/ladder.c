@@ -244,9 +244,12 @@ int ladder_next_try_ms(const struct drain *d)
 {
 	long long now = clock_mono_ms(), next = LLONG_MAX;
 
-	for (size_t i = 0; i < d->nt; i++)
-		if (d->t[i].retry_ms < next)
-			next = d->t[i].retry_ms;
+	for (size_t i = 0; i < d->nt; i++) {
+		/* A connection attempt running: look again soon. */
+		long long at = target_connecting(&d->t[i]) ? now + 10 : d->t[i].retry_ms;
+		if (at < next)
+			next = at;
+	}
 	return next <= now ? 1 : next - now > INT_MAX ? INT_MAX : (int)(next - now);
 }
 
@@ -504,10 +507,21 @@ static bool take_lead(struct drain *d)
 static bool reconnect_redis(struct drain *d, struct target *t)
 {
 	const struct redis_target *rt = &t->cfg->redis;
-	int rc;
+	int rc = 0;
 
 	ladder_fall_back(t, TARGET_NEED_EPOCH);
-	if ((rc = redis_sink_connect(&t->redis)) < 0) {
+	/* With other targets to serve, the attempt runs off the loop: one that
+	 * hangs to --redis-timeout holds up only its own target. Alone, or
+	 * without a thread, it runs here. */
+	if (target_connecting(t)) {
+		if (!target_connect_done(t, &rc))
+			return false;
+	} else if (d->nt > 1 && target_connect_start(t) == 0) {
+		return false;
+	} else {
+		rc = redis_sink_connect(&t->redis);
+	}
+	if (rc < 0) {
 		ladder_redis_trouble(d, t, rc, "could not reconnect to redis; will retry");
 		return false;
 	}
@@ -535,13 +549,18 @@ static void follow_failover(struct target *t)
  * it is READY. A fault is logged, and the target waits its back-off. */
 static bool climb(struct drain *d, struct target *t)
 {
-	follow_failover(t);
-	if (t->state == TARGET_READY && redis_sink_connected(&t->redis))
-		return true;
-	if (clock_mono_ms() < t->retry_ms || pg_source_broken(&d->pg))
-		return false;
-	if (!redis_sink_connected(&t->redis) && !reconnect_redis(d, t))
-		return false;
+	if (target_connecting(t)) {
+		if (!reconnect_redis(d, t))
+			return false;
+	} else {
+		follow_failover(t);
+		if (t->state == TARGET_READY && redis_sink_connected(&t->redis))
+			return true;
+		if (clock_mono_ms() < t->retry_ms || pg_source_broken(&d->pg))
+			return false;
+		if (!redis_sink_connected(&t->redis) && !reconnect_redis(d, t))
+			return false;
+	}
 	if (t->state == TARGET_NEED_EPOCH && !take_epoch(d, t))
 		return false;
 	return t->state != TARGET_NEED_FENCE || settle_fence(d, t);

@@ -32,6 +32,7 @@ void target_free(struct target *t)
 {
 	if (!t)
 		return;
+	target_connect_wait(t);
 	redis_sink_free(&t->redis);
 	fence_free(&t->fence);
 	buf_free(&t->fence_text);
@@ -40,6 +41,8 @@ void target_free(struct target *t)
 
 bool target_up(const struct target *t)
 {
+	/* The state first: a target connecting (its redis the connector's) is
+	 * never READY. */
 	return t->state == TARGET_READY && !t->paused && redis_sink_connected(&t->redis);
 }
 

@@ -208,6 +208,55 @@ START_TEST(a_target_that_stops_answering_holds_its_rows_while_the_other_flows)
 }
 END_TEST
 
+/* Target b hangs (SIGSTOP: connections open, nothing answers) rather than
+ * refusing: after the one push that waits out --redis-timeout, b's rows wait
+ * held while its reconnection attempts, each as long, run off the relay's
+ * loop, and the default target's jobs keep arriving within a second. */
+START_TEST(a_target_that_hangs_holds_up_no_other)
+{
+	PGconn *c = h_pg();
+	redisContext *r = h_redis();
+	struct second b;
+	struct relay_proc p;
+	long long worst = 0;
+
+	h_reset();
+	second_start(&b, "bq", " --sidekiq-version 7");
+	{
+		const char *args[] = {
+			"--route", b.route, "--redis-timeout", "3s", "--poll-interval", "20", "--sidekiq-version",
+			"7",       NULL
+		};
+		h_relay_start(&p, "routed-hang", args);
+	}
+	RELAY_CHECK(&p, h_log_wait_count(&p, "msg=leading", 2, 10000), "the relay never led on both targets");
+	kill(b.pid, SIGSTOP);
+	h_stage(c, "bq", 1, 1);
+	h_stage(c, "default", 1, 1);
+	RELAY_CHECK(&p, wait_len(r, "queue:default", 1, 10000), "the default target stopped with b");
+	for (long long t0 = mono_ms(); h_sql(c, "SELECT count(*) FROM staged_jobs_held WHERE target = 'b'") == 0;)
+		RELAY_CHECK(&p, mono_ms() - t0 < 10000, "b's rows were not held");
+	/* Eight seconds: b's back-off tries again every 0.1 to 3 s, each try 3 s long. */
+	for (int k = 0; k < 16; k++) {
+		long long t0 = mono_ms();
+		h_stage(c, "bq", 10 + k, 1);
+		h_stage(c, "default", 10 + k, 1);
+		RELAY_CHECK(&p, wait_len(r, "queue:default", 2 + k, 10000), "the default target stopped with b");
+		if (mono_ms() - t0 > worst)
+			worst = mono_ms() - t0;
+		sleep_ms(500);
+	}
+	kill(b.pid, SIGCONT);
+	RELAY_CHECK(&p, wait_len(b.r, "queue:bq", 17, 20000), "b's held rows never arrived");
+	h_relay_kill(&p, SIGTERM);
+	ck_assert_int_eq(h_relay_wait(&p, 10000), 0);
+	ck_assert_msg(worst < 1000, "a default job waited %lld ms while b hung", worst);
+	second_stop(&b);
+	redisFree(r);
+	PQfinish(c);
+}
+END_TEST
+
 /* One batch for both targets: the default one acknowledges its part, then
  * the relay dies waiting on b's (stopped). Whatever b then does with the push
  * it had, the next leader pushes nothing twice and loses nothing. */
@@ -263,6 +312,7 @@ Suite *routed_suite(void)
 	tcase_add_test(tc, rows_go_to_the_target_their_queue_or_route_column_names);
 	tcase_add_test(tc, a_target_that_stops_answering_holds_its_rows_while_the_other_flows);
 	tcase_add_test(tc, a_leader_killed_after_one_target_acknowledged_pushes_nothing_twice);
+	tcase_add_test(tc, a_target_that_hangs_holds_up_no_other);
 	suite_add_tcase(s, tc);
 	return s;
 }
