@@ -6,15 +6,14 @@
 #define STAGEDRAIN_CHAOS_ROUTES_H
 
 #include "common.h"
+#include "support/redis_server.h"
 
 /* Targets beyond the default one; queues[ROUTES_FIRST_QUEUE + k] goes to target k. */
 #define ROUTES_EXTRA 2
 #define ROUTES_FIRST_QUEUE 2
 
 struct routes_chaos {
-	struct proc proc[ROUTES_EXTRA];
-	int port[ROUTES_EXTRA];
-	char dir[ROUTES_EXTRA][PATH_MAX];
+	struct redis_server redis[ROUTES_EXTRA];
 	char flag[ROUTES_EXTRA][160]; /* each target's --route value */
 	int restarts[ROUTES_EXTRA];
 };

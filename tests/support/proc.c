@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -14,8 +15,11 @@
 #include "support/timing.h"
 
 /* In the child: stdin, stdout and stderr as asked, then exec. Never returns. */
-static void child(const struct proc_opts *o, const int pfd[2])
+static void child(const struct proc_opts *o, const int pfd[2], pid_t parent)
 {
+	/* The parent may have died before the request: then it is too late. */
+	if (o->die_with_parent && (prctl(PR_SET_PDEATHSIG, SIGTERM) < 0 || getppid() != parent))
+		_exit(127);
 	if (o->stdin_pipe) {
 		dup2(pfd[0], STDIN_FILENO);
 		close(pfd[0]);
@@ -46,7 +50,7 @@ static void child(const struct proc_opts *o, const int pfd[2])
 int proc_start(struct proc *p, const struct proc_opts *o)
 {
 	int pfd[2] = { -1, -1 };
-	pid_t pid;
+	pid_t pid, parent = getpid();
 
 	p->pid = 0;
 	p->status = -1;
@@ -70,7 +74,7 @@ int proc_start(struct proc *p, const struct proc_opts *o)
 		return -err;
 	}
 	if (pid == 0)
-		child(o, pfd);
+		child(o, pfd, parent);
 	if (o->stdin_pipe) {
 		close(pfd[0]);
 		*o->stdin_pipe = pfd[1];

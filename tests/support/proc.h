@@ -20,6 +20,9 @@ struct proc_opts {
 	bool log_append;         /* add to the log instead of truncating it */
 	const char *cwd;         /* the child's working directory; NULL: ours */
 	int *stdin_pipe;         /* given: stdin is a pipe whose write end is stored here */
+	/* The child gets SIGTERM when the thread that started it dies (Linux's
+	 * PR_SET_PDEATHSIG): a Check test that fails halfway leaves none behind. */
+	bool die_with_parent;
 	/* Runs in the child just before exec (e.g. to put its own pid into argv). */
 	void (*child_setup)(void *arg);
 	void *child_arg;
