@@ -6,21 +6,18 @@
  * the other targets' latency holds while the shard is down. */
 #include "fmacros.h"
 
-#include <arpa/inet.h>
 #include <check.h>
 #include <limits.h>
-#include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include "harness.h"
 #include "suites.h"
+#include "support/redis_server.h"
 
 #define JOBS 30000
 #define PRODUCERS 4
@@ -32,60 +29,20 @@
 /* The queues: a1-a5 on shard a (the default target), b1-b3 and bx.one on
  * shard b (three by name, one by glob), ml.* on the Celery target. */
 
-/* A Redis of the test's own, with an AOF fsynced before each reply, so a
- * SIGKILL loses nothing it acknowledged: what the test checks is the relay's. */
-struct own_redis {
-	struct relay_proc p;
-	int port;
-	char dir[PATH_MAX], url[64];
-};
-
-static int free_port(void)
+/* Shard b's and ml's Redis (tests/support/redis_server.h): an AOF fsynced
+ * before each reply, so the SIGKILL of shard b loses nothing it acknowledged
+ * and the jobs it held that Sidekiq had not taken come back with it: a loss
+ * after the restart is the relay's, not the test's. (An RDB would lose every
+ * write since its last save.) Its port is below the ephemeral range, so no
+ * outgoing connection takes it in the 10 s it is down. */
+static void own_redis_start(struct redis_server *x, const char *name)
 {
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	socklen_t len = sizeof(a);
-	int fd = socket(AF_INET, SOCK_STREAM, 0), port = -1;
+	char dir[PATH_MAX], cmd[PATH_MAX + 16], err[REDIS_ERRLEN];
 
-	if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
-	    getsockname(fd, (struct sockaddr *)&a, &len) == 0)
-		port = ntohs(a.sin_port);
-	if (fd >= 0)
-		close(fd);
-	ck_assert_int_gt(port, 0);
-	return port;
-}
-
-static void own_redis_run(struct own_redis *x, const char *name)
-{
-	char port[16];
-	const char *argv[] = { "redis-server", "--bind", "127.0.0.1",     "--port", port,     "--dir", x->dir,
-			       "--appendonly", "yes",    "--appendfsync", "always", "--save", "",      NULL };
-	struct proc_opts o = { .argv = argv };
-	long long t0 = mono_ms();
-	redisContext *r;
-
-	snprintf(port, sizeof(port), "%d", x->port);
-	h_proc_start(&x->p, name, &o);
-	while (!(r = redisConnect("127.0.0.1", x->port)) || r->err) {
-		if (r)
-			redisFree(r);
-		ck_assert_msg(mono_ms() - t0 < 10000, "redis %s did not start: see %s", name, x->p.log);
-		sleep_ms(20);
-	}
-	redisFree(r);
-}
-
-static void own_redis_start(struct own_redis *x, const char *name)
-{
-	snprintf(x->dir, sizeof(x->dir), "%s/%s", h_env("TEST_DIR"), name);
-	{
-		char cmd[2 * PATH_MAX + 32];
-		snprintf(cmd, sizeof(cmd), "rm -rf '%s' && mkdir -p '%s'", x->dir, x->dir);
-		ck_assert_int_eq(system(cmd), 0);
-	}
-	x->port = free_port();
-	snprintf(x->url, sizeof(x->url), "redis://127.0.0.1:%d/0", x->port);
-	own_redis_run(x, name);
+	snprintf(dir, sizeof(dir), "%s/%s", h_env("TEST_DIR"), name);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	ck_assert_int_eq(system(cmd), 0);
+	ck_assert_msg(redis_server_start(x, dir, err) == 0, "%s", err);
 }
 
 /* What a worker needs: where its jobs come from, where it records, its name. */
@@ -108,7 +65,11 @@ static void start_sidekiq(struct relay_proc *p, struct worker_env *e, const char
 	char worker[PATH_MAX];
 	const char *argv[64] = { "sidekiq", "-r", worker, "-c", "1", "-t", "5", "-e", "test" };
 	int n = 9;
-	struct proc_opts o = { .argv = argv, .cwd = h_env("TEST_DIR"), .child_setup = sidekiq_env, .child_arg = e };
+	struct proc_opts o = { .argv = argv,
+			       .cwd = h_env("TEST_DIR"),
+			       .child_setup = sidekiq_env,
+			       .child_arg = e,
+			       .die_with_parent = true };
 
 	ck_assert_ptr_nonnull(realpath("tests/e2e/worker.rb", worker));
 	for (int i = 0; i < nq; i++) {
@@ -149,7 +110,11 @@ static void start_celery(struct relay_proc *p, struct worker_env *e)
 			       "--loglevel",
 			       "WARNING",
 			       NULL };
-	struct proc_opts o = { .argv = argv, .cwd = h_env("TEST_DIR"), .child_setup = celery_env, .child_arg = e };
+	struct proc_opts o = { .argv = argv,
+			       .cwd = h_env("TEST_DIR"),
+			       .child_setup = celery_env,
+			       .child_arg = e,
+			       .die_with_parent = true };
 
 	ck_assert_ptr_nonnull(realpath("tests/e2e", e->path));
 	h_proc_start(p, "routes-celery", &o);
@@ -213,33 +178,57 @@ static void *produce(void *arg)
 	return NULL;
 }
 
-/* p99 of commit-to-run latency (ms) of targets other than shard b, for jobs
- * committed in [from, to) ms since the epoch. */
-static double p99_others(PGconn *c, long long from, long long to)
+/* A percentile (0..1) of column col (ms) of runs, over one worker's jobs
+ * (shard a, b or ml) committed in [from, to) ms since the epoch; *n: how many. */
+static double latency(PGconn *c, const char *col, const char *shard, double pct, long long from, long long to,
+		      long long *n)
 {
 	char v[64];
 	char sql[512];
 
 	snprintf(sql, sizeof(sql),
-		 "SELECT coalesce(percentile_disc(0.99) WITHIN GROUP (ORDER BY ran_ms - t_ms), 0)"
-		 " FROM runs WHERE shard <> 'b' AND t_ms >= %lld AND t_ms < %lld",
-		 from, to);
+		 "SELECT coalesce(percentile_disc(%g) WITHIN GROUP (ORDER BY %s), 0)"
+		 " FROM runs WHERE shard = '%s' AND t_ms >= %lld AND t_ms < %lld",
+		 pct, col, shard, from, to);
 	h_sql_text(c, sql, v, sizeof(v));
+	*n = (long long)h_sql(c, "SELECT count(*) FROM runs WHERE shard = $$%s$$ AND t_ms >= %lld AND t_ms < %lld",
+			      shard, from, to);
 	return atof(v);
+}
+
+/* The jobs waiting in shard b's Sidekiq queues. */
+static long long b_waiting(const struct redis_server *b)
+{
+	char err[REDIS_ERRLEN];
+	redisContext *r = redis_open(b->port, 2000, err);
+	long long n = 0;
+
+	ck_assert_msg(r, "%s", err);
+	for (int i = 0; i < 5; i++)
+		n += h_cmd_int(r, "LLEN queue:%s", (const char *[]){ "b1", "b2", "b3", "bx.one", "a1" }[i]);
+	redisFree(r);
+	return n;
+}
+
+/* Now, on Postgres' clock (the one t_ms is read from), in ms since the epoch. */
+static long long pg_now_ms(PGconn *c)
+{
+	return (long long)h_sql(c, "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::int8");
 }
 
 START_TEST(three_targets_each_job_once_on_its_worker_in_order_through_a_shard_outage)
 {
 	PGconn *c = h_pg();
 	redisContext *ra = h_redis();
-	struct own_redis b, ml;
+	struct redis_server b, ml;
 	struct relay_proc relay, wa, wb, wc;
 	struct worker_env ea, eb, ec;
 	struct producer prod[PRODUCERS];
 	_Atomic long long committed = 0;
-	char route_b[256], route_ml[256];
-	long long t0, epoch0, kill_ms, back_ms, done = 0;
-	double before, during;
+	char route_b[256], route_ml[256], err[REDIS_ERRLEN];
+	long long t0, epoch0, kill_ms, back_ms, done = 0, held_b = 0, held_others = 0, waiting_at_kill,
+						waiting_after_restart;
+	int relay_rc;
 	static const char *const qa[] = { "a1", "a2", "a3", "a4", "a5" };
 	static const char *const qb[] = { "b1", "b2", "b3", "bx.one", "a1" };
 
@@ -251,6 +240,8 @@ START_TEST(three_targets_each_job_once_on_its_worker_in_order_through_a_shard_ou
 	snprintf(route_b, sizeof(route_b), "shard2 b1,b2,b3,bx.* --redis-url %s", b.url);
 	snprintf(route_ml, sizeof(route_ml), "ml ml.* --redis-url %s --format celery", ml.url);
 
+	/* Every worker records its runs into the test Redis (shard a's), which
+	 * stays up: shard b's worker records nothing into the Redis that dies. */
 	ea = (struct worker_env){ .shard = "a" };
 	snprintf(ea.url, sizeof(ea.url), "%s", h_env("TEST_REDIS_URL"));
 	eb = (struct worker_env){ .shard = "b" };
@@ -273,23 +264,34 @@ START_TEST(three_targets_each_job_once_on_its_worker_in_order_through_a_shard_ou
 		prod[k] = (struct producer){ .k = k, .t0 = t0, .committed = &committed };
 		ck_assert_int_eq(pthread_create(&prod[k].thread, NULL, produce, &prod[k]), 0);
 	}
-	/* Mid-run: shard b's worker stops, then its Redis dies, for DOWN_MS. */
+	/* Mid-run: shard b's worker stops, then its Redis dies, for DOWN_MS.
+	 * The worker stops first because Sidekiq's BRPOP fetch takes a job off
+	 * the list before running it: a job whose pop the Redis had written
+	 * and fsynced but whose reply the SIGKILL cut off would be lost by the
+	 * test, not by the relay. The jobs pushed after it stopped wait in the
+	 * lists, and must be there after the restart (the AOF). */
 	while (mono_ms() - t0 < KILL_AT_MS)
 		sleep_ms(50);
 	stop_worker(&wb);
-	kill_ms = (long long)h_sql(c, "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::int8");
-	h_relay_kill(&b.p, SIGKILL);
-	(void)h_relay_wait(&b.p, 5000);
-	sleep_ms(DOWN_MS);
-	back_ms = (long long)h_sql(c, "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::int8");
-	own_redis_run(&b, "redis-shard-b");
-	start_sidekiq(&wb, &eb, "routes-sidekiq-b-again", qb, 5);
-	for (int k = 0; k < PRODUCERS; k++) {
-		pthread_join(prod[k].thread, NULL);
-		ck_assert_msg(!prod[k].err[0], "producer %d: %s", k, prod[k].err);
+	waiting_at_kill = b_waiting(&b);
+	kill_ms = pg_now_ms(c);
+	(void)redis_server_stop(&b, SIGKILL, 5000);
+	/* While it is down: shard b's rows are held, no other target's are. */
+	while (pg_now_ms(c) - kill_ms < DOWN_MS) {
+		long long nb = (long long)h_sql(c, "SELECT count(*) FROM staged_jobs_held WHERE target = 'shard2'");
+		long long no = (long long)h_sql(c, "SELECT count(*) FROM staged_jobs_held"
+						   " WHERE target IS DISTINCT FROM 'shard2'");
+		held_b = nb > held_b ? nb : held_b;
+		held_others = no > held_others ? no : held_others;
+		sleep_ms(200);
 	}
-	ck_assert_int_eq(committed, JOBS);
-	for (long long w0 = mono_ms(); mono_ms() - w0 < 120000; sleep_ms(200)) {
+	back_ms = pg_now_ms(c);
+	ck_assert_msg(redis_server_restart(&b, err) == 0, "%s", err);
+	waiting_after_restart = b_waiting(&b);
+	start_sidekiq(&wb, &eb, "routes-sidekiq-b-again", qb, 5);
+	for (int k = 0; k < PRODUCERS; k++)
+		pthread_join(prod[k].thread, NULL);
+	for (long long w0 = mono_ms(); committed == JOBS && mono_ms() - w0 < 120000; sleep_ms(200)) {
 		done = h_cmd_int(ra, "LLEN e2e:ran") + h_cmd_int(ra, "LLEN e2e:celery:ran");
 		if (done >= JOBS)
 			break;
@@ -299,11 +301,24 @@ START_TEST(three_targets_each_job_once_on_its_worker_in_order_through_a_shard_ou
 	stop_worker(&wb);
 	stop_worker(&wc);
 	h_relay_kill(&relay, SIGTERM);
-	ck_assert_int_eq(h_relay_wait(&relay, 10000), 0);
-	h_relay_kill(&b.p, SIGTERM);
-	h_relay_kill(&ml.p, SIGTERM);
-	(void)h_relay_wait(&b.p, 5000);
-	(void)h_relay_wait(&ml.p, 5000);
+	relay_rc = h_relay_wait(&relay, 10000);
+	if (relay_rc < 0) {
+		h_relay_kill(&relay, SIGKILL);
+		(void)h_relay_wait(&relay, 5000);
+	}
+	(void)redis_server_stop(&b, SIGTERM, 5000);
+	(void)redis_server_stop(&ml, SIGTERM, 5000);
+
+	/* Everything is stopped: a failed check below leaves nothing running. */
+	for (int k = 0; k < PRODUCERS; k++)
+		ck_assert_msg(!prod[k].err[0], "producer %d: %s", k, prod[k].err);
+	ck_assert_int_eq(committed, JOBS);
+	ck_assert_int_eq(relay_rc, 0);
+	ck_assert_msg(held_b > 0, "no row of shard2 was held while its redis was down");
+	ck_assert_msg(held_others == 0, "%lld rows of the targets that were up were held", held_others);
+	ck_assert_msg(waiting_at_kill > 0 && waiting_after_restart >= waiting_at_kill,
+		      "shard b's lists held %lld jobs at the SIGKILL, %lld after the restart", waiting_at_kill,
+		      waiting_after_restart);
 
 	/* Every run, Sidekiq's and Celery's, with its shard and the row it was. */
 	h_load_list(c, ra, "e2e:ran", "sk_json");
@@ -331,23 +346,59 @@ START_TEST(three_targets_each_job_once_on_its_worker_in_order_through_a_shard_ou
 	/* In order per queue on each worker (one thread each): a producer's
 	 * transactions commit one after the other, so its rows' ids are their
 	 * commit order (across producers, the order is the commits', which ids
-	 * do not give: a lower id may commit later). */
+	 * do not give: a lower id may commit later). Shard b's queues hold
+	 * rows pushed before the SIGKILL, rows held while it was down and rows
+	 * committed after it came back: a held row overtaken by a later one
+	 * shows here. */
 	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM (SELECT id < lag(id) OVER (PARTITION BY shard, queue, producer"
 				  " ORDER BY pos) AS back FROM runs) x WHERE back"),
 			 0);
 	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs"), 0);
 	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs_held"), 0);
-	/* Shard b's jobs waited held while it was down. */
-	ck_assert(h_log_contains(relay.log, "target=shard2"));
-	/* The other targets' p99 while b was down, against before: within 2x,
-	 * plus 25 ms for this shared two-core machine's scheduling (three
-	 * workers, three Redis, Postgres, the producers and the relay on it). */
+
+	/* The other targets' latency while shard b was down, against before
+	 * (from 5 s in, past the workers' warm-up, to the SIGKILL; from 0.5 s
+	 * after it, once the relay saw it, to the restart). t_ms is read in
+	 * the producer's INSERT, a few ms before its COMMIT returns, alike in
+	 * both windows. Commit to run (ran_ms - t_ms) is printed; what is held
+	 * to the bound is the wait of a job that its worker's backlog does
+	 * not explain: from its commit, or from the previous run of its
+	 * worker (one thread) if that came later, to its run. A relay that
+	 * held a target back while another was down leaves that worker idle
+	 * with jobs committed, and the wait grows; a worker that falls behind
+	 * (Celery's solo pool is slower than the relay, and this machine's
+	 * two cores are shared with other developers' runs: commit to run
+	 * reached a p50 of 10 s in both windows under their load) does not
+	 * grow it. The bound is 2x the p99 before, but never below the p99
+	 * before + 50 ms: a p99 of a few ms doubles on one scheduling hiccup
+	 * when three workers, three Redis, Postgres, four producers and the
+	 * relay share two cores. The floor lets through a target that waited
+	 * up to 50 ms more; one that waited for b's Redis (the 1 s
+	 * --redis-timeout, or b's 10 s) fails. */
+	h_sql(c, "ALTER TABLE runs ADD COLUMN wait_ms int8");
+	h_sql(c, "UPDATE runs r SET wait_ms = r.ran_ms - greatest(r.t_ms, w.prev) FROM (SELECT id,"
+		 " lag(ran_ms) OVER (PARTITION BY shard, kind ORDER BY pos) AS prev FROM runs) w WHERE w.id = r.id");
 	epoch0 = (long long)h_sql(c, "SELECT min(t_ms) FROM exp");
-	before = p99_others(c, epoch0 + 5000, kill_ms);
-	during = p99_others(c, kill_ms + 500, back_ms);
-	fprintf(stderr, "routes e2e: p99 commit-to-run of shard a and ml: %.0f ms before, %.0f ms while b was down\n",
-		before, during);
-	ck_assert_msg(during <= 2 * before + 25, "p99 %.0f ms while b was down, %.0f ms before", during, before);
+	for (int i = 0; i < 2; i++) {
+		const char *shard = i == 0 ? "a" : "ml";
+		long long from[2] = { epoch0 + 5000, kill_ms + 500 }, to[2] = { kill_ms, back_ms }, n[2];
+		double run99[2], wait50[2], wait99[2], bound;
+
+		for (int w = 0; w < 2; w++) {
+			run99[w] = latency(c, "ran_ms - t_ms", shard, 0.99, from[w], to[w], &n[w]);
+			wait50[w] = latency(c, "wait_ms", shard, 0.5, from[w], to[w], &n[w]);
+			wait99[w] = latency(c, "wait_ms", shard, 0.99, from[w], to[w], &n[w]);
+		}
+		bound = 2 * wait99[0] > wait99[0] + 50 ? 2 * wait99[0] : wait99[0] + 50;
+		fprintf(stderr,
+			"routes e2e: shard %s, before / while b was down: %lld / %lld jobs, commit to run p99"
+			" %.0f / %.0f ms, wait p50 %.0f / %.0f ms, p99 %.0f / %.0f ms (bound %.0f ms)\n",
+			shard, n[0], n[1], run99[0], run99[1], wait50[0], wait50[1], wait99[0], wait99[1], bound);
+		ck_assert_msg(n[0] >= 1000 && n[1] >= 1000, "shard %s: %lld jobs before, %lld during", shard, n[0],
+			      n[1]);
+		ck_assert_msg(wait99[1] <= bound, "shard %s: p99 wait %.0f ms while b was down, %.0f ms before", shard,
+			      wait99[1], wait99[0]);
+	}
 	redisFree(ra);
 	PQfinish(c);
 }
