@@ -7,6 +7,8 @@
 #   services.sh stop DIR          stop both
 #   services.sh redis-stop DIR    stop Redis only (it keeps its data: AOF, fsync always)
 #   services.sh redis-start DIR   start it again on the same port
+#   services.sh redis-kill DIR    SIGKILL Redis, as a crash would end it (the AOF keeps
+#                                 what it acknowledged); redis-start starts it again
 #   services.sh redis-start-loading DIR [US]
 #                                 start it again, loading its AOF slowly (US µs per
 #                                 command, default 100), and return while it answers LOADING
@@ -98,6 +100,21 @@ redis_stop() {
 	done
 	kill -9 "$pid" 2>/dev/null || true
 	rm -f "$pidfile"
+}
+
+# redis_kill DIR: SIGKILLs the test Redis and waits until its port refuses
+# connections (its sockets are closed, whoever reaps it).
+redis_kill() {
+	local dir=$1 pid port
+	[ -f "$dir/redis.pid" ] || return 0
+	pid=$(cat "$dir/redis.pid")
+	port=$(cat "$dir/redis.port")
+	kill -9 "$pid" 2>/dev/null || true
+	for _ in $(seq 1 100); do
+		(exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null || break
+		sleep 0.1
+	done
+	rm -f "$dir/redis.pid"
 }
 
 # A second Redis without persistence: the primary the test Redis replicates
@@ -516,6 +533,7 @@ start) start "$1" ;;
 stop) stop "$1" ;;
 redis-stop) redis_stop "$1" ;;
 redis-start) redis_start "$1" ;;
+redis-kill) redis_kill "$1" ;;
 redis-start-loading) redis_start "$1" LOADING --key-load-delay "${2:-100}" ;;
 redis2-start) redis2_start "$1" ;;
 redis2-stop) redis_stop "$1" redis2 ;;

@@ -73,6 +73,7 @@ struct chaos {
 	long long start_ms, deadline_ms, next_progress_ms;
 	/* what happened */
 	int leader_kills, backend_kills, redis_restarts, skipped_kills;
+	int default_redis_kills; /* --routes: restarts of the default target's Redis */
 	int unexpected_exits, failover_timeouts, bad_stops;
 	long long failover_ms[4096];
 	int nfailover;
@@ -475,24 +476,32 @@ static int kill_backends(struct chaos *c)
 	return 0;
 }
 
-/* Stops Redis (it keeps its AOF, appendfsync always), leaves it down up to a
- * second, starts it again on the same port. */
+/* Stops Redis (it keeps its AOF, appendfsync always; --routes: SIGKILLs one
+ * target's), leaves it down up to a second, starts it again on the same port. */
 static int restart_redis(struct chaos *c)
 {
-	/* --routes: either route's Redis (SIGKILL), the default target flowing
-	 * on; its queues are never held, so their order is checked in full. */
-	int k = c->o.routes ? (int)(rnd(&c->rng) % ROUTES_EXTRA) : -1;
+	/* --routes: one target's Redis, SIGKILLed (a crash; its AOF keeps what
+	 * it acknowledged), while the other two flow on; the three in turn from
+	 * one the seed picks, so three restarts kill each once. */
+	int k = c->o.routes ? (int)((c->o.seed + (unsigned)c->redis_restarts) % (ROUTES_EXTRA + 1)) : -1;
 
-	if (k >= 0) {
+	if (k >= 0 && k < ROUTES_EXTRA) {
 		note_event(c, "redis restart", "SIGKILL of route r%d's redis, then started again", k + 1);
 		if (routes_restart(&c->routes, k, &c->rng) < 0)
 			return -1;
 		c->redis_restarts++;
 		return 0;
 	}
-	note_event(c, "redis restart", "stopping");
-	if (services_run(&c->env.srv, "redis-stop", NULL) != 0)
-		return -1;
+	if (k == ROUTES_EXTRA) {
+		note_event(c, "redis restart", "SIGKILL of the default target's redis");
+		if (services_run(&c->env.srv, "redis-kill", NULL) != 0)
+			return -1;
+		c->default_redis_kills++;
+	} else {
+		note_event(c, "redis restart", "stopping");
+		if (services_run(&c->env.srv, "redis-stop", NULL) != 0)
+			return -1;
+	}
 	sleep_ms(rnd_range(&c->rng, 0, 1000));
 	if (services_run(&c->env.srv, "redis-start", NULL) != 0)
 		return -1;
@@ -639,24 +648,41 @@ static void duplicate_causes(struct chaos *c, struct results *r)
 	PQclear(res);
 }
 
-/* Rows the fence let a new leader delete instead of pushing again, from the relays' logs. */
-static long long fence_deletes(const struct chaos *c)
+/* Over the relays' logs, the lines whose msg starts with msg: how many, and
+ * the sum and the largest of their field (" name="). */
+static int log_field(const struct chaos *c, const char *msg, const char *field, long long *sum, long long *max)
 {
-	char path[PATH_MAX + 32], line[4096];
-	long long rows = 0;
+	char path[PATH_MAX + 32], line[4096], key[64];
+	int lines = 0;
 
+	snprintf(key, sizeof(key), " %s=", field);
+	*sum = *max = 0;
 	for (int i = 1; i <= c->incarnations; i++) {
 		FILE *f;
 		snprintf(path, sizeof(path), "%s/relay-%03d.log", c->env.srv.dir, i);
 		if (!(f = fopen(path, "r")))
 			continue;
 		while (fgets(line, sizeof(line), f)) {
-			const char *p = strstr(line, "msg=\"deleted rows the last batch pushed");
-			if (p && (p = strstr(p, " rows=")))
-				rows += strtoll(p + 6, NULL, 10);
+			const char *p = strstr(line, msg);
+			long long v;
+			if (!p || !(p = strstr(p, key)))
+				continue;
+			v = strtoll(p + strlen(key), NULL, 10);
+			lines++;
+			*sum += v;
+			*max = v > *max ? v : *max;
 		}
 		fclose(f);
 	}
+	return lines;
+}
+
+/* Rows the fence let a new leader delete instead of pushing again, from the relays' logs. */
+static long long fence_deletes(const struct chaos *c)
+{
+	long long rows, max;
+
+	(void)log_field(c, "msg=\"deleted rows the last batch pushed", "rows", &rows, &max);
 	return rows;
 }
 
@@ -712,13 +738,20 @@ static bool report(struct chaos *c, const struct results *r, const struct result
 	printf("  wrong queue/content          %lld\n", r->mismatched);
 	printf("  order violations             %lld%s\n", r->order_violations,
 	       c->o.caps > 0 ? " (in the uncapped queue; held jobs leave round-robin across tenants)"
-	       : c->o.routes ? " (in the default target's first queue; a route's held jobs leave in hold order)"
+	       : c->o.routes ? " (each producer's commit order, in every list of every target)"
 			     : "");
 	printf("  dead / left staged / held    %lld / %lld / %lld\n", r->dead, r->left_staged, r->left_held);
 	printf("  leader SIGKILLs              %d (skipped: %d)\n", c->leader_kills, c->skipped_kills);
 	printf("  relay backends terminated    %d times\n", c->backend_kills);
-	printf("  redis restarts               %d%s\n", c->redis_restarts,
-	       c->o.routes ? " (SIGKILLs of the two routes' Redis, r1 and r2; the default flows on)" : "");
+	if (c->o.routes) {
+		long long sum, max;
+		int n = log_field(c, "msg=\"jobs wait in staged_jobs_held", "jobs_held", &sum, &max);
+		printf("  redis restarts               %d (SIGKILLs: default %d, r1 %d, r2 %d)\n", c->redis_restarts,
+		       c->default_redis_kills, c->routes.restarts[0], c->routes.restarts[1]);
+		/* Holds the order check went through (none: it checked no hold). */
+		printf("  holds released               %d (relay log lines), up to %lld jobs held\n", n, max);
+	} else
+		printf("  redis restarts               %d\n", c->redis_restarts);
 	printf("  rows deleted by the fence    %lld\n", fence_deletes(c));
 	printf("  failover (SIGKILL -> first push of the next epoch)  median %lld ms, max %lld ms (n=%d, timeouts %d)\n",
 	       med, max, c->nfailover, c->failover_timeouts);
@@ -743,8 +776,8 @@ static const char usage_text[] =
 	"             [--caps N] [--routes 1]\n"
 	"  --caps N   relays run with --max-queue-length N, rows carry skewed tenants, and a\n"
 	"             consumer pops the queues (at half the staging rate while producers run)\n"
-	"  --routes 1 two more Redis; the relays route two of the four queues to them, and the\n"
-	"             Redis restarts SIGKILL theirs\n";
+	"  --routes 1 two more Redis; the relays route two of the four queues to them, each Redis\n"
+	"             restart SIGKILLs one of the three targets' Redis, and order is each producer's\n";
 
 static int parse_args(struct opts *o, int argc, char **argv)
 {
@@ -861,6 +894,7 @@ static int run(struct chaos *c, struct results *res, struct results *tampered, i
 	/* Held jobs leave in the order they were held, late commits after, in
 	 * one batch: a batch's id order is checked where nothing is held. */
 	c->env.ordered = c->o.caps > 0 ? queues[CAPS_UNCAPPED] : c->o.routes ? queues[0] : NULL;
+	c->env.by_producer = c->o.routes;
 	if (setup(c) < 0)
 		return -1;
 	if (c->o.caps > 0 && consumer_start(c) < 0)

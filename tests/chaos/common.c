@@ -478,14 +478,22 @@ int check_redis(struct env *e, struct results *res)
 
 	ordered_filter(e, "s.list", filter, sizeof(filter));
 	/* The order check (see below), in every list or in one. */
-	snprintf(order_sql, sizeof(order_sql),
-		 "WITH j AS (SELECT s.list, s.enq, s.pos, c.id,"
-		 "   s.pos - row_number() OVER (PARTITION BY s.list, s.enq ORDER BY s.pos) AS island"
-		 "   FROM chaos_seen s LEFT JOIN chaos_committed c USING (jid) WHERE s.src = 'queue'%s),"
-		 " o AS (SELECT id, lag(id) OVER (PARTITION BY list, enq, island ORDER BY pos) AS prev"
-		 "   FROM j WHERE id IS NOT NULL)"
-		 " SELECT count(*) FROM o WHERE prev >= id",
-		 filter);
+	if (e->by_producer)
+		snprintf(
+			order_sql, sizeof(order_sql),
+			"WITH j AS (SELECT s.list, s.pos, s.args::jsonb->>0 AS producer, (s.args::jsonb->>1)::int8 AS seq"
+			"   FROM chaos_seen s JOIN chaos_committed c USING (jid) WHERE s.src = 'queue'),"
+			" o AS (SELECT seq, lag(seq) OVER (PARTITION BY list, producer ORDER BY pos) AS prev FROM j)"
+			" SELECT count(*) FROM o WHERE prev >= seq");
+	else
+		snprintf(order_sql, sizeof(order_sql),
+			 "WITH j AS (SELECT s.list, s.enq, s.pos, c.id,"
+			 "   s.pos - row_number() OVER (PARTITION BY s.list, s.enq ORDER BY s.pos) AS island"
+			 "   FROM chaos_seen s LEFT JOIN chaos_committed c USING (jid) WHERE s.src = 'queue'%s),"
+			 " o AS (SELECT id, lag(id) OVER (PARTITION BY list, enq, island ORDER BY pos) AS prev"
+			 "   FROM j WHERE id IS NOT NULL)"
+			 " SELECT count(*) FROM o WHERE prev >= id",
+			 filter);
 	const struct {
 		long long *out;
 		const char *sql;
@@ -566,14 +574,15 @@ static int swap_entries(struct env *e, const char *key, long long i, long long j
 /*
  * Proves the checker is not vacuous: after the real check, breaks Redis in five
  * known ways (drop the oldest job of a queue, copy a job, push a rolled-back job
- * and a non-job, swap two jobs of one batch), checks again, and requires each
+ * and a non-job, swap two jobs of one batch, of one producer with by_producer),
+ * checks again, and requires each
  * count to have grown; the order count must change (a swap inside an already
  * reversed batch mends one violation; the two are in the list whose order is
  * checked). Costs a second load of Redis, a second or so.
  */
 int check_self_test(struct env *e, const struct results *before, struct results *after)
 {
-	char list[128], pos[32], jid[64], key[160], other[160], payload[400], filter[160], sql[2][400];
+	char list[128], pos[32], jid[64], key[160], other[160], payload[400], filter[160], sql[2][512];
 	redisReply *r[5] = { 0 };
 	long long llen;
 	int rc = 0;
@@ -583,8 +592,8 @@ int check_self_test(struct env *e, const struct results *before, struct results 
 		snprintf(
 			sql[i], sizeof(sql[i]),
 			"SELECT a.%s FROM chaos_seen a JOIN chaos_seen b ON b.src = 'queue' AND b.list = a.list"
-			" AND b.pos = a.pos + 1 AND b.enq = a.enq WHERE a.src = 'queue'%s ORDER BY a.pos, a.list LIMIT 1",
-			i ? "pos" : "list", filter);
+			" AND b.pos = a.pos + 1 AND b.enq = a.enq%s WHERE a.src = 'queue'%s ORDER BY a.pos, a.list LIMIT 1",
+			i ? "pos" : "list", e->by_producer ? " AND b.args::jsonb->0 = a.args::jsonb->0" : "", filter);
 	env_text(e, sql[0], list, sizeof(list));
 	env_text(e, sql[1], pos, sizeof(pos));
 	env_text(e, "SELECT jid FROM chaos_rolledback LIMIT 1", jid, sizeof(jid));

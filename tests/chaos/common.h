@@ -34,6 +34,13 @@ struct env {
 	 * round-robin across tenants, each tenant's in the order they were held
 	 * (id order but for late commits, read through gaps) */
 	const char *ordered;
+	/* chaos --routes: order is instead each producer's commit order through
+	 * the whole of every list (a job's args are [producer, its sequence]): a
+	 * target whose Redis was down releases its held jobs in the order they
+	 * were held, late commits after, in one batch, so a batch need not be in
+	 * id order; a producer's own jobs must never overtake each other, before,
+	 * during or after a hold. `ordered` then names the self-test's list. */
+	bool by_producer;
 	/* chaos --routes: the Redis queue i went to, if not this one (routes.h) */
 	redisContext *queue_redis[NQUEUES];
 	/* Loads other Redis' jobs into chaos_seen after seen_load's (the

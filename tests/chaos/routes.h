@@ -1,4 +1,4 @@
-/* Chaos with routes (chaos --routes): two more Redis (AOF fsynced at each
+/* Chaos with routes (chaos --routes): two more Redis (tests/support/redis_server.h: AOF fsynced at each
  * write, like the test Redis), and the relays route two of the four queues
  * to them, one each; the killer restarts any of the three Redis. The checker
  * reads every target's lists. */
