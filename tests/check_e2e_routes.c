@@ -18,6 +18,7 @@
 #include "harness.h"
 #include "suites.h"
 #include "support/redis_server.h"
+#include "support/relay_keys.h"
 
 #define JOBS 30000
 #define PRODUCERS 4
@@ -25,6 +26,9 @@
 #define PRODUCE_MS 60000
 #define KILL_AT_MS 20000
 #define DOWN_MS 10000
+/* The relay's --poll-interval (its default), and the latency bound's floor. */
+#define POLL_MS 100
+#define POLL_INTERVAL "100ms"
 
 /* The queues: a1-a5 on shard a (the default target), b1-b3 and bx.one on
  * shard b (three by name, one by glob), ml.* on the Celery target. */
@@ -150,7 +154,8 @@ static void *produce(void *arg)
 	for (int t = 0; t < txns && PQstatus(c) == CONNECTION_OK; t++) {
 		char sql[1024];
 		PGresult *res;
-		long long due = p->t0 + (long long)t * PRODUCE_MS / txns;
+		/* Each its own phase: not all four committing at one instant. */
+		long long due = p->t0 + ((long long)t * PRODUCERS + p->k) * PRODUCE_MS / txns / PRODUCERS;
 		while (mono_ms() < due)
 			sleep_ms(2);
 		snprintf(
@@ -210,6 +215,38 @@ static long long b_waiting(const struct redis_server *b)
 	return n;
 }
 
+/* What the relay left in one target's Redis: which Sidekiq queues its `queues`
+ * set registers (sorted, comma-separated) and which targets' epoch keys it
+ * holds ("default", "shard2", "ml" that exist, comma-separated). */
+struct layout {
+	char queues[128], epochs[64];
+};
+
+static void read_layout(int port, struct layout *l)
+{
+	char err[REDIS_ERRLEN], key[128];
+	redisContext *r = redis_open(port, 2000, err);
+	redisReply *q;
+	static const char *const routes[] = { "shard2", "ml" };
+
+	*l = (struct layout){ 0 };
+	ck_assert_msg(r, "%s", err);
+	q = h_cmd(r, "SORT queues ALPHA");
+	for (size_t i = 0; i < q->elements; i++)
+		snprintf(l->queues + strlen(l->queues), sizeof(l->queues) - strlen(l->queues), "%s%s", i ? "," : "",
+			 q->element[i]->str);
+	freeReplyObject(q);
+	if (h_cmd_int(r, "EXISTS %s", h_epoch_key()))
+		strcat(l->epochs, "default");
+	for (int i = 0; i < 2; i++) {
+		snprintf(key, sizeof(key), KEYS_ROUTE_OWN_FMT, "", KEYS_LOCK_DEFAULT, routes[i], KEYS_EPOCH);
+		if (h_cmd_int(r, "EXISTS %s", key))
+			snprintf(l->epochs + strlen(l->epochs), sizeof(l->epochs) - strlen(l->epochs), "%s%s",
+				 *l->epochs ? "," : "", routes[i]);
+	}
+	redisFree(r);
+}
+
 /* Now, on Postgres' clock (the one t_ms is read from), in ms since the epoch. */
 static long long pg_now_ms(PGconn *c)
 {
@@ -224,6 +261,7 @@ START_TEST(three_targets_each_job_once_on_its_worker_in_order_through_a_shard_ou
 	struct relay_proc relay, wa, wb, wc;
 	struct worker_env ea, eb, ec;
 	struct producer prod[PRODUCERS];
+	struct layout lay[3];
 	_Atomic long long committed = 0;
 	char route_b[256], route_ml[256], err[REDIS_ERRLEN];
 	long long t0, epoch0, kill_ms, back_ms, done = 0, held_b = 0, held_others = 0, waiting_at_kill,
@@ -255,7 +293,8 @@ START_TEST(three_targets_each_job_once_on_its_worker_in_order_through_a_shard_ou
 	start_sidekiq(&wb, &eb, "routes-sidekiq-b", qb, 5);
 	start_celery(&wc, &ec);
 	{
-		const char *args[] = { "--route", route_b, "--route", route_ml, "--redis-timeout", "1s", NULL };
+		const char *args[] = { "--route", route_b,           "--route",     route_ml, "--redis-timeout",
+				       "1s",      "--poll-interval", POLL_INTERVAL, NULL };
 		h_relay_start(&relay, "routes-relay", args);
 	}
 
@@ -297,6 +336,9 @@ START_TEST(three_targets_each_job_once_on_its_worker_in_order_through_a_shard_ou
 			break;
 	}
 	sleep_ms(500); /* a duplicate would come now */
+	read_layout(h_port("redis"), &lay[0]);
+	read_layout(b.port, &lay[1]);
+	read_layout(ml.port, &lay[2]);
 	stop_worker(&wa);
 	stop_worker(&wb);
 	stop_worker(&wc);
@@ -316,6 +358,15 @@ START_TEST(three_targets_each_job_once_on_its_worker_in_order_through_a_shard_ou
 	ck_assert_int_eq(relay_rc, 0);
 	ck_assert_msg(held_b > 0, "no row of shard2 was held while its redis was down");
 	ck_assert_msg(held_others == 0, "%lld rows of the targets that were up were held", held_others);
+	/* Each target's Redis in its own format's layout, with its own epoch:
+	 * shard b's Sidekiq sees a1 too (the route column), the Celery
+	 * target no Sidekiq queue. */
+	ck_assert_str_eq(lay[0].queues, "a1,a2,a3,a4,a5");
+	ck_assert_str_eq(lay[1].queues, "a1,b1,b2,b3,bx.one");
+	ck_assert_str_eq(lay[2].queues, "");
+	ck_assert_str_eq(lay[0].epochs, "default");
+	ck_assert_str_eq(lay[1].epochs, "shard2");
+	ck_assert_str_eq(lay[2].epochs, "ml");
 	ck_assert_msg(waiting_at_kill > 0 && waiting_after_restart >= waiting_at_kill,
 		      "shard b's lists held %lld jobs at the SIGKILL, %lld after the restart", waiting_at_kill,
 		      waiting_after_restart);
@@ -326,10 +377,11 @@ START_TEST(three_targets_each_job_once_on_its_worker_in_order_through_a_shard_ou
 	h_sql(c, "DROP TABLE IF EXISTS runs");
 	h_sql(c, "CREATE TABLE runs AS"
 		 " SELECT e.id, e.queue, e.route, e.producer, j.j->>'shard' AS shard, j.pos, e.t_ms,"
-		 "  ((j.j->>'ran_at')::float8 * 1000)::int8 AS ran_ms, 'sidekiq' AS kind"
+		 "  ((j.j->>'ran_at')::float8 * 1000)::int8 AS ran_ms, 'sidekiq' AS kind,"
+		 "  ((j.j->>'enqueued_at')::float8 * 1000)::int8 AS push_ms"
 		 " FROM sk_json j LEFT JOIN exp e ON e.jid = j.j->>'jid'"
 		 " UNION ALL SELECT e.id, e.queue, e.route, e.producer, j.j->>'shard', 100000000 + j.pos, e.t_ms,"
-		 "  ((j.j->>'ran_at')::float8 * 1000)::int8, 'celery'"
+		 "  ((j.j->>'ran_at')::float8 * 1000)::int8, 'celery', NULL"
 		 " FROM ce_json j LEFT JOIN exp e ON e.uuid = j.j->>'id'");
 	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM exp"), JOBS);
 	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM runs WHERE id IS NULL"), 0); /* nothing strange ran */
@@ -360,44 +412,56 @@ START_TEST(three_targets_each_job_once_on_its_worker_in_order_through_a_shard_ou
 	 * (from 5 s in, past the workers' warm-up, to the SIGKILL; from 0.5 s
 	 * after it, once the relay saw it, to the restart). t_ms is read in
 	 * the producer's INSERT, a few ms before its COMMIT returns, alike in
-	 * both windows. Commit to run (ran_ms - t_ms) is printed; what is held
-	 * to the bound is the wait of a job that its worker's backlog does
-	 * not explain: from its commit, or from the previous run of its
-	 * worker (one thread) if that came later, to its run. A relay that
-	 * held a target back while another was down leaves that worker idle
-	 * with jobs committed, and the wait grows; a worker that falls behind
-	 * (Celery's solo pool is slower than the relay, and this machine's
-	 * two cores are shared with other developers' runs: commit to run
-	 * reached a p50 of 10 s in both windows under their load) does not
-	 * grow it. The bound is 2x the p99 before, but never below the p99
-	 * before + 50 ms: a p99 of a few ms doubles on one scheduling hiccup
-	 * when three workers, three Redis, Postgres, four producers and the
-	 * relay share two cores. The floor lets through a target that waited
-	 * up to 50 ms more; one that waited for b's Redis (the 1 s
-	 * --redis-timeout, or b's 10 s) fails. */
+	 * both windows.
+	 *
+	 * Commit to run (ran_ms - t_ms) is printed, not held to a bound: it is
+	 * mostly the worker's backlog. Celery's solo pool and one Sidekiq
+	 * thread are slower than the relay, and this machine's two cores are
+	 * shared with other developers' runs: under their load it reached a
+	 * p99 of 25 s in both windows, and a backlog that grows through the
+	 * run would fail a 2x bound with the relay doing nothing wrong.
+	 * Held to the bound are two measures the backlog does not move:
+	 * - wait (both targets): from a job's commit, or from the previous
+	 *   run of its worker if that came later, to its run. A target held
+	 *   back while b was down leaves its worker idle with jobs committed,
+	 *   and the wait grows. Blind while the worker is busy with a backlog.
+	 * - commit to push (shard a, Sidekiq): enqueued_at, the relay's clock
+	 *   when it formatted the batch, minus t_ms. Not blind then; Celery's
+	 *   messages carry no push time.
+	 * The bound is 2x the p99 before, but never below the p99 before
+	 * + POLL_MS. A p99 of tens of ms doubles by chance: three workers,
+	 * three Redis, Postgres, four producers and the relay share two
+	 * cores, and an idle relay looks again after up to --poll-interval
+	 * (staging does not NOTIFY): a job committed just after a look waits
+	 * for the next, which puts 1-2% of jobs in both windows near 65 ms
+	 * (seen at a p99 of 25 ms before and 70 ms during in one run, with
+	 * nothing else different). The floor lets through a target that
+	 * waited up to one more poll; one that waited for b's Redis (the 1 s
+	 * --redis-timeout, the reconnect back-off, or b's 10 s) fails. */
 	h_sql(c, "ALTER TABLE runs ADD COLUMN wait_ms int8");
 	h_sql(c, "UPDATE runs r SET wait_ms = r.ran_ms - greatest(r.t_ms, w.prev) FROM (SELECT id,"
 		 " lag(ran_ms) OVER (PARTITION BY shard, kind ORDER BY pos) AS prev FROM runs) w WHERE w.id = r.id");
 	epoch0 = (long long)h_sql(c, "SELECT min(t_ms) FROM exp");
-	for (int i = 0; i < 2; i++) {
-		const char *shard = i == 0 ? "a" : "ml";
+	for (int i = 0; i < 3; i++) {
+		const char *shard = i == 2 ? "ml" : "a", *col = i == 1 ? "push_ms - t_ms" : "wait_ms";
+		const char *what = i == 1 ? "commit to push" : "wait";
 		long long from[2] = { epoch0 + 5000, kill_ms + 500 }, to[2] = { kill_ms, back_ms }, n[2];
-		double run99[2], wait50[2], wait99[2], bound;
+		double run99[2], p50[2], p99[2], bound;
 
 		for (int w = 0; w < 2; w++) {
 			run99[w] = latency(c, "ran_ms - t_ms", shard, 0.99, from[w], to[w], &n[w]);
-			wait50[w] = latency(c, "wait_ms", shard, 0.5, from[w], to[w], &n[w]);
-			wait99[w] = latency(c, "wait_ms", shard, 0.99, from[w], to[w], &n[w]);
+			p50[w] = latency(c, col, shard, 0.5, from[w], to[w], &n[w]);
+			p99[w] = latency(c, col, shard, 0.99, from[w], to[w], &n[w]);
 		}
-		bound = 2 * wait99[0] > wait99[0] + 50 ? 2 * wait99[0] : wait99[0] + 50;
+		bound = 2 * p99[0] > p99[0] + POLL_MS ? 2 * p99[0] : p99[0] + POLL_MS;
 		fprintf(stderr,
 			"routes e2e: shard %s, before / while b was down: %lld / %lld jobs, commit to run p99"
-			" %.0f / %.0f ms, wait p50 %.0f / %.0f ms, p99 %.0f / %.0f ms (bound %.0f ms)\n",
-			shard, n[0], n[1], run99[0], run99[1], wait50[0], wait50[1], wait99[0], wait99[1], bound);
+			" %.0f / %.0f ms, %s p50 %.0f / %.0f ms, p99 %.0f / %.0f ms (bound %.0f ms)\n",
+			shard, n[0], n[1], run99[0], run99[1], what, p50[0], p50[1], p99[0], p99[1], bound);
 		ck_assert_msg(n[0] >= 1000 && n[1] >= 1000, "shard %s: %lld jobs before, %lld during", shard, n[0],
 			      n[1]);
-		ck_assert_msg(wait99[1] <= bound, "shard %s: p99 wait %.0f ms while b was down, %.0f ms before", shard,
-			      wait99[1], wait99[0]);
+		ck_assert_msg(p99[1] <= bound, "shard %s: p99 %s %.0f ms while b was down, %.0f ms before", shard, what,
+			      p99[1], p99[0]);
 	}
 	redisFree(ra);
 	PQfinish(c);
