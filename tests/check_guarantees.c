@@ -21,19 +21,6 @@
 #include "harness.h"
 #include "suites.h"
 
-/* True once LLEN key reaches n, within timeout_ms. */
-static bool wait_len(redisContext *r, const char *key, long long n, int timeout_ms)
-{
-	long long t0 = mono_ms();
-
-	while (h_cmd_int(r, "LLEN %s", key) < n) {
-		if (mono_ms() - t0 > timeout_ms)
-			return false;
-		sleep_ms(10);
-	}
-	return true;
-}
-
 /* True once staged_jobs holds no row, within timeout_ms. */
 static bool wait_staged_empty(PGconn *c, int timeout_ms)
 {
@@ -96,15 +83,15 @@ static void late_filler(bool other)
 	h_sql(m, "INSERT INTO staged_jobs (job_class, args) VALUES ('M', '[1]')");
 	h_sql(n, "INSERT INTO staged_jobs (job_class, args) VALUES ('N', '[2]')");
 	h_sql(n, "COMMIT");
-	RELAY_CHECK(&p, wait_len(r, "queue:default", 1, 10000), "N's job did not arrive");
+	RELAY_CHECK(&p, h_wait_len(r, "queue:default", 1, 10000), "N's job did not arrive");
 	if (other)
 		h_sql(w, "COMMIT");
 	/* More batches, so any premature retirement has happened. */
 	h_stage(c, "default", 3, 1);
-	RELAY_CHECK(&p, wait_len(r, "queue:default", 2, 10000), "a later job did not arrive");
+	RELAY_CHECK(&p, h_wait_len(r, "queue:default", 2, 10000), "a later job did not arrive");
 	sleep_ms(300);
 	h_sql(m, "COMMIT");
-	RELAY_CHECK(&p, wait_len(r, "queue:default", 3, 3000), "M's late commit was never pushed");
+	RELAY_CHECK(&p, h_wait_len(r, "queue:default", 3, 3000), "M's late commit was never pushed");
 	ck_assert_int_eq(count_class(r, "queue:default", "M"), 1);
 	ck_assert(wait_staged_empty(c, 5000));
 	stop_relay(&p);
@@ -311,7 +298,7 @@ START_TEST(a_push_whose_reply_came_late_is_not_pushed_twice)
 	/* The next thing the relay sends Redis is the batch's push: hold it past the timeout. */
 	atomic_store(&px.hold_ms, 1500);
 	h_stage(c, "default", 1, 3);
-	RELAY_CHECK(&p, wait_len(r, "queue:default", 3, 10000), "the batch never arrived");
+	RELAY_CHECK(&p, h_wait_len(r, "queue:default", 3, 10000), "the batch never arrived");
 	RELAY_CHECK(&p, wait_staged_empty(c, 10000), "the batch was never deleted");
 	sleep_ms(2500); /* the held push has reached Redis by now */
 	ck_assert_int_eq(atomic_load(&px.held), 1);
@@ -369,7 +356,7 @@ START_TEST(a_push_held_across_a_redis_that_forgot_is_not_pushed_twice)
 	freeReplyObject(h_cmd(r, "FLUSHALL"));
 	h_sql(c, "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = 'stagedrain'");
 	h_relay_start(&b, "b", b_args);
-	RELAY_CHECK(&b, wait_len(r, "queue:default", 10, 20000), "b did not relay the jobs");
+	RELAY_CHECK(&b, h_wait_len(r, "queue:default", 10, 20000), "b did not relay the jobs");
 	RELAY_CHECK(&b, wait_staged_empty(c, 10000), "b did not delete the rows");
 	ck_assert_int_eq(atomic_load(&px.gated), 1);
 
@@ -402,16 +389,16 @@ START_TEST(a_key_of_the_wrong_type_holds_its_jobs_and_pushes_nothing_twice)
 	h_sql(c, "INSERT INTO staged_jobs (queue, job_class, args) VALUES ('a', 'A', '[1]'), ('b', 'B', '[1]'),"
 		 " ('a', 'A', '[2]'), ('b', 'B', '[2]')");
 	h_relay_start(&p, "relay", args);
-	RELAY_CHECK(&p, wait_len(r, "queue:a", 2, 10000), "queue a's jobs did not arrive");
+	RELAY_CHECK(&p, h_wait_len(r, "queue:a", 2, 10000), "queue a's jobs did not arrive");
 	RELAY_CHECK(&p, h_log_wait(&p, "queue:b", 5000), "the log does not name the key");
 	/* Other queues keep flowing while b's jobs wait. */
 	h_sql(c, "INSERT INTO staged_jobs (queue, job_class, args) VALUES ('a', 'A', '[3]'), ('b', 'B', '[3]')");
-	RELAY_CHECK(&p, wait_len(r, "queue:a", 3, 10000), "queue a stalled behind queue b");
+	RELAY_CHECK(&p, h_wait_len(r, "queue:a", 3, 10000), "queue a stalled behind queue b");
 	sleep_ms(2000);
 	ck_assert_int_eq(h_cmd_int(r, "LLEN queue:a"), 3);
 	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs WHERE queue = 'b'"), 3);
 	freeReplyObject(h_cmd(r, "DEL queue:b"));
-	RELAY_CHECK(&p, wait_len(r, "queue:b", 3, 10000), "queue b's jobs did not arrive once the key was fixed");
+	RELAY_CHECK(&p, h_wait_len(r, "queue:b", 3, 10000), "queue b's jobs did not arrive once the key was fixed");
 	RELAY_CHECK(&p, wait_staged_empty(c, 5000), "rows left behind");
 	sleep_ms(1000);
 	ck_assert_int_eq(h_cmd_int(r, "LLEN queue:a"), 3);
@@ -454,10 +441,10 @@ START_TEST(more_kept_rows_than_a_batch_do_not_stall_the_drain)
 	/* Past several reads of the kept rows (twice a second at most). */
 	sleep_ms(2500);
 	h_stage_expected(c, "a", 1, 5);
-	RELAY_CHECK(&p, wait_len(r, "queue:a", 5, 15000), "queue a stalled behind more kept rows than a batch");
+	RELAY_CHECK(&p, h_wait_len(r, "queue:a", 5, 15000), "queue a stalled behind more kept rows than a batch");
 	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs WHERE queue = 'b'"), 35);
 	freeReplyObject(h_cmd(r, "DEL queue:b"));
-	RELAY_CHECK(&p, wait_len(r, "queue:b", 35, 15000), "queue b's jobs did not arrive once the key was fixed");
+	RELAY_CHECK(&p, h_wait_len(r, "queue:b", 35, 15000), "queue b's jobs did not arrive once the key was fixed");
 	RELAY_CHECK(&p, wait_staged_empty(c, 5000), "rows left behind");
 	h_assert_each_once(c, r, (const char *const[]){ "queue:a", "queue:b", NULL }, "queue:b", 35);
 	stop_relay(&p);
@@ -515,13 +502,13 @@ START_TEST(a_dead_row_that_cannot_be_moved_does_not_slow_the_good_ones)
 	h_sql(c, "INSERT INTO staged_jobs (job_class, args) VALUES ('Bad', '{}')");
 	h_stage(c, "default", 3, 2);
 	h_relay_start(&p, "relay", args);
-	RELAY_CHECK(&p, wait_len(r, "queue:default", 4, 10000), "the good rows did not arrive");
+	RELAY_CHECK(&p, h_wait_len(r, "queue:default", 4, 10000), "the good rows did not arrive");
 	RELAY_CHECK(&p, h_log_wait(&p, "permission denied", 5000), "the log does not say why");
 	/* Good rows staged after the failure go through at once, not after a back-off. */
 	for (int i = 0; i < 5; i++) {
 		long long t0 = mono_ms();
 		h_stage(c, "default", 10 + i, 1);
-		RELAY_CHECK(&p, wait_len(r, "queue:default", 5 + i, 10000), "a good row did not arrive");
+		RELAY_CHECK(&p, h_wait_len(r, "queue:default", 5 + i, 10000), "a good row did not arrive");
 		ck_assert_int_lt(mono_ms() - t0, 3000);
 	}
 	sleep_ms(1500);
@@ -572,13 +559,13 @@ START_TEST(a_batch_stops_at_its_byte_bound_and_loses_nothing)
 		    " FROM generate_series(1, 6) i");
 	h_sql(c, "INSERT INTO staged_jobs (job_class, args) VALUES ('First', '[0]')");
 	h_relay_start(&p, "relay", args);
-	RELAY_CHECK(&p, wait_len(r, "queue:default", 1, 10000), "the first job did not arrive");
+	RELAY_CHECK(&p, h_wait_len(r, "queue:default", 1, 10000), "the first job did not arrive");
 	h_sql(late, "COMMIT");
 	h_sql(c, "INSERT INTO staged_jobs (job_class, args) SELECT 'New', jsonb_build_array(i, repeat('y', 3000))"
 		 " FROM generate_series(1, 20) i");
 	/* Over --max-job-bytes: only its length is read, and it is dead-lettered. */
 	h_sql(c, "INSERT INTO staged_jobs (job_class, args) VALUES ('Huge', jsonb_build_array(repeat('z', 100000)))");
-	RELAY_CHECK(&p, wait_len(r, "queue:default", 27, 10000), "jobs did not arrive");
+	RELAY_CHECK(&p, h_wait_len(r, "queue:default", 27, 10000), "jobs did not arrive");
 	RELAY_CHECK(&p, wait_staged_empty(c, 10000), "rows left behind");
 	stop_relay(&p);
 	ck_assert_int_eq(h_cmd_int(r, "LLEN queue:default"), 27);
@@ -617,7 +604,7 @@ static void stage_rounds(PGconn *c, redisContext *r, struct relay_proc *p, int r
 		h_sql(c, "ROLLBACK");
 		h_stage(c, "default", 0, 10);
 		*pushed += 10;
-		RELAY_CHECK(p, wait_len(r, "queue:default", *pushed, 10000), "jobs did not arrive");
+		RELAY_CHECK(p, h_wait_len(r, "queue:default", *pushed, 10000), "jobs did not arrive");
 		sleep_ms(20);
 	}
 }
@@ -770,7 +757,7 @@ START_TEST(a_leader_killed_with_batches_in_flight_loses_and_duplicates_nothing)
 	h_sql(lock, "SELECT pg_advisory_lock(42425)");
 	h_relay_start(&a, "relay-a", args);
 	/* Several batches of one transaction in Redis, none committed. */
-	RELAY_CHECK(&a, wait_len(r, "queue:default", 600, 20000), "A pushed fewer than three batches");
+	RELAY_CHECK(&a, h_wait_len(r, "queue:default", 600, 20000), "A pushed fewer than three batches");
 	RELAY_CHECK(&a, h_wait_blocked(c, 10000), "A's commit is not waiting");
 	pushed = h_cmd_int(r, "LLEN queue:default");
 	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs"), 5000);
@@ -812,7 +799,7 @@ START_TEST(a_later_batch_meeting_a_key_of_the_wrong_type_pushes_nothing_twice)
 	h_stage(c, "default", 1011, 1000);
 	h_snapshot_expected(c);
 	h_relay_start(&p, "relay", args);
-	RELAY_CHECK(&p, wait_len(r, "queue:default", 2000, 20000), "queue default stalled behind queue bad");
+	RELAY_CHECK(&p, h_wait_len(r, "queue:default", 2000, 20000), "queue default stalled behind queue bad");
 	RELAY_CHECK(&p, h_log_wait(&p, "queue:bad", 5000), "the log does not name the key");
 	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs WHERE queue = 'bad'"), 10);
 	freeReplyObject(h_cmd(r, "DEL queue:bad"));

@@ -44,19 +44,6 @@ static void second_stop(struct second *s)
 	h_services("redis2-stop");
 }
 
-/* True once LLEN key reaches n on r, within timeout_ms. */
-static bool wait_len(redisContext *r, const char *key, long long n, int timeout_ms)
-{
-	long long t0 = mono_ms();
-
-	while (h_cmd_int(r, "LLEN %s", key) < n) {
-		if (mono_ms() - t0 > timeout_ms)
-			return false;
-		sleep_ms(10);
-	}
-	return true;
-}
-
 /* The args of a Sidekiq list's jobs, in the order a worker takes them
  * (RPOP: the list's tail first), as one text "1,2,3". */
 static void list_args(redisContext *r, const char *key, char *out, size_t len)
@@ -162,14 +149,14 @@ START_TEST(a_target_that_stops_answering_holds_its_rows_while_the_other_flows)
 	}
 	port = h_http_port(&p);
 	h_stage(c, "bq", 1, 10);
-	RELAY_CHECK(&p, wait_len(b.r, "queue:bq", 10, 10000), "b never got its first jobs");
+	RELAY_CHECK(&p, h_wait_len(b.r, "queue:bq", 10, 10000), "b never got its first jobs");
 	kill(b.pid, SIGSTOP);
 	for (int k = 0; k < 10; k++) {
 		h_stage(c, "bq", 11 + k * 10, 10);
 		h_stage(c, "default", 1 + k * 10, 10);
 		sleep_ms(50);
 	}
-	RELAY_CHECK(&p, wait_len(r, "queue:default", 100, 20000), "the default target stopped with b");
+	RELAY_CHECK(&p, h_wait_len(r, "queue:default", 100, 20000), "the default target stopped with b");
 	RELAY_CHECK(&p, h_sql(c, "SELECT count(*) FROM staged_jobs_held WHERE target = 'b'") > 0,
 		    "b's rows were not held");
 	/* Each target's state shows; the relay is ready while one target is. */
@@ -189,7 +176,7 @@ START_TEST(a_target_that_stops_answering_holds_its_rows_while_the_other_flows)
 	free(h_http_get(port, "/readyz", &status));
 	RELAY_CHECK(&p, status == 200, "not ready with the default target up: %d", status);
 	kill(b.pid, SIGCONT);
-	RELAY_CHECK(&p, wait_len(b.r, "queue:bq", 110, 30000), "b's held rows never arrived");
+	RELAY_CHECK(&p, h_wait_len(b.r, "queue:bq", 110, 30000), "b's held rows never arrived");
 	sleep_ms(300);
 	h_relay_kill(&p, SIGTERM);
 	ck_assert_int_eq(h_relay_wait(&p, 10000), 0);
@@ -233,7 +220,7 @@ START_TEST(a_target_that_hangs_holds_up_no_other)
 	kill(b.pid, SIGSTOP);
 	h_stage(c, "bq", 1, 1);
 	h_stage(c, "default", 1, 1);
-	RELAY_CHECK(&p, wait_len(r, "queue:default", 1, 10000), "the default target stopped with b");
+	RELAY_CHECK(&p, h_wait_len(r, "queue:default", 1, 10000), "the default target stopped with b");
 	for (long long t0 = mono_ms(); h_sql(c, "SELECT count(*) FROM staged_jobs_held WHERE target = 'b'") == 0;)
 		RELAY_CHECK(&p, mono_ms() - t0 < 10000, "b's rows were not held");
 	/* Eight seconds: b's back-off tries again every 0.1 to 3 s, each try 3 s long. */
@@ -241,13 +228,13 @@ START_TEST(a_target_that_hangs_holds_up_no_other)
 		long long t0 = mono_ms();
 		h_stage(c, "bq", 10 + k, 1);
 		h_stage(c, "default", 10 + k, 1);
-		RELAY_CHECK(&p, wait_len(r, "queue:default", 2 + k, 10000), "the default target stopped with b");
+		RELAY_CHECK(&p, h_wait_len(r, "queue:default", 2 + k, 10000), "the default target stopped with b");
 		if (mono_ms() - t0 > worst)
 			worst = mono_ms() - t0;
 		sleep_ms(500);
 	}
 	kill(b.pid, SIGCONT);
-	RELAY_CHECK(&p, wait_len(b.r, "queue:bq", 17, 20000), "b's held rows never arrived");
+	RELAY_CHECK(&p, h_wait_len(b.r, "queue:bq", 17, 20000), "b's held rows never arrived");
 	h_relay_kill(&p, SIGTERM);
 	ck_assert_int_eq(h_relay_wait(&p, 10000), 0);
 	ck_assert_msg(worst < 1000, "a default job waited %lld ms while b hung", worst);
@@ -280,7 +267,7 @@ START_TEST(a_leader_killed_after_one_target_acknowledged_pushes_nothing_twice)
 	h_sql(c, "INSERT INTO staged_jobs (queue, job_class, args)"
 		 " SELECT CASE WHEN i %% 2 = 0 THEN 'default' ELSE 'bq' END, 'HardWorker', jsonb_build_array(i)"
 		 " FROM generate_series(1, 40) i ORDER BY i");
-	RELAY_CHECK(&p, wait_len(r, "queue:default", 20, 10000), "the default target never acknowledged");
+	RELAY_CHECK(&p, h_wait_len(r, "queue:default", 20, 10000), "the default target never acknowledged");
 	sleep_ms(100);
 	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs"), 40); /* not committed */
 	h_relay_crash(&p, c);

@@ -445,3 +445,15 @@ void h_relay_crash(struct relay_proc *p, PGconn *c)
 	while (h_sql(c, "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'stagedrain'") > 0)
 		sleep_ms(10);
 }
+
+bool h_wait_len(redisContext *r, const char *key, long long n, int timeout_ms)
+{
+	long long t0 = mono_ms();
+
+	while (h_cmd_int(r, "LLEN %s", key) < n) {
+		if (mono_ms() - t0 > timeout_ms)
+			return false;
+		sleep_ms(10);
+	}
+	return true;
+}
