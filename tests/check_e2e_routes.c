@@ -2,8 +2,9 @@
  * Sidekiq shards (a real Sidekiq 6.4 on each) and a Celery target (a real
  * Celery worker). 30,000 jobs over 12 queues from concurrent producers; one
  * shard's Redis is SIGKILLed mid-run and started again 10 s later. Each job
- * runs exactly once, on the worker of its route, in id order per queue, and
- * the other targets' latency holds while the shard is down. */
+ * runs exactly once, on the worker of its route, each producer's jobs of a
+ * queue in their commit order (held ones too), and the other targets'
+ * latency holds while the shard is down. */
 #include "fmacros.h"
 
 #include <check.h>
@@ -151,6 +152,10 @@ static void *produce(void *arg)
 	PGconn *c = PQconnectdb(h_env("TEST_PG_URL"));
 	int txns = JOBS / PRODUCERS / TX_ROWS;
 
+	/* Fewer fsyncs to stall the relay's (see the latency bound): nothing
+	 * here crashes Postgres, so an asynchronous commit loses nothing. */
+	PQclear(PQexec(c, "SET synchronous_commit = off"));
+
 	for (int t = 0; t < txns && PQstatus(c) == CONNECTION_OK; t++) {
 		char sql[1024];
 		PGresult *res;
@@ -184,17 +189,21 @@ static void *produce(void *arg)
 }
 
 /* A percentile (0..1) of column col (ms) of runs, over one worker's jobs
- * (shard a, b or ml) committed in [from, to) ms since the epoch; *n: how many. */
+ * (shard a, b or ml) committed in [from, to) ms since the epoch; *n: how many.
+ * With one_stall, the jobs committed from 100 ms before the worst one (its
+ * largest col) to 1 s after are left out: one stall of up to a second. */
 static double latency(PGconn *c, const char *col, const char *shard, double pct, long long from, long long to,
-		      long long *n)
+		      bool one_stall, long long *n)
 {
 	char v[64];
-	char sql[512];
+	char sql[768];
 
 	snprintf(sql, sizeof(sql),
-		 "SELECT coalesce(percentile_disc(%g) WITHIN GROUP (ORDER BY %s), 0)"
-		 " FROM runs WHERE shard = '%s' AND t_ms >= %lld AND t_ms < %lld",
-		 pct, col, shard, from, to);
+		 "WITH w AS (SELECT %s AS v, t_ms FROM runs WHERE shard = '%s' AND t_ms >= %lld AND t_ms < %lld),"
+		 " worst AS (SELECT t_ms FROM w ORDER BY v DESC NULLS LAST LIMIT 1)"
+		 " SELECT coalesce(percentile_disc(%g) WITHIN GROUP (ORDER BY v), 0), count(*) FROM w, worst"
+		 " WHERE %s OR w.t_ms < worst.t_ms - 100 OR w.t_ms > worst.t_ms + 1000",
+		 col, shard, from, to, pct, one_stall ? "false" : "true");
 	h_sql_text(c, sql, v, sizeof(v));
 	*n = (long long)h_sql(c, "SELECT count(*) FROM runs WHERE shard = $$%s$$ AND t_ms >= %lld AND t_ms < %lld",
 			      shard, from, to);
@@ -275,6 +284,18 @@ START_TEST(three_targets_each_job_once_on_its_worker_in_order_through_a_shard_ou
 	h_sql(c, "CREATE TABLE exp (id int8, jid text, uuid text, queue text, route text, t_ms int8, producer int)");
 	own_redis_start(&b, "redis-shard-b");
 	own_redis_start(&ml, "redis-ml");
+	/* Shard a's and ml's Redis are never killed: their fsync at each write
+	 * only adds the disk's stalls to the latency compared below (a push
+	 * of 10 jobs took 291 ms once, on this shared machine's disk). Shard
+	 * b's keeps it. The test Redis gets it back before any check. */
+	{
+		char err[REDIS_ERRLEN];
+		redisContext *r = redis_open(ml.port, 2000, err);
+		ck_assert_msg(r, "%s", err);
+		freeReplyObject(h_cmd(r, "CONFIG SET appendfsync no"));
+		redisFree(r);
+		freeReplyObject(h_cmd(ra, "CONFIG SET appendfsync no"));
+	}
 	snprintf(route_b, sizeof(route_b), "shard2 b1,b2,b3,bx.* --redis-url %s", b.url);
 	snprintf(route_ml, sizeof(route_ml), "ml ml.* --redis-url %s --format celery", ml.url);
 
@@ -336,6 +357,7 @@ START_TEST(three_targets_each_job_once_on_its_worker_in_order_through_a_shard_ou
 			break;
 	}
 	sleep_ms(500); /* a duplicate would come now */
+	freeReplyObject(h_cmd(ra, "CONFIG SET appendfsync always"));
 	read_layout(h_port("redis"), &lay[0]);
 	read_layout(b.port, &lay[1]);
 	read_layout(ml.port, &lay[2]);
@@ -421,21 +443,34 @@ START_TEST(three_targets_each_job_once_on_its_worker_in_order_through_a_shard_ou
 	 * p99 of 25 s in both windows, and a backlog that grows through the
 	 * run would fail a 2x bound with the relay doing nothing wrong.
 	 * Held to the bound are two measures the backlog does not move:
-	 * - wait (both targets): from a job's commit, or from the previous
-	 *   run of its worker if that came later, to its run. A target held
-	 *   back while b was down leaves its worker idle with jobs committed,
-	 *   and the wait grows. Blind while the worker is busy with a backlog.
 	 * - commit to push (shard a, Sidekiq): enqueued_at, the relay's clock
-	 *   when it formatted the batch, minus t_ms. Not blind then; Celery's
-	 *   messages carry no push time.
+	 *   when it formatted the batch, minus t_ms. The relay serves every
+	 *   target from one loop, so a stall that b's outage caused shows here
+	 *   on every job committed during it (a relay SIGSTOPped 300 ms every
+	 *   1.5 s while b was down: p99 291 ms against 11 ms before, caught).
+	 *   Celery's messages carry no push time.
+	 * - wait (both targets): from a job's commit, or from the previous
+	 *   run of its worker if that came later, to its run. A target made
+	 *   systematically slower leaves its worker idle with jobs committed,
+	 *   and the wait grows. A stall shows in it on one job only, the first
+	 *   the idle worker runs after it (the SIGSTOPs above left its p99 at
+	 *   13 ms): it checks the Celery target for slowness, not for stalls.
+	 * Each window's p99 leaves out its worst stall, up to a second of
+	 * commits: this shared machine's disk stalls the relay now and then,
+	 * before b's SIGKILL as often as after, with the relay of before the
+	 * targets' connection threads too (a push of 10 jobs took 291 ms, a
+	 * read 153 ms and its commit 79 ms; two runs of ten failed on one such
+	 * stall while b was down). A target held up by b stalls at every try
+	 * of b's (seven reconnections in the 10 s), which one exclusion does
+	 * not hide.
 	 * The bound is 2x the p99 before, but never below the p99 before
 	 * + POLL_MS. A p99 of tens of ms doubles by chance: three workers,
 	 * three Redis, Postgres, four producers and the relay share two
 	 * cores, and an idle relay looks again after up to --poll-interval
 	 * (staging does not NOTIFY): a job committed just after a look waits
-	 * for the next, which puts 1-2% of jobs in both windows near 65 ms
-	 * (seen at a p99 of 25 ms before and 70 ms during in one run, with
-	 * nothing else different). The floor lets through a target that
+	 * for the next (when the four producers committed at one instant, 1-2%
+	 * of jobs waited near 65 ms in both windows: a p99 of 25 ms before and
+	 * 70 ms during in one run, nothing else different). The floor lets through a target that
 	 * waited up to one more poll; one that waited for b's Redis (the 1 s
 	 * --redis-timeout, the reconnect back-off, or b's 10 s) fails. */
 	h_sql(c, "ALTER TABLE runs ADD COLUMN wait_ms int8");
@@ -446,22 +481,27 @@ START_TEST(three_targets_each_job_once_on_its_worker_in_order_through_a_shard_ou
 		const char *shard = i == 2 ? "ml" : "a", *col = i == 1 ? "push_ms - t_ms" : "wait_ms";
 		const char *what = i == 1 ? "commit to push" : "wait";
 		long long from[2] = { epoch0 + 5000, kill_ms + 500 }, to[2] = { kill_ms, back_ms }, n[2];
-		double run99[2], p50[2], p99[2], bound;
+		double run99[2], p50[2], p99[2], trim99[2], bound;
 
 		for (int w = 0; w < 2; w++) {
-			run99[w] = latency(c, "ran_ms - t_ms", shard, 0.99, from[w], to[w], &n[w]);
-			p50[w] = latency(c, col, shard, 0.5, from[w], to[w], &n[w]);
-			p99[w] = latency(c, col, shard, 0.99, from[w], to[w], &n[w]);
+			run99[w] = latency(c, "ran_ms - t_ms", shard, 0.99, from[w], to[w], false, &n[w]);
+			p50[w] = latency(c, col, shard, 0.5, from[w], to[w], false, &n[w]);
+			p99[w] = latency(c, col, shard, 0.99, from[w], to[w], false, &n[w]);
+			trim99[w] = latency(c, col, shard, 0.99, from[w], to[w], true, &n[w]);
 		}
-		bound = 2 * p99[0] > p99[0] + POLL_MS ? 2 * p99[0] : p99[0] + POLL_MS;
+		bound = 2 * trim99[0] > trim99[0] + POLL_MS ? 2 * trim99[0] : trim99[0] + POLL_MS;
 		fprintf(stderr,
 			"routes e2e: shard %s, before / while b was down: %lld / %lld jobs, commit to run p99"
-			" %.0f / %.0f ms, %s p50 %.0f / %.0f ms, p99 %.0f / %.0f ms (bound %.0f ms)\n",
-			shard, n[0], n[1], run99[0], run99[1], what, p50[0], p50[1], p99[0], p99[1], bound);
+			" %.0f / %.0f ms, %s p50 %.0f / %.0f ms, p99 %.0f / %.0f ms, without the worst stall"
+			" %.0f / %.0f ms (bound %.0f ms)\n",
+			shard, n[0], n[1], run99[0], run99[1], what, p50[0], p50[1], p99[0], p99[1], trim99[0],
+			trim99[1], bound);
 		ck_assert_msg(n[0] >= 1000 && n[1] >= 1000, "shard %s: %lld jobs before, %lld during", shard, n[0],
 			      n[1]);
-		ck_assert_msg(p99[1] <= bound, "shard %s: p99 %s %.0f ms while b was down, %.0f ms before", shard, what,
-			      p99[1], p99[0]);
+		ck_assert_msg(
+			trim99[1] <= bound,
+			"shard %s: p99 %s %.0f ms while b was down (%.0f ms with its worst stall), %.0f ms before",
+			shard, what, trim99[1], p99[1], trim99[0]);
 	}
 	redisFree(ra);
 	PQfinish(c);
