@@ -8,13 +8,12 @@
 #include <string.h>
 
 #include "config.h"
+#include "job.h"
 #include "routes.h"
 #include "values.h"
 
 #define NAME_MAX_LEN 64
 #define NAME_CHARS "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-"
-/* A glob is tried on queues shorter than this (rule_matches copies the name). */
-#define GLOB_QUEUE_MAX 256
 
 /* The default target alone: every relay has it, routes or not. */
 int routes_init(struct routes *r, struct config *cfg)
@@ -48,17 +47,23 @@ void routes_free(struct routes *r)
 	memset(r, 0, sizeof(*r));
 }
 
+/* fnmatch needs a NUL-terminated name: a queue a row may have fits the stack
+ * buffer; a longer one (routes_find is pure: any caller) is copied to the heap. */
 static bool rule_matches(const struct route_rule *rule, const char *queue, size_t qlen)
 {
-	char name[GLOB_QUEUE_MAX];
+	char buf[JOB_MAX_NAME_BYTES + 1], *name = buf;
+	bool yes;
 
 	if (!rule->glob)
 		return rule->len == qlen && memcmp(rule->pattern, queue, qlen) == 0;
-	if (qlen >= sizeof(name))
-		return false; /* no queue that long is worth a glob; the default takes it */
+	if (qlen >= sizeof(buf) && !(name = malloc(qlen + 1)))
+		return false; /* out of memory: the default takes it, as for no match */
 	memcpy(name, queue, qlen);
 	name[qlen] = '\0';
-	return fnmatch(rule->pattern, name, 0) == 0;
+	yes = fnmatch(rule->pattern, name, 0) == 0;
+	if (name != buf)
+		free(name);
+	return yes;
 }
 
 size_t routes_find(const struct routes *r, const char *queue, size_t qlen, const char *route, size_t rlen)
@@ -191,7 +196,7 @@ static int check_overlap(const struct route_rule *e, const char *ename, const st
 	value_printable(p->pattern, b, sizeof(b));
 	if (strcmp(e->pattern, p->pattern) == 0)
 		return value_fail(why, len, -EINVAL, "\"%s\" is given twice: route \"%s\" has it already", b, ename);
-	if (!p->glob && e->glob && p->len < GLOB_QUEUE_MAX && fnmatch(e->pattern, p->pattern, 0) == 0)
+	if (!p->glob && e->glob && fnmatch(e->pattern, p->pattern, 0) == 0)
 		return value_fail(
 			why, len, -EINVAL,
 			"queue \"%s\" would never reach this route: route \"%s\"'s pattern \"%s\" matches it first", b,

@@ -290,6 +290,45 @@ START_TEST(a_leader_killed_after_one_target_acknowledged_pushes_nothing_twice)
 }
 END_TEST
 
+/* A glob route takes a queue of any length a row may have: a 305-byte bulk-
+ * queue (and a 1024-byte one, the longest) reaches the route's Redis, not
+ * the default one. */
+START_TEST(a_glob_route_takes_long_queue_names)
+{
+	PGconn *c = h_pg();
+	redisContext *r = h_redis();
+	struct second b;
+	char q305[306], q1024[1025], key[1100], got[64];
+
+	h_reset();
+	second_start(&b, "bulk-*", "");
+	memset(q305, 'x', sizeof(q305) - 1);
+	memcpy(q305, "bulk-", 5);
+	q305[sizeof(q305) - 1] = '\0';
+	memset(q1024, 'y', sizeof(q1024) - 1);
+	memcpy(q1024, "bulk-", 5);
+	q1024[sizeof(q1024) - 1] = '\0';
+	h_stage(c, q305, 1, 2);
+	h_stage(c, q1024, 10, 1);
+	{
+		const char *args[] = { "--once", "--route", b.route, NULL };
+		ck_assert_int_eq(h_relay_run("routed-long-queue", args), 0);
+	}
+	snprintf(key, sizeof(key), "queue:%s", q305);
+	list_args(b.r, key, got, sizeof(got));
+	ck_assert_str_eq(got, "1,2");
+	ck_assert_int_eq(h_cmd_int(r, "EXISTS %s", key), 0);
+	snprintf(key, sizeof(key), "queue:%s", q1024);
+	list_args(b.r, key, got, sizeof(got));
+	ck_assert_str_eq(got, "10");
+	ck_assert_int_eq(h_cmd_int(r, "EXISTS %s", key), 0);
+	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs"), 0);
+	second_stop(&b);
+	redisFree(r);
+	PQfinish(c);
+}
+END_TEST
+
 Suite *routed_suite(void)
 {
 	Suite *s = suite_create("routed");
@@ -300,6 +339,7 @@ Suite *routed_suite(void)
 	tcase_add_test(tc, a_target_that_stops_answering_holds_its_rows_while_the_other_flows);
 	tcase_add_test(tc, a_leader_killed_after_one_target_acknowledged_pushes_nothing_twice);
 	tcase_add_test(tc, a_target_that_hangs_holds_up_no_other);
+	tcase_add_test(tc, a_glob_route_takes_long_queue_names);
 	suite_add_tcase(s, tc);
 	return s;
 }

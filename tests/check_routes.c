@@ -622,7 +622,6 @@ static size_t find(const struct config *cfg, const char *queue, const char *rout
 START_TEST(find_targets)
 {
 	struct config cfg;
-	char long_queue[300];
 
 	load_ok(&cfg,
 		ARGV("--route", "exact critical,mail* --redis-url redis://h1", "--route",
@@ -647,10 +646,36 @@ START_TEST(find_targets)
 	/* queue is not NUL-terminated: only qlen bytes count. */
 	ck_assert_uint_eq(routes_find(&cfg.routes, "criticalXYZ", 8, NULL, 0), 1);
 	ck_assert_uint_eq(routes_find(&cfg.routes, "x-lowXYZ", 5, NULL, 0), 2);
-	/* A queue too long for a glob goes to the default target. */
-	memset(long_queue, 'a', sizeof(long_queue) - 5);
-	memcpy(long_queue + sizeof(long_queue) - 5, "-low", 5);
-	ck_assert_uint_eq(find(&cfg, long_queue, NULL), 0);
+	config_free(&cfg);
+}
+END_TEST
+
+/* A glob matches a queue of any length a row may have (JOB_MAX_NAME_BYTES),
+ * and one longer still: none goes to the default target for its length. */
+START_TEST(find_long_queues)
+{
+	static const size_t lens[] = { 255, 256, 305, 1023, 1024, 1025, 4000 };
+	struct config cfg;
+	char queue[4001];
+
+	load_ok(&cfg, ARGV("--route", "glob *-low,bulk-* --redis-url redis://h1"));
+	for (size_t i = 0; i < sizeof(lens) / sizeof(lens[0]); i++) {
+		size_t n = lens[i];
+
+		memset(queue, 'a', n);
+		memcpy(queue + n - 4, "-low", 4);
+		queue[n] = '\0';
+		ck_assert_msg(find(&cfg, queue, NULL) == 1, "a %zu-byte *-low queue went to target %zu", n,
+			      find(&cfg, queue, NULL));
+		memcpy(queue, "bulk-", 5);
+		memcpy(queue + n - 4, "xxxx", 4);
+		ck_assert_msg(find(&cfg, queue, NULL) == 1, "a %zu-byte bulk-* queue went to target %zu", n,
+			      find(&cfg, queue, NULL));
+		/* only qlen bytes count, past the buffer too */
+		ck_assert_uint_eq(routes_find(&cfg.routes, queue, n - 1, NULL, 0), 1);
+		queue[0] = 'c';
+		ck_assert_uint_eq(find(&cfg, queue, NULL), 0);
+	}
 	config_free(&cfg);
 }
 END_TEST
@@ -678,6 +703,7 @@ Suite *routes_suite(void)
 	tcase_add_test(good, overlapping_globs_are_fine);
 	tcase_add_test(good, help_ignores_routes);
 	tcase_add_test(lookup, find_targets);
+	tcase_add_test(lookup, find_long_queues);
 	suite_add_tcase(s, errors);
 	suite_add_tcase(s, good);
 	suite_add_tcase(s, lookup);
