@@ -37,6 +37,8 @@ static const struct cmd_opt dead_replay_opts[] = {
 	{ "force", NULL, "move rows the relay's own checks would dead-letter again" },
 	{ "set-option", "KEY=JSON", "set this key of each row's options on the way, after the removals (repeatable)" },
 	{ "unset-option", "KEY", "remove this key from each row's options on the way (repeatable)" },
+	{ "set-route", "NAME", "set each row's route on the way: a route of the settings (--route ...), or default" },
+	{ "unset-route", NULL, "clear each row's route on the way: the route rules pick its target by queue" },
 	{ NULL, NULL, NULL },
 };
 
@@ -50,7 +52,9 @@ const struct command_doc operator_commands[] = {
 	{ "status", "[--json] [--max-age SPAN]", "say whether the relay works and how far behind it is", status_opts },
 	{ "dead list", "[filters] [--limit N] [--json]", "list dead-lettered jobs, oldest first", dead_list_opts },
 	{ "dead show", "DEAD_ID [--json]", "print one dead-lettered job whole", dead_show_opts },
-	{ "dead replay", "(DEAD_ID... | filters) [--dry-run] [--force] [--set-option KEY=JSON] [--unset-option KEY]",
+	{ "dead replay",
+	  "(DEAD_ID... | filters) [--dry-run] [--force] [--set-option KEY=JSON] [--unset-option KEY]"
+	  " [--set-route NAME | --unset-route]",
 	  "move dead-lettered jobs back into staged_jobs, in their original order, in one transaction",
 	  dead_replay_opts },
 	{ "dead purge", "--older-than SPAN [--dry-run]", "delete old dead-lettered jobs", dead_purge_opts },

@@ -180,7 +180,7 @@ static int put_json(const char *name, const PGresult *res, int col)
 }
 
 #define SHOW_SQL                                                                                                       \
-	"SELECT dead_id, id, queue, job_class, reason, jid, uuid, tenant, created_at, run_at,"                         \
+	"SELECT dead_id, id, queue, job_class, reason, jid, uuid, tenant, route, created_at, run_at,"                  \
 	" failed_at, floor(extract(epoch FROM now() - failed_at))::int8, jsonb_pretty(args), jsonb_pretty(options)"    \
 	" FROM staged_jobs_dead WHERE dead_id = $1"
 #define SHOW_JSON_SQL "SELECT row_to_json(d)::text FROM staged_jobs_dead d WHERE dead_id = $1"
@@ -188,8 +188,8 @@ static int put_json(const char *name, const PGresult *res, int col)
 /* `dead show DEAD_ID [--json]`: every column; args and options pretty. */
 int dead_show(struct dead_cmd *d)
 {
-	static const char *const names[] = { "dead_id", "id",     "queue",      "job_class", "reason",   "jid",
-					     "uuid",    "tenant", "created_at", "run_at",    "failed_at" };
+	static const char *const names[] = { "dead_id", "id",     "queue", "job_class",  "reason", "jid",
+					     "uuid",    "tenant", "route", "created_at", "run_at", "failed_at" };
 	bool json = cmd_args_has(&d->a, "json");
 	long long id;
 	PGresult *res;
@@ -213,10 +213,10 @@ int dead_show(struct dead_cmd *d)
 	for (int c = 0; !json && rc == 0 && c < (int)(sizeof(names) / sizeof(names[0])); c++)
 		rc = put_field(names[c], res, c);
 	if (!json && rc == 0) {
-		dead_text_age(strtoll(PQgetvalue(res, 0, 11), NULL, 10), age, sizeof(age));
+		dead_text_age(strtoll(PQgetvalue(res, 0, 12), NULL, 10), age, sizeof(age));
 		printf("%-11s %s\n", "age", age);
-		if ((rc = put_json("args", res, 12)) == 0)
-			rc = put_json("options", res, 13);
+		if ((rc = put_json("args", res, 13)) == 0)
+			rc = put_json("options", res, 14);
 	}
 	PQclear(res);
 	return rc < 0 ? dead_say(CMD_EXIT_ATTENTION, "out of memory printing the row") : CMD_EXIT_OK;

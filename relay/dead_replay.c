@@ -10,12 +10,15 @@
 #include <string.h>
 
 #include "clock.h"
+#include "config.h"
 #include "dead_list.h"
 #include "dead_text.h"
 #include "job.h"
 #include "payload.h"
 #include "pg_read.h"
+#include "routes.h"
 #include "sidekiq_probe.h"
+#include "values.h"
 
 /* A dead row d's options as the replay leaves them: $2's keys removed, then
  * $1's set. Options that are not an object (no job can carry them) become
@@ -25,6 +28,9 @@
 	" WHEN jsonb_typeof(d.options) = 'object' THEN (d.options"                                                     \
 	" - ARRAY(SELECT jsonb_array_elements_text(coalesce($2::jsonb, '[]')))) || coalesce($1::jsonb, '{}')"          \
 	" ELSE coalesce($1::jsonb, '{}') END"
+/* A dead row d's route as the replay leaves it, by parameter $n (--set-route,
+ * --unset-route): NULL keeps it, '' clears it (the rules pick), else that name. */
+#define EDITED_ROUTE(n) "CASE WHEN $" n "::text IS NULL THEN d.route WHEN $" n " = '' THEN NULL ELSE $" n " END"
 /* The rows picked, for the filters $3-$6 or the dead_ids $7. */
 #define PICKED                                                                                                         \
 	"staged_jobs_dead d WHERE " DEAD_WHERE("3", "4", "5", "6") " AND ($7::int8[] IS NULL OR d.dead_id = ANY($7))"
@@ -36,7 +42,7 @@
 	", s.dead_id, s.reason FROM (SELECT d.dead_id, d.id, d.queue, d.job_class, d.args,"                            \
 	" " EDITED_OPTIONS " AS options, coalesce(d.jid, '000000000000000000000000') AS jid,"                          \
 	" d.created_at, d.run_at, coalesce(d.uuid, '00000000-0000-4000-8000-000000000000'::uuid) AS uuid,"             \
-	" d.tenant, d.route, d.reason FROM " PICKED ") s"
+	" d.tenant, " EDITED_ROUTE("8") " AS route, d.reason FROM " PICKED ") s"
 #define ORDER "id, dead_id"
 enum { COL_DEAD_ID = PG_READ_NCOLS, COL_REASON };
 
@@ -51,7 +57,7 @@ enum { COL_DEAD_ID = PG_READ_NCOLS, COL_REASON };
 	" INSERT INTO staged_jobs (queue, job_class, args, run_at, options, created_at, jid, uuid, tenant, route)"     \
 	" SELECT d.queue, d.job_class, d.args, d.run_at, " EDITED_OPTIONS ", d.created_at,"                            \
 	" coalesce(d.jid, substr(replace(gen_random_uuid()::text, '-', ''), 1, 24)),"                                  \
-	" coalesce(d.uuid, gen_random_uuid()), d.tenant, d.route FROM d RETURNING id"
+	" coalesce(d.uuid, gen_random_uuid()), d.tenant, " EDITED_ROUTE("4") " FROM d RETURNING id"
 
 /* The option edits as JSON parameters: set, an object; unset, an array of keys. */
 struct edits {
@@ -128,6 +134,49 @@ static int edit_params(struct edits *e, const char **params)
 	return 0;
 }
 
+/* How many times flag was given. */
+static int given(const struct dead_cmd *d, const char *flag)
+{
+	int n = 0;
+
+	for (int i = 0; i < d->a.ngiven; i++)
+		n += strcmp(d->a.given[i].opt->flag, flag) == 0;
+	return n;
+}
+
+/*
+ * --set-route NAME or --unset-route as the parameter EDITED_ROUTE reads:
+ * NULL (neither), "" (unset) or NAME, which must name a route of the
+ * settings given (the relay's --route ...) or "default", as the relay
+ * would otherwise dead-letter the row again. 0, or CMD_EXIT_USAGE.
+ */
+static int route_param(const struct dead_cmd *d, const char **param)
+{
+	const char *name = cmd_args_last(&d->a, "set-route");
+	int nset = given(d, "set-route"), nunset = given(d, "unset-route");
+	char shown[80];
+
+	*param = NULL;
+	if (nset + nunset > 1)
+		return dead_say(CMD_EXIT_USAGE, nset && nunset ? "--set-route or --unset-route, not both"
+							       : "--set-route or --unset-route is given twice");
+	if (nunset) {
+		*param = "";
+		return 0;
+	}
+	if (!name)
+		return 0;
+	if (!*name)
+		return dead_say(CMD_EXIT_USAGE, "--set-route needs a route's name (--unset-route clears the route)");
+	if (routes_find(&d->a.cfg.routes, "", 0, name, strlen(name)) == ROUTES_NONE)
+		return dead_say(CMD_EXIT_USAGE,
+				"--set-route \"%s\" is not a route of these settings: give the replay the relay's"
+				" --route, --route-file or STAGEDRAIN_ROUTE, or name default",
+				value_printable(name, shown, sizeof(shown)));
+	*param = name;
+	return 0;
+}
+
 /* The DEAD_ID words as an array parameter ("{1,2}"), or NULL without any. */
 static int id_param(const struct dead_cmd *d, struct buf *ids, const char **param)
 {
@@ -153,7 +202,7 @@ enum verdict { V_MOVE, V_REFUSED, V_GONE };
 
 struct replay {
 	struct dead_cmd *d;
-	const char *params[7];
+	const char *params[8];
 	PGresult *rows; /* the rows picked, in order */
 	enum verdict *verdict;
 	char (*reason)[JOB_REASON_SIZE]; /* why the relay would dead-letter each again; "" if it would not */
@@ -175,7 +224,7 @@ static int pick(struct replay *r)
 	if (rc == 0)
 		rc = pg_read_rows_tail(&sql, LONG_MAX, ORDER);
 	if (rc == 0)
-		r->rows = dead_exec(r->d, sql.data, 7, r->params, PGRES_TUPLES_OK, "could not read staged_jobs_dead");
+		r->rows = dead_exec(r->d, sql.data, 8, r->params, PGRES_TUPLES_OK, "could not read staged_jobs_dead");
 	buf_free(&sql);
 	if (rc)
 		return dead_say(CMD_EXIT_ATTENTION, "out of memory");
@@ -197,40 +246,84 @@ static long long missing_id(const struct replay *r)
 	return 0;
 }
 
-/* Builds each row into a job with the relay's own code and settings
- * (--format, --max-job-bytes ...): a row it would reject stays, unless --force. */
+/* Each target's job_opts, as the relay's drain sets them for a batch (its
+ * Sidekiq version without Redis: the one configured, or the safe one). */
+static struct job_opts *target_opts(const struct config *cfg)
+{
+	const struct routes *routes = &cfg->routes;
+	struct job_opts *opts = calloc(routes->n, sizeof(*opts));
+	long long now_us = clock_wall_us();
+
+	for (size_t i = 0; opts && i < routes->n; i++) {
+		const struct config *t = routes->t[i].cfg;
+		struct sidekiq_probe probe;
+
+		sidekiq_probe_init(&probe, t);
+		opts[i] = (struct job_opts){ .format = t->format,
+					     .sidekiq_version = probe.version,
+					     .max_job_bytes = cfg->max_job_bytes,
+					     .now_us = now_us,
+					     .rails_version = t->rails_version,
+					     .target = i };
+	}
+	return opts;
+}
+
+/*
+ * The target the relay would send row to, as its drain resolves it: the
+ * route column first (empty names none), else the queue rules, else the
+ * default. A route no target has: the default's opts, and the row unfit
+ * with the relay's own reason (drain_add_row's), in why.
+ */
+static size_t row_target(const struct routes *routes, struct job_row *row, char *why, size_t len)
+{
+	bool named = row->route && row->route_len > 0;
+	size_t ti = routes_find(routes, row->queue, row->queue_len, named ? row->route : NULL, row->route_len);
+
+	if (ti != ROUTES_NONE)
+		return ti;
+	if (!row->unfit) {
+		snprintf(why, len, "route \"%.*s\" is not a route of this relay (--route)",
+			 (int)(row->route_len < 100 ? row->route_len : 100), row->route);
+		row->unfit = why;
+	}
+	return 0;
+}
+
+/* Builds each row into a job with the relay's own code and settings, for
+ * the target it would go to (its format and options; --max-job-bytes ...):
+ * a row it would reject stays, unless --force. */
 static int judge(struct replay *r)
 {
 	const struct config *cfg = &r->d->a.cfg;
-	struct sidekiq_probe probe;
-	struct job_opts opts;
+	struct job_opts *opts = target_opts(cfg);
 	bool force = cmd_args_has(&r->d->a, "force");
 	int n = PQntuples(r->rows), rc = 0;
 	struct buf payload;
 
-	sidekiq_probe_init(&probe, cfg); /* without redis: the version configured, or the safe one */
-	opts = (struct job_opts){ .format = cfg->format,
-				  .sidekiq_version = probe.version,
-				  .max_job_bytes = cfg->max_job_bytes,
-				  .now_us = clock_wall_us(),
-				  .rails_version = cfg->rails_version };
 	r->verdict = calloc((size_t)n + 1, sizeof(*r->verdict));
 	r->reason = calloc((size_t)n + 1, sizeof(*r->reason));
-	if (!r->verdict || !r->reason)
+	if (!opts || !r->verdict || !r->reason) {
+		free(opts);
 		return dead_say(CMD_EXIT_ATTENTION, "out of memory");
+	}
 	buf_init(&payload);
 	for (int i = 0; rc >= 0 && i < n; i++) {
+		char why[JOB_REASON_SIZE];
 		struct job_row row;
 		struct job_out out;
+		size_t ti;
 
 		pg_read_row_of(r->rows, i, strtoll(PQgetvalue(r->rows, i, 0), NULL, 10), &row);
+		ti = row_target(&cfg->routes, &row, why, sizeof(why));
 		buf_reset(&payload);
-		rc = job_build(&row, &opts, &payload, &out, r->reason[i], sizeof(r->reason[i]));
+		rc = job_build(&row, &opts[ti], &payload, &out, r->reason[i], sizeof(r->reason[i]));
 		if (rc == 0)
 			r->reason[i][0] = '\0';
 		r->verdict[i] = rc == JOB_REJECT && !force ? V_REFUSED : V_MOVE;
 	}
 	buf_free(&payload);
+	free(opts);
 	return rc < 0 ? dead_say(CMD_EXIT_ATTENTION, "out of memory") : 0;
 }
 
@@ -248,6 +341,8 @@ static int report(struct replay *r, int i, const char *new_id, bool dry)
 	const PGresult *res = r->rows;
 	const char *dead_id = PQgetvalue(res, i, COL_DEAD_ID);
 	struct buf *out = &r->out;
+	struct job_row row;
+	size_t w;
 	int rc;
 
 	if (r->verdict[i] == V_REFUSED)
@@ -268,6 +363,9 @@ static int report(struct replay *r, int i, const char *new_id, bool dry)
 		rc = put_text(out, res, i, 2);
 	if (rc == 0 && (rc = buf_puts(out, ", jid ")) == 0)
 		rc = put_text(out, res, i, 5);
+	pg_read_row_of(res, i, 0, &row);
+	if (rc == 0 && row.route && (rc = buf_puts(out, ", route ")) == 0)
+		rc = dead_text_visible(out, row.route, row.route_len, 60, &w);
 	if (rc == 0 && r->reason[i][0])
 		rc = buf_printf(out, " (forced: it would be dead-lettered again: %s)", r->reason[i]);
 	return rc ? rc : buf_puts(out, "\n");
@@ -277,7 +375,7 @@ static int report(struct replay *r, int i, const char *new_id, bool dry)
 static int move(struct replay *r, bool dry)
 {
 	char dead_id[24];
-	const char *params[3] = { r->params[0], r->params[1], dead_id };
+	const char *params[4] = { r->params[0], r->params[1], dead_id, r->params[7] };
 	int rc = 0;
 
 	for (int i = 0; rc == 0 && i < PQntuples(r->rows); i++) {
@@ -285,7 +383,7 @@ static int move(struct replay *r, bool dry)
 
 		if (r->verdict[i] == V_MOVE && !dry) {
 			snprintf(dead_id, sizeof(dead_id), "%s", PQgetvalue(r->rows, i, COL_DEAD_ID));
-			res = dead_exec(r->d, MOVE_SQL, 3, params, PGRES_TUPLES_OK,
+			res = dead_exec(r->d, MOVE_SQL, 4, params, PGRES_TUPLES_OK,
 					"could not move the rows back; nothing was moved");
 			if (!res)
 				return CMD_EXIT_ATTENTION;
@@ -344,7 +442,8 @@ int dead_replay(struct dead_cmd *d)
 	buf_init(&e.unset);
 	buf_init(&ids);
 	buf_init(&r.out);
-	if ((rc = check_usage(d)) == 0 && (rc = id_param(d, &ids, &r.params[6])) == 0 && (rc = read_edits(d, &e)) == 0)
+	if ((rc = check_usage(d)) == 0 && (rc = id_param(d, &ids, &r.params[6])) == 0 &&
+	    (rc = route_param(d, &r.params[7])) == 0 && (rc = read_edits(d, &e)) == 0)
 		rc = edit_params(&e, r.params);
 	for (int i = 0; i < 4; i++)
 		r.params[2 + i] = d->filter[i];

@@ -485,6 +485,149 @@ START_TEST(bad_input_says_one_line_and_changes_nothing)
 }
 END_TEST
 
+/* The test Redis's URL with database db instead of its own: a route's target. */
+static void redis_db_url(int db, char *out, size_t len)
+{
+	const char *url = h_env("TEST_REDIS_URL"), *slash = strrchr(url, '/');
+
+	ck_assert_ptr_nonnull(slash);
+	snprintf(out, len, "%.*s/%d", (int)(slash - url), url, db);
+}
+
+/*
+ * Each row is checked for the target the relay would send it to, as the
+ * relay resolves it: its route column first ('' names none, 'default' the
+ * --redis-url target, a name no route has fails the check), else the queue
+ * rules. A celery route's priority 12 stays; a route the settings lack
+ * stays with the relay's own reason. --set-route/--unset-route correct the
+ * route on the way, checked against the routes; `dead show` prints it.
+ */
+START_TEST(replay_checks_each_row_for_its_target_and_corrects_its_route)
+{
+	PGconn *c = h_pg();
+	redisContext *r = h_redis();
+	struct said s;
+	char cel_url[256], shard_url[256], cel[400], shard[400], admin_url[256], before[64], after[64], reason[300];
+	char pri_q[24], pri_col[24], pri_empty[24], pri_default[24], gone[24];
+
+	redis_db_url(3, cel_url, sizeof(cel_url));
+	redis_db_url(4, shard_url, sizeof(shard_url));
+	snprintf(cel, sizeof(cel), "cel tasks --redis-url %s --format celery", cel_url);
+	snprintf(shard, sizeof(shard), "shard2 - --redis-url %s", shard_url);
+	h_sql(c, "INSERT INTO staged_jobs (queue, job_class, args, options, route) VALUES"
+		 " ('tasks', 'app.add', '[1]', '{\"priority\": 12}', NULL),"    /* celery by its queue */
+		 " ('default', 'app.add', '[2]', '{\"priority\": 12}', 'cel')," /* celery by its column */
+		 " ('default', 'Hard', '[3]', '{}', 'shard3')")                 /* no such route */
+		;
+	{
+		const char *args[] = { "--once", "--route", cel, "--route", shard, NULL };
+		ck_assert_int_eq(h_relay_run("dead-routes", args), 0);
+	}
+	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs_dead"), 3);
+	snprintf(pri_q, sizeof(pri_q), "%lld", dead_id_of(c, "args::text = '[1]'"));
+	snprintf(pri_col, sizeof(pri_col), "%lld", dead_id_of(c, "args::text = '[2]'"));
+	snprintf(gone, sizeof(gone), "%lld", dead_id_of(c, "args::text = '[3]'"));
+	h_sql_text(c, "SELECT reason FROM staged_jobs_dead WHERE args::text = '[3]'", reason, sizeof(reason));
+	ck_assert_str_eq(reason, "route \"shard3\" is not a route of this relay (--route)");
+	/* Two more, made by hand: an empty route names none (the rules pick:
+	 * sidekiq, where priority is any key); 'default' beats the rules. */
+	h_sql(c,
+	      "INSERT INTO staged_jobs_dead (id, queue, job_class, args, options, created_at, jid, route, reason)"
+	      " VALUES (100, 'default', 'Soft', '[4]', '{\"priority\": 12}', now(), 'bbbbbbbbbbbbbbbbbbbbbbbb', '', 'x'),"
+	      " (101, 'tasks', 'Soft', '[5]', '{\"priority\": 12}', now(), 'cccccccccccccccccccccccc', 'default', 'x')");
+	snprintf(pri_empty, sizeof(pri_empty), "%lld", dead_id_of(c, "args::text = '[4]'"));
+	snprintf(pri_default, sizeof(pri_default), "%lld", dead_id_of(c, "args::text = '[5]'"));
+
+	/* show prints the route. */
+	DEAD(&s, "show", gone);
+	ck_assert_int_eq(s.status, 0);
+	ck_assert_msg(strstr(s.out, "\nroute       shard3\n"), "%s", s.out);
+	DEAD(&s, "show", pri_q);
+	ck_assert_msg(strstr(s.out, "\nroute       NULL\n"), "%s", s.out);
+
+	/* With the relay's routes, each is judged for its own target. */
+	state(c, before, sizeof(before));
+	DEAD(&s, "replay", pri_q, pri_col, gone, pri_empty, pri_default, "--route", cel, "--route", shard, "--dry-run");
+	ck_assert_msg(s.status == 1, "%s%s", s.out, s.err);
+	ck_assert_msg(
+		strstr(s.out,
+		       "it would be dead-lettered again: options key \"priority\" is not an integer from 0 to 9;"),
+		"%s", s.out);
+	{
+		char line[200];
+
+		snprintf(line, sizeof(line),
+			 "not moved dead_id %s: it would be dead-lettered again: options key \"priority\"", pri_col);
+		ck_assert_msg(strstr(s.out, line), "%s", s.out);
+		snprintf(
+			line, sizeof(line),
+			"not moved dead_id %s: it would be dead-lettered again: route \"shard3\" is not a route of this relay (--route);",
+			gone);
+		ck_assert_msg(strstr(s.out, line), "%s", s.out);
+		snprintf(line, sizeof(line), "would move dead_id %s: ", pri_empty);
+		ck_assert_msg(strstr(s.out, line), "%s", s.out);
+		snprintf(line, sizeof(line), "would move dead_id %s: ", pri_default);
+		ck_assert_msg(strstr(s.out, line), "%s", s.out);
+	}
+	ck_assert_msg(strstr(s.out, "would move 2 of 5 dead-lettered jobs\n"), "%s", s.out);
+	/* Without the routes, a row naming one fails the check too. */
+	DEAD(&s, "replay", pri_col, "--dry-run");
+	ck_assert_int_eq(s.status, 1);
+	ck_assert_msg(strstr(s.out, "route \"cel\" is not a route of this relay (--route)"), "%s", s.out);
+
+	/* A route to set must be one of the settings' (or default): a usage error. */
+	DEAD(&s, "replay", gone, "--set-route", "shard3", "--route", shard);
+	one_error(&s, 2, "--set-route \"shard3\" is not a route of these settings");
+	DEAD(&s, "replay", gone, "--set-route", "shard2", "--unset-route", "--route", shard);
+	one_error(&s, 2, "not both");
+	DEAD(&s, "replay", gone, "--set-route", "bad name!", "--route", shard);
+	one_error(&s, 2, "--set-route");
+	state(c, after, sizeof(after));
+	ck_assert_str_eq(before, after);
+
+	/* Corrected on the way, by the admin role: the route it goes to now. */
+	h_sql(c, "DROP ROLE IF EXISTS sd_dead_admin");
+	h_sql(c, "CREATE ROLE sd_dead_admin LOGIN IN ROLE stagedrain_admin");
+	snprintf(admin_url, sizeof(admin_url), "host=127.0.0.1 port=%s dbname=postgres user=sd_dead_admin", PQport(c));
+	dead_as(&s, admin_url,
+		(const char *const[]){ "replay", gone, "--set-route", "shard2", "--route", shard, NULL });
+	ck_assert_msg(s.status == 0, "%s%s", s.out, s.err);
+	ck_assert_msg(strstr(s.out, ", route shard2\n"), "%s", s.out);
+	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs WHERE route = 'shard2' AND args::text = '[3]'"), 1);
+	/* Fixed by an option edit, checked as celery. */
+	DEAD(&s, "replay", pri_q, pri_col, "--unset-option", "priority", "--route", cel, "--route", shard);
+	ck_assert_msg(s.status == 0, "%s%s", s.out, s.err);
+	/* Cleared: the rules pick by queue (tasks: celery, which refuses 12 ...). */
+	DEAD(&s, "replay", pri_default, "--unset-route", "--route", cel, "--route", shard, "--dry-run");
+	ck_assert_int_eq(s.status, 1);
+	ck_assert_msg(strstr(s.out, "options key \"priority\" is not an integer from 0 to 9"), "%s", s.out);
+	/* ... and default keeps it on the sidekiq target. */
+	DEAD(&s, "replay", pri_default, pri_empty, "--set-route", "default", "--route", cel, "--route", shard);
+	ck_assert_msg(s.status == 0, "%s%s", s.out, s.err);
+	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs WHERE route = 'default'"), 2);
+	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs_dead"), 0);
+
+	/* The relay delivers each where the check said, and dead-letters none. */
+	{
+		const char *args[] = { "--once", "--route", cel, "--route", shard, NULL };
+		ck_assert_int_eq(h_relay_run("dead-routes-replayed", args), 0);
+	}
+	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs_dead"), 0);
+	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs"), 0);
+	ck_assert_int_eq(h_cmd_int(r, "LLEN queue:default"), 1); /* by the rules, as its '' route says */
+	ck_assert_int_eq(h_cmd_int(r, "LLEN queue:tasks"), 1);   /* by its route, default */
+	freeReplyObject(h_cmd(r, "SELECT 3"));
+	ck_assert_int_eq(h_cmd_int(r, "LLEN tasks"), 1);
+	ck_assert_int_eq(h_cmd_int(r, "LLEN default"), 1);
+	freeReplyObject(h_cmd(r, "FLUSHDB"));
+	freeReplyObject(h_cmd(r, "SELECT 4"));
+	ck_assert_int_eq(h_cmd_int(r, "LLEN queue:default"), 1);
+	freeReplyObject(h_cmd(r, "FLUSHDB"));
+	redisFree(r);
+	PQfinish(c);
+}
+END_TEST
+
 /* Redis's own limit back to its default, whatever the test did. */
 static void restore_redis(void)
 {
@@ -625,6 +768,7 @@ Suite *dead_suite(void)
 	tcase_add_test(tc, bad_input_says_one_line_and_changes_nothing);
 	tcase_add_test(tc, control_characters_print_visibly);
 	tcase_add_test(tc, help_prints_the_usage);
+	tcase_add_test(tc, replay_checks_each_row_for_its_target_and_corrects_its_route);
 	suite_add_tcase(s, tc);
 	tcase_add_test(text, visible_text_and_ages);
 	suite_add_tcase(s, text);

@@ -13,6 +13,9 @@ module Stagedrain
     # JSON escapes NUL as \u0000; the backslashes before it must be an even
     # run, or the text was a literal backslash followed by "u0000".
     NUL_ESCAPE = /(?<!\\)(?:\\\\)*\\u0000/.freeze
+    # What the jid column holds (its CHECK): Sidekiq's own form,
+    # SecureRandom.hex(12). The relay's crash fence records jids in it.
+    JID = /\A[0-9a-f]{24}\z/.freeze
 
     # Raises before the INSERT: Postgres text and jsonb cannot hold U+0000,
     # and the failed statement would abort the caller's transaction with a
@@ -20,6 +23,12 @@ module Stagedrain
     def validate!
       {"queue" => queue, "job class" => job_class, "jid" => jid}.each do |what, text|
         raise ArgumentError, "stagedrain: the #{what} #{text.inspect} contains the NUL character" if text.to_s.include?("\0")
+      end
+      # Sidekiq::Client.push takes any "jid"; the column's CHECK would fail
+      # the INSERT and abort the caller's transaction.
+      unless jid.nil? || JID.match?(jid.to_s)
+        raise ArgumentError, "stagedrain: jid #{jid.to_s[0, 64].inspect} is not 24 lowercase hex digits, the only " \
+                             "jid staged_jobs holds; leave \"jid\" out (Sidekiq makes one) or pass SecureRandom.hex(12)"
       end
       [args_json, options_json].each do |json|
         next unless json.match?(NUL_ESCAPE)

@@ -2,6 +2,7 @@
 
 require "active_record"
 require "stagedrain/errors"
+require "stagedrain/jsonb"
 
 module Stagedrain
   # Writes rows into staged_jobs with one multi-row INSERT on the connection
@@ -36,8 +37,8 @@ module Stagedrain
     def insert_slice(conn, rows)
       binds = []
       values = rows.map do |row|
-        fields = [row.queue, row.job_class, row.args_json, timestamp(row.run_at), row.options_json,
-                  timestamp(row.created_at), row.jid]
+        fields = [row.queue, row.job_class, Jsonb.for_jsonb(row.args_json), timestamp(row.run_at),
+                  Jsonb.for_jsonb(row.options_json), timestamp(row.created_at), row.jid]
         params = fields.zip(CASTS).map do |value, cast|
           binds << value
           "$#{binds.size}::#{cast}"

@@ -64,6 +64,13 @@ class ActiveJobE2ETest < E2ETest
     assert_equal jobs.map(&:provider_job_id), jobs.map { |j| recs[j.job_id]["jid"] }
   end
 
+  def test_floats_arrive_as_floats
+    job = ActiveRecord::Base.transaction { TypedJob.perform_later(1.0e20, 3.0e16, 0.5) }
+    rec = wait_ran([job.job_id])[job.job_id]
+
+    assert_equal [{"Float" => 1.0e20}, {"Float" => 3.0e16}, {"Float" => 0.5}], rec["args"]
+  end
+
   def test_a_thousand_jobs_of_one_transaction_run_in_staging_order
     tag = "aj-#{SecureRandom.hex(4)}"
     jobs = ActiveRecord::Base.transaction { Array.new(1000) { |i| OrderedJob.perform_later(tag, i) } }

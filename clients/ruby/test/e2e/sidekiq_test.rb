@@ -32,6 +32,23 @@ class SidekiqE2ETest < E2ETest
     Sidekiq.client_middleware.remove(Trace)
   end
 
+  # A Float arrives a Float (jsonb would make 1.0e+20 an Integer), and a jid
+  # the caller chose is the one the worker runs under.
+  def test_floats_and_a_custom_jid_arrive_as_pushed
+    own = SecureRandom.hex(12)
+    jids = ActiveRecord::Base.transaction do
+      [PlainJob.perform_async(1.0e20, -1.0e16, 2.5e-05, 10**20),
+       Sidekiq::Client.push("class" => PlainJob, "args" => [1.0e20], "jid" => own)]
+    end
+    recs = wait_ran(jids)
+
+    assert_equal own, jids[1]
+    assert_equal [1.0e20, -1.0e16, 2.5e-05, 10**20], recs[jids[0]]["args"]
+    assert_equal [Float, Float, Float, Integer], recs[jids[0]]["args"].map(&:class)
+    assert_equal [own, [1.0e20]], [recs[own]["item"]["jid"], recs[own]["args"]]
+    assert_instance_of Float, recs[own]["args"][0]
+  end
+
   def test_a_thousand_jobs_of_one_transaction_run_in_staging_order
     tag = "sk-#{SecureRandom.hex(4)}"
     jids = ActiveRecord::Base.transaction do

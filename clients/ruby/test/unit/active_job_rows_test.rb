@@ -80,6 +80,16 @@ class ActiveJobRowsTest < RowTest
     assert_equal [["next"]], rows.map { |r| r["args"][0]["arguments"] }
   end
 
+  # jsonb would store 1.0e+20 as 100000000000000000000, an Integer to JSON.parse.
+  def test_floats_stay_floats
+    TypedJob.perform_later(1.0e20, -1.0e16, 2.5e-05, 7, {"f" => 1.0e300})
+    args = rows[0]["args"][0]["arguments"]
+
+    assert_equal [1.0e20, -1.0e16, 2.5e-05, 7], args[0, 4]
+    assert_equal [Float, Float, Float, Integer], args[0, 4].map(&:class)
+    assert_instance_of Float, args[4]["f"]
+  end
+
   def test_a_nul_character_raises_before_the_insert
     sent = inserts do
       err = assert_raises(ArgumentError) { TypedJob.perform_later("a\u0000b") }

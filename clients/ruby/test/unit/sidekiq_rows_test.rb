@@ -149,6 +149,54 @@ class SidekiqRowsTest < RowTest
     assert_empty rows
   end
 
+  # jsonb stores 1.0e+20 as 100000000000000000000, which JSON.parse reads as
+  # an Integer: the row must hold a spelling that stays a Float.
+  FLOATS = [1.0e20, 1.0e16, -1.0e100, 2.5e-05, 1.0e-05, 1.5, 100.0].freeze
+
+  def test_floats_stay_floats_in_args_and_options
+    jid = Sidekiq::Client.push("class" => PlainJob, "args" => [*FLOATS, 12, "1.0e+20", {"1.0e+20" => 1.0e20}],
+                               "big" => 1.0e20)
+    row, = rows
+
+    assert_equal jid, row["jid"]
+    assert_equal [*FLOATS, 12, "1.0e+20", {"1.0e+20" => 1.0e20}], row["args"]
+    assert_equal [Float] * FLOATS.size + [Integer, String, Hash], row["args"].map(&:class)
+    assert_instance_of Float, row["args"].last["1.0e+20"]
+    assert_instance_of Float, row["options"]["big"]
+    assert_equal 1.0e20, row["options"]["big"]
+  end
+
+  # Sidekiq takes a jid the caller chose. One the staged_jobs table can hold
+  # (24 lowercase hex digits, Sidekiq's own form) is the one the worker sees;
+  # any other raises ArgumentError before the INSERT, so the caller's
+  # transaction is not aborted and goes on.
+  def test_a_custom_jid
+    own = SecureRandom.hex(12)
+
+    assert_equal own, Sidekiq::Client.push("class" => PlainJob, "args" => [1], "jid" => own)
+    assert_equal [own], rows.map { |r| r["jid"] }
+
+    admin.exec("DELETE FROM staged_jobs")
+    user = nil
+    sent = inserts do
+      ActiveRecord::Base.transaction do
+        err = assert_raises(ArgumentError) do
+          Sidekiq::Client.push("class" => PlainJob, "args" => [1], "jid" => "my-custom-jid")
+        end
+        assert_match(/jid "my-custom-jid" is not 24 lowercase hex digits/, err.message)
+        assert_raises(ArgumentError) { Sidekiq::Client.push("class" => PlainJob, "args" => [1], "jid" => own.upcase) }
+        user = User.create!(email: "after@example.com")
+        PlainJob.perform_async(2)
+      end
+    end
+
+    assert_equal 1, sent.size
+    assert User.exists?(user.id), "the transaction went on and committed"
+    assert_equal [[2]], rows.map { |r| r["args"] }
+  ensure
+    User.where(email: "after@example.com").delete_all
+  end
+
   def test_a_missing_table_says_to_migrate
     err = assert_raises(Stagedrain::NotMigrated) do
       ActiveRecord::Base.transaction do

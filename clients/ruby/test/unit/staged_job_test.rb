@@ -25,6 +25,13 @@ class StagedJobTest < RowTest
     assert_equal "a" * 24, job.jid
   end
 
+  def test_floats_stay_floats
+    Stagedrain::StagedJob.create!(job_class: "HardJob", args: [1.0e20, 3], options: {"f" => 1.0e16})
+
+    assert_equal [[Float, Integer], Float], [rows[0]["args"].map(&:class), rows[0]["options"]["f"].class]
+    assert_equal [1.0e20, 3], rows[0]["args"]
+  end
+
   private
 
   def capture_sql
