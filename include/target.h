@@ -15,6 +15,7 @@
 #include "config.h"
 #include "fence.h"
 #include "job.h"
+#include "metrics.h"
 #include "redis_sink.h"
 #include "sidekiq_probe.h"
 #include "stop.h"
@@ -76,6 +77,17 @@ bool target_up(const struct target *t);
 const struct batch_job *target_group(const struct batch *b, size_t n, struct batch_job **scratch, size_t *cap);
 /* The target's jobs of b, as a view into grouped (target_group's), in t->part. */
 void target_view(struct target *t, const struct batch *b, const struct batch_job *grouped);
+
+/* Which Redis server the target now writes to (behind sentinels, the master
+ * they named), noted; a change is logged: a failover. m: the default
+ * target's server shows in the metrics. */
+void target_note_server(struct target *t, struct metrics *m);
+/* Warns once per policy seen when its Redis may evict any key (an allkeys-*
+ * maxmemory-policy: the relay's epoch and fence, the workers' jobs). */
+void target_check_eviction(struct target *t);
+/* A target's first connection: the line saying what it is (pgw: the
+ * Postgres server), and what to know of it. */
+void target_log_connected(struct target *t, struct metrics *m, const char *pgw);
 
 /* Starts connecting the target's Redis (redis_sink_connect) in a thread of
  * its own; nothing else may touch t->redis until target_connect_done says

@@ -15,7 +15,6 @@
 #include "log.h"
 #include "pg_conn.h"
 #include "signals.h"
-#include "redis_policy.h"
 
 void ladder_fall_back(struct target *t, enum target_state to)
 {
@@ -32,60 +31,6 @@ void ladder_nap(struct drain *d, int ms)
 		nanosleep(&ts, NULL);
 		ms -= slice;
 	}
-}
-
-/* Which Redis server a target now writes to (behind sentinels, the master
- * they named), and whether that is news: a failover. */
-static void note_redis_server(struct drain *d, struct target *t)
-{
-	const struct redis_target *rt = &t->cfg->redis;
-	const char *where = t->redis.conn.where, *name = rt->master_name ? rt->master_name : "";
-
-	if (t->where[0] && strcmp(t->where, where) != 0)
-		log_warn("redis master changed", LOGF(F_STR("from", t->where), F_STR("to", where),
-						      F_STR("master_name", name), F_STR("target", t->name)));
-	snprintf(t->where, sizeof(t->where), "%s", where);
-	if (t->index == 0)
-		metrics_redis_server(d->metrics, where, rt->master_name, rt->tls);
-}
-
-/*
- * An allkeys-* maxmemory-policy may evict the relay's epoch and fence and the
- * workers' queued jobs alike: one warning per policy seen (redis_policy.h
- * says why volatile-* is left alone). A Redis that refuses CONFIG (a managed
- * one may) gets a debug line; a failed read leaves the connection to the ladder.
- */
-static void check_eviction(struct target *t)
-{
-	char policy[sizeof(t->policy)];
-	int rc = redis_policy_read(&t->redis.conn, policy, sizeof(policy));
-
-	if (rc == -EPERM)
-		log_debug("could not read maxmemory-policy", LOGF(F_STR("error", t->redis.conn.errstr)));
-	if (rc < 0 || strcmp(policy, t->policy) == 0)
-		return;
-	snprintf(t->policy, sizeof(t->policy), "%s", policy);
-	if (redis_policy_evicts(policy))
-		log_warn("redis may evict any key under maxmemory-policy, the relay's epoch and fence and the workers' "
-			 "queued jobs alike; Sidekiq requires noeviction",
-			 LOGF(F_STR("maxmemory_policy", policy), F_STR("redis", t->where), F_STR("target", t->name)));
-}
-
-/* A target's first connection: what it is, and what to know of it. */
-static void log_target_connected(struct drain *d, struct target *t, const char *pgw)
-{
-	const struct redis_target *rt = &t->cfg->redis;
-
-	note_redis_server(d, t);
-	log_info("connected", LOGF(F_STR("postgres", pgw), F_STR("redis", t->where),
-				   F_STR("master_name", rt->master_name ? rt->master_name : ""),
-				   F_STR("tls", rt->tls ? "true" : "false"),
-				   F_STR("format", format_of(t->cfg->format)->name), F_STR("target", t->name)));
-	check_eviction(t);
-	if (t->cfg->redis_tls_insecure)
-		log_warn("--redis-tls-insecure: the redis server's certificate is not verified; anyone on the "
-			 "network path can read and change the jobs",
-			 LOGF(F_STR("target", t->name)));
 }
 
 /* One try at Postgres at start: 0; -EAGAIN when it cannot be reached yet
@@ -193,7 +138,7 @@ int drain_start(struct drain *d)
 		for (size_t i = 0; i < d->nt; i++) {
 			backoff_reset(&d->t[i].backoff);
 			if (redis_sink_connected(&d->t[i].redis))
-				log_target_connected(d, &d->t[i], pgw);
+				target_log_connected(&d->t[i], d->metrics, pgw);
 		}
 	}
 	return rc;
@@ -525,13 +470,13 @@ static bool reconnect_redis(struct drain *d, struct target *t)
 		ladder_redis_trouble(d, t, rc, "could not reconnect to redis; will retry");
 		return false;
 	}
-	note_redis_server(d, t);
+	target_note_server(t, d->metrics);
 	log_info("reconnected to redis",
 		 LOGF(F_STR("redis", t->where), F_STR("master_name", rt->master_name ? rt->master_name : ""),
 		      F_STR("tls", rt->tls ? "true" : "false"), F_STR("target", t->name)));
 	if (t->index == 0)
 		metrics_connected(d->metrics, METRICS_REDIS, true, true);
-	check_eviction(t);
+	target_check_eviction(t);
 	return true;
 }
 

@@ -2,10 +2,14 @@
 #include "fmacros.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "format.h"
+#include "log.h"
+#include "redis_policy.h"
 #include "target.h"
 
 #define BACKOFF_BASE_MS 100
@@ -76,4 +80,55 @@ const struct batch_job *target_group(const struct batch *b, size_t n, struct bat
 			if (b->jobs[i].target == t)
 				(*scratch)[at++] = b->jobs[i];
 	return *scratch;
+}
+
+void target_note_server(struct target *t, struct metrics *m)
+{
+	const struct redis_target *rt = &t->cfg->redis;
+	const char *where = t->redis.conn.where, *name = rt->master_name ? rt->master_name : "";
+
+	if (t->where[0] && strcmp(t->where, where) != 0)
+		log_warn("redis master changed", LOGF(F_STR("from", t->where), F_STR("to", where),
+						      F_STR("master_name", name), F_STR("target", t->name)));
+	snprintf(t->where, sizeof(t->where), "%s", where);
+	if (t->index == 0)
+		metrics_redis_server(m, where, rt->master_name, rt->tls);
+}
+
+/*
+ * An allkeys-* maxmemory-policy may evict the relay's epoch and fence and the
+ * workers' queued jobs alike: one warning per policy seen (redis_policy.h
+ * says why volatile-* is left alone). A Redis that refuses CONFIG (a managed
+ * one may) gets a debug line; a failed read leaves the connection to the ladder.
+ */
+void target_check_eviction(struct target *t)
+{
+	char policy[sizeof(t->policy)];
+	int rc = redis_policy_read(&t->redis.conn, policy, sizeof(policy));
+
+	if (rc == -EPERM)
+		log_debug("could not read maxmemory-policy", LOGF(F_STR("error", t->redis.conn.errstr)));
+	if (rc < 0 || strcmp(policy, t->policy) == 0)
+		return;
+	snprintf(t->policy, sizeof(t->policy), "%s", policy);
+	if (redis_policy_evicts(policy))
+		log_warn("redis may evict any key under maxmemory-policy, the relay's epoch and fence and the workers' "
+			 "queued jobs alike; Sidekiq requires noeviction",
+			 LOGF(F_STR("maxmemory_policy", policy), F_STR("redis", t->where), F_STR("target", t->name)));
+}
+
+void target_log_connected(struct target *t, struct metrics *m, const char *pgw)
+{
+	const struct redis_target *rt = &t->cfg->redis;
+
+	target_note_server(t, m);
+	log_info("connected", LOGF(F_STR("postgres", pgw), F_STR("redis", t->where),
+				   F_STR("master_name", rt->master_name ? rt->master_name : ""),
+				   F_STR("tls", rt->tls ? "true" : "false"),
+				   F_STR("format", format_of(t->cfg->format)->name), F_STR("target", t->name)));
+	target_check_eviction(t);
+	if (t->cfg->redis_tls_insecure)
+		log_warn("--redis-tls-insecure: the redis server's certificate is not verified; anyone on the "
+			 "network path can read and change the jobs",
+			 LOGF(F_STR("target", t->name)));
 }
