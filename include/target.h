@@ -32,6 +32,11 @@ enum target_state {
 	TARGET_READY,      /* a settled fence: batches may push */
 };
 
+/* A Redis that cannot be reached (refused, unreachable, timed out, still
+ * loading) is tried again this often at most (jittered: half to all of it),
+ * whatever its back-off: it is back within that of its return. */
+#define TARGET_PROBE_MS 500
+
 /* A connection attempt made off the relay's loop (target_connect.c). */
 enum { TARGET_CONNECT_IDLE, TARGET_CONNECTING, TARGET_CONNECT_DONE };
 struct target_connector {
@@ -51,6 +56,7 @@ struct target {
 	struct buf fence_text;
 	struct backoff backoff;
 	long long retry_ms;           /* down: not tried again before this */
+	long long quiet_ms;           /* down: a failed connect is logged (its back-off grows) from this on */
 	char where[300];              /* the Redis server last connected to, to tell a failover */
 	char policy[32];              /* its maxmemory-policy last read, to warn once per change */
 	struct sidekiq_probe sidekiq; /* the version its Sidekiq jobs are written for */

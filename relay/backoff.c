@@ -14,10 +14,17 @@ void backoff_init(struct backoff *b, int base_ms, int cap_ms, unsigned int seed)
 	b->seed = seed;
 }
 
+int backoff_jitter(struct backoff *b, int ms)
+{
+	int half = ms / 2;
+
+	/* Half fixed, half random: never hammers, never waits needlessly long. */
+	return ms - half + (half > 0 ? (int)(rand_r(&b->seed) % (unsigned)(half + 1)) : 0);
+}
+
 int backoff_next(struct backoff *b)
 {
 	long ceiling = b->base_ms;
-	long half;
 
 	for (int i = 0; i < b->attempt && ceiling < b->cap_ms; i++)
 		ceiling *= 2;
@@ -25,9 +32,7 @@ int backoff_next(struct backoff *b)
 		ceiling = b->cap_ms;
 	if (b->attempt < 30)
 		b->attempt++;
-	/* Half fixed, half random: never hammers, never waits needlessly long. */
-	half = ceiling / 2;
-	return (int)(ceiling - half + (half ? rand_r(&b->seed) % (half + 1) : 0));
+	return backoff_jitter(b, (int)ceiling);
 }
 
 void backoff_reset(struct backoff *b)

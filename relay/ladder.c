@@ -33,6 +33,71 @@ void ladder_nap(struct drain *d, int ms)
 	}
 }
 
+/* A target's fault, logged: its back-off (retry_in_ms) and, for a server
+ * that could not be reached, how often it is probed meanwhile (probe_ms). */
+static void say_trouble(struct drain *d, struct target *t, const char *what, int delay, int probe_ms)
+{
+	struct log_field f[5] = { F_STR("error", t->redis.errstr), F_INT("retry_in_ms", delay) };
+	size_t n = 2;
+
+	if (probe_ms)
+		f[n++] = (struct log_field)F_INT("probe_ms", probe_ms);
+	if (d->nt > 1)
+		f[n++] = (struct log_field)F_STR("target", t->name);
+	f[n].type = LOG_F_END;
+	log_warn(what, f);
+}
+
+/* The state a target's fault leaves in the metrics. */
+static void show_down(struct drain *d, struct target *t)
+{
+	if (t->index == 0)
+		metrics_connected(d->metrics, METRICS_REDIS, redis_sink_connected(&t->redis), false);
+	metrics_target_up(d->metrics, t->index, false);
+}
+
+/* Any fault rc of a target's Redis: log it, and leave the target alone for
+ * its back-off (the others go on; ladder_ensure_ready naps when none is
+ * up). -ETIMEDOUT is too few replicas acknowledging
+ * (--redis-wait-replicas), which the metrics count apart. */
+void ladder_redis_trouble(struct drain *d, struct target *t, int rc, const char *what)
+{
+	int delay = backoff_next(&t->backoff);
+
+	if (rc == -ETIMEDOUT)
+		metrics_wait_short(d->metrics);
+	say_trouble(d, t, what, delay, 0);
+	show_down(d, t);
+	t->retry_ms = t->quiet_ms = clock_mono_ms() + delay;
+}
+
+/*
+ * A connect to a target's Redis failed. With a setting to blame (a password,
+ * TLS verification) it is ordinary trouble: the back-off. With none, the
+ * server is not there (refused, unreachable, timed out) or is starting
+ * (LOADING): another connect costs it next to nothing, so the target is
+ * probed every TARGET_PROBE_MS (jittered) whatever its back-off, and climbs
+ * back within that of the server's return. Only the attempts at the
+ * back-off's steps are logged (and grow it): a long outage logs as before.
+ */
+static void connect_trouble(struct drain *d, struct target *t, int rc, const char *what)
+{
+	long long now = clock_mono_ms(), probe = now + backoff_jitter(&t->backoff, TARGET_PROBE_MS);
+	int delay;
+
+	if (rc == -ENOMEM || t->redis.conn.blame) {
+		ladder_redis_trouble(d, t, rc, what);
+		return;
+	}
+	show_down(d, t);
+	if (now >= t->quiet_ms) {
+		delay = backoff_next(&t->backoff);
+		say_trouble(d, t, what, delay, TARGET_PROBE_MS);
+		t->quiet_ms = now + delay;
+	}
+	t->retry_ms = t->quiet_ms < probe ? t->quiet_ms : probe;
+}
+
 /* One try at Postgres at start: 0; -EAGAIN when it cannot be reached yet
  * (logged and waited out); or a setting that can never work (logged). */
 static int start_pg(struct drain *d)
@@ -73,7 +138,7 @@ static int start_target(struct drain *d, struct target *t)
 	if (rc != -ENOMEM && !blame) {
 		if (t->index == 0)
 			metrics_probe(d->metrics, METRICS_REDIS, false, t->redis.errstr);
-		ladder_redis_trouble(d, t, rc, "could not reach redis to start; will retry");
+		connect_trouble(d, t, rc, "could not reach redis to start; will retry");
 		return -EAGAIN;
 	}
 	log_error("cannot start", LOGF(F_STR("setting", blame ? blame : "--redis-url"), F_STR("error", t->redis.errstr),
@@ -162,27 +227,6 @@ void ladder_pg_trouble(struct drain *d, const char *what)
 		metrics_leader(d->metrics, false, 0);
 	}
 	ladder_nap(d, delay);
-}
-
-/* Any fault rc of a target's Redis: log it, and leave the target alone for
- * its back-off (the others go on; ladder_ensure_ready naps when none is
- * up). -ETIMEDOUT is too few replicas acknowledging
- * (--redis-wait-replicas), which the metrics count apart. */
-void ladder_redis_trouble(struct drain *d, struct target *t, int rc, const char *what)
-{
-	int delay = backoff_next(&t->backoff);
-
-	if (rc == -ETIMEDOUT)
-		metrics_wait_short(d->metrics);
-	if (d->nt > 1)
-		log_warn(what,
-			 LOGF(F_STR("error", t->redis.errstr), F_INT("retry_in_ms", delay), F_STR("target", t->name)));
-	else
-		log_warn(what, LOGF(F_STR("error", t->redis.errstr), F_INT("retry_in_ms", delay)));
-	if (t->index == 0)
-		metrics_connected(d->metrics, METRICS_REDIS, redis_sink_connected(&t->redis), false);
-	metrics_target_up(d->metrics, t->index, false);
-	t->retry_ms = clock_mono_ms() + delay;
 }
 
 int ladder_next_try_ms(const struct drain *d)
@@ -467,7 +511,7 @@ static bool reconnect_redis(struct drain *d, struct target *t)
 		rc = redis_sink_connect(&t->redis);
 	}
 	if (rc < 0) {
-		ladder_redis_trouble(d, t, rc, "could not reconnect to redis; will retry");
+		connect_trouble(d, t, rc, "could not reconnect to redis; will retry");
 		return false;
 	}
 	target_note_server(t, d->metrics);

@@ -12,6 +12,7 @@
 
 #include "harness.h"
 #include "suites.h"
+#include "support/redis_server.h"
 
 /* The second Redis (services.sh redis2-start): target "b". */
 struct second {
@@ -325,6 +326,84 @@ START_TEST(a_glob_route_takes_long_queue_names)
 	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs"), 0);
 	second_stop(&b);
 	redisFree(r);
+}
+END_TEST
+
+/* The longest retry_in_ms of the log's lines with both a and b; -1: none. */
+static int longest_retry(const char *log, const char *a, const char *b)
+{
+	char line[4096];
+	int most = -1;
+	FILE *f = fopen(log, "r");
+
+	ck_assert_ptr_nonnull(f);
+	while (fgets(line, sizeof(line), f)) {
+		const char *d = strstr(line, "retry_in_ms=");
+		if (d && strstr(line, a) && strstr(line, b) && atoi(d + strlen("retry_in_ms=")) > most)
+			most = atoi(d + strlen("retry_in_ms="));
+	}
+	fclose(f);
+	return most;
+}
+
+/*
+ * Target b's Redis (one of the test's own, AOF fsynced) is SIGKILLed and
+ * stays down until b's back-off has grown to 5 s or more (its cap is 10 s),
+ * b's rows held meanwhile. Started again, it gets every held job, in order,
+ * within 1.5 s of answering: a returning target is probed often, whatever
+ * back-off its failures reached.
+ */
+START_TEST(a_returning_target_gets_its_held_jobs_within_a_second_whatever_its_back_off)
+{
+	PGconn *c = h_pg();
+	struct redis_server b;
+	struct relay_proc p;
+	redisContext *rb;
+	char dir[600], cmd[700], err[REDIS_ERRLEN], route[300], got[4096], want[4096];
+	long long back, took;
+	int retry = -1;
+
+	h_reset();
+	snprintf(dir, sizeof(dir), "%s/routed-return-redis", h_env("TEST_DIR"));
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	ck_assert_int_eq(system(cmd), 0);
+	ck_assert_msg(redis_server_start(&b, dir, err) == 0, "%s", err);
+	snprintf(route, sizeof(route), "b bq --redis-url %s --sidekiq-version 7", b.url);
+	{
+		const char *args[] = { "--route", route, "--sidekiq-version", "7", NULL };
+		h_relay_start(&p, "routed-return", args);
+	}
+	RELAY_CHECK(&p, h_log_wait_count(&p, "msg=leading", 2, 10000), "the relay never led on both targets");
+	h_stage(c, "bq", 1, 1);
+	rb = redis_open(b.port, 2000, err);
+	RELAY_CHECK(&p, rb != NULL, "%s", err);
+	RELAY_CHECK(&p, h_wait_len(rb, "queue:bq", 1, 10000), "b never got its first job");
+	redisFree(rb);
+	ck_assert_int_ge(redis_server_stop(&b, SIGKILL, 5000), 0);
+	h_stage(c, "bq", 2, 5);
+	for (long long t0 = mono_ms(); retry < 5000; sleep_ms(100)) {
+		retry = longest_retry(p.log, "could not reconnect to redis", "target=b");
+		RELAY_CHECK(&p, mono_ms() - t0 < 25000, "b's back-off never reached 5 s (%d ms); see %s", retry, p.log);
+	}
+	h_stage(c, "bq", 7, 5);
+	for (long long t0 = mono_ms(); h_sql(c, "SELECT count(*) FROM staged_jobs_held WHERE target = 'b'") < 10;)
+		RELAY_CHECK(&p, mono_ms() - t0 < 10000, "b's rows were not held");
+	ck_assert_msg(redis_server_restart(&b, err) == 0, "%s", err);
+	back = mono_ms(); /* it answers PING */
+	rb = redis_open(b.port, 2000, err);
+	RELAY_CHECK(&p, rb != NULL, "%s", err);
+	RELAY_CHECK(&p, h_wait_len(rb, "queue:bq", 11, 15000), "b's held rows never arrived");
+	took = mono_ms() - back;
+	h_relay_kill(&p, SIGTERM);
+	ck_assert_int_eq(h_relay_wait(&p, 10000), 0);
+	ck_assert_msg(took < 1500, "b's held jobs arrived %lld ms after its redis answered (back-off %d ms); see %s",
+		      took, retry, p.log);
+	list_args(rb, "queue:bq", got, sizeof(got));
+	series(1, 11, want, sizeof(want));
+	ck_assert_str_eq(got, want);
+	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs_held"), 0);
+	redisFree(rb);
+	(void)redis_server_stop(&b, SIGTERM, 5000);
 	PQfinish(c);
 }
 END_TEST
@@ -340,6 +419,7 @@ Suite *routed_suite(void)
 	tcase_add_test(tc, a_leader_killed_after_one_target_acknowledged_pushes_nothing_twice);
 	tcase_add_test(tc, a_target_that_hangs_holds_up_no_other);
 	tcase_add_test(tc, a_glob_route_takes_long_queue_names);
+	tcase_add_test(tc, a_returning_target_gets_its_held_jobs_within_a_second_whatever_its_back_off);
 	suite_add_tcase(s, tc);
 	return s;
 }
