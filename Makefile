@@ -31,7 +31,7 @@ LIB_SRC = $(JOB_SRC) relay/log.c relay/values.c relay/settings.c relay/redis_url
           relay/redis_tls.c relay/redis_io.c relay/redis_sentinel.c relay/redis_conn.c relay/redis_sink.c relay/redis_policy.c relay/drain.c relay/pipe.c relay/migrate.c relay/backoff.c relay/batch.c relay/fence.c relay/gaps.c relay/snapshot.c \
           relay/metrics.c relay/watch.c relay/http.c relay/pg_conn.c relay/pg_read.c relay/queue_limits.c relay/rounds.c relay/backpressure.c relay/pg_held.c relay/release.c relay/ladder.c \
           relay/once.c relay/narrow.c relay/stop.c relay/http_deadline.c relay/http_lograte.c \
-          relay/lock_holder.c relay/routes.c relay/target.c relay/target_connect.c relay/metrics_targets.c \
+          relay/lock_holder.c relay/routes.c relay/target.c relay/target_connect.c relay/metrics_targets.c relay/metrics_held.c relay/watch_held.c \
           relay/commands.c relay/cmd_args.c \
           relay/cmd_status.c relay/status_judge.c relay/status_read.c relay/status_print.c relay/status_horizon.c \
           relay/cmd_dead.c relay/dead_list.c relay/dead_replay.c relay/dead_text.c relay/xmin_holders.c

@@ -34,7 +34,6 @@ struct metrics_queue {
 	unsigned long long relayed;
 	unsigned long long pending; /* pushed, not yet committed */
 	bool capped;                /* has held jobs, ever: its held series are shown */
-	long long held;             /* jobs in staged_jobs_held now */
 	unsigned long long held_total, released_total;
 	double held_seconds; /* how long the released jobs had been held, summed */
 };
@@ -80,6 +79,19 @@ struct metrics_db {
  * queue has been seen); the watcher once per reading; the HTTP thread reads
  * it. Every function takes a NULL m as "no metrics" and does nothing.
  */
+/* Pairs of (target, queue) named in stagedrain_held_jobs at most; past it a
+ * target's other queues count under METRICS_OTHER_QUEUE. */
+#define METRICS_HELD_SERIES 1000
+
+/* Rows of staged_jobs_held of one target and queue, as the leader's watcher
+ * read them (metrics_held.c): labels, shortened as metrics_short_label does. */
+struct metrics_held_row {
+	char target[METRICS_LABEL_MAX + 1]; /* "default" for the default target (NULL in the table) */
+	char queue[METRICS_LABEL_MAX + 1];
+	long long rows;
+	double oldest_s; /* the oldest row's age, by its created_at (when it was staged) */
+};
+
 /* Targets named in the metrics at most (routes.h); past it they count in none. */
 #define METRICS_MAX_TARGETS 64
 
@@ -111,6 +123,9 @@ struct metrics {
 	bool probe_ok[METRICS_NSERVERS];
 	char probe_err[METRICS_NSERVERS][200];
 	struct metrics_db db;
+	struct metrics_held_row *held; /* every pair seen by this relay's watcher, 0 rows once gone */
+	size_t nheld, capheld;
+	bool held_read;          /* the last reading had them (the leader's watcher) */
 	char redis_address[200]; /* the Redis server the drain uses: host:port/db, never a password */
 	char redis_master[128];  /* behind sentinels, the master's name; "" otherwise */
 	bool redis_tls;
@@ -191,6 +206,14 @@ void metrics_db_reading(struct metrics *m, const struct metrics_db *db);
 /* The label of a queue name: itself, or past METRICS_LABEL_MAX bytes its head,
  * "...#" and a hash of the whole (out holds METRICS_LABEL_MAX + 1). Its length. */
 size_t metrics_short_label(const char *name, size_t len, char *out);
+/* The watcher's reading of staged_jobs_held, n rows by target and queue (read
+ * false: none, as on a standby or past the statement timeout: its series are
+ * then left out). Pairs seen before and absent now read 0. */
+void metrics_held_reading(struct metrics *m, const struct metrics_held_row *rows, size_t n, bool read);
+/* stagedrain_held_jobs{queue,target} and each target's oldest held job's age; the lock held. 0 or -ENOMEM. */
+int metrics_held_format(const struct metrics *m, struct buf *out) SD_MUSTCHECK;
+/* A label value as the exposition format escapes it: \\, \" and \n. 0 or -ENOMEM. */
+int metrics_put_label(struct buf *out, const char *s, size_t len) SD_MUSTCHECK;
 /* Whether this relay leads (the watcher reads the oldest job only then), and its cursor. */
 bool metrics_leader_cursor(struct metrics *m, long long *cursor);
 

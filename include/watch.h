@@ -39,6 +39,7 @@ struct watch {
 	bool told_dead;                 /* said once that it may not read staged_jobs_dead */
 	bool failing[METRICS_NSERVERS]; /* log only when a server's state changes */
 	bool oldest_slow;               /* the oldest job's reading hit the timeout */
+	bool held_slow;                 /* the held rows' reading hit the timeout */
 	struct xmin_holders holders;    /* the last reading's */
 	struct watch_held held[WATCH_MAX_HELD];
 	size_t nheld;

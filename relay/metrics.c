@@ -34,6 +34,7 @@ void metrics_free(struct metrics *m)
 	for (size_t i = 0; i < m->nqueues; i++)
 		free(m->queues[i].name);
 	free(m->queues);
+	free(m->held);
 	pthread_mutex_destroy(&m->lock);
 	memset(m, 0, sizeof(*m));
 }
@@ -46,6 +47,11 @@ size_t metrics_short_label(const char *name, size_t len, char *out)
 	unsigned long long h = 14695981039346656037ULL;
 	size_t head = METRICS_LABEL_MAX - 20;
 
+	if (len <= METRICS_LABEL_MAX) {
+		memcpy(out, name, len);
+		out[len] = '\0';
+		return len;
+	}
 	for (size_t i = 0; i < len; i++)
 		h = (h ^ (unsigned char)name[i]) * 1099511628211ULL;
 	while (head > 0 && ((unsigned char)name[head] & 0xc0) == 0x80)
@@ -98,7 +104,6 @@ static struct metrics_queue *queue_slot(struct metrics *m, const char *name, siz
 	m->label_bytes += len;
 	q->relayed = q->pending = 0;
 	q->capped = false;
-	q->held = 0;
 	q->held_total = q->released_total = 0;
 	q->held_seconds = 0;
 	*hint = m->nqueues++;
@@ -161,7 +166,7 @@ void metrics_held(struct metrics *m, const char *queue, size_t len, long long he
 	pthread_mutex_lock(&m->lock);
 	if ((q = queue_slot(m, queue, len, &hint)) != NULL) {
 		q->capped = true;
-		q->held = held;
+		(void)held; /* stagedrain_held_jobs is the watcher's reading, by target too (metrics_held.c) */
 		q->held_total += (unsigned long long)nheld;
 		q->released_total += (unsigned long long)released;
 		q->held_seconds += waited_s;
@@ -322,7 +327,7 @@ bool metrics_leader_cursor(struct metrics *m, long long *cursor)
 }
 
 /* A label value as the exposition format escapes it: \\, \" and \n. */
-static int put_label(struct buf *out, const char *s, size_t len)
+int metrics_put_label(struct buf *out, const char *s, size_t len)
 {
 	int rc = 0;
 
@@ -361,7 +366,7 @@ static int format_relayed(struct metrics *m, struct buf *out)
 
 	for (size_t i = 0; rc == 0 && i < m->nqueues; i++) {
 		if ((rc = buf_puts(out, "stagedrain_jobs_relayed_total{queue=\"")) == 0 &&
-		    (rc = put_label(out, m->queues[i].name, m->queues[i].len)) == 0)
+		    (rc = metrics_put_label(out, m->queues[i].name, m->queues[i].len)) == 0)
 			rc = buf_printf(out, "\"} %llu\n", m->queues[i].relayed);
 	}
 	return rc;
@@ -375,14 +380,13 @@ static int held_series(struct metrics *m, struct buf *out, const char *name, con
 
 	for (size_t i = 0; rc == 0 && i < m->nqueues; i++) {
 		const struct metrics_queue *q = &m->queues[i];
-		double v = which == 0   ? (double)q->held
-			   : which == 1 ? (double)q->held_total
+		double v = which == 1   ? (double)q->held_total
 			   : which == 2 ? (double)q->released_total
 					: q->held_seconds;
 		if (!q->capped)
 			continue;
 		if ((rc = buf_printf(out, "stagedrain_%s{queue=\"", name)) == 0 &&
-		    (rc = put_label(out, q->name, q->len)) == 0)
+		    (rc = metrics_put_label(out, q->name, q->len)) == 0)
 			rc = buf_printf(out, "\"} %.*f\n", which == 3 ? 6 : 0, v);
 	}
 	return rc;
@@ -390,8 +394,7 @@ static int held_series(struct metrics *m, struct buf *out, const char *name, con
 
 static int format_held(struct metrics *m, struct buf *out)
 {
-	int rc = held_series(m, out, "held_jobs", "gauge",
-			     "Jobs waiting in staged_jobs_held for room in their queue, by queue.", 0);
+	int rc = metrics_held_format(m, out);
 
 	if (rc == 0)
 		rc = held_series(m, out, "jobs_held_total", "counter",
@@ -489,9 +492,9 @@ static int format_redis(struct metrics *m, struct buf *out)
 		rc = head(out, "redis_master_info", "gauge",
 			  "The Redis server the relay pushes to (behind sentinels, the master it follows).");
 	if (rc == 0 && m->redis_address[0] && (rc = buf_puts(out, "stagedrain_redis_master_info{address=\"")) == 0 &&
-	    (rc = put_label(out, m->redis_address, strlen(m->redis_address))) == 0 &&
+	    (rc = metrics_put_label(out, m->redis_address, strlen(m->redis_address))) == 0 &&
 	    (rc = buf_puts(out, "\",master_name=\"")) == 0 &&
-	    (rc = put_label(out, m->redis_master, strlen(m->redis_master))) == 0)
+	    (rc = metrics_put_label(out, m->redis_master, strlen(m->redis_master))) == 0)
 		rc = buf_printf(out, "\",tls=\"%s\"} 1\n", m->redis_tls ? "true" : "false");
 	return rc;
 }
@@ -511,7 +514,7 @@ static int format_jobs(struct metrics *m, struct buf *out)
 		rc = buf_printf(out, "stagedrain_job_format_info{format=\"%s\",timestamps=\"%s\",sidekiq_version=\"",
 				m->format, m->timestamps);
 	if (rc == 0)
-		rc = put_label(out, m->sidekiq_version, strlen(m->sidekiq_version));
+		rc = metrics_put_label(out, m->sidekiq_version, strlen(m->sidekiq_version));
 	if (rc == 0)
 		rc = buf_printf(out, "\",sidekiq_version_source=\"%s\"} 1\n", m->sidekiq_source);
 	return rc;
@@ -570,7 +573,7 @@ static int format_dead(struct metrics *m, struct buf *out)
 	for (size_t i = 0; rc == 0 && i < m->db.ndead; i++) {
 		const struct metrics_dead_queue *q = &m->db.dead[i];
 		if ((rc = buf_puts(out, "stagedrain_dead_jobs{queue=\"")) == 0 &&
-		    (rc = put_label(out, q->queue, strlen(q->queue))) == 0)
+		    (rc = metrics_put_label(out, q->queue, strlen(q->queue))) == 0)
 			rc = buf_printf(out, "\"} %lld\n", q->rows);
 	}
 	if (rc == 0)

@@ -109,14 +109,27 @@ static int held_value(struct buf *out, const struct metrics_target *t)
 	return buf_printf(out, "%lld\n", t->held);
 }
 
-static int push_sum_value(struct buf *out, const struct metrics_target *t)
+/*
+ * The pushes' time as a summary without quantiles: one family,
+ * stagedrain_target_push_seconds, whose _sum and _count samples keep the
+ * names they had. Prometheus reads _sum and _count only as parts of a summary
+ * or a histogram (promtool refuses them typed counter), and rate(_sum) /
+ * rate(_count) is the mean push time a summary is for; quantiles would need
+ * a window of samples the relay has no use for.
+ */
+static int push_summary(const struct metrics *m, struct buf *out)
 {
-	return buf_printf(out, "%.6f\n", t->push_seconds);
-}
+	int rc = buf_puts(out, "# HELP stagedrain_target_push_seconds Time the target's pushes took, from send to "
+			       "acknowledgement, in committed transactions.\n"
+			       "# TYPE stagedrain_target_push_seconds summary\n");
 
-static int push_count_value(struct buf *out, const struct metrics_target *t)
-{
-	return buf_printf(out, "%llu\n", t->pushes);
+	for (size_t i = 0; rc == 0 && i < m->ntargets; i++)
+		rc = buf_printf(out,
+				"stagedrain_target_push_seconds_sum{target=\"%s\"} %.6f\n"
+				"stagedrain_target_push_seconds_count{target=\"%s\"} %llu\n",
+				m->targets[i].name, m->targets[i].push_seconds, m->targets[i].name,
+				m->targets[i].pushes);
+	return rc;
 }
 
 int metrics_targets_format(const struct metrics *m, struct buf *out)
@@ -133,10 +146,6 @@ int metrics_targets_format(const struct metrics *m, struct buf *out)
 		rc = series(m, out, "target_jobs_held", "gauge",
 			    "Jobs waiting in staged_jobs_held for the target (down, or capped queues).", held_value);
 	if (rc == 0)
-		rc = series(m, out, "target_push_seconds_sum", "counter",
-			    "Time the target's pushes took, from send to acknowledgement, summed.", push_sum_value);
-	if (rc == 0)
-		rc = series(m, out, "target_push_seconds_count", "counter",
-			    "Pushes the target acknowledged in committed transactions.", push_count_value);
+		rc = push_summary(m, out);
 	return rc;
 }

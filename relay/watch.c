@@ -12,6 +12,7 @@
 #include "log.h"
 #include "pg_conn.h"
 #include "watch.h"
+#include "watch_held.h"
 
 #define WATCH_STR_(x) #x
 #define WATCH_STR(x) WATCH_STR_(x)
@@ -20,8 +21,12 @@ _Static_assert(XMIN_NKINDS == METRICS_XMIN_KINDS, "metrics.h and xmin_holders.h 
 
 /* The backlog and dead rows: the statistics PostgreSQL keeps anyway (what
  * autovacuum reads), not a count(*), which would walk every dead row under a
- * long transaction, the very moment the numbers matter. */
-#define STATS_SQL "SELECT n_live_tup, n_dead_tup FROM pg_stat_user_tables WHERE relid = 'staged_jobs'::regclass"
+ * long transaction, the very moment the numbers matter. The backlog counts
+ * the held rows too (a target down, a queue at its cap): they wait as well. */
+#define STATS_SQL                                                                                                      \
+	"SELECT s.n_live_tup + coalesce((SELECT h.n_live_tup FROM pg_stat_user_tables h"                               \
+	" WHERE h.relid = to_regclass('staged_jobs_held')), 0), s.n_dead_tup"                                          \
+	" FROM pg_stat_user_tables s WHERE s.relid = 'staged_jobs'::regclass"
 
 /*
  * The oldest staged job is the lowest id staged, wherever it lies. A row below
@@ -146,6 +151,47 @@ static int read_oldest(struct watch *w, struct metrics_db *db)
 	}
 	PQclear(res);
 	return rc;
+}
+
+/* Says once when the held rows' reading outlasts the statement timeout, and once when it no longer does. */
+static void note_slow_held(struct watch *w, bool slow)
+{
+	if (slow == w->held_slow)
+		return;
+	w->held_slow = slow;
+	if (slow)
+		log_warn("reading staged_jobs_held outlasted the watcher's statement timeout; "
+			 "stagedrain_oldest_staged_job_age_seconds and stagedrain_held_jobs are left out "
+			 "until a reading succeeds",
+			 LOGF(F_INT("timeout_ms", WATCH_TIMEOUT_MS)));
+	else
+		log_info("staged_jobs_held is read again", NULL);
+}
+
+/* The held rows by target and queue, on the leader: into the metrics, and
+ * into the oldest job's age (a held row may be the oldest job waiting). */
+static int read_held(struct watch *w, struct metrics_db *db)
+{
+	struct metrics_held_row *rows = NULL;
+	long long cursor;
+	double oldest = 0;
+	size_t n = 0;
+	int rc;
+
+	if (!metrics_leader_cursor(w->m, &cursor)) {
+		metrics_held_reading(w->m, NULL, 0, false);
+		return 0;
+	}
+	rc = watch_held_read(w->pg, &rows, &n, &oldest, w->errstr, sizeof(w->errstr));
+	metrics_held_reading(w->m, rows, n, rc == 0);
+	free(rows);
+	if (rc == 0 && oldest > db->oldest_job_age_s)
+		db->oldest_job_age_s = oldest;
+	else if (rc < 0) /* unknown: a held row may be older than any staged one */
+		db->oldest_job_age_s = NAN;
+	if (rc == 0 || rc == -ETIMEDOUT)
+		note_slow_held(w, rc == -ETIMEDOUT);
+	return rc == 0 || rc == -ETIMEDOUT ? 0 : -EIO;
 }
 
 /* The dead-letter table by queue, on the leader. A role that may not read it
@@ -394,6 +440,8 @@ static void watch_pg(struct watch *w)
 		rc = read_stats(w, &db);
 	if (rc == 0)
 		rc = read_oldest(w, &db);
+	if (rc == 0)
+		rc = read_held(w, &db);
 	if (rc == 0)
 		rc = read_dead(w, &db);
 	if (rc == 0)

@@ -825,11 +825,91 @@ START_TEST(compose_services_run_against_local_servers)
 }
 END_TEST
 
+/* promtool (Debian's prometheus package, tests/deps.sh) checks a scrape as
+ * Prometheus would read it: types, names, help, duplicates. */
+static void assert_promtool_passes(const char *page)
+{
+	char in[PATH_MAX], out[PATH_MAX], cmd[3 * PATH_MAX];
+	FILE *f;
+	int st;
+
+	snprintf(in, sizeof(in), "%s/promtool.in", h_env("TEST_DIR"));
+	snprintf(out, sizeof(out), "%s/promtool.out", h_env("TEST_DIR"));
+	ck_assert_ptr_nonnull(f = fopen(in, "w"));
+	fputs(page, f);
+	fclose(f);
+	ck_assert_msg(system("command -v promtool >/dev/null") == 0, "no promtool: run make deps (package prometheus)");
+	snprintf(cmd, sizeof(cmd), "promtool check metrics < '%s' > '%s' 2>&1", in, out);
+	st = system(cmd);
+	if (st != 0) {
+		char *said = slurp(out);
+		fprintf(stderr, "promtool check metrics on a scrape:\n%s\npromtool said:\n%s\n", page, said);
+		ck_abort_msg("promtool check metrics failed (%d):\n%.3000s", st, said);
+	}
+}
+
+/* Scrapes until series is at least least, or fails after WAIT_MS. */
+static double wait_at_least(struct relay_proc *p, int port, const char *series, double least)
+{
+	long long t0 = mono_ms();
+	double v;
+
+	while (!((v = scrape_one(port, series)) >= least))
+		RELAY_CHECK(p, mono_ms() - t0 < WAIT_MS, "%s is %g, not %g or more, after %d ms", series, v, least,
+			    WAIT_MS);
+	return v;
+}
+
+/* A route's Redis is stopped: its rows wait in staged_jobs_held, and they are
+ * what the oldest job's age, the held gauges by queue and target, and the
+ * target's oldest held age show (staged_jobs is empty). The whole page, with
+ * every family a route and a cap add, passes promtool. */
+START_TEST(a_stopped_target_s_held_rows_show_in_the_metrics)
+{
+	PGconn *c = h_pg();
+	struct relay_proc p;
+	char route[256], *page;
+	long long t0;
+	double age;
+	int port;
+
+	h_services("redis2-start");
+	snprintf(route, sizeof(route), "b bq --redis-url redis://127.0.0.1:%d/0", h_port("redis2"));
+	port = start_http_relay(&p, "held-metrics",
+				(const char *const[]){ "--route", route, "--queue-limit", "capped=1", "--redis-timeout",
+						       "300", "--poll-interval", "50", NULL });
+	RELAY_CHECK(&p, h_log_wait_count(&p, "msg=leading", 2, WAIT_MS), "the relay never led on both targets");
+	h_services("redis2-stop");
+	t0 = mono_ms();
+	h_stage(c, "bq", 1, 2);
+	h_stage(c, "capped", 1, 3);
+	h_sql(c, "INSERT INTO staged_jobs (job_class, args) VALUES ('Bad', '{\"x\": 1}')");
+	while (h_sql(c, "SELECT count(*) FROM staged_jobs_held WHERE target = 'b'") != 2 ||
+	       h_sql(c, "SELECT count(*) FROM staged_jobs") != 0)
+		RELAY_CHECK(&p, mono_ms() - t0 < WAIT_MS, "b's rows were not held; see %s", p.log);
+	age = wait_at_least(&p, port, "stagedrain_oldest_staged_job_age_seconds", 1.5);
+	RELAY_CHECK(&p, age <= (double)(mono_ms() - t0) / 1000 + 1, "oldest job age %g", age);
+	wait_at_least(&p, port, "stagedrain_target_oldest_held_age_seconds{target=\"b\"}", 1.5);
+	page = scrape(port);
+	RELAY_CHECK(&p, h_metric_sample(page, "stagedrain_held_jobs{queue=\"bq\",target=\"b\"}") == 2, "bq held:\n%s",
+		    page);
+	RELAY_CHECK(&p, h_metric_sample(page, "stagedrain_held_jobs{queue=\"capped\",target=\"default\"}") == 2,
+		    "capped held:\n%s", page);
+	RELAY_CHECK(&p, h_metric_sample(page, "stagedrain_target_up{target=\"b\"}") == 0, "b up:\n%s", page);
+	RELAY_CHECK(&p, h_metric_sample(page, "stagedrain_backlog_jobs") >= 0, "no backlog:\n%s", page);
+	assert_promtool_passes(page);
+	free(page);
+	stop_relay(&p);
+	PQfinish(c);
+}
+END_TEST
+
 Suite *http_suite(void)
 {
 	Suite *s = suite_create("http");
 	TCase *tc = tcase_create("endpoint");
 	TCase *compose = tcase_create("compose");
+	TCase *held = tcase_create("held");
 
 	tcase_add_checked_fixture(tc, h_reset, NULL);
 	tcase_set_timeout(tc, 120);
@@ -846,7 +926,11 @@ Suite *http_suite(void)
 	tcase_add_checked_fixture(compose, h_reset, NULL);
 	tcase_set_timeout(compose, 120);
 	tcase_add_test(compose, compose_services_run_against_local_servers);
+	tcase_add_checked_fixture(held, h_reset, NULL);
+	tcase_set_timeout(held, 120);
+	tcase_add_test(held, a_stopped_target_s_held_rows_show_in_the_metrics);
 	suite_add_tcase(s, tc);
 	suite_add_tcase(s, compose);
+	suite_add_tcase(s, held);
 	return s;
 }

@@ -119,7 +119,12 @@ static void well_formed(char *text)
 		snprintf(name, sizeof(name), "%.*s", (int)n, line);
 		for (const char *suffix = "_bucket\0_sum\0_count\0"; *suffix; suffix += strlen(suffix) + 1) {
 			size_t k = strlen(name), s = strlen(suffix);
-			if (k > s && strcmp(name + k - s, suffix) == 0 && strstr(name, "_duration_"))
+			char base[140];
+			if (k <= s || strcmp(name + k - s, suffix) != 0)
+				continue;
+			/* _bucket, _sum and _count belong to a histogram's or a summary's family */
+			snprintf(base, sizeof(base), "|%.*s|", (int)(k - s), name);
+			if (strstr(types, base))
 				name[k - s] = '\0';
 		}
 		snprintf(fam, sizeof(fam), "|%s|", name);
@@ -602,6 +607,67 @@ START_TEST(null_metrics_are_ignored)
 }
 END_TEST
 
+/* Each target's push time is one summary family (promtool refuses _sum and
+ * _count typed counter); held rows show by queue and target as the watcher
+ * read them, 0 once gone, past the bound under the target's _other, and not
+ * at all when unread (a standby). */
+START_TEST(targets_and_held_rows)
+{
+	static const char *const names[] = { "default", "b" };
+	struct metrics_held_row rows[3];
+	char *text;
+
+	metrics_targets(&m, names, 2);
+	metrics_target_pushed(&m, 1, 5, 0.25);
+	memset(rows, 0, sizeof(rows));
+	snprintf(rows[0].target, sizeof(rows[0].target), "b");
+	snprintf(rows[0].queue, sizeof(rows[0].queue), "bq");
+	rows[0].rows = 2;
+	rows[0].oldest_s = 6.5;
+	snprintf(rows[1].target, sizeof(rows[1].target), "default");
+	snprintf(rows[1].queue, sizeof(rows[1].queue), "mail\"x");
+	rows[1].rows = 3;
+	rows[1].oldest_s = 1;
+	metrics_held_reading(&m, rows, 2, true);
+	text = page();
+	has_line(text, "# TYPE stagedrain_target_push_seconds summary");
+	lacks(text, "# TYPE stagedrain_target_push_seconds_sum");
+	has_line(text, "stagedrain_target_push_seconds_sum{target=\"b\"} 0.250000");
+	has_line(text, "stagedrain_target_push_seconds_count{target=\"b\"} 1");
+	has_line(text, "stagedrain_held_jobs{queue=\"bq\",target=\"b\"} 2");
+	has_line(text, "stagedrain_held_jobs{queue=\"mail\\\"x\",target=\"default\"} 3");
+	has_line(text, "stagedrain_target_oldest_held_age_seconds{target=\"b\"} 6.500");
+	has_line(text, "stagedrain_target_oldest_held_age_seconds{target=\"default\"} 1.000");
+	well_formed(text);
+	free(text);
+	/* bq's rows left: 0, not gone. */
+	metrics_held_reading(&m, &rows[1], 1, true);
+	text = page();
+	has_line(text, "stagedrain_held_jobs{queue=\"bq\",target=\"b\"} 0");
+	has_line(text, "stagedrain_target_oldest_held_age_seconds{target=\"b\"} 0.000");
+	free(text);
+	/* Past METRICS_HELD_SERIES pairs, a target's new queues share its _other. */
+	for (int i = 0; i < METRICS_HELD_SERIES + 5; i++) {
+		snprintf(rows[2].target, sizeof(rows[2].target), "b");
+		snprintf(rows[2].queue, sizeof(rows[2].queue), "q%d", i);
+		rows[2].rows = 1;
+		metrics_held_reading(&m, &rows[2], 1, true);
+	}
+	ck_assert_uint_le(m.nheld, METRICS_HELD_SERIES + 1);
+	metrics_held_reading(&m, &rows[2], 1, true);
+	text = page();
+	has_line(text, "stagedrain_held_jobs{queue=\"_other\",target=\"b\"} 1");
+	free(text);
+	/* Unread: no held samples at all, the families still declared. */
+	metrics_held_reading(&m, NULL, 0, false);
+	text = page();
+	has_line(text, "# TYPE stagedrain_held_jobs gauge");
+	lacks(text, "stagedrain_held_jobs{");
+	lacks(text, "stagedrain_target_oldest_held_age_seconds{");
+	free(text);
+}
+END_TEST
+
 Suite *metrics_suite(void)
 {
 	Suite *s = suite_create("metrics");
@@ -624,6 +690,7 @@ Suite *metrics_suite(void)
 	tcase_add_test(tc, ready_needs_both_servers_twice);
 	tcase_add_test(tc, ready_reason_is_short_unless_detail);
 	tcase_add_test(tc, null_metrics_are_ignored);
+	tcase_add_test(tc, targets_and_held_rows);
 	suite_add_tcase(s, tc);
 	return s;
 }

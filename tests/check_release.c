@@ -827,12 +827,12 @@ START_TEST(held_and_released_jobs_are_metrics_by_queue)
 	stage(c, "default", "A", 1, 150, 0);
 	stage(c, "default", "B", 1001, 50, 0);
 	wait_settled(&k, &p, c, "default", 10, 190);
-	wait_metric(&p, port, "stagedrain_held_jobs{queue=\"default\"}", 190);
+	wait_metric(&p, port, "stagedrain_held_jobs{queue=\"default\",target=\"default\"}", 190);
 	RELAY_CHECK(&p, metric(port, "stagedrain_jobs_held_total{queue=\"default\"}") == 190, "jobs_held_total");
 	/* 40 slots come free: 40 released, 10 of them still in the list. */
 	consume(&k, &p, 40, 0);
 	wait_settled(&k, &p, c, "default", 10, 150);
-	wait_metric(&p, port, "stagedrain_held_jobs{queue=\"default\"}", 150);
+	wait_metric(&p, port, "stagedrain_held_jobs{queue=\"default\",target=\"default\"}", 150);
 	wait_metric(&p, port, "stagedrain_jobs_released_total{queue=\"default\"}", 40);
 	RELAY_CHECK(&p, metric(port, "stagedrain_held_seconds_total{queue=\"default\"}") > 0, "held_seconds_total");
 	RELAY_CHECK(&p, metric(port, "stagedrain_backpressure_seconds_total{reason=\"queue_length\"}") > 0,
@@ -844,11 +844,11 @@ START_TEST(held_and_released_jobs_are_metrics_by_queue)
 	stop_relay(&p);
 	h_relay_start(&p, "metrics-next", args);
 	port = h_http_port(&p);
-	wait_metric(&p, port, "stagedrain_held_jobs{queue=\"default\"}", 150);
+	wait_metric(&p, port, "stagedrain_held_jobs{queue=\"default\",target=\"default\"}", 150);
 	RELAY_CHECK(&p, h_cmd_int(k.r, "LLEN queue:default") == 10, "the new leader pushed past the cap");
 	consume(&k, &p, 200, 0);
 	wait_metric(&p, port, "stagedrain_jobs_released_total{queue=\"default\"}", 150);
-	wait_metric(&p, port, "stagedrain_held_jobs{queue=\"default\"}", 0);
+	wait_metric(&p, port, "stagedrain_held_jobs{queue=\"default\",target=\"default\"}", 0);
 	stop_relay(&p);
 	assert_drained(c, &k);
 	PQfinish(c);

@@ -7,7 +7,7 @@ PKGS="gcc make pkg-config libc6-dev libpq-dev libhiredis-dev libjansson-dev libs
       python3-django python3-psycopg2 python3-sqlalchemy python3-pip
       php-cli php-laravel-framework php-redis php-pgsql composer phpunit
       procps util-linux
-      openssl libmicrohttpd-dev curl python3 python3-yaml mandoc man-db shellcheck"
+      openssl libmicrohttpd-dev curl python3 python3-yaml mandoc man-db shellcheck prometheus"
 
 # Arguments name other packages to install instead (make fuzz: clang, ...).
 [ $# -eq 0 ] || PKGS=$*
@@ -26,7 +26,8 @@ apt-get update -qq
 # shellcheck disable=SC2086
 apt-get install -y -qq --no-install-recommends $missing >/dev/null
 # Debian starts the packaged servers; the tests and the demo start their own.
-for s in postgresql redis-server; do
+# prometheus is there for its promtool (the metrics test checks a scrape with it).
+for s in postgresql redis-server prometheus; do
 	if command -v systemctl >/dev/null 2>&1; then systemctl stop "$s" 2>/dev/null || true; fi
 	service "$s" stop >/dev/null 2>&1 || true
 done
