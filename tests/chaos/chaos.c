@@ -65,8 +65,16 @@ struct chaos {
 	int incarnations;
 	struct kids producers, consumer;
 	struct routes_chaos routes; /* --routes */
-	long long held_max;         /* most rows in staged_jobs_held at one sample (--caps) */
-	long long uncapped_held;    /* most of them in the uncapped queue: must stay 0 */
+	/* --routes: each slot's route set; final: the killer is done, every
+	 * start from now on gets the normal set, so everything drains */
+	enum routes_set relay_set[NRELAYS];
+	bool final_routes;
+	int route_changes[ROUTES_NSETS];             /* starts with each set that changed a slot's */
+	int handovers;                               /* clean handovers routes_guard made */
+	long long r2_held_at_handover, r2_held_kept; /* rows held for r2 then and 0.5 s later */
+	char order_detail[1024];                     /* --routes: the first order violations */
+	long long held_max;                          /* most rows in staged_jobs_held at one sample (--caps) */
+	long long uncapped_held;                     /* most of them in the uncapped queue: must stay 0 */
 	long long next_held_ms;
 	struct shared *sh;
 	unsigned long long rng;
@@ -141,7 +149,7 @@ static long long epoch_counter(struct chaos *c)
 
 /* With --caps the relays also get --max-queue-length, and a --queue-limit
  * that leaves one queue uncapped; buf holds those values. */
-static void relay_args(const struct chaos *c, const char **args, char buf[2][64])
+static void relay_args(const struct chaos *c, enum routes_set set, const char **args, char buf[2][64])
 {
 	size_t n = 0;
 
@@ -160,8 +168,22 @@ static void relay_args(const struct chaos *c, const char **args, char buf[2][64]
 		args[n++] = buf[1];
 	}
 	if (c->o.routes)
-		routes_args(&c->routes, args, &n);
+		routes_args(&c->routes, set, args, &n);
 	args[n] = NULL;
+}
+
+/* --routes: the route set of a relay's start. Route changes between
+ * restarts: every third restart (seeded) of the run's faults starts its relay
+ * with r2 removed or with r3 added, in turn; the next start of that slot has
+ * the normal set again, as does every start once the killer is done. */
+static enum routes_set pick_routes(struct chaos *c)
+{
+	int restart = c->incarnations + 1 - NRELAYS,
+	    changes = c->route_changes[ROUTES_NO_R2] + c->route_changes[ROUTES_EXTRA_R3];
+
+	if (!c->o.routes || c->final_routes || restart < 1 || (restart + (int)(c->o.seed % 3)) % 3 != 0)
+		return ROUTES_NORMAL;
+	return (changes + (int)(c->o.seed % 2)) % 2 == 0 ? ROUTES_NO_R2 : ROUTES_EXTRA_R3;
 }
 
 /* Starts a relay in slot i and waits until it is connected to both servers, so
@@ -169,11 +191,20 @@ static void relay_args(const struct chaos *c, const char **args, char buf[2][64]
 static int relay_start(struct chaos *c, int i)
 {
 	struct relay *r = &c->relays[i];
+	enum routes_set set = pick_routes(c);
 	const char *args[24];
 	char buf[2][64];
 	int rc;
 
-	relay_args(c, args, buf);
+	if (set != c->relay_set[i]) {
+		/* Noted before the start: the relay may push at once. */
+		c->route_changes[set]++;
+		note_event(c, routes_set_kind(set), "relay slot %d starts with %s", i, routes_set_text(set));
+		if (set == ROUTES_NO_R2 && routes_note_removed(&c->env) < 0)
+			return -1;
+	}
+	c->relay_set[i] = set;
+	relay_args(c, set, args, buf);
 	snprintf(r->log, sizeof(r->log), "%s/relay-%03d.log", c->env.srv.dir, ++c->incarnations);
 	rc = env_relay_start(&c->env, r, args, "msg=connected", CONNECT_TIMEOUT_MS);
 	if (rc == -ECHILD)
@@ -354,6 +385,18 @@ static int producer_main(void *arg, int idx)
 	sum_field((c)->sh->p, sizeof(struct producer_stats), (c)->o.producers, offsetof(struct producer_stats, f))
 
 /* ---- the killer ---- */
+
+/* SIGTERM: the relay must finish its batch and exit 0 within 20 s. */
+static void stop_relay(struct chaos *c, int i)
+{
+	struct relay *r = &c->relays[i];
+	pid_t pid = r->proc.pid;
+
+	if (pid > 0 && (proc_signal(&r->proc, SIGTERM), proc_reap(&r->proc, 20000) != 0)) {
+		say("relay %d did not exit 0 on SIGTERM within 20 s; see %s", (int)pid, r->log);
+		c->bad_stops++;
+	}
+}
 
 /* SIGKILLs the leader once it has pushed in its own epoch, then measures how
  * long until a push of a newer epoch: the standby's first batch. */
@@ -554,6 +597,97 @@ static int wait_until(struct chaos *c, long long when)
 	return 0;
 }
 
+/* The slot of the relay holding the lock, waiting up to 5 s for one; -1: none. */
+static int wait_leader(struct chaos *c, pid_t *pid, long long *backend)
+{
+	long long until = mono_ms() + 5000;
+	int slot;
+
+	while ((slot = find_leader(c, pid, backend)) < 0 && mono_ms() < until && !should_stop(c))
+		sleep_ms(10);
+	return slot;
+}
+
+/* Rows held for r2 now (staged_jobs_held.target), or -1. */
+static long long held_for_r2(struct chaos *c)
+{
+	return env_val(&c->env, "SELECT count(*) FROM staged_jobs_held WHERE target = 'r2'");
+}
+
+/*
+ * The handover from the leader (slot, with r2) to the standby without r2. r2's
+ * Redis is SIGKILLed first, until the leader holds rows for it, so the new
+ * leader starts with rows held for a target it does not have: by the relay's
+ * rule they stay held (not pushed anywhere) until a relay with r2 leads, which
+ * settles r2's fence first (a push the SIGKILL cut may have landed). r2's
+ * Redis starts again half a second into the new leadership; the rows held for
+ * r2 then and at the handover are counted for the report.
+ */
+static int routes_handover(struct chaos *c, int slot, pid_t pid)
+{
+	int other = 1 - slot;
+	long long until = mono_ms() + 2000, held, kept;
+
+	note_event(c, "redis restart", "SIGKILL of route r2's redis before a handover to a relay without r2");
+	routes_kill(&c->routes, 1);
+	while ((held = held_for_r2(c)) == 0 && mono_ms() < until && !should_stop(c))
+		sleep_ms(10);
+	c->handovers++;
+	note_event(c, "clean handover",
+		   "SIGTERM of leader pid %d (with r2, %lld rows held for r2) so that pid %d"
+		   " (without r2) leads",
+		   (int)pid, held, (int)c->relays[other].proc.pid);
+	stop_relay(c, slot);
+	until = mono_ms() + 10000;
+	while (find_leader(c, &pid, &(long long){ 0 }) != other && mono_ms() < until && !should_stop(c))
+		sleep_ms(10);
+	if (relay_start(c, slot) < 0 || wait_until(c, mono_ms() + 500) < 0 || (kept = held_for_r2(c)) < 0)
+		return -1;
+	c->r2_held_at_handover += held > 0 ? held : 0;
+	c->r2_held_kept += kept;
+	note_event(c, "redis restart", "r2's redis started again; %lld rows held for r2 after 0.5 s without r2", kept);
+	return routes_revive(&c->routes, 1);
+}
+
+/*
+ * --routes: a relay without r2 must not succeed a leader with r2 by a crash.
+ * That leader's last batch may be in r2's Redis and named by r2's fence,
+ * which only a relay with r2 reads: a successor without r2 would push its
+ * rows of r2's queue to the default target as well, and no relay can tell
+ * (docs/guarantees.md, chaos). So after each fault, and before each that ends
+ * a leadership uncleanly, a leader with r2 whose standby lacks it hands over
+ * cleanly (routes_handover): relays without r2 lead from then to the next fault.
+ */
+static int routes_guard(struct chaos *c)
+{
+	for (int tries = 0; c->o.routes && tries < 3; tries++) {
+		long long backend = 0;
+		pid_t pid = 0;
+		int slot = wait_leader(c, &pid, &backend);
+		if (slot < 0 || !routes_set_has_r2(c->relay_set[slot]) || routes_set_has_r2(c->relay_set[1 - slot]) ||
+		    c->relays[1 - slot].proc.pid <= 0)
+			return 0;
+		if (routes_handover(c, slot, pid) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* --routes, once the killer is done: every relay started with a changed set
+ * starts again with the normal one (SIGTERM first), so r2's held rows drain. */
+static int routes_restore(struct chaos *c)
+{
+	c->final_routes = true;
+	for (int i = 0; i < NRELAYS; i++) {
+		if (c->relay_set[i] == ROUTES_NORMAL || c->relays[i].proc.pid <= 0)
+			continue;
+		stop_relay(c, i);
+		if (relay_start(c, i) < 0)
+			return -1;
+	}
+	return 0;
+}
+
 /* The faults in a random order, spread over the producers' planned duration. */
 static int run_killer(struct chaos *c)
 {
@@ -582,12 +716,18 @@ static int run_killer(struct chaos *c)
 			rc = -1;
 			break;
 		}
-		if (plan[i] == EV_LEADER_KILL)
+		/* The last fault's restart is the final drain's: the normal set. */
+		c->final_routes = i == n - 1;
+		if (plan[i] != EV_REDIS_RESTART && routes_guard(c) < 0)
+			rc = -1;
+		else if (plan[i] == EV_LEADER_KILL)
 			rc = kill_leader(c);
 		else if (plan[i] == EV_BACKEND_KILL)
 			rc = kill_backends(c);
 		else
 			rc = restart_redis(c);
+		if (rc == 0 && !c->final_routes)
+			rc = routes_guard(c);
 	}
 	free(plan);
 	return rc;
@@ -645,6 +785,49 @@ static void duplicate_causes(struct chaos *c, struct results *r)
 		for (int i = 0; i < PQntuples(res) && len < sizeof(r->causes); i++)
 			len += (size_t)snprintf(r->causes + len, sizeof(r->causes) - len, "    after %-26s %s\n",
 						PQgetvalue(res, i, 0), PQgetvalue(res, i, 1));
+	PQclear(res);
+	if (!c->o.routes)
+		return;
+	/* --routes: where the copies were (default+r2: both r2 and the default
+	 * target got r2's queue's job), by the jobs' queues. */
+	res = PQexec(c->env.pg,
+		     "SELECT t, q, count(*) FROM (SELECT string_agg(target, '+' ORDER BY target) AS t,"
+		     "  min(queue) AS q FROM chaos_seen WHERE jid IS NOT NULL GROUP BY jid HAVING count(*) > 1) d"
+		     " GROUP BY 1, 2 ORDER BY 3 DESC");
+	if (PQresultStatus(res) == PGRES_TUPLES_OK)
+		for (int i = 0; i < PQntuples(res) && len < sizeof(r->causes); i++)
+			len += (size_t)snprintf(r->causes + len, sizeof(r->causes) - len,
+						"    on %-16s (queue %s)   %s jobs\n", PQgetvalue(res, i, 0),
+						PQgetvalue(res, i, 1), PQgetvalue(res, i, 2));
+	PQclear(res);
+}
+
+/* --routes: the first order violations, as report lines (where, which
+ * producer, the sequence and row id that came first and the one after). */
+static void order_detail(struct chaos *c, const struct results *r)
+{
+	PGresult *res;
+	size_t len = 0;
+
+	c->order_detail[0] = '\0';
+	if (!c->o.routes || r->order_violations == 0)
+		return;
+	res = PQexec(c->env.pg,
+		     "WITH j AS (SELECT s.target, s.list, s.pos, s.enq, s.args::jsonb->>0 AS producer,"
+		     "   (s.args::jsonb->>1)::int8 AS seq, c.id FROM chaos_seen s JOIN chaos_committed c USING (jid)"
+		     "   WHERE s.src = 'queue'),"
+		     " o AS (SELECT *, lag(seq) OVER w AS pseq, lag(id) OVER w AS pid, lag(enq) OVER w AS penq FROM j"
+		     "   WINDOW w AS (PARTITION BY target, list, producer ORDER BY pos))"
+		     " SELECT target, list, producer, pseq, pid, penq, seq, id, enq FROM o WHERE pseq >= seq"
+		     " ORDER BY target, list, pos LIMIT 5");
+	if (PQresultStatus(res) == PGRES_TUPLES_OK)
+		for (int i = 0; i < PQntuples(res) && len < sizeof(c->order_detail); i++)
+			len += (size_t)snprintf(c->order_detail + len, sizeof(c->order_detail) - len,
+						"    %s %s producer %s: seq %s (id %s, enq %s) before seq %s (id %s,"
+						" enq %s)\n",
+						PQgetvalue(res, i, 0), PQgetvalue(res, i, 1), PQgetvalue(res, i, 2),
+						PQgetvalue(res, i, 3), PQgetvalue(res, i, 4), PQgetvalue(res, i, 5),
+						PQgetvalue(res, i, 6), PQgetvalue(res, i, 7), PQgetvalue(res, i, 8));
 	PQclear(res);
 }
 
@@ -704,6 +887,17 @@ static bool report_caps(const struct chaos *c)
 	       c->consumer.failures == 0;
 }
 
+/* --routes: with 6 or more leader kills (9 and more restarts) the run must
+ * have started relays both without r2 and with r3, or it tested no change;
+ * and every row held for r2 at a handover to a relay without r2 must still
+ * have been held 0.5 s later (the relay's rule: not pushed anywhere). */
+static bool route_changes_ok(const struct chaos *c)
+{
+	return !c->o.routes ||
+	       ((c->o.kills < 6 || (c->route_changes[ROUTES_NO_R2] > 0 && c->route_changes[ROUTES_EXTRA_R3] > 0)) &&
+		c->r2_held_kept >= c->r2_held_at_handover);
+}
+
 static bool report(struct chaos *c, const struct results *r, const struct results *t, int self_rc)
 {
 	long long staged = TOTAL(c, staged), committed = TOTAL(c, committed), rolled = TOTAL(c, rolled_back);
@@ -717,11 +911,11 @@ static bool report(struct chaos *c, const struct results *r, const struct result
 		max = c->failover_ms[c->nfailover - 1];
 	}
 	ok = r->missing == 0 && r->duplicates == 0 && r->rolled_back == 0 && r->phantoms == 0 && r->mismatched == 0 &&
-	     r->order_violations == 0 && r->dead == 0 && r->left_staged == 0 && r->left_held == 0 &&
-	     r->unregistered == 0 && r->present == committed && r->committed_rows == committed && staged >= c->o.jobs &&
-	     c->leader_kills >= c->o.kills && c->backend_kills >= c->o.backend_kills &&
+	     r->order_violations == 0 && r->misrouted == 0 && r->dead == 0 && r->left_staged == 0 &&
+	     r->left_held == 0 && r->unregistered == 0 && r->present == committed && r->committed_rows == committed &&
+	     staged >= c->o.jobs && c->leader_kills >= c->o.kills && c->backend_kills >= c->o.backend_kills &&
 	     c->redis_restarts >= c->o.redis_restarts && c->unexpected_exits == 0 && c->failover_timeouts == 0 &&
-	     c->bad_stops == 0 && c->producers.failures == 0 && self_rc == 0;
+	     c->bad_stops == 0 && c->producers.failures == 0 && self_rc == 0 && route_changes_ok(c);
 	printf("\nstagedrain chaos run (seed %u, %d producers, 2 relays, --batch-size %d%s%s)\n", c->o.seed,
 	       c->o.producers, BATCH_SIZE, c->o.caps > 0 ? ", caps" : "", c->o.routes ? ", 3 targets by route" : "");
 	printf("  jobs staged                  %lld (in %lld transactions, %lld held open 1-3 s)\n", staged,
@@ -736,20 +930,37 @@ static bool report(struct chaos *c, const struct results *r, const struct result
 	printf("  rolled-back jobs pushed      %lld\n", r->rolled_back);
 	printf("  phantoms (unknown entries)   %lld\n", r->phantoms);
 	printf("  wrong queue/content          %lld\n", r->mismatched);
+	printf("  misrouted                    %lld (on a target its queue never went to)\n", r->misrouted);
 	printf("  order violations             %lld%s\n", r->order_violations,
 	       c->o.caps > 0 ? " (in the uncapped queue; held jobs leave round-robin across tenants)"
 	       : c->o.routes ? " (each producer's commit order, in every list of every target)"
 			     : "");
+	fputs(c->order_detail, stdout);
 	printf("  dead / left staged / held    %lld / %lld / %lld\n", r->dead, r->left_staged, r->left_held);
 	printf("  leader SIGKILLs              %d (skipped: %d)\n", c->leader_kills, c->skipped_kills);
 	printf("  relay backends terminated    %d times\n", c->backend_kills);
 	if (c->o.routes) {
+		char sql[160];
 		long long sum, max;
 		int n = log_field(c, "msg=\"jobs wait in staged_jobs_held", "jobs_held", &sum, &max);
 		printf("  redis restarts               %d (SIGKILLs: default %d, r1 %d, r2 %d)\n", c->redis_restarts,
 		       c->default_redis_kills, c->routes.restarts[0], c->routes.restarts[1]);
 		/* Holds the order check went through (none: it checked no hold). */
 		printf("  holds released               %d (relay log lines), up to %lld jobs held\n", n, max);
+		printf("  route changes                %d at relay starts (r2 removed %d, r3 added %d), normal set"
+		       " again %d, clean handovers %d\n",
+		       c->route_changes[ROUTES_NO_R2] + c->route_changes[ROUTES_EXTRA_R3],
+		       c->route_changes[ROUTES_NO_R2], c->route_changes[ROUTES_EXTRA_R3],
+		       c->route_changes[ROUTES_NORMAL], c->handovers);
+		snprintf(sql, sizeof(sql), "SELECT count(*) FROM chaos_seen WHERE target = 'default' AND queue = '%s'",
+			 queues[ROUTES_FIRST_QUEUE + 1]);
+		printf("  r2's queue on the default    %lld jobs (pushed while r2 was removed)\n",
+		       env_val(&c->env, sql));
+		/* The relay's rule: every row held for r2 at a handover to a relay
+		 * without r2 is still held 0.5 s later (route_changes_ok). */
+		printf("  held for r2 without r2       %lld rows at the handovers, %lld still held 0.5 s later"
+		       " (must be all)\n",
+		       c->r2_held_at_handover, c->r2_held_kept);
 	} else
 		printf("  redis restarts               %d\n", c->redis_restarts);
 	printf("  rows deleted by the fence    %lld\n", fence_deletes(c));
@@ -761,10 +972,11 @@ static bool report(struct chaos *c, const struct results *r, const struct result
 	if (self_rc >= 0)
 		snprintf(self_test, sizeof(self_test),
 			 "injected 5 faults; counts moved: missing %+lld, duplicates %+lld,\n"
-			 "                               rolled back %+lld, phantoms %+lld, order %+lld: %s",
+			 "                               rolled back %+lld, phantoms %+lld, order %+lld,\n"
+			 "                               misrouted %+lld: %s",
 			 t->missing - r->missing, t->duplicates - r->duplicates, t->rolled_back - r->rolled_back,
 			 t->phantoms - r->phantoms, t->order_violations - r->order_violations,
-			 self_rc == 0 ? "all caught" : "NOT ALL CAUGHT");
+			 t->misrouted - r->misrouted, self_rc == 0 ? "all caught" : "NOT ALL CAUGHT");
 	return report_end(ok, self_rc >= 0 ? self_test : NULL, c->start_ms);
 }
 
@@ -905,7 +1117,8 @@ static int run(struct chaos *c, struct results *res, struct results *tampered, i
 	atomic_store(&c->sh->keep_going, 1);
 	say("staging >= %lld jobs over ~%d s with %d producers; %d leader kills, %d backend kills, %d redis restarts",
 	    c->o.jobs, c->o.seconds, c->o.producers, c->o.kills, c->o.backend_kills, c->o.redis_restarts);
-	if (kids_start(&c->producers, &c->env, c->o.producers, producer_main, c) < 0 || run_killer(c) < 0)
+	if (kids_start(&c->producers, &c->env, c->o.producers, producer_main, c) < 0 || run_killer(c) < 0 ||
+	    routes_restore(c) < 0)
 		return -1;
 	atomic_store(&c->sh->keep_going, 0);
 	while (kids_reap(&c->producers, false, "producer") > 0) {
@@ -932,6 +1145,7 @@ static int run(struct chaos *c, struct results *res, struct results *tampered, i
 	    check_redis(&c->env, res) < 0)
 		return -1;
 	duplicate_causes(c, res);
+	order_detail(c, res);
 	*self_rc = check_self_test(&c->env, res, tampered);
 	return 0;
 }

@@ -23,8 +23,9 @@ static const char checker_sql[] =
 	"CREATE TABLE chaos_committed (jid text PRIMARY KEY, id bigint NOT NULL, queue text NOT NULL,"
 	" args jsonb NOT NULL, scheduled bool NOT NULL, tx bigint);"
 	"CREATE TABLE chaos_rolledback (jid text PRIMARY KEY);"
-	"CREATE TABLE chaos_seen (src text NOT NULL, list text, pos int NOT NULL, jid text,"
-	" queue text, class text, args text, enq text, enq_us bigint);";
+	"CREATE TABLE chaos_seen (src text NOT NULL, target text NOT NULL, list text, pos int NOT NULL, jid text,"
+	" queue text, class text, args text, enq text, enq_us bigint);"
+	"CREATE TABLE chaos_routed (queue text NOT NULL, target text NOT NULL, PRIMARY KEY (queue, target));";
 
 /* ---- randomness, small helpers ---- */
 
@@ -358,8 +359,8 @@ static bool raw_enqueued_at(const char *payload, size_t len, char *out, size_t o
 }
 
 /* One Redis entry as a chaos_seen row: where it was, and what it says. */
-static void seen_row(struct strbuf *l, const char *src, const char *list, long long pos, const char *payload,
-		     size_t len)
+static void seen_row(struct strbuf *l, const char *src, const char *target, const char *list, long long pos,
+		     const char *payload, size_t len)
 {
 	json_t *job = json_loadb(payload, len, 0, NULL);
 	char posbuf[32], enq[64], enq_us[32], *args = NULL;
@@ -372,6 +373,7 @@ static void seen_row(struct strbuf *l, const char *src, const char *list, long l
 		args = json_dumps(json_object_get(job, "args"), JSON_COMPACT | JSON_ENCODE_ANY);
 	l->len = 0;
 	copy_field(l, src);
+	copy_field(l, target);
 	copy_field(l, list);
 	copy_field(l, posbuf);
 	copy_field(l, json_string_value(json_object_get(job, "jid")));
@@ -394,7 +396,7 @@ static int copy_reply(struct env *e, struct strbuf *l, const char *src, const ch
 		long long pos = list ? llen - 1 - (base + (long long)i) : base + (long long)i;
 		if (el->type != REDIS_REPLY_STRING)
 			continue;
-		seen_row(l, src, list, pos, el->str, el->len);
+		seen_row(l, src, e->seen_target ? e->seen_target : "default", list, pos, el->str, el->len);
 		if (PQputCopyData(e->pg, l->data, (int)l->len) != 1)
 			return -1;
 	}
@@ -409,7 +411,8 @@ int seen_load(struct env *e, long long *entries)
 	PGresult *res;
 	int rc = 0;
 
-	res = PQexec(e->pg, "COPY chaos_seen (src, list, pos, jid, queue, class, args, enq, enq_us) FROM STDIN");
+	res = PQexec(e->pg,
+		     "COPY chaos_seen (src, target, list, pos, jid, queue, class, args, enq, enq_us) FROM STDIN");
 	if (PQresultStatus(res) != PGRES_COPY_IN) {
 		say("copy failed: %s", PQerrorMessage(e->pg));
 		PQclear(res);
@@ -481,16 +484,17 @@ int check_redis(struct env *e, struct results *res)
 	if (e->by_producer)
 		snprintf(
 			order_sql, sizeof(order_sql),
-			"WITH j AS (SELECT s.list, s.pos, s.args::jsonb->>0 AS producer, (s.args::jsonb->>1)::int8 AS seq"
+			"WITH j AS (SELECT s.target, s.list, s.pos, s.args::jsonb->>0 AS producer,"
+			"   (s.args::jsonb->>1)::int8 AS seq"
 			"   FROM chaos_seen s JOIN chaos_committed c USING (jid) WHERE s.src = 'queue'),"
-			" o AS (SELECT seq, lag(seq) OVER (PARTITION BY list, producer ORDER BY pos) AS prev FROM j)"
+			" o AS (SELECT seq, lag(seq) OVER (PARTITION BY target, list, producer ORDER BY pos) AS prev FROM j)"
 			" SELECT count(*) FROM o WHERE prev >= seq");
 	else
 		snprintf(order_sql, sizeof(order_sql),
-			 "WITH j AS (SELECT s.list, s.enq, s.pos, c.id,"
-			 "   s.pos - row_number() OVER (PARTITION BY s.list, s.enq ORDER BY s.pos) AS island"
+			 "WITH j AS (SELECT s.target, s.list, s.enq, s.pos, c.id,"
+			 "   s.pos - row_number() OVER (PARTITION BY s.target, s.list, s.enq ORDER BY s.pos) AS island"
 			 "   FROM chaos_seen s LEFT JOIN chaos_committed c USING (jid) WHERE s.src = 'queue'%s),"
-			 " o AS (SELECT id, lag(id) OVER (PARTITION BY list, enq, island ORDER BY pos) AS prev"
+			 " o AS (SELECT id, lag(id) OVER (PARTITION BY target, list, enq, island ORDER BY pos) AS prev"
 			 "   FROM j WHERE id IS NOT NULL)"
 			 " SELECT count(*) FROM o WHERE prev >= id",
 			 filter);
@@ -503,7 +507,7 @@ int check_redis(struct env *e, struct results *res)
 		/* Committed jobs not in Redis. */
 		{ &res->missing, "SELECT count(*) FROM chaos_committed c"
 				 " WHERE NOT EXISTS (SELECT 1 FROM chaos_seen s WHERE s.jid = c.jid)" },
-		/* Extra copies of a jid, anywhere in Redis. */
+		/* Extra copies of a jid, anywhere in any Redis. */
 		{ &res->duplicates, "SELECT coalesce(sum(n - 1), 0) FROM"
 				    " (SELECT count(*) AS n FROM chaos_seen GROUP BY jid HAVING count(*) > 1) d" },
 		/* Jobs whose transaction rolled back. */
@@ -521,6 +525,12 @@ int check_redis(struct env *e, struct results *res)
 				    " OR (s.src = 'queue') = c.scheduled"
 				    " OR (s.src = 'queue' AND (s.list IS DISTINCT FROM c.queue OR s.enq IS NULL))"
 				    " OR (s.src = 'schedule' AND s.enq IS NOT NULL)" },
+		/* A committed job on a target its queue was never routed to during
+		 * the run (a queue may have gone to two: chaos --routes removes a
+		 * route at some relay starts). */
+		{ &res->misrouted, "SELECT count(*) FROM chaos_seen s JOIN chaos_committed c USING (jid)"
+				   " WHERE NOT EXISTS (SELECT 1 FROM chaos_routed r"
+				   " WHERE r.queue = c.queue AND r.target = s.target)" },
 		/*
 		 * Order: the jobs of one batch share enqueued_at (one clock reading per
 		 * batch) and sit together in their queue's list, one LPUSH per queue.
@@ -573,10 +583,10 @@ static int swap_entries(struct env *e, const char *key, long long i, long long j
 
 /*
  * Proves the checker is not vacuous: after the real check, breaks Redis in five
- * known ways (drop the oldest job of a queue, copy a job, push a rolled-back job
- * and a non-job, swap two jobs of one batch, of one producer with by_producer),
- * checks again, and requires each
- * count to have grown; the order count must change (a swap inside an already
+ * known ways (drop the oldest job of a queue, copy a job, to another target's
+ * Redis if there is one, push a rolled-back job and a non-job, swap two jobs
+ * of one batch, of one producer with by_producer), checks again, and requires
+ * each count to have grown (misrouted too if the copy went to another target); the order count must change (a swap inside an already
  * reversed batch mends one violation; the two are in the list whose order is
  * checked). Costs a second load of Redis, a second or so.
  */
@@ -584,16 +594,17 @@ int check_self_test(struct env *e, const struct results *before, struct results 
 {
 	char list[128], pos[32], jid[64], key[160], other[160], payload[400], filter[160], sql[2][512];
 	redisReply *r[5] = { 0 };
+	redisContext *elsewhere = NULL; /* another target's Redis, for the copy */
 	long long llen;
 	int rc = 0;
 
 	ordered_filter(e, "a.list", filter, sizeof(filter));
 	for (int i = 0; i < 2; i++)
-		snprintf(
-			sql[i], sizeof(sql[i]),
-			"SELECT a.%s FROM chaos_seen a JOIN chaos_seen b ON b.src = 'queue' AND b.list = a.list"
-			" AND b.pos = a.pos + 1 AND b.enq = a.enq%s WHERE a.src = 'queue'%s ORDER BY a.pos, a.list LIMIT 1",
-			i ? "pos" : "list", e->by_producer ? " AND b.args::jsonb->0 = a.args::jsonb->0" : "", filter);
+		snprintf(sql[i], sizeof(sql[i]),
+			 "SELECT a.%s FROM chaos_seen a JOIN chaos_seen b ON b.src = 'queue' AND b.target = a.target"
+			 " AND b.list = a.list AND b.pos = a.pos + 1 AND b.enq = a.enq%s"
+			 " WHERE a.src = 'queue' AND a.target = 'default'%s ORDER BY a.pos, a.list LIMIT 1",
+			 i ? "pos" : "list", e->by_producer ? " AND b.args::jsonb->0 = a.args::jsonb->0" : "", filter);
 	env_text(e, sql[0], list, sizeof(list));
 	env_text(e, sql[1], pos, sizeof(pos));
 	env_text(e, "SELECT jid FROM chaos_rolledback LIMIT 1", jid, sizeof(jid));
@@ -610,8 +621,11 @@ int check_self_test(struct env *e, const struct results *before, struct results 
 		rc = -1;
 	r[1] = env_cmd(e, "RPOP %s", other);
 	r[2] = env_cmd(e, "LINDEX %s 0", other);
+	for (int i = 0; i < NQUEUES && !elsewhere; i++)
+		elsewhere = e->queue_redis[i];
 	if (r[2] && r[2]->type == REDIS_REPLY_STRING)
-		freeReplyObject(env_cmd(e, "RPUSH %s %b", other, r[2]->str, r[2]->len));
+		freeReplyObject(elsewhere ? redisCommand(elsewhere, "LPUSH %s %b", other, r[2]->str, r[2]->len)
+					  : env_cmd(e, "RPUSH %s %b", other, r[2]->str, r[2]->len));
 	snprintf(payload, sizeof(payload),
 		 "{\"class\":\"ChaosJob\",\"args\":[0,0],\"queue\":\"%s\",\"jid\":\"%s\",\"enqueued_at\":1.5}",
 		 other + 6, jid);
@@ -627,7 +641,8 @@ int check_self_test(struct env *e, const struct results *before, struct results 
 		return -1;
 	return after->missing > before->missing && after->duplicates > before->duplicates &&
 			       after->rolled_back > before->rolled_back && after->phantoms > before->phantoms &&
-			       after->order_violations != before->order_violations
+			       after->order_violations != before->order_violations &&
+			       (!elsewhere || after->misrouted > before->misrouted)
 		       ? 0
 		       : 1;
 }
@@ -654,6 +669,12 @@ int env_setup(struct env *e, const char *bin, const char *services, const char *
 	}
 	if (!(e->pg = env_pg_connect(e, "chaos")) || env_val(e, checker_sql) < 0)
 		return -1;
+	for (int i = 0; i < NQUEUES; i++) {
+		char sql[160];
+		snprintf(sql, sizeof(sql), "INSERT INTO chaos_routed VALUES ('%s', 'default')", queues[i]);
+		if (env_val(e, sql) < 0)
+			return -1;
+	}
 	return extra_sql && env_val(e, extra_sql) < 0 ? -1 : 0;
 }
 

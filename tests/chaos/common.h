@@ -35,14 +35,21 @@ struct env {
 	 * (id order but for late commits, read through gaps) */
 	const char *ordered;
 	/* chaos --routes: order is instead each producer's commit order through
-	 * the whole of every list (a job's args are [producer, its sequence]): a
+	 * the whole of every list of every target (a queue's jobs may be on two
+	 * targets when a route was removed for a while; a job's args are
+	 * [producer, its sequence]): a
 	 * target whose Redis was down releases its held jobs in the order they
 	 * were held, late commits after, in one batch, so a batch need not be in
 	 * id order; a producer's own jobs must never overtake each other, before,
-	 * during or after a hold. `ordered` then names the self-test's list. */
+	 * during or after a hold. `ordered` then names the self-test's list
+	 * (on the default target). */
 	bool by_producer;
 	/* chaos --routes: the Redis queue i went to, if not this one (routes.h) */
 	redisContext *queue_redis[NQUEUES];
+	/* The target whose Redis seen_load reads (chaos_seen.target); NULL:
+	 * "default". A job found on a target its queue never went to
+	 * (chaos_routed) is misrouted. */
+	const char *seen_target;
 	/* Loads other Redis' jobs into chaos_seen after seen_load's (the
 	 * self-test's second load too); NULL: none. */
 	int (*seen_more)(struct env *e, long long *entries, void *arg);
@@ -135,12 +142,15 @@ void kids_kill(struct kids *k);
  * Tables the producers fill: chaos_committed gets each job in the job's own
  * transaction, so it holds exactly the committed jobs (tx: which transaction,
  * for a program that times them); rolled-back jids are recorded after the
- * ROLLBACK. chaos_seen is what Redis held at the end (seen_load).
+ * ROLLBACK. chaos_seen is what Redis held at the end (seen_load), with the
+ * target whose Redis held it. chaos_routed (queue, target) is every target a
+ * queue was routed to during the run: each queue to "default" unless a
+ * program (chaos --routes) says otherwise.
  */
 struct results {
-	long long entries, present, missing, duplicates, rolled_back, phantoms, mismatched, order_violations;
+	long long entries, present, missing, duplicates, rolled_back, phantoms, mismatched, order_violations, misrouted;
 	long long batches, dead, left_staged, left_held, unregistered, committed_rows;
-	char causes[512]; /* chaos.c: duplicates by the fault that preceded them */
+	char causes[1024]; /* chaos.c: duplicates by the fault that preceded them (--routes: by targets) */
 };
 
 /* Loads every job in Redis (queue:* lists and the schedule zset) into chaos_seen. */
@@ -148,7 +158,8 @@ int seen_load(struct env *e, long long *entries) SD_MUSTCHECK;
 /* Runs every check on chaos_seen against what the producers recorded. */
 int check_redis(struct env *e, struct results *res) SD_MUSTCHECK;
 /* Breaks Redis in five known ways and checks again: 0 if each count moved,
- * 1 if one did not, -1 if it could not run. */
+ * 1 if one did not, -1 if it could not run. With a queue on another Redis
+ * (queue_redis), the copied job goes to that Redis, so misrouted must move too. */
 int check_self_test(struct env *e, const struct results *before, struct results *after);
 
 #endif
