@@ -166,7 +166,8 @@ chaos-caps:
 	$(MAKE) chaos CHAOS_CAPS=$(or $(CHAOS_CAPS),200)
 
 # The same faults with three targets: two of the four queues routed to two
-# more Redis (--route), and the Redis restarts spread over the three.
+# more Redis (--route), the Redis restarts spread over the three, and route
+# changes between relay restarts (r2 removed, r3 added; the normal set again).
 chaos-routes:
 	$(MAKE) chaos CHAOS_ROUTES=1
 
@@ -302,6 +303,7 @@ help:
 	@echo "make chaos      kill leaders, backends and redis while jobs flow; check redis"
 	@echo "                (CHAOS_JOBS=200000 CHAOS_KILLS=50 CHAOS_BACKEND_KILLS=10 CHAOS_REDIS_RESTARTS=3)"
 	@echo "make chaos-caps the same with --max-queue-length 200, tenants and a consumer (CHAOS_CAPS=N)"
+	@echo "make chaos-routes the same with two queues routed to two more Redis, routes changed between restarts"
 	@echo "make chaos-steady  one relay, no faults, interleaved producers: every job once, within 2 s"
 	@echo "                (CHAOS_STEADY_SECONDS=120 CHAOS_STEADY_RATE=1500)"
 	@echo "make fuzz       libFuzzer over row -> job JSON for FUZZ_SECONDS (default 60)"

@@ -989,7 +989,10 @@ static const char usage_text[] =
 	"  --caps N   relays run with --max-queue-length N, rows carry skewed tenants, and a\n"
 	"             consumer pops the queues (at half the staging rate while producers run)\n"
 	"  --routes 1 two more Redis; the relays route two of the four queues to them, each Redis\n"
-	"             restart SIGKILLs one of the three targets' Redis, and order is each producer's\n";
+	"             restart SIGKILLs one of the three targets' Redis, and order is each producer's\n"
+	"             commit order in each list of each target; every third relay restart starts\n"
+	"             its relay with route r2 removed or an unused route r3 added (the next start\n"
+	"             and the final drain: the normal routes)\n";
 
 static int parse_args(struct opts *o, int argc, char **argv)
 {
