@@ -11,13 +11,29 @@
 #include "lock_holder.h"
 #include "status_horizon.h"
 
-/* A queue whose Redis list has a cap: its cap, held jobs and list length. */
+/* A queue whose Redis list has a cap, or that has held rows: its cap, held
+ * jobs and list length, on one target (the same queue name may show on two). */
 struct status_queue {
 	char *name;
+	size_t target; /* index into status.targets */
 	long cap;
 	long long held;       /* rows in staged_jobs_held */
 	double held_oldest_s; /* the oldest held row's age (held_at); meaningless when held is 0 */
 	long long length;     /* the Redis list's length (summed over a layout's lists); -1 unknown */
+};
+
+/* A target (routes.h): the default one, each route's, and any other the held
+ * table names (a route since removed or renamed): where it is, whether it
+ * answered, and what waits held for it. */
+struct status_target {
+	char *name;               /* "default", the route's, or the held table's */
+	const struct config *cfg; /* its settings; NULL: no route of that name now */
+	bool tried;               /* its Redis was connected to (configured, and not skipped) */
+	bool reached;             /* it answered, and every command did */
+	char where[300];          /* host:port/db, never a password */
+	char err[256];
+	long long held;       /* its rows in staged_jobs_held */
+	double held_oldest_s; /* the oldest one's age since it was staged (created_at); meaningless when held is 0 */
 };
 
 /* Why a part is unread when its server answered but this role may not see it
@@ -43,8 +59,9 @@ struct status {
 
 	bool gaps_read;
 	long long staging_xacts; /* transactions, other than the leader's, with staged_jobs open for writing */
-	double staging_oldest_s; /* the oldest one's age (xact_start) */
-	int staging_oldest_pid;
+	double staging_oldest_s; /* the oldest one's age (xact_start; a prepared one's: prepared) */
+	int staging_oldest_pid;  /* 0 for a prepared transaction */
+	char staging_oldest_gid[200]; /* a prepared one's gid; "" otherwise */
 
 	bool dead_read;
 	char dead_why[STATUS_WHY_LEN];
@@ -54,6 +71,11 @@ struct status {
 	char redis_where[300];   /* host:port/db connected to (or that would be) */
 	const char *master_name; /* behind Sentinel: the master's name; NULL otherwise (points into the config) */
 	bool redis_tls;
+
+	struct status_target *targets; /* targets[0] is the default one */
+	size_t ntargets;
+	long long held;       /* every held row, all targets */
+	double held_oldest_s; /* their oldest's age since it was staged; meaningless when held is 0 */
 
 	bool queues_read; /* the held rows and staged queues, from Postgres */
 	char queues_why[STATUS_WHY_LEN];
@@ -67,8 +89,11 @@ struct status {
 
 void status_init(struct status *s);
 void status_free(struct status *s);
-/* Adds queue name with cap (or finds it): the entry, or NULL when out of memory. */
-struct status_queue *status_queue_add(struct status *s, const char *name, long cap);
+/* Adds queue name of target with cap (or finds it): the entry, or NULL when out of memory. */
+struct status_queue *status_queue_add(struct status *s, size_t target, const char *name, long cap);
+/* Adds target name with its settings cfg (NULL: none configured), or finds
+ * it: its index, or -ENOMEM. */
+int status_target_add(struct status *s, const char *name, const struct config *cfg) SD_MUSTCHECK;
 
 #define STATUS_MAX_PROBLEMS 8
 #define STATUS_PROBLEM_LEN 320
@@ -80,9 +105,10 @@ struct status_problems {
 	char text[STATUS_MAX_PROBLEMS][STATUS_PROBLEM_LEN];
 };
 
-/* Pure: fills p from s: a server that could not be reached, no relay leading
- * (or a session that is not a relay holding the lock), a staged job older than
- * max_age_ms, a transaction holding the xmin horizon longer than horizon_ms. */
+/* Pure: fills p from s: a server that could not be reached (a route's Redis
+ * too), no relay leading (or a session that is not a relay holding the lock),
+ * a job waiting (staged or held) longer than max_age_ms, a transaction
+ * holding the xmin horizon longer than horizon_ms. */
 void status_judge(const struct status *s, long long max_age_ms, long long horizon_ms, struct status_problems *p);
 
 /* An age for people: "0.4s", "12s", "3m05s", "2h07m", "3d04h". */

@@ -1,6 +1,7 @@
 /* `stagedrain status`'s facts as data: their struct, which of them need a person, and how they read. Pure. */
 #include "fmacros.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,21 +25,44 @@ void status_free(struct status *s)
 	free(s->queues);
 	s->queues = NULL;
 	s->nqueues = 0;
+	for (size_t i = 0; i < s->ntargets; i++)
+		free(s->targets[i].name);
+	free(s->targets);
+	s->targets = NULL;
+	s->ntargets = 0;
 }
 
-struct status_queue *status_queue_add(struct status *s, const char *name, long cap)
+int status_target_add(struct status *s, const char *name, const struct config *cfg)
+{
+	struct status_target *t;
+
+	for (size_t i = 0; i < s->ntargets; i++)
+		if (strcmp(s->targets[i].name, name) == 0)
+			return (int)i;
+	t = realloc(s->targets, (s->ntargets + 1) * sizeof(*t));
+	if (!t)
+		return -ENOMEM;
+	s->targets = t;
+	t = &s->targets[s->ntargets];
+	*t = (struct status_target){ .name = strdup(name), .cfg = cfg };
+	if (!t->name)
+		return -ENOMEM;
+	return (int)s->ntargets++;
+}
+
+struct status_queue *status_queue_add(struct status *s, size_t target, const char *name, long cap)
 {
 	struct status_queue *q;
 
 	for (size_t i = 0; i < s->nqueues; i++)
-		if (strcmp(s->queues[i].name, name) == 0)
+		if (s->queues[i].target == target && strcmp(s->queues[i].name, name) == 0)
 			return &s->queues[i];
 	q = realloc(s->queues, (s->nqueues + 1) * sizeof(*q));
 	if (!q)
 		return NULL;
 	s->queues = q;
 	q = &s->queues[s->nqueues];
-	*q = (struct status_queue){ .name = strdup(name), .cap = cap, .length = -1 };
+	*q = (struct status_queue){ .name = strdup(name), .target = target, .cap = cap, .length = -1 };
 	if (!q->name)
 		return NULL;
 	s->nqueues++;
@@ -57,6 +81,28 @@ static void add(struct status_problems *p, const char *fmt, ...)
 	va_end(ap);
 }
 
+/* The oldest job waiting, staged or held (a target down, a queue at its cap), by when it was staged. */
+static void judge_age(const struct status *s, long long max_age_ms, struct status_problems *p)
+{
+	bool staged = s->backlog_read && s->staged > 0;
+	bool held = s->queues_read && s->held > 0;
+	const struct status_target *oldest = NULL;
+	char age[32], limit[32];
+
+	status_age((double)max_age_ms / 1000, limit, sizeof(limit));
+	for (size_t i = 0; held && i < s->ntargets; i++)
+		if (s->targets[i].held > 0 && (!oldest || s->targets[i].held_oldest_s > oldest->held_oldest_s))
+			oldest = &s->targets[i];
+	if (oldest && oldest->held_oldest_s * 1000 > (double)max_age_ms &&
+	    (!staged || !(s->staged_oldest_s > oldest->held_oldest_s))) {
+		status_age(oldest->held_oldest_s, age, sizeof(age));
+		add(p, "the oldest held job (target %s) is %s old (--max-age %s)", oldest->name, age, limit);
+	} else if (staged && s->staged_oldest_s * 1000 > (double)max_age_ms) {
+		status_age(s->staged_oldest_s, age, sizeof(age));
+		add(p, "the oldest staged job is %s old (--max-age %s)", age, limit);
+	}
+}
+
 void status_judge(const struct status *s, long long max_age_ms, long long horizon_ms, struct status_problems *p)
 {
 	char age[32], limit[32];
@@ -70,11 +116,10 @@ void status_judge(const struct status *s, long long max_age_ms, long long horizo
 		add(p, "no relay holds the leader lock");
 	else if (s->leader_read && s->leader.kind == LOCK_HOLDER_FOREIGN)
 		add(p, "a session that is not a relay holds the leader lock (pid %d)", s->leader.pid);
-	if (s->backlog_read && s->staged > 0 && s->staged_oldest_s * 1000 > (double)max_age_ms) {
-		status_age(s->staged_oldest_s, age, sizeof(age));
-		status_age((double)max_age_ms / 1000, limit, sizeof(limit));
-		add(p, "the oldest staged job is %s old (--max-age %s)", age, limit);
-	}
+	for (size_t i = 1; i < s->ntargets; i++)
+		if (s->targets[i].tried && !s->targets[i].reached)
+			add(p, "target %s: %s", s->targets[i].name, s->targets[i].err);
+	judge_age(s, max_age_ms, p);
 	if (s->horizon_read && s->horizon.held && s->horizon.forever)
 		add(p, "an inactive replication slot (%s) holds the xmin horizon until it is dropped", s->horizon.name);
 	else if (s->horizon_read && s->horizon.held && s->horizon.timed && horizon_ms > 0 &&

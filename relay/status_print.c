@@ -53,19 +53,35 @@ static void print_leader(FILE *out, const struct status *s)
 	fputc('\n', out);
 }
 
+/* The oldest job waiting, staged or held, by when it was staged; NAN unknown. */
+static double oldest_waiting(const struct status *s)
+{
+	bool held = s->queues_read && s->held > 0;
+
+	if (s->staged > 0 || s->staged_estimated)
+		return held && !(s->staged_oldest_s >= s->held_oldest_s) && !isnan(s->staged_oldest_s)
+			       ? s->held_oldest_s
+			       : s->staged_oldest_s;
+	return held ? s->held_oldest_s : 0;
+}
+
 static void print_backlog(FILE *out, const struct status *s)
 {
-	char n[32], age[32];
+	char n[32], h[32], age[32];
+	double oldest = oldest_waiting(s);
 
 	if (!s->backlog_read) {
 		print_unknown(out, "backlog", s->backlog_why);
 		return;
 	}
 	status_count(s->staged, n, sizeof(n));
-	status_age(s->staged_oldest_s, age, sizeof(age));
+	status_count(s->held, h, sizeof(h));
+	status_age(oldest, age, sizeof(age));
 	fprintf(out, LABEL "%s%s staged", "backlog", s->staged_estimated ? "about " : "", n);
-	if (s->staged > 0 || s->staged_estimated)
-		fprintf(out, ", oldest %s", isnan(s->staged_oldest_s) ? "unknown" : age);
+	if (s->queues_read && s->held > 0)
+		fprintf(out, ", %s held", h);
+	if (s->staged > 0 || s->staged_estimated || (s->queues_read && s->held > 0))
+		fprintf(out, ", oldest %s", isnan(oldest) ? "unknown" : age);
 	if (s->staged_estimated)
 		fputs(" (an estimate: the count outlasted the statement timeout)", out);
 	fputc('\n', out);
@@ -85,8 +101,14 @@ static void print_gaps(FILE *out, const struct status *s)
 	}
 	status_count(s->staging_xacts, n, sizeof(n));
 	status_age(s->staging_oldest_s, age, sizeof(age));
-	fprintf(out, LABEL "%s staging transaction%s running, oldest %s (pid %d)\n", "gaps", n,
-		s->staging_xacts == 1 ? "" : "s", age, s->staging_oldest_pid);
+	fprintf(out, LABEL "%s staging transaction%s running, oldest %s ", "gaps", n, s->staging_xacts == 1 ? "" : "s",
+		age);
+	if (s->staging_oldest_pid > 0)
+		fprintf(out, "(pid %d)\n", s->staging_oldest_pid);
+	else if (*s->staging_oldest_gid) /* only COMMIT PREPARED or ROLLBACK PREPARED with its gid ends it */
+		fprintf(out, "(prepared transaction \"%s\", see pg_prepared_xacts)\n", s->staging_oldest_gid);
+	else
+		fputs("(a session this role cannot see)\n", out);
 }
 
 static void print_dead(FILE *out, const struct status *s)
@@ -114,14 +136,35 @@ static void print_redis(FILE *out, const struct status *s)
 	fprintf(out, ", tls %s%s\n", s->redis_tls ? "on" : "off", s->redis_ok ? "" : ", not reachable");
 }
 
-static void print_queue(FILE *out, const struct status_queue *q)
+/* One line per target, when there are several (routes, or held rows a route since removed waits for). */
+static void print_target(FILE *out, const struct status_target *t)
+{
+	char held[32], age[32];
+
+	status_count(t->held, held, sizeof(held));
+	status_age(t->held_oldest_s, age, sizeof(age));
+	fprintf(out, LABEL "%s: ", "target", t->name);
+	if (!t->cfg)
+		fputs("no route of this name now", out);
+	else
+		fprintf(out, "%s, %s", t->where, t->reached ? "reachable" : "not reachable");
+	fprintf(out, ", %s held", held);
+	if (t->held > 0)
+		fprintf(out, ", oldest %s", age);
+	fputc('\n', out);
+}
+
+static void print_queue(FILE *out, const struct status *s, const struct status_queue *q)
 {
 	char len[32], cap[32], held[32], age[32];
 
 	status_count(q->length, len, sizeof(len));
 	status_count(q->cap, cap, sizeof(cap));
 	status_count(q->held, held, sizeof(held));
-	fprintf(out, LABEL "%s: list %s", "queue", q->name, q->length >= 0 ? len : "unknown");
+	fprintf(out, LABEL "%s", "queue", q->name);
+	if (q->target > 0)
+		fprintf(out, " (target %s)", s->targets[q->target].name);
+	fprintf(out, ": list %s", q->length >= 0 ? len : "unknown");
 	if (q->cap > 0)
 		fprintf(out, " of cap %s", cap);
 	else
@@ -161,12 +204,14 @@ void status_print_table(FILE *out, const struct status *s, const struct status_p
 	print_gaps(out, s);
 	print_dead(out, s);
 	print_redis(out, s);
+	for (size_t i = 0; s->ntargets > 1 && i < s->ntargets; i++)
+		print_target(out, &s->targets[i]);
 	if (*s->queues_why)
 		print_unknown(out, "held", s->queues_why);
 	if (s->nqueues == 0)
 		fprintf(out, LABEL "none capped (--max-queue-length, --queue-limit)\n", "queues");
 	for (size_t i = 0; i < s->nqueues; i++)
-		print_queue(out, &s->queues[i]);
+		print_queue(out, s, &s->queues[i]);
 	print_horizon(out, s);
 	if (p->n == 0) {
 		fputs("healthy\n", out);
@@ -212,10 +257,15 @@ static json_t *backlog_json(const struct status *s)
 {
 	if (!s->backlog_read)
 		return json_null();
-	return json_pack("{s:I, s:b, s:o}", "staged", (json_int_t)s->staged, "estimated", s->staged_estimated,
-			 "oldest_age_seconds",
+	double oldest = oldest_waiting(s);
+	bool any = s->staged > 0 || s->staged_estimated || (s->queues_read && s->held > 0);
+
+	return json_pack("{s:I, s:b, s:o, s:o, s:o, s:o}", "staged", (json_int_t)s->staged, "estimated",
+			 s->staged_estimated, "held", int_or_null(s->queues_read, s->held), "oldest_age_seconds",
+			 real_or_null(any && !isnan(oldest), oldest), "oldest_staged_age_seconds",
 			 real_or_null((s->staged > 0 || s->staged_estimated) && !isnan(s->staged_oldest_s),
-				      s->staged_oldest_s));
+				      s->staged_oldest_s),
+			 "oldest_held_age_seconds", real_or_null(s->queues_read && s->held > 0, s->held_oldest_s));
 }
 
 static json_t *queues_json(const struct status *s)
@@ -224,11 +274,32 @@ static json_t *queues_json(const struct status *s)
 
 	for (size_t i = 0; a && i < s->nqueues; i++) {
 		const struct status_queue *q = &s->queues[i];
-		if (json_array_append_new(a, json_pack("{s:s, s:I, s:o, s:o, s:o}", "name", q->name, "cap",
-						       (json_int_t)q->cap, "held", int_or_null(s->queues_read, q->held),
+		if (json_array_append_new(a, json_pack("{s:s, s:s, s:I, s:o, s:o, s:o}", "name", q->name, "target",
+						       s->targets[q->target].name, "cap", (json_int_t)q->cap, "held",
+						       int_or_null(s->queues_read, q->held),
 						       "oldest_held_age_seconds",
 						       real_or_null(q->held > 0, q->held_oldest_s), "length",
 						       int_or_null(q->length >= 0, q->length))) < 0) {
+			json_decref(a);
+			return NULL;
+		}
+	}
+	return a;
+}
+
+static json_t *targets_json(const struct status *s)
+{
+	json_t *a = json_array();
+
+	for (size_t i = 0; a && i < s->ntargets; i++) {
+		const struct status_target *t = &s->targets[i];
+		if (json_array_append_new(
+			    a, json_pack("{s:s, s:b, s:o, s:o, s:o, s:o, s:o}", "name", t->name, "configured", t->cfg != NULL,
+					 "address", str_or_null(t->tried, t->where), "reachable",
+					 t->tried ? json_boolean(t->reached) : json_null(), "error",
+					 str_or_null(t->tried && !t->reached, t->err), "held",
+					 int_or_null(s->queues_read, t->held), "oldest_held_age_seconds",
+					 real_or_null(s->queues_read && t->held > 0, t->held_oldest_s))) < 0) {
 			json_decref(a);
 			return NULL;
 		}
@@ -268,9 +339,10 @@ static json_t *gaps_json(const struct status *s)
 
 	if (!s->gaps_read)
 		return json_null();
-	return json_pack("{s:I, s:o, s:o}", "staging_transactions", (json_int_t)s->staging_xacts, "oldest_age_seconds",
-			 real_or_null(any, s->staging_oldest_s), "oldest_pid",
-			 int_or_null(any && s->staging_oldest_pid > 0, s->staging_oldest_pid));
+	return json_pack("{s:I, s:o, s:o, s:o}", "staging_transactions", (json_int_t)s->staging_xacts,
+			 "oldest_age_seconds", real_or_null(any, s->staging_oldest_s), "oldest_pid",
+			 int_or_null(any && s->staging_oldest_pid > 0, s->staging_oldest_pid), "oldest_gid",
+			 str_or_null(any && *s->staging_oldest_gid, s->staging_oldest_gid));
 }
 
 static json_t *dead_json(const struct status *s)
@@ -307,10 +379,11 @@ int status_print_json(FILE *out, const struct status *s, const struct status_pro
 	json_t *o;
 	char *text;
 
-	o = json_pack("{s:b, s:o, s:o, s:{s:b, s:o}, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:{s:f, s:f}}", "healthy",
-		      p->n == 0, "problems", problems_json(p), "notes", notes_json(s), "postgres", "ok", s->pg_ok,
-		      "error", str_or_null(!s->pg_ok, s->pg_err), "redis", redis_json(s), "leader", leader_json(s),
-		      "backlog", backlog_json(s), "gaps", gaps_json(s), "dead", dead_json(s), "queues", queues_json(s),
+	o = json_pack("{s:b, s:o, s:o, s:{s:b, s:o}, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:{s:f, s:f}}",
+		      "healthy", p->n == 0, "problems", problems_json(p), "notes", notes_json(s), "postgres", "ok",
+		      s->pg_ok, "error", str_or_null(!s->pg_ok, s->pg_err), "redis", redis_json(s), "targets",
+		      targets_json(s), "leader", leader_json(s), "backlog", backlog_json(s), "gaps", gaps_json(s),
+		      "dead", dead_json(s), "queues", queues_json(s),
 		      "horizon", horizon_json(s), "thresholds", "max_age_seconds", (double)max_age_ms / 1000,
 		      "warn_xact_age_seconds", (double)horizon_ms / 1000);
 	if (!o)

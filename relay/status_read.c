@@ -1,4 +1,4 @@
-/* Reads `stagedrain status`'s facts: the leader lock, the tables, the horizon (Postgres), the epoch and the capped queues' lists (Redis). */
+/* Reads `stagedrain status`'s facts: the leader lock, the tables, the horizon (Postgres); the targets' Redis in status_targets.c. */
 #include "fmacros.h"
 
 #include <errno.h>
@@ -7,14 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "format.h"
-#include "keys.h"
 #include "lock_holder.h"
 #include "pg_conn.h"
 #include "pg_source.h"
-#include "redis_cmds.h"
-#include "redis_conn.h"
 #include "status_read.h"
+#include "status_targets.h"
 
 #define STR_(x) #x
 #define STR(x) STR_(x)
@@ -45,9 +42,13 @@
 /* SQLSTATE query_canceled: what the statement timeout raises. */
 #define SQLSTATE_CANCELED "57014"
 
+/* The held rows by the target they wait for (NULL: the default) and queue:
+ * how long the oldest has been held (held_at: the queue line's), and how long
+ * ago the oldest was staged (created_at: the ages judged, as a staged row's). */
 #define HELD_SQL                                                                                                       \
-	"SELECT queue, count(*), greatest(0, extract(epoch FROM clock_timestamp() - min(held_at)))::float8"            \
-	" FROM staged_jobs_held GROUP BY queue"
+	"SELECT target, queue, count(*), greatest(0, extract(epoch FROM clock_timestamp() - min(held_at)))::float8,"   \
+	" greatest(0, extract(epoch FROM clock_timestamp() - min(created_at)))::float8"                                \
+	" FROM staged_jobs_held GROUP BY target, queue"
 
 #define DEAD_SQL                                                                                                       \
 	"SELECT count(*), coalesce(greatest(0, extract(epoch FROM clock_timestamp() - min(failed_at))), 0)::float8"    \
@@ -58,17 +59,21 @@
  * keeps it open is a transaction that took an id from staged_jobs' sequence
  * and has not ended: such a transaction holds RowExclusiveLock on the table
  * until it ends (pg_locks shows it, to any role). Counted here, but for the
- * leader's own session ($1) and this one; a prepared transaction (pid NULL)
- * counts too.
+ * leader's own session ($1) and this one; a prepared transaction counts too:
+ * its lock has no pid, its virtualtransaction is "-1/<its xid>", and its age
+ * is since it was prepared (pg_prepared_xacts), as the horizon line's.
  */
 #define STAGING_SQL                                                                                                     \
-	"SELECT count(*), coalesce(max(greatest(0, extract(epoch FROM clock_timestamp() - a.xact_start))), 0)::float8," \
-	" coalesce((array_agg(l.pid ORDER BY a.xact_start NULLS LAST))[1], 0)"                                          \
+	"SELECT count(*), coalesce(max(greatest(0, extract(epoch FROM clock_timestamp() - s.since))), 0)::float8,"      \
+	" coalesce((array_agg(s.pid ORDER BY s.since NULLS LAST))[1], 0),"                                              \
+	" coalesce((array_agg(s.gid ORDER BY s.since NULLS LAST))[1], '')"                                              \
+	" FROM (SELECT l.pid, coalesce(a.xact_start, p.prepared) AS since, p.gid"                                       \
 	" FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid"                                                \
+	" LEFT JOIN pg_prepared_xacts p ON l.pid IS NULL AND l.virtualtransaction = '-1/' || p.transaction::text"       \
 	" WHERE l.locktype = 'relation' AND l.granted AND l.mode = 'RowExclusiveLock'"                                  \
 	" AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())"                            \
 	" AND l.relation = 'staged_jobs'::regclass"                                                                     \
-	" AND l.pid IS DISTINCT FROM pg_backend_pid() AND l.pid IS DISTINCT FROM $1::int"
+	" AND l.pid IS DISTINCT FROM pg_backend_pid() AND l.pid IS DISTINCT FROM $1::int) s"
 
 /* Keeps the first failure: the one line status shows for Postgres. */
 static void pg_failed_with(struct status *s, const char *msg)
@@ -155,14 +160,26 @@ static void read_leader(struct status *s, const struct config *cfg, PGconn *conn
 	PQclear(res);
 }
 
-/* A queue is capped when its cap (--queue-limit, else --max-queue-length) is above 0. */
-static int note_queue(struct status *s, const struct config *cfg, const char *name, bool held)
+/* The cap of queue on target t (--queue-limit, else --max-queue-length); 0: none. */
+static long cap_of(const struct status *s, const struct config *cfg, size_t t, const char *name)
 {
-	long cap = queue_limits_cap(&cfg->queue_limits, name, strlen(name), cfg->max_queue_length);
+	const struct config *tc = s->targets[t].cfg ? s->targets[t].cfg : cfg;
+
+	return queue_limits_cap(&tc->queue_limits, name, strlen(name), tc->max_queue_length);
+}
+
+/* A queue is shown when capped (a cap above 0) or when it has held rows; on target t. */
+static struct status_queue *note_queue(struct status *s, const struct config *cfg, size_t t, const char *name,
+				       bool held, int *rc)
+{
+	long cap = cap_of(s, cfg, t, name);
+	struct status_queue *q;
 
 	if (cap <= 0 && !held)
-		return 0;
-	return status_queue_add(s, name, cap) ? 0 : -ENOMEM;
+		return NULL;
+	if (!(q = status_queue_add(s, t, name, cap)))
+		*rc = -ENOMEM;
+	return q;
 }
 
 /* The estimate and the lowest id's age, for a table too large to count in time. */
@@ -204,7 +221,8 @@ static int read_backlog(struct status *s, const struct config *cfg, PGconn *conn
 		s->staged += atoll(PQgetvalue(res, i, 1));
 		if (i == 0 || age > s->staged_oldest_s)
 			s->staged_oldest_s = age;
-		rc = note_queue(s, cfg, PQgetvalue(res, i, 0), false);
+		(void)note_queue(s, cfg, status_targets_of(cfg, PQgetvalue(res, i, 0)), PQgetvalue(res, i, 0), false,
+				 &rc);
 	}
 	PQclear(res);
 	return rc;
@@ -220,12 +238,26 @@ static int read_held(struct status *s, const struct config *cfg, PGconn *conn)
 		return 0;
 	s->queues_read = true;
 	for (int i = 0; rc == 0 && i < PQntuples(res); i++) {
+		int t = status_targets_held(s, PQgetisnull(res, i, 0) ? NULL : PQgetvalue(res, i, 0));
 		struct status_queue *q;
-		rc = note_queue(s, cfg, PQgetvalue(res, i, 0), true);
-		if (rc == 0 && (q = status_queue_add(s, PQgetvalue(res, i, 0), 0))) {
-			q->held = atoll(PQgetvalue(res, i, 1));
-			q->held_oldest_s = num(res, i, 2);
+		struct status_target *x;
+		long long n = atoll(PQgetvalue(res, i, 2));
+		double staged_age = num(res, i, 4);
+		if (t < 0) {
+			rc = t;
+			break;
 		}
+		if (!(q = note_queue(s, cfg, (size_t)t, PQgetvalue(res, i, 1), true, &rc)))
+			break;
+		q->held = n;
+		q->held_oldest_s = num(res, i, 3);
+		x = &s->targets[t];
+		if (x->held == 0 || staged_age > x->held_oldest_s)
+			x->held_oldest_s = staged_age;
+		x->held += n;
+		if (s->held == 0 || staged_age > s->held_oldest_s)
+			s->held_oldest_s = staged_age;
+		s->held += n;
 	}
 	PQclear(res);
 	return rc;
@@ -248,6 +280,7 @@ static void read_dead_and_gaps(struct status *s, PGconn *conn)
 		s->staging_xacts = atoll(PQgetvalue(res, 0, 0));
 		s->staging_oldest_s = num(res, 0, 1);
 		s->staging_oldest_pid = atoi(PQgetvalue(res, 0, 2));
+		snprintf(s->staging_oldest_gid, sizeof(s->staging_oldest_gid), "%s", PQgetvalue(res, 0, 3));
 		PQclear(res);
 	}
 }
@@ -295,113 +328,32 @@ done:
 	return rc;
 }
 
-static void redis_failed(struct status *s, const struct redis_conn *c)
-{
-	if (!s->redis_ok)
-		return;
-	s->redis_ok = false;
-	snprintf(s->redis_err, sizeof(s->redis_err), "%s", c->errstr);
-}
-
-static void read_epoch(struct status *s, const struct config *cfg, struct redis_conn *c)
-{
-	char key[512];
-	const char *argv[2] = { "GET", key };
-	redisReply *r = NULL;
-
-	snprintf(key, sizeof(key), KEYS_OWN_FMT, cfg->key_prefix, cfg->lock_key, KEYS_EPOCH);
-	if (redis_conn_command(c, 2, argv, NULL, &r) < 0) {
-		redis_failed(s, c);
-		return;
-	}
-	if (r->type == REDIS_REPLY_STRING)
-		s->epoch = atoll(r->str);
-	freeReplyObject(r);
-}
-
-/* One LLEN per list of each capped queue, pipelined; a list of the wrong type leaves its queue's length unknown. */
-static int read_lengths(struct status *s, const struct config *cfg, struct redis_conn *c)
-{
-	const struct format *f = format_of(cfg->format);
-	struct redis_cmds cmds;
-	size_t *of = NULL, ofcap = 0;
-	int rc = 0;
-
-	cmds_init(&cmds);
-	for (size_t i = 0; rc == 0 && i < s->nqueues; i++) {
-		size_t before = cmds.ncmds;
-		rc = f->lists(&cmds, cfg->key_prefix, s->queues[i].name, strlen(s->queues[i].name));
-		if (rc == 0)
-			rc = buf_grow_array((void **)&of, &ofcap, cmds.ncmds, sizeof(*of));
-		for (size_t k = before; rc == 0 && k < cmds.ncmds; k++)
-			of[k] = i;
-	}
-	for (size_t k = 0; rc == 0 && k < cmds.ncmds; k++) {
-		const char *argv[2];
-		size_t argvlen[2];
-		argv[0] = cmds_arg(&cmds, k, 0, &argvlen[0]);
-		argv[1] = cmds_arg(&cmds, k, 1, &argvlen[1]);
-		if (redis_conn_append(c, 2, argv, argvlen) < 0)
-			rc = -EIO;
-	}
-	for (size_t k = 0; rc == 0 && k < cmds.ncmds; k++) {
-		struct status_queue *q = &s->queues[of[k]];
-		redisReply *r = NULL;
-		if ((rc = redis_conn_reply(c, &r, 0)) < 0)
-			break;
-		if (r->type == REDIS_REPLY_INTEGER && (q->length >= 0 || k == 0 || of[k - 1] != of[k]))
-			q->length = (q->length < 0 ? 0 : q->length) + r->integer;
-		else
-			q->length = -1; /* WRONGTYPE, NOPERM ...: unknown, as the relay counts it full */
-		freeReplyObject(r);
-	}
-	if (rc == -EIO)
-		redis_failed(s, c);
-	cmds_free(&cmds);
-	free(of);
-	return rc == -ENOMEM ? rc : 0;
-}
-
-static int read_redis(struct status *s, const struct config *cfg)
-{
-	struct redis_conn c;
-	int rc = 0;
-
-	s->redis_ok = true;
-	s->master_name = cfg->redis.master_name;
-	s->redis_tls = cfg->redis.tls;
-	redis_conn_init(&c, cfg);
-	if (redis_conn_connect(&c) < 0) {
-		redis_failed(s, &c);
-	} else {
-		read_epoch(s, cfg, &c);
-		if (s->redis_ok)
-			rc = read_lengths(s, cfg, &c);
-	}
-	snprintf(s->redis_where, sizeof(s->redis_where), "%s", c.where);
-	redis_conn_free(&c);
-	return rc;
-}
-
+/* By name, then by target (the default first). */
 static int by_name(const void *a, const void *b)
 {
-	return strcmp(((const struct status_queue *)a)->name, ((const struct status_queue *)b)->name);
+	const struct status_queue *x = a, *y = b;
+	int c = strcmp(x->name, y->name);
+
+	return c ? c : (x->target > y->target) - (x->target < y->target);
 }
 
 int status_read(struct status *s, const struct config *cfg)
 {
 	int rc;
 
+	if ((rc = status_targets_init(s, cfg)) < 0)
+		return rc;
 	/* The queues --queue-limit caps are shown even when Postgres cannot say which hold jobs. */
-	for (size_t i = 0; i < cfg->queue_limits.n; i++)
-		if (cfg->queue_limits.v[i].cap > 0 && !status_queue_add(s, cfg->queue_limits.v[i].queue, 0))
+	for (size_t i = 0; i < cfg->queue_limits.n; i++) {
+		const char *name = cfg->queue_limits.v[i].queue;
+		if (cfg->queue_limits.v[i].cap > 0 && !status_queue_add(s, status_targets_of(cfg, name), name, 0))
 			return -ENOMEM;
+	}
 	for (size_t i = 0; i < s->nqueues; i++)
-		s->queues[i].cap = queue_limits_cap(&cfg->queue_limits, s->queues[i].name, strlen(s->queues[i].name),
-						    cfg->max_queue_length);
+		s->queues[i].cap = cap_of(s, cfg, s->queues[i].target, s->queues[i].name);
 	if ((rc = read_pg(s, cfg)) < 0)
 		return rc;
 	if (s->nqueues > 1) /* qsort may not be given NULL, even for none */
 		qsort(s->queues, s->nqueues, sizeof(*s->queues), by_name);
-	return read_redis(s, cfg);
+	return status_targets_read_redis(s, cfg);
 }

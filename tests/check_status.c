@@ -464,10 +464,172 @@ START_TEST(usage_errors_exit_2_with_one_line)
 }
 END_TEST
 
+/* The second Redis (services.sh redis2-start): route "b", its queue bq. */
+static redisContext *second_start(char *route, size_t len)
+{
+	redisContext *r2;
+
+	h_services("redis2-start");
+	r2 = redisConnect("127.0.0.1", h_port("redis2"));
+	ck_assert_msg(r2 && !r2->err, "redis2: %s", r2 ? r2->errstr : "no memory");
+	freeReplyObject(h_cmd(r2, "FLUSHALL"));
+	snprintf(route, len, "b bq --redis-url redis://127.0.0.1:%d/0", h_port("redis2"));
+	return r2;
+}
+
+/* The problem in the last --json run's list that contains text, or NULL. */
+static const char *problem(json_t *o, const char *text)
+{
+	json_t *ps = at(o, "problems", NULL);
+
+	for (size_t i = 0; i < json_array_size(ps); i++)
+		if (strstr(json_string_value(json_array_get(ps, i)), text))
+			return json_string_value(json_array_get(ps, i));
+	return NULL;
+}
+
+/* The --json run's target of that name. */
+static json_t *target_named(json_t *o, const char *name)
+{
+	json_t *ts = at(o, "targets", NULL);
+
+	for (size_t i = 0; i < json_array_size(ts); i++)
+		if (strcmp(json_string_value(json_object_get(json_array_get(ts, i), "name")), name) == 0)
+			return json_array_get(ts, i);
+	ck_abort_msg("no target %s in %s", name, out_path);
+	return NULL;
+}
+
+/* A relay whose route target's Redis is stopped holds that target's row; the
+ * held row, staged more than 2 s ago, is the oldest job --max-age judges, and
+ * status names the target, down, with what waits for it. */
+START_TEST(a_stopped_target_s_held_row_needs_a_person)
+{
+	PGconn *c = h_pg();
+	redisContext *r2;
+	struct relay_proc p;
+	char route[256];
+	json_t *o, *b;
+
+	r2 = second_start(route, sizeof(route));
+	h_relay_start(&p, "relay-routed",
+		      (const char *const[]){ "--route", route, "--redis-timeout", "300", "--poll-interval", "50ms",
+					     NULL });
+	RELAY_CHECK(&p, h_log_wait_count(&p, "msg=leading", 2, 10000), "the relay never led on both targets");
+	h_services("redis2-stop");
+	h_stage(c, "bq", 1, 1);
+	for (long long t0 = mono_ms(); h_sql(c, "SELECT count(*) FROM staged_jobs_held WHERE target = 'b'") != 1;)
+		RELAY_CHECK(&p, mono_ms() - t0 < 10000, "b's row was not held; see %s", p.log);
+	RELAY_CHECK(&p, h_sql(c, "SELECT count(*) FROM staged_jobs") == 0, "a row is still staged");
+	/* Until the held row was staged 2.5 s ago. */
+	while (h_sql(c, "SELECT (extract(epoch FROM clock_timestamp() - created_at) * 1000)::int FROM "
+			"staged_jobs_held") < 2500)
+		sleep_ms(100);
+
+	RELAY_CHECK(&p,
+		    status_run("status-held-old", (const char *const[]){ "--route", route, "--max-age", "2s", NULL }) ==
+			    1,
+		    "status did not say it needs a person; see %s", out_path);
+	ASSERT_SAID("backlog   0 staged, 1 held, oldest 2.");
+	ASSERT_SAID("target    default: 127.0.0.1:");
+	ASSERT_SAID("/0, not reachable, 1 held, oldest 2.");
+	ASSERT_SAID("queue     bq (target b): list unknown, not capped now, 1 held");
+	ASSERT_SAID("the oldest held job (target b) is 2.");
+	ASSERT_SAID("(--max-age 2.0s)");
+	ck_assert(!said("no relay holds the leader lock"));
+
+	RELAY_CHECK(&p,
+		    status_run("status-held-json", (const char *const[]){ "--route", route, "--max-age", "2s", "--json",
+									  NULL }) == 1,
+		    "status --json did not say it needs a person; see %s", out_path);
+	o = output_json();
+	ck_assert_ptr_nonnull(problem(o, "the oldest held job (target b) is "));
+	ck_assert_ptr_nonnull(problem(o, "target b: could not connect to redis"));
+	ck_assert_int_eq(json_integer_value(at(o, "backlog", "held")), 1);
+	ck_assert(json_real_value(at(o, "backlog", "oldest_age_seconds")) >= 2.5);
+	ck_assert(json_is_null(at(o, "backlog", "oldest_staged_age_seconds")));
+	ck_assert_uint_eq(json_array_size(at(o, "targets", NULL)), 2);
+	ck_assert(json_is_true(json_object_get(target_named(o, "default"), "reachable")));
+	ck_assert_int_eq(json_integer_value(json_object_get(target_named(o, "default"), "held")), 0);
+	b = target_named(o, "b");
+	ck_assert(json_is_true(json_object_get(b, "configured")));
+	ck_assert(json_is_false(json_object_get(b, "reachable")));
+	ck_assert(json_is_string(json_object_get(b, "error")));
+	ck_assert_int_eq(json_integer_value(json_object_get(b, "held")), 1);
+	ck_assert(json_real_value(json_object_get(b, "oldest_held_age_seconds")) >= 2.5);
+	json_decref(o);
+	/* Under a longer --max-age the held row is no problem (the stopped target still is). */
+	RELAY_CHECK(&p,
+		    status_run("status-held-ok", (const char *const[]){ "--route", route, "--max-age", "1h", "--json",
+									NULL }) == 1,
+		    "see %s", out_path);
+	o = output_json();
+	ck_assert_ptr_null(problem(o, "the oldest held job"));
+	ck_assert_uint_eq(json_array_size(at(o, "problems", NULL)), 1);
+	json_decref(o);
+	h_relay_kill(&p, SIGTERM);
+	ck_assert_int_eq(h_relay_wait(&p, 10000), 0);
+	redisFree(r2);
+	PQfinish(c);
+}
+END_TEST
+
+/* A route's queue line reads that route's Redis, in its layout, not the
+ * default one; a held row whose route is gone shows under its own name. */
+START_TEST(route_queue_lengths_come_from_the_route_s_redis)
+{
+	PGconn *c = h_pg();
+	redisContext *r = h_redis(), *r2;
+	char route[256];
+	json_t *o, *q;
+
+	r2 = second_start(route, sizeof(route));
+	freeReplyObject(h_cmd(r2, "RPUSH queue:bq a b c"));
+	freeReplyObject(h_cmd(r, "RPUSH queue:bq a"));
+	h_sql(c, "INSERT INTO staged_jobs_held (id, queue, job_class, args, options, created_at, jid, uuid, round,"
+		 " target) VALUES (1, 'bq', 'W', '[]', '{}', now() - interval '30 seconds', lpad('1', 24, '0'),"
+		 " gen_random_uuid(), 1, 'b'), (2, 'old', 'W', '[]', '{}', now(), lpad('2', 24, '0'),"
+		 " gen_random_uuid(), 2, 'gone')");
+	ck_assert_int_eq(status_run("status-route-len", (const char *const[]){ "--route", route, "--max-queue-length",
+									       "5", NULL }),
+			 1);
+	ASSERT_SAID("queue     bq (target b): list 3 of cap 5, 1 held");
+	ASSERT_SAID("target    b: 127.0.0.1:");
+	ASSERT_SAID(", reachable, 1 held, oldest 3");
+	ASSERT_SAID("target    gone: no route of this name now, 1 held, oldest ");
+	ck_assert_int_eq(status_run("status-route-len-json", (const char *const[]){ "--route", route,
+										    "--max-queue-length", "5",
+										    "--json", NULL }),
+			 1);
+	o = output_json();
+	q = at(o, "queues", NULL);
+	ck_assert_uint_eq(json_array_size(q), 2);
+	ck_assert_str_eq(json_string_value(json_object_get(json_array_get(q, 0), "name")), "bq");
+	ck_assert_str_eq(json_string_value(json_object_get(json_array_get(q, 0), "target")), "b");
+	ck_assert_int_eq(json_integer_value(json_object_get(json_array_get(q, 0), "length")), 3);
+	ck_assert_str_eq(json_string_value(json_object_get(json_array_get(q, 1), "target")), "gone");
+	ck_assert(json_is_null(json_object_get(json_array_get(q, 1), "length")));
+	ck_assert_uint_eq(json_array_size(at(o, "targets", NULL)), 3);
+	ck_assert(json_is_true(json_object_get(target_named(o, "b"), "reachable")));
+	ck_assert(json_is_false(json_object_get(target_named(o, "gone"), "configured")));
+	ck_assert(json_is_null(json_object_get(target_named(o, "gone"), "reachable")));
+	ck_assert_int_eq(json_integer_value(at(o, "backlog", "held")), 2);
+	ck_assert(json_real_value(at(o, "backlog", "oldest_age_seconds")) >= 30);
+	ck_assert_ptr_nonnull(problem(o, "no relay holds the leader lock"));
+	ck_assert_uint_eq(json_array_size(at(o, "problems", NULL)), 1);
+	json_decref(o);
+	h_services("redis2-stop");
+	redisFree(r2);
+	redisFree(r);
+	PQfinish(c);
+}
+END_TEST
+
 Suite *status_suite(void)
 {
 	Suite *s = suite_create("status");
 	TCase *tc = tcase_create("status");
+	TCase *routed = tcase_create("routed");
 
 	tcase_add_checked_fixture(tc, h_reset, NULL);
 	tcase_set_timeout(tc, 60);
@@ -484,6 +646,11 @@ Suite *status_suite(void)
 	tcase_add_test(tc, postgres_down_still_reads_redis);
 	tcase_add_test(tc, sentinel_target_is_shown);
 	tcase_add_test(tc, usage_errors_exit_2_with_one_line);
+	tcase_add_test(routed, a_stopped_target_s_held_row_needs_a_person);
+	tcase_add_test(routed, route_queue_lengths_come_from_the_route_s_redis);
+	tcase_add_checked_fixture(routed, h_reset, NULL);
+	tcase_set_timeout(routed, 60);
 	suite_add_tcase(s, tc);
+	suite_add_tcase(s, routed);
 	return s;
 }

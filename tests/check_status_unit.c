@@ -217,17 +217,57 @@ START_TEST(queues_are_added_once)
 	struct status_queue *a, *b;
 
 	status_init(&s);
-	a = status_queue_add(&s, "default", 10);
+	a = status_queue_add(&s, 0, "default", 10);
 	ck_assert_ptr_nonnull(a);
 	a->held = 3;
-	b = status_queue_add(&s, "critical", 5);
+	b = status_queue_add(&s, 0, "critical", 5);
 	ck_assert_ptr_nonnull(b);
-	ck_assert_ptr_eq(status_queue_add(&s, "default", 10), &s.queues[0]);
+	ck_assert_ptr_eq(status_queue_add(&s, 0, "default", 10), &s.queues[0]);
 	ck_assert_uint_eq(s.nqueues, 2);
 	ck_assert_int_eq(s.queues[0].held, 3);
 	ck_assert_int_eq(s.queues[1].length, -1);
 	status_free(&s);
 	status_free(&s); /* twice: a no-op */
+}
+END_TEST
+
+/* Held rows wait as staged ones do: the oldest held job, by when it was
+ * staged, is judged against --max-age, named by its target; an unreached
+ * route target is a problem of its own. */
+START_TEST(held_jobs_and_route_targets_are_judged)
+{
+	struct status s;
+	struct status_problems p;
+	int b;
+
+	healthy(&s);
+	ck_assert_int_eq(status_target_add(&s, "default", NULL), 0);
+	b = status_target_add(&s, "b", NULL);
+	ck_assert_int_eq(b, 1);
+	ck_assert_int_eq(status_target_add(&s, "b", NULL), 1);
+	s.queues_read = true;
+	s.targets[1].held = s.held = 2;
+	s.targets[1].held_oldest_s = s.held_oldest_s = 6.5;
+	status_judge(&s, 2000, 5 * MIN_MS, &p);
+	ck_assert_uint_eq(p.n, 1);
+	ck_assert_str_eq(p.text[0], "the oldest held job (target b) is 6.5s old (--max-age 2.0s)");
+	/* A staged job older still is the one named. */
+	s.staged_oldest_s = 9;
+	status_judge(&s, 2000, 5 * MIN_MS, &p);
+	ck_assert_uint_eq(p.n, 1);
+	ck_assert_str_eq(p.text[0], "the oldest staged job is 9.0s old (--max-age 2.0s)");
+	status_judge(&s, 10000, 5 * MIN_MS, &p);
+	ck_assert_uint_eq(p.n, 0);
+	/* No staged rows at all: the held ones alone. */
+	s.staged = 0;
+	status_judge(&s, 2000, 5 * MIN_MS, &p);
+	ck_assert(has(&p, "the oldest held job (target b) is 6.5s old"));
+	s.targets[1].tried = true;
+	snprintf(s.targets[1].err, sizeof(s.targets[1].err), "could not connect to redis at 127.0.0.1:1/0");
+	status_judge(&s, 10000, 5 * MIN_MS, &p);
+	ck_assert_uint_eq(p.n, 1);
+	ck_assert_str_eq(p.text[0], "target b: could not connect to redis at 127.0.0.1:1/0");
+	status_free(&s);
 }
 END_TEST
 
@@ -246,6 +286,7 @@ Suite *status_unit_suite(void)
 	tcase_add_test(tc, ages_read_short);
 	tcase_add_test(tc, counts_have_separators);
 	tcase_add_test(tc, queues_are_added_once);
+	tcase_add_test(tc, held_jobs_and_route_targets_are_judged);
 	suite_add_tcase(s, tc);
 	return s;
 }
