@@ -102,26 +102,78 @@ static void say_paused(struct drain *d, char *out, size_t len)
 	append(out, len, "rows still staged");
 }
 
-/* "N jobs held by a cap on queue a, M on queue b ...": each queue holding jobs. */
-static void say_held(struct drain *d, char *out, size_t len)
+/* Why queue q's jobs are held: the index of the target they wait for when
+ * it cannot take them now (down, or paused by its memory bound), d->nt when
+ * their target is no longer configured, or -1: a cap (their target is up).
+ * Its queue's and its target's names (NULL: the default) in the out
+ * parameters: q's key in the rounds is "<target>\0<queue>" (rounds.h). */
+static long held_cause(const struct drain *d, const struct rounds_queue *q, const char **queue, size_t *qlen,
+		       const char **target, size_t *tlen)
+{
+	size_t i;
+
+	rounds_key_split(q->name, q->len, target, tlen, queue, qlen);
+	i = *target ? d->nt : 0;
+	for (size_t k = 1; *target && k < d->nt; k++)
+		if (strlen(d->t[k].name) == *tlen && memcmp(d->t[k].name, *target, *tlen) == 0)
+			i = k;
+	if (i == d->nt)
+		return (long)d->nt;
+	return target_up(&d->t[i]) ? -1 : (long)i;
+}
+
+/* One cause's part of the line: "N jobs <many>: A on queue a, B on queue b
+ * and K more queues", or with one queue "N jobs <one> on queue a"; the
+ * queues are those whose held_cause is cause. Returns N. */
+static long long say_cause(const struct drain *d, char *out, size_t len, long cause, const char *one, const char *many)
 {
 	const struct rounds *r = &d->release.rounds;
-	size_t queues = 0;
+	const char *queue, *target;
+	size_t qlen, tlen, queues = 0, named = 0;
+	long long n = 0;
 
-	for (size_t i = 0; i < r->nq; i++) {
+	for (size_t i = 0; i < r->nq; i++)
+		if (r->q[i].now.held > 0 && held_cause(d, &r->q[i], &queue, &qlen, &target, &tlen) == cause) {
+			n += r->q[i].now.held;
+			queues++;
+		}
+	if (!queues)
+		return 0;
+	append(out, len, "%s%lld jobs %s%s", *out ? "; " : "", n, queues > 1 ? many : one, queues > 1 ? ":" : "");
+	for (size_t i = 0; i < r->nq && named < ONCE_NAMES; i++) {
 		const struct rounds_queue *q = &r->q[i];
-		int qlen = (int)(q->len < 100 ? q->len : 100);
-		if (q->now.held == 0 || ++queues > ONCE_NAMES)
+		if (q->now.held == 0 || held_cause(d, q, &queue, &qlen, &target, &tlen) != cause)
 			continue;
-		if (queues == 1)
-			append(out, len, "%s%lld jobs held by a cap on queue %.*s", *out ? "; " : "", q->now.held, qlen,
-			       q->name);
-		else
-			append(out, len, ", %lld on queue %.*s", q->now.held, qlen, q->name);
+		append(out, len, "%s", named++ ? ", " : " ");
+		if (queues > 1)
+			append(out, len, "%lld ", q->now.held);
+		append(out, len, "on queue %.*s", (int)(qlen < 100 ? qlen : 100), queue);
+		/* Where the target is not the clause's own: a cap's, or one gone. */
+		if (target && (cause < 0 || cause == (long)d->nt))
+			append(out, len, " of target %.*s", (int)(tlen < 100 ? tlen : 100), target);
 	}
-	if (queues > ONCE_NAMES)
-		append(out, len, " and %zu more queues", queues - ONCE_NAMES);
-	if (queues)
+	if (queues > named)
+		append(out, len, " and %zu more queues", queues - named);
+	return n;
+}
+
+/* Each cause of held jobs, with its count: a target that cannot take them
+ * (named, and why), one no longer configured, a cap. Their sums in the
+ * out parameters. */
+static void say_held(const struct drain *d, char *out, size_t len, long long *for_targets, long long *by_caps)
+{
+	char what[160];
+
+	*for_targets = 0;
+	for (size_t i = 0; i < d->nt; i++) {
+		snprintf(what, sizeof(what), "held for target %s (%s)", d->t[i].name,
+			 d->t[i].paused ? "paused by --max-redis-memory" : "down");
+		*for_targets += say_cause(d, out, len, (long)i, what, what);
+	}
+	*for_targets += say_cause(d, out, len, (long)d->nt, "held for a target no longer configured",
+				  "held for targets no longer configured");
+	*by_caps = say_cause(d, out, len, -1, "held by a cap", "held by caps");
+	if (*by_caps)
 		append(out, len, " (in staged_jobs_held: they leave as workers pop)");
 }
 
@@ -150,7 +202,7 @@ int once_report(struct drain *d)
 {
 	char left[1024] = "";
 	size_t kept = gaps_kept(&d->gaps);
-	long long held = rounds_held(&d->release.rounds);
+	long long held = rounds_held(&d->release.rounds), for_targets = 0, by_caps = 0;
 
 	/* Not leading, it knows nothing of the tables but that: what an earlier
 	 * leadership of its own saw may be stale. */
@@ -163,7 +215,7 @@ int once_report(struct drain *d)
 		say_paused(d, left, sizeof(left));
 	}
 	if (held > 0)
-		say_held(d, left, sizeof(left));
+		say_held(d, left, sizeof(left), &for_targets, &by_caps);
 	if (kept > 0)
 		say_kept(d, left, sizeof(left), kept);
 	if (!*left) {
@@ -172,6 +224,7 @@ int once_report(struct drain *d)
 	}
 	log_warn("--once stopped with jobs left",
 		 LOGF(F_STR("left", left), F_INT("jobs_relayed", d->relayed), F_INT("jobs_dead", d->dead),
-		      F_INT("jobs_held", held), F_INT("rows_kept", kept)));
+		      F_INT("jobs_held", held), F_INT("jobs_held_for_targets", for_targets),
+		      F_INT("jobs_held_by_caps", by_caps), F_INT("rows_kept", kept)));
 	return DRAIN_LEFT;
 }

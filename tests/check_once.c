@@ -200,6 +200,76 @@ START_TEST(a_late_commit_in_an_old_gap_is_relayed_before_exit)
 }
 END_TEST
 
+/* A routed target that is down holds its rows: --once names the target and
+ * the queue they wait on, apart from the jobs a cap holds, each cause with
+ * its count. */
+START_TEST(jobs_held_for_a_target_that_is_down_name_the_target_and_the_queue)
+{
+	PGconn *c = h_pg();
+	redisContext *r = h_redis();
+	const char *args[] = { "--once", "--route", "shard2 reports,bq --redis-url redis://127.0.0.1:1/0",
+			       "--queue-limit", "default=1,other=1", NULL };
+
+	h_stage(c, "reports", 1, 1);
+	h_stage(c, "bq", 1, 2);
+	h_stage(c, "default", 1, 3);
+	h_stage(c, "other", 1, 4);
+	ck_assert_int_eq(h_relay_run("held-down", args), EXIT_LEFT);
+	assert_left_line("held-down", "3 jobs held for target shard2 (down): ", "jobs_held=8");
+	assert_left_line("held-down", "1 on queue reports", "2 on queue bq");
+	assert_left_line("held-down", "5 jobs held by caps: 2 on queue default, 3 on queue other", NULL);
+	assert_left_line("held-down", "jobs_held_for_targets=3", "jobs_held_by_caps=5");
+	ck_assert_int_eq(h_log_count(log_of("held-down"), "on queue shard2"), 0);
+	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs_held WHERE target = 'shard2'"), 3);
+	ck_assert_int_eq(h_cmd_int(r, "LLEN queue:default"), 1);
+	ck_assert_int_eq(h_cmd_int(r, "LLEN queue:other"), 1);
+	PQfinish(c);
+	redisFree(r);
+}
+END_TEST
+
+/* A port tests/services.sh wrote into the test directory. */
+static int port_file(const char *name)
+{
+	char path[600];
+	FILE *f;
+	int port = 0;
+
+	snprintf(path, sizeof(path), "%s/%s", h_env("TEST_DIR"), name);
+	ck_assert_ptr_nonnull(f = fopen(path, "r"));
+	ck_assert_int_eq(fscanf(f, "%d", &port), 1);
+	fclose(f);
+	return port;
+}
+
+/* Pointed at a hot standby, --once retries (it will not lead there) for the
+ * 10 s its docs and its last line say, not for as long as its back-off's
+ * last wait happens to run past them. */
+START_TEST(a_hot_standby_ends_once_after_the_10_s_it_says)
+{
+	char primary[256], standby[256];
+	struct relay_proc p;
+	long long t0, took;
+	int st;
+
+	h_services("pgfo-start");
+	snprintf(primary, sizeof(primary), "postgresql://postgres@127.0.0.1:%d/postgres", port_file("pgfo1.port"));
+	snprintf(standby, sizeof(standby), "postgresql://postgres@127.0.0.1:%d/postgres", port_file("pgfo2.port"));
+	ck_assert_int_eq(h_relay_run("standby-migrate", (const char *const[]){ "migrate", "--pg-url", primary, NULL }),
+			 0);
+	t0 = mono_ms();
+	h_relay_start(&p, "standby-once", (const char *const[]){ "--once", "--pg-url", standby, NULL });
+	st = h_relay_wait(&p, 40000);
+	took = mono_ms() - t0;
+	RELAY_CHECK(&p, st >= 0, "--once still runs after 40 s; see %s", p.log);
+	h_services("pgfo-stop");
+	ck_assert_msg(st == 1, "exit status %d, not 1; see %s", st, p.log);
+	ck_assert(h_log_contains(p.log, "will not lead from a hot standby"));
+	ck_assert(logs_count_both(p.log, "--once gave up", "waited_s=10 ") == 1);
+	ck_assert_msg(took >= 9800 && took < 20000, "--once gave up after %lld ms, not about 10 s; see %s", took, p.log);
+}
+END_TEST
+
 Suite *once_suite(void)
 {
 	Suite *s = suite_create("once");
@@ -212,6 +282,8 @@ Suite *once_suite(void)
 	tcase_add_test(tc, rows_kept_by_a_key_of_the_wrong_type_exit_3_naming_the_key);
 	tcase_add_test(tc, another_leader_exits_3_within_the_bound_naming_it);
 	tcase_add_test(tc, a_late_commit_in_an_old_gap_is_relayed_before_exit);
+	tcase_add_test(tc, jobs_held_for_a_target_that_is_down_name_the_target_and_the_queue);
+	tcase_add_test(tc, a_hot_standby_ends_once_after_the_10_s_it_says);
 	suite_add_tcase(s, tc);
 	return s;
 }
