@@ -58,9 +58,9 @@ struct status {
 	double staged_oldest_s; /* the oldest staged row's age (created_at); NAN unknown; meaningless when staged is 0 */
 
 	bool gaps_read;
-	long long staging_xacts; /* transactions, other than the leader's, with staged_jobs open for writing */
-	double staging_oldest_s; /* the oldest one's age (xact_start; a prepared one's: prepared) */
-	int staging_oldest_pid;  /* 0 for a prepared transaction */
+	long long staging_xacts;      /* transactions, other than the leader's, with staged_jobs open for writing */
+	double staging_oldest_s;      /* the oldest one's age (xact_start; a prepared one's: prepared) */
+	int staging_oldest_pid;       /* 0 for a prepared transaction */
 	char staging_oldest_gid[200]; /* a prepared one's gid; "" otherwise */
 
 	bool dead_read;

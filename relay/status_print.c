@@ -276,8 +276,7 @@ static json_t *queues_json(const struct status *s)
 		const struct status_queue *q = &s->queues[i];
 		if (json_array_append_new(a, json_pack("{s:s, s:s, s:I, s:o, s:o, s:o}", "name", q->name, "target",
 						       s->targets[q->target].name, "cap", (json_int_t)q->cap, "held",
-						       int_or_null(s->queues_read, q->held),
-						       "oldest_held_age_seconds",
+						       int_or_null(s->queues_read, q->held), "oldest_held_age_seconds",
 						       real_or_null(q->held > 0, q->held_oldest_s), "length",
 						       int_or_null(q->length >= 0, q->length))) < 0) {
 			json_decref(a);
@@ -293,13 +292,14 @@ static json_t *targets_json(const struct status *s)
 
 	for (size_t i = 0; a && i < s->ntargets; i++) {
 		const struct status_target *t = &s->targets[i];
-		if (json_array_append_new(
-			    a, json_pack("{s:s, s:b, s:o, s:o, s:o, s:o, s:o}", "name", t->name, "configured", t->cfg != NULL,
-					 "address", str_or_null(t->tried, t->where), "reachable",
-					 t->tried ? json_boolean(t->reached) : json_null(), "error",
-					 str_or_null(t->tried && !t->reached, t->err), "held",
-					 int_or_null(s->queues_read, t->held), "oldest_held_age_seconds",
-					 real_or_null(s->queues_read && t->held > 0, t->held_oldest_s))) < 0) {
+		if (json_array_append_new(a, json_pack("{s:s, s:b, s:o, s:o, s:o, s:o, s:o}", "name", t->name,
+						       "configured", t->cfg != NULL, "address",
+						       str_or_null(t->tried, t->where), "reachable",
+						       t->tried ? json_boolean(t->reached) : json_null(), "error",
+						       str_or_null(t->tried && !t->reached, t->err), "held",
+						       int_or_null(s->queues_read, t->held), "oldest_held_age_seconds",
+						       real_or_null(s->queues_read && t->held > 0, t->held_oldest_s))) <
+		    0) {
 			json_decref(a);
 			return NULL;
 		}
@@ -379,13 +379,12 @@ int status_print_json(FILE *out, const struct status *s, const struct status_pro
 	json_t *o;
 	char *text;
 
-	o = json_pack("{s:b, s:o, s:o, s:{s:b, s:o}, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:{s:f, s:f}}",
-		      "healthy", p->n == 0, "problems", problems_json(p), "notes", notes_json(s), "postgres", "ok",
-		      s->pg_ok, "error", str_or_null(!s->pg_ok, s->pg_err), "redis", redis_json(s), "targets",
-		      targets_json(s), "leader", leader_json(s), "backlog", backlog_json(s), "gaps", gaps_json(s),
-		      "dead", dead_json(s), "queues", queues_json(s),
-		      "horizon", horizon_json(s), "thresholds", "max_age_seconds", (double)max_age_ms / 1000,
-		      "warn_xact_age_seconds", (double)horizon_ms / 1000);
+	o = json_pack("{s:b, s:o, s:o, s:{s:b, s:o}, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:{s:f, s:f}}", "healthy",
+		      p->n == 0, "problems", problems_json(p), "notes", notes_json(s), "postgres", "ok", s->pg_ok,
+		      "error", str_or_null(!s->pg_ok, s->pg_err), "redis", redis_json(s), "targets", targets_json(s),
+		      "leader", leader_json(s), "backlog", backlog_json(s), "gaps", gaps_json(s), "dead", dead_json(s),
+		      "queues", queues_json(s), "horizon", horizon_json(s), "thresholds", "max_age_seconds",
+		      (double)max_age_ms / 1000, "warn_xact_age_seconds", (double)horizon_ms / 1000);
 	if (!o)
 		return -ENOMEM;
 	text = json_dumps(o, JSON_PRESERVE_ORDER);

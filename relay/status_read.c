@@ -63,16 +63,16 @@
  * its lock has no pid, its virtualtransaction is "-1/<its xid>", and its age
  * is since it was prepared (pg_prepared_xacts), as the horizon line's.
  */
-#define STAGING_SQL                                                                                                     \
-	"SELECT count(*), coalesce(max(greatest(0, extract(epoch FROM clock_timestamp() - s.since))), 0)::float8,"      \
-	" coalesce((array_agg(s.pid ORDER BY s.since NULLS LAST))[1], 0),"                                              \
-	" coalesce((array_agg(s.gid ORDER BY s.since NULLS LAST))[1], '')"                                              \
-	" FROM (SELECT l.pid, coalesce(a.xact_start, p.prepared) AS since, p.gid"                                       \
-	" FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid"                                                \
-	" LEFT JOIN pg_prepared_xacts p ON l.pid IS NULL AND l.virtualtransaction = '-1/' || p.transaction::text"       \
-	" WHERE l.locktype = 'relation' AND l.granted AND l.mode = 'RowExclusiveLock'"                                  \
-	" AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())"                            \
-	" AND l.relation = 'staged_jobs'::regclass"                                                                     \
+#define STAGING_SQL                                                                                                    \
+	"SELECT count(*), coalesce(max(greatest(0, extract(epoch FROM clock_timestamp() - s.since))), 0)::float8,"     \
+	" coalesce((array_agg(s.pid ORDER BY s.since NULLS LAST))[1], 0),"                                             \
+	" coalesce((array_agg(s.gid ORDER BY s.since NULLS LAST))[1], '')"                                             \
+	" FROM (SELECT l.pid, coalesce(a.xact_start, p.prepared) AS since, p.gid"                                      \
+	" FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid"                                               \
+	" LEFT JOIN pg_prepared_xacts p ON l.pid IS NULL AND l.virtualtransaction = '-1/' || p.transaction::text"      \
+	" WHERE l.locktype = 'relation' AND l.granted AND l.mode = 'RowExclusiveLock'"                                 \
+	" AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())"                           \
+	" AND l.relation = 'staged_jobs'::regclass"                                                                    \
 	" AND l.pid IS DISTINCT FROM pg_backend_pid() AND l.pid IS DISTINCT FROM $1::int) s"
 
 /* Keeps the first failure: the one line status shows for Postgres. */

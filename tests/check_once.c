@@ -207,8 +207,10 @@ START_TEST(jobs_held_for_a_target_that_is_down_name_the_target_and_the_queue)
 {
 	PGconn *c = h_pg();
 	redisContext *r = h_redis();
-	const char *args[] = { "--once", "--route", "shard2 reports,bq --redis-url redis://127.0.0.1:1/0",
-			       "--queue-limit", "default=1,other=1", NULL };
+	const char *args[] = {
+		"--once",        "--route",           "shard2 reports,bq --redis-url redis://127.0.0.1:1/0",
+		"--queue-limit", "default=1,other=1", NULL
+	};
 
 	h_stage(c, "reports", 1, 1);
 	h_stage(c, "bq", 1, 2);
@@ -266,7 +268,8 @@ START_TEST(a_hot_standby_ends_once_after_the_10_s_it_says)
 	ck_assert_msg(st == 1, "exit status %d, not 1; see %s", st, p.log);
 	ck_assert(h_log_contains(p.log, "will not lead from a hot standby"));
 	ck_assert(logs_count_both(p.log, "--once gave up", "waited_s=10 ") == 1);
-	ck_assert_msg(took >= 9800 && took < 20000, "--once gave up after %lld ms, not about 10 s; see %s", took, p.log);
+	ck_assert_msg(took >= 9800 && took < 20000, "--once gave up after %lld ms, not about 10 s; see %s", took,
+		      p.log);
 }
 END_TEST
 

@@ -539,8 +539,8 @@ START_TEST(a_stopped_target_s_held_row_needs_a_person)
 	ck_assert(!said("no relay holds the leader lock"));
 
 	RELAY_CHECK(&p,
-		    status_run("status-held-json", (const char *const[]){ "--route", route, "--max-age", "2s", "--json",
-									  NULL }) == 1,
+		    status_run("status-held-json",
+			       (const char *const[]){ "--route", route, "--max-age", "2s", "--json", NULL }) == 1,
 		    "status --json did not say it needs a person; see %s", out_path);
 	o = output_json();
 	ck_assert_ptr_nonnull(problem(o, "the oldest held job (target b) is "));
@@ -560,8 +560,8 @@ START_TEST(a_stopped_target_s_held_row_needs_a_person)
 	json_decref(o);
 	/* Under a longer --max-age the held row is no problem (the stopped target still is). */
 	RELAY_CHECK(&p,
-		    status_run("status-held-ok", (const char *const[]){ "--route", route, "--max-age", "1h", "--json",
-									NULL }) == 1,
+		    status_run("status-held-ok",
+			       (const char *const[]){ "--route", route, "--max-age", "1h", "--json", NULL }) == 1,
 		    "see %s", out_path);
 	o = output_json();
 	ck_assert_ptr_null(problem(o, "the oldest held job"));
@@ -590,16 +590,16 @@ START_TEST(route_queue_lengths_come_from_the_route_s_redis)
 		 " target) VALUES (1, 'bq', 'W', '[]', '{}', now() - interval '30 seconds', lpad('1', 24, '0'),"
 		 " gen_random_uuid(), 1, 'b'), (2, 'old', 'W', '[]', '{}', now(), lpad('2', 24, '0'),"
 		 " gen_random_uuid(), 2, 'gone')");
-	ck_assert_int_eq(status_run("status-route-len", (const char *const[]){ "--route", route, "--max-queue-length",
-									       "5", NULL }),
+	ck_assert_int_eq(status_run("status-route-len",
+				    (const char *const[]){ "--route", route, "--max-queue-length", "5", NULL }),
 			 1);
 	ASSERT_SAID("queue     bq (target b): list 3 of cap 5, 1 held");
 	ASSERT_SAID("target    b: 127.0.0.1:");
 	ASSERT_SAID(", reachable, 1 held, oldest 3");
 	ASSERT_SAID("target    gone: no route of this name now, 1 held, oldest ");
-	ck_assert_int_eq(status_run("status-route-len-json", (const char *const[]){ "--route", route,
-										    "--max-queue-length", "5",
-										    "--json", NULL }),
+	ck_assert_int_eq(status_run("status-route-len-json",
+				    (const char *const[]){ "--route", route, "--max-queue-length", "5", "--json",
+							   NULL }),
 			 1);
 	o = output_json();
 	q = at(o, "queues", NULL);
