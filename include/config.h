@@ -13,7 +13,7 @@
 #include "routes.h"
 
 /* status, dead and help are taken by main before the settings are read (relay/commands.c). */
-enum config_command { CMD_RUN = 0, CMD_MIGRATE, CMD_STATUS, CMD_DEAD, CMD_HELP };
+enum config_command { CMD_RUN = 0, CMD_MIGRATE, CMD_STATUS, CMD_DEAD, CMD_HELD, CMD_HELP };
 
 /* --sidekiq-version auto: read off the running Sidekiq processes (sidekiq_probe.h). */
 #define SIDEKIQ_VERSION_AUTO 0

@@ -38,6 +38,11 @@ void pg_held_free(struct pg_held *h);
 /* Reads the held table into r (rounds_reset, then rounds_load per queue and
  * tenant), outside a batch. 0, -EIO (pg->errstr) or -ENOMEM. */
 int pg_held_load(struct pg_held *h, struct pg_source *pg, struct rounds *r) SD_MUSTCHECK;
+/* Outside a batch: moves the held rows whose route column names none of
+ * names (n of them) to staged_jobs_dead with the reason; *moved says how
+ * many. 0, -EIO (pg->errstr) or -ENOMEM. */
+int pg_held_dead_gone_routes(struct pg_held *h, struct pg_source *pg, const char *const *names, size_t n,
+			     long long *moved) SD_MUSTCHECK;
 /*
  * In the batch's transaction, one round trip: moves the rows in mv from
  * staged_jobs to staged_jobs_held (all of them, or the statement fails),

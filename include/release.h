@@ -64,6 +64,8 @@ struct release {
 	long long paused_ms;  /* when --max-redis-memory paused the relay; 0: not paused */
 	long long backlog_ms; /* since when some capped queue holds jobs; 0: none */
 	bool said_queue_bound;
+	long long gone_held; /* rows held for targets this relay does not have (warned of) */
+	long long reload_ms; /* with gone_held: when to count them again */
 	char errstr[300];
 };
 

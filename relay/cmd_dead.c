@@ -13,7 +13,7 @@
 
 /* A role without the grants gets the Postgres message and where the grants are. */
 #define PRIVILEGE_HINT                                                                                                 \
-	"the dead commands need the role stagedrain_admin (GRANT stagedrain_admin TO you; sql/roles.sql creates it)"
+	"the dead and held commands need the role stagedrain_admin (GRANT stagedrain_admin TO you; sql/roles.sql creates it)"
 #define INSUFFICIENT_PRIVILEGE "42501"
 
 int dead_say(int status, const char *fmt, ...)

@@ -48,6 +48,17 @@ static const struct cmd_opt dead_purge_opts[] = {
 	{ NULL, NULL, NULL },
 };
 
+static const struct cmd_opt held_list_opts[] = {
+	{ "target", "NAME", "only rows held for this target (default: every target)" },
+	{ NULL, NULL, NULL },
+};
+
+static const struct cmd_opt held_move_opts[] = {
+	{ "target", "NAME", "the target no route has now whose rows move (required)" },
+	{ "dry-run", NULL, "print how many rows would move, and move nothing" },
+	{ NULL, NULL, NULL },
+};
+
 const struct command_doc operator_commands[] = {
 	{ "status", "[--json] [--max-age SPAN]", "say whether the relay works and how far behind it is", status_opts },
 	{ "dead list", "[filters] [--limit N] [--json]", "list dead-lettered jobs, oldest first", dead_list_opts },
@@ -58,6 +69,14 @@ const struct command_doc operator_commands[] = {
 	  "move dead-lettered jobs back into staged_jobs, in their original order, in one transaction",
 	  dead_replay_opts },
 	{ "dead purge", "--older-than SPAN [--dry-run]", "delete old dead-lettered jobs", dead_purge_opts },
+	{ "held list", "[--target NAME]", "list the jobs waiting in staged_jobs_held, by target and queue",
+	  held_list_opts },
+	{ "held release", "--target NAME [--dry-run]",
+	  "stage again, in the order they were held, the jobs held for a target no route has now: the relay sends"
+	  " them where its rules say",
+	  held_move_opts },
+	{ "held dead", "--target NAME [--dry-run]",
+	  "move the jobs held for a target no route has now to staged_jobs_dead", held_move_opts },
 	{ NULL, NULL, NULL, NULL },
 };
 

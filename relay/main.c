@@ -12,6 +12,7 @@
 
 #include "cmd_args.h"
 #include "cmd_dead.h"
+#include "cmd_held.h"
 #include "cmd_status.h"
 #include "config.h"
 #include "drain.h"
@@ -155,9 +156,7 @@ static const struct operator_cmd {
 	const char *word;
 	int (*run)(int argc, char **argv);
 } operator_cmds[] = {
-	{ "help", run_help },
-	{ "status", cmd_status_main },
-	{ "dead", cmd_dead_main },
+	{ "help", run_help }, { "status", cmd_status_main }, { "dead", cmd_dead_main }, { "held", cmd_held_main },
 	{ NULL, NULL },
 };
 

@@ -75,6 +75,44 @@ int pg_held_load(struct pg_held *h, struct pg_source *pg, struct rounds *r)
 	return rc;
 }
 
+/*
+ * Held rows whose route column names a route this relay does not have (it
+ * was removed or renamed since they were held) go to the dead table, as a
+ * fresh row naming no route would: one statement on its own, at a new
+ * leadership's reading, before the rounds count what is left; after the
+ * DELETE of g, the rows whose route is none of the names given.
+ */
+#define ROUTE_GONE_SQL                                                                                                   \
+	", i AS (INSERT INTO staged_jobs_dead (id, queue, job_class, args, run_at, options, created_at, jid, uuid,"      \
+	" tenant, route, reason) SELECT id, queue, job_class, args, run_at, options, created_at, jid, uuid, tenant,"     \
+	" route, 'route \"' || left(route, 100) || '\" is not a route of this relay (--route); it was held for target '" \
+	" || coalesce(target, 'default') FROM g ORDER BY hold_id RETURNING 1) SELECT count(*) FROM i"
+
+int pg_held_dead_gone_routes(struct pg_held *h, struct pg_source *pg, const char *const *names, size_t n,
+			     long long *moved)
+{
+	PGresult *res;
+	int rc;
+
+	buf_reset(&h->sql);
+	rc = buf_puts(&h->sql, "WITH g AS (DELETE FROM staged_jobs_held WHERE route <> '' AND NOT route = ANY('{");
+	for (size_t i = 0; rc == 0 && i < n; i++) /* route names need no quoting (routes.h) */
+		rc = buf_printf(&h->sql, "%s\"%s\"", i ? "," : "", names[i]);
+	if (rc == 0)
+		rc = buf_puts(&h->sql, "}'::text[]) RETURNING *)" ROUTE_GONE_SQL);
+	if (rc < 0)
+		return rc;
+	res = pg_source_exec(pg, h->sql.data);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+		rc = pg_source_fail(pg, res, "could not dead-letter held rows of a removed route");
+		PQclear(res);
+		return rc;
+	}
+	*moved = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+	PQclear(res);
+	return 0;
+}
+
 /* Appends "{a,b,c}" of n values got(i). */
 static int put_ints(struct buf *sql, size_t n, long long (*got)(const void *v, size_t i), const void *v)
 {

@@ -15,6 +15,8 @@
 /* A queue whose released jobs met a key of the wrong type waits this long
  * before it is released again (the old gaps' pace: held rows the same). */
 #define RELEASE_RETRY_MS 500
+/* How often rows held for a gone target are counted again. */
+#define RELEASE_GONE_RELOAD_MS 10000
 
 void release_init(struct release *rl, const struct config *cfg)
 {
@@ -61,18 +63,32 @@ void release_targets(struct release *rl, const struct release_target *ts, size_t
 	rl->nts = n;
 }
 
-/* The target a queue's key names: an unknown one (a route since removed)
- * is the default's, whose rules took its queue's rows before. */
+/* The target a queue's key names, or KEY_GONE: a target this relay does
+ * not have (its route was removed or renamed; the relay knows targets by
+ * name). Its Redis may hold a late copy of a push that timed out, so its
+ * rows go nowhere else unasked: they wait, counted, for the target to come
+ * back or for `stagedrain held` (docs/topologies.md). */
+#define KEY_GONE ((size_t)-1)
 static size_t key_target(const struct release *rl, const char *key, size_t len)
 {
 	const char *target, *queue;
 	size_t tlen, qlen;
 
 	rounds_key_split(key, len, &target, &tlen, &queue, &qlen);
-	for (size_t i = 1; target && i < rl->nts; i++)
+	if (!target)
+		return 0;
+	for (size_t i = 1; i < rl->nts; i++)
 		if (strlen(rl->ts[i].name) == tlen && memcmp(rl->ts[i].name, target, tlen) == 0)
 			return i;
-	return 0;
+	return KEY_GONE;
+}
+
+/* Its rows may be released now: its target is here, up, its fence settled. */
+static bool key_up(const struct release *rl, const char *key, size_t len)
+{
+	size_t t = key_target(rl, key, len);
+
+	return t != KEY_GONE && rl->ts[t].up;
 }
 
 void release_forget(struct release *rl)
@@ -80,20 +96,86 @@ void release_forget(struct release *rl)
 	rl->loaded = false;
 }
 
-int release_load(struct release *rl, struct pg_source *pg, struct metrics *m)
+/* Held rows whose route column names a route that is gone are dead, held
+ * or not (as drain_add_row does a fresh one's). */
+static int dead_gone_routes(struct release *rl, struct pg_source *pg)
 {
+	const char **names = malloc((rl->nts + 1) * sizeof(*names));
+	size_t n = 0;
+	long long moved = 0;
 	int rc;
 
-	if (rl->loaded)
+	if (!names)
+		return -ENOMEM;
+	names[n++] = "default";
+	for (size_t i = 1; i < rl->nts; i++)
+		names[n++] = rl->ts[i].name;
+	rc = pg_held_dead_gone_routes(&rl->held, pg, names, n, &moved);
+	free(names);
+	if (rc < 0)
+		return rc;
+	if (moved)
+		log_warn("held rows name a route this relay does not have; moved them to staged_jobs_dead",
+			 LOGF(F_INT("rows", moved)));
+	return 0;
+}
+
+/* Rows held for targets that are gone, in all. */
+static long long gone_held(const struct release *rl)
+{
+	long long n = 0;
+
+	for (size_t i = 0; i < rl->rounds.nq; i++)
+		if (key_target(rl, rl->rounds.q[i].name, rl->rounds.q[i].len) == KEY_GONE)
+			n += rl->rounds.q[i].now.held;
+	return n;
+}
+
+/* Warns of each queue held for a target that is gone, whenever their
+ * number changed. */
+static void warn_gone(struct release *rl)
+{
+	long long all = gone_held(rl);
+
+	for (size_t i = 0; all != rl->gone_held && i < rl->rounds.nq; i++) {
+		const struct rounds_queue *q = &rl->rounds.q[i];
+		const char *target, *queue;
+		size_t tlen, qlen;
+		if (!q->now.held || key_target(rl, q->name, q->len) != KEY_GONE)
+			continue;
+		rounds_key_split(q->name, q->len, &target, &tlen, &queue, &qlen);
+		log_warn("jobs wait held for a target this relay no longer has; they stay held until it is"
+			 " configured again, or `stagedrain held release|dead --target` moves them",
+			 LOGF(F_STR("target", target), F_STR("queue", queue), F_INT("jobs_held", q->now.held)));
+	}
+	rl->gone_held = all;
+}
+
+int release_load(struct release *rl, struct pg_source *pg, struct metrics *m)
+{
+	long long now = clock_mono_ms();
+	int rc;
+
+	/* While rows wait for a gone target, read the table again now and
+	 * then: an operator's `held release|dead` shows in the figures. */
+	if (rl->loaded && !(rl->gone_held && now >= rl->reload_ms))
 		return 0;
-	if ((rc = pg_held_load(&rl->held, pg, &rl->rounds)) < 0)
+	for (size_t i = 0; rl->loaded && i < rl->rounds.nq; i++)
+		if (key_target(rl, rl->rounds.q[i].name, rl->rounds.q[i].len) == KEY_GONE) {
+			struct rounds_queue gone = rl->rounds.q[i];
+			gone.now.held = 0;
+			held_metrics(m, &gone, 0, 0, 0);
+		}
+	if ((rc = dead_gone_routes(rl, pg)) < 0 || (rc = pg_held_load(&rl->held, pg, &rl->rounds)) < 0)
 		return rc;
 	rl->loaded = true;
+	rl->reload_ms = now + RELEASE_GONE_RELOAD_MS;
 	for (size_t i = 0; i < rl->rounds.nq; i++)
 		held_metrics(m, &rl->rounds.q[i], 0, 0, 0);
-	if (rounds_held(&rl->rounds) > 0)
+	if (rounds_held(&rl->rounds) > gone_held(rl))
 		log_info("jobs wait in staged_jobs_held; releasing them as their queues have room",
 			 LOGF(F_INT("jobs_held", rounds_held(&rl->rounds)), F_INT("queues", rl->rounds.nq)));
+	warn_gone(rl);
 	return 0;
 }
 
@@ -218,7 +300,7 @@ static int classify(struct release *rl, const struct batch *b)
 		struct rounds_queue *q = &r->q[qi];
 		const char *target, *queue;
 		size_t tlen, qlen;
-		if (q->pend.held == 0 || !rl->ts[key_target(rl, q->name, q->len)].up)
+		if (q->pend.held == 0 || !key_up(rl, q->name, q->len))
 			continue;
 		rounds_key_split(q->name, q->len, &target, &tlen, &queue, &qlen);
 		q->cap = queue_limits_cap(&cfg->queue_limits, queue, qlen, cfg->max_queue_length);
@@ -279,11 +361,48 @@ static int wants(struct release *rl)
 	return 0;
 }
 
-/* Builds the released rows into b, after its staged jobs, each with its
- * target's opts. */
+/* Where a released row goes now: the target its route column names, else
+ * the one today's rules pick for its queue; ROUTES_NONE if its route is gone. */
+static size_t released_target(const struct release *rl, const struct job_row *row)
+{
+	const struct routes *r = &rl->cfg->routes;
+
+	if (row->route && row->route_len > 0)
+		return routes_find(r, row->queue, row->queue_len, row->route, row->route_len);
+	return r->n > 1 ? routes_find(r, row->queue, row->queue_len, NULL, 0) : 0;
+}
+
+/* One wanted queue's released rows so far in this batch, to take back
+ * whole when one of them may not go yet. */
+struct release_run_of {
+	long qi;
+	size_t njobs, ndead, released_dead;
+	long long n, waited_us;
+};
+
+/* The run's rows wait again, in order, and its queue a while: a row's
+ * target by today's rules is not up. */
+static void take_back(struct release *rl, struct batch *b, const struct release_run_of *run)
+{
+	b->njobs = run->njobs;
+	b->ndead = run->ndead;
+	rl->released_dead = run->released_dead;
+	rl->rounds.q[run->qi].waited_us -= run->waited_us;
+	rounds_unrelease(&rl->rounds, (size_t)run->qi, run->n, clock_mono_ms() + RELEASE_RETRY_MS);
+}
+
+/*
+ * Builds the released rows into b, after its staged jobs, each where today's
+ * rules send it (a route change between restarts moves a queue's held rows
+ * to its new target; their old target, up, has settled its fence, so no late
+ * copy of theirs is pending), with that target's opts. A row whose route is
+ * gone is dead; a queue with a row whose new target is not up waits whole.
+ */
 static int build_released(struct release *rl, struct batch *b)
 {
 	int n = pg_held_nrows(&rl->held), rc;
+	struct release_run_of run = { .qi = -1 };
+	long skip = -1;
 
 	rl->released_dead = 0;
 	if ((rc = batch_grow(b, (size_t)n)) < 0)
@@ -291,16 +410,33 @@ static int build_released(struct release *rl, struct batch *b)
 	for (int i = 0; i < n; i++) {
 		struct job_row row;
 		struct held_row hr;
-		size_t ndead = b->ndead;
+		char why[JOB_REASON_SIZE];
+		size_t ndead = b->ndead, t;
 		long qi;
 		pg_held_row(&rl->held, i, &row, &hr);
 		if ((rc = rounds_key(&rl->key, hr.target, hr.target_len, row.queue, row.queue_len)) < 0)
 			return rc;
 		if ((qi = rounds_find(&rl->rounds, rl->key.data, rl->key.len)) < 0)
 			return -EINVAL; /* read only for queues asked for */
+		if (qi == skip)
+			continue;
+		if (qi != run.qi)
+			run = (struct release_run_of){ qi, b->njobs, b->ndead, rl->released_dead, 0, 0 };
+		if ((t = released_target(rl, &row)) == ROUTES_NONE) {
+			snprintf(why, sizeof(why), "route \"%.*s\" is not a route of this relay (--route)",
+				 (int)(row.route_len < 100 ? row.route_len : 100), row.route);
+			row.unfit = row.unfit ? row.unfit : why;
+			t = key_target(rl, rl->key.data, rl->key.len);
+		} else if (!rl->ts[t].up) {
+			take_back(rl, b, &run);
+			skip = qi;
+			continue;
+		}
 		rounds_released(&rl->rounds, (size_t)qi, hr.round, hr.hold_id);
 		rl->rounds.q[qi].waited_us += hr.held_us;
-		if ((rc = batch_add(b, &row, rl->ts[key_target(rl, rl->key.data, rl->key.len)].opts, hr.hold_id)) < 0)
+		run.n++;
+		run.waited_us += hr.held_us;
+		if ((rc = batch_add(b, &row, rl->ts[t].opts, hr.hold_id)) < 0)
 			return rc;
 		rl->released_dead += b->ndead - ndead;
 	}

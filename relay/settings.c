@@ -13,6 +13,7 @@ const struct choice settings_commands[] = {
 	{ "migrate", CMD_MIGRATE, "create or upgrade the staged_jobs table, then exit" },
 	{ "status", CMD_STATUS, "say whether the relay works and how far behind it is, then exit" },
 	{ "dead", CMD_DEAD, "list, show, replay or purge dead-lettered jobs" },
+	{ "held", CMD_HELD, "list held jobs; release or dead-letter a removed target's" },
 	{ "help", CMD_HELP, "print this, or one command's options (help dead), then exit" },
 	{ NULL, 0, NULL },
 };

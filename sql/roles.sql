@@ -38,7 +38,9 @@
 --                     which claims a row by deleting it); INSERT on
 --                     staged_jobs' columns other than id, as the app, and
 --                     SELECT on its id (replay prints the new ids); USAGE
---                     on its id sequence. It cannot read staged jobs.
+--                     on its id sequence; and for `stagedrain held`:
+--                     SELECT, DELETE on staged_jobs_held, INSERT on
+--                     staged_jobs_dead. It cannot read staged jobs.
 --
 -- and nothing else: each run first revokes whatever these three roles hold on
 -- those objects, so running it again (safe at any time) restores exactly this.
@@ -145,6 +147,11 @@ BEGIN
     EXECUTE format('GRANT INSERT (queue, job_class, args, run_at, options, created_at, jid, uuid, tenant,'
                    ' route), SELECT (id) ON TABLE %s TO stagedrain_admin', jobs);
     EXECUTE format('GRANT USAGE ON SEQUENCE %s TO stagedrain_admin', seq);
+    -- `stagedrain held` lists the held rows, and claims those of a target
+    -- no route has now (DELETE ... RETURNING) to stage them again or to
+    -- move them to the dead table.
+    EXECUTE format('GRANT SELECT, DELETE ON TABLE %s TO stagedrain_admin', held);
+    EXECUTE format('GRANT INSERT ON TABLE %s TO stagedrain_admin', dead);
 END
 $$;
 

@@ -534,7 +534,7 @@ static const struct err_case {
 	{ NULL, NULL, { "--batch-size", "--once" }, "--batch-size needs a value" },
 	{ NULL, NULL, { "--help=yes" }, "--help takes no value" },
 	{ NULL, NULL, { "-h=1" }, "-h takes no value" },
-	{ NULL, NULL, { "frob" }, "unknown command \"frob\": must be one of run, migrate, status, dead, help" },
+	{ NULL, NULL, { "frob" }, "unknown command \"frob\": must be one of run, migrate, status, dead, held, help" },
 	{ NULL, NULL, { "--once", "migrate" }, "unexpected argument \"migrate\" (the command goes first)" },
 	{ NULL, NULL, { "run", "extra" }, "unexpected argument \"extra\"" },
 	{ NULL, NULL, { "-" }, "unexpected argument \"-\"" },
@@ -847,7 +847,7 @@ START_TEST(usage_lists_every_setting)
 	ck_assert_ptr_nonnull(out);
 	config_usage(out);
 	fclose(out);
-	ck_assert_msg(strncmp(text, "usage: stagedrain [run|migrate|status|dead|help] [options]\n", 59) == 0, "%.80s",
+	ck_assert_msg(strncmp(text, "usage: stagedrain [run|migrate|status|dead|held|help] [options]\n", 64) == 0, "%.80s",
 		      text);
 	for (const char *const *f = all_flags; *f; f++)
 		ck_assert_msg(strstr(text, *f), "usage lacks %s", *f);

@@ -459,8 +459,9 @@ START_TEST(bad_input_says_one_line_and_changes_nothing)
 	/* No privilege: the relay's role (and the app's, which shares its lack). */
 	h_relay_role(c, "sd_dead_relay", relay_url, sizeof(relay_url));
 	dead_as(&s, relay_url, (const char *const[]){ "list", NULL });
-	one_error(&s, 1,
-		  "permission denied for table staged_jobs_dead; the dead commands need the role stagedrain_admin");
+	one_error(
+		&s, 1,
+		"permission denied for table staged_jobs_dead; the dead and held commands need the role stagedrain_admin");
 	dead_as(&s, relay_url, (const char *const[]){ "replay", "1", NULL });
 	one_error(&s, 1, "permission denied");
 	dead_as(&s, relay_url, (const char *const[]){ "purge", "--older-than", "0s", NULL });

@@ -14,71 +14,15 @@
 #include "suites.h"
 #include "support/redis_server.h"
 
-/* The second Redis (services.sh redis2-start): target "b". */
-struct second {
-	redisContext *r;
-	char route[256];
-	int pid;
-};
-
-static void second_start(struct second *s, const char *queues, const char *more)
-{
-	char path[600];
-	FILE *f;
-
-	h_services("redis2-start");
-	s->r = redisConnect("127.0.0.1", h_port("redis2"));
-	ck_assert_msg(s->r && !s->r->err, "redis2: %s", s->r ? s->r->errstr : "no memory");
-	freeReplyObject(h_cmd(s->r, "FLUSHALL"));
-	snprintf(s->route, sizeof(s->route), "b %s --redis-url redis://127.0.0.1:%d/0%s", queues, h_port("redis2"),
-		 more);
-	snprintf(path, sizeof(path), "%s/redis2.pid", h_env("TEST_DIR"));
-	ck_assert_ptr_nonnull(f = fopen(path, "r"));
-	ck_assert_int_eq(fscanf(f, "%d", &s->pid), 1);
-	fclose(f);
-}
-
-static void second_stop(struct second *s)
-{
-	kill(s->pid, SIGCONT);
-	redisFree(s->r);
-	h_services("redis2-stop");
-}
-
-/* The args of a Sidekiq list's jobs, in the order a worker takes them
- * (RPOP: the list's tail first), as one text "1,2,3". */
-static void list_args(redisContext *r, const char *key, char *out, size_t len)
-{
-	json_t *jobs = h_list_jobs(r, key), *j;
-	size_t i, n = json_array_size(jobs), at = 0;
-
-	out[0] = '\0';
-	for (i = n; i-- > 0 && at + 24 < len;) {
-		j = json_array_get(json_object_get(json_array_get(jobs, i), "args"), 0);
-		at += (size_t)snprintf(out + at, len - at, "%s%lld", at ? "," : "", (long long)json_integer_value(j));
-	}
-	json_decref(jobs);
-}
-
-/* "first,first+1,...,first+n-1" */
-static void series(int first, int n, char *out, size_t len)
-{
-	size_t at = 0;
-
-	out[0] = '\0';
-	for (int i = 0; i < n && at + 24 < len; i++)
-		at += (size_t)snprintf(out + at, len - at, "%s%d", i ? "," : "", first + i);
-}
-
 START_TEST(rows_go_to_the_target_their_queue_or_route_column_names)
 {
 	PGconn *c = h_pg();
 	redisContext *r = h_redis();
-	struct second b;
+	struct h_second b;
 	char got[4096], want[4096], reason[300];
 
 	h_reset();
-	second_start(&b, "bq,bglob.*", "");
+	h_second_start(&b, "bq,bglob.*", "");
 	h_stage(c, "default", 1, 5);
 	h_stage(c, "bq", 100, 5);
 	h_stage(c, "bglob.x", 200, 3);
@@ -90,17 +34,17 @@ START_TEST(rows_go_to_the_target_their_queue_or_route_column_names)
 		const char *args[] = { "--once", "--route", b.route, NULL };
 		ck_assert_int_eq(h_relay_run("routed-split", args), 0);
 	}
-	list_args(r, "queue:default", got, sizeof(got));
+	h_list_args(r, "queue:default", got, sizeof(got));
 	ck_assert_str_eq(got, "1,2,3,4,5");
-	list_args(r, "queue:bq", got, sizeof(got));
+	h_list_args(r, "queue:bq", got, sizeof(got));
 	ck_assert_str_eq(got, "301");
-	list_args(b.r, "queue:bq", got, sizeof(got));
-	series(100, 5, want, sizeof(want));
+	h_list_args(b.r, "queue:bq", got, sizeof(got));
+	h_series(100, 5, want, sizeof(want));
 	strcat(want, ",303"); /* an empty route names none: the rules pick */
 	ck_assert_str_eq(got, want);
-	list_args(b.r, "queue:bglob.x", got, sizeof(got));
+	h_list_args(b.r, "queue:bglob.x", got, sizeof(got));
 	ck_assert_str_eq(got, "200,201,202");
-	list_args(b.r, "queue:default", got, sizeof(got));
+	h_list_args(b.r, "queue:default", got, sizeof(got));
 	ck_assert_str_eq(got, "300");
 	/* Sidekiq's own layout on each: the queues set names what each holds. */
 	ck_assert_int_eq(h_cmd_int(b.r, "SISMEMBER queues bq"), 1);
@@ -114,7 +58,7 @@ START_TEST(rows_go_to_the_target_their_queue_or_route_column_names)
 		   sizeof(reason));
 	ck_assert_msg(strstr(reason, "route \"nope\"") != NULL, "reason: %s", reason);
 	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs"), 0);
-	second_stop(&b);
+	h_second_stop(&b);
 	redisFree(r);
 	PQfinish(c);
 }
@@ -126,14 +70,14 @@ START_TEST(a_target_that_stops_answering_holds_its_rows_while_the_other_flows)
 {
 	PGconn *c = h_pg();
 	redisContext *r = h_redis();
-	struct second b;
+	struct h_second b;
 	struct relay_proc p;
 	char got[8192], want[8192], *page;
 	double up_b, up_default, relayed, held;
 	int port, status;
 
 	h_reset();
-	second_start(&b, "bq", " --sidekiq-version 7");
+	h_second_start(&b, "bq", " --sidekiq-version 7");
 	{
 		const char *args[] = { "--route",
 				       b.route,
@@ -181,16 +125,16 @@ START_TEST(a_target_that_stops_answering_holds_its_rows_while_the_other_flows)
 	sleep_ms(300);
 	h_relay_kill(&p, SIGTERM);
 	ck_assert_int_eq(h_relay_wait(&p, 10000), 0);
-	list_args(b.r, "queue:bq", got, sizeof(got));
-	series(1, 110, want, sizeof(want));
+	h_list_args(b.r, "queue:bq", got, sizeof(got));
+	h_series(1, 110, want, sizeof(want));
 	ck_assert_str_eq(got, want);
-	list_args(r, "queue:default", got, sizeof(got));
-	series(1, 100, want, sizeof(want));
+	h_list_args(r, "queue:default", got, sizeof(got));
+	h_series(1, 100, want, sizeof(want));
 	ck_assert_str_eq(got, want);
 	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs_held"), 0);
 	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs"), 0);
 	ck_assert(h_log_contains(p.log, "target=b"));
-	second_stop(&b);
+	h_second_stop(&b);
 	redisFree(r);
 	PQfinish(c);
 }
@@ -204,12 +148,12 @@ START_TEST(a_target_that_hangs_holds_up_no_other)
 {
 	PGconn *c = h_pg();
 	redisContext *r = h_redis();
-	struct second b;
+	struct h_second b;
 	struct relay_proc p;
 	long long worst = 0;
 
 	h_reset();
-	second_start(&b, "bq", " --sidekiq-version 7");
+	h_second_start(&b, "bq", " --sidekiq-version 7");
 	{
 		const char *args[] = {
 			"--route", b.route, "--redis-timeout", "3s", "--poll-interval", "20", "--sidekiq-version",
@@ -239,7 +183,7 @@ START_TEST(a_target_that_hangs_holds_up_no_other)
 	h_relay_kill(&p, SIGTERM);
 	ck_assert_int_eq(h_relay_wait(&p, 10000), 0);
 	ck_assert_msg(worst < 1000, "a default job waited %lld ms while b hung", worst);
-	second_stop(&b);
+	h_second_stop(&b);
 	redisFree(r);
 	PQfinish(c);
 }
@@ -252,12 +196,12 @@ START_TEST(a_leader_killed_after_one_target_acknowledged_pushes_nothing_twice)
 {
 	PGconn *c = h_pg();
 	redisContext *r = h_redis();
-	struct second b;
+	struct h_second b;
 	struct relay_proc p;
 	char got[8192], want[8192];
 
 	h_reset();
-	second_start(&b, "bq", " --sidekiq-version 7");
+	h_second_start(&b, "bq", " --sidekiq-version 7");
 	{
 		const char *args[] = { "--route", b.route, "--redis-timeout", "20000", "--sidekiq-version", "7", NULL };
 		h_relay_start(&p, "routed-crash", args);
@@ -277,15 +221,15 @@ START_TEST(a_leader_killed_after_one_target_acknowledged_pushes_nothing_twice)
 		const char *args[] = { "--once", "--route", b.route, NULL };
 		ck_assert_int_eq(h_relay_run("routed-crash-2", args), 0);
 	}
-	list_args(r, "queue:default", got, sizeof(got));
+	h_list_args(r, "queue:default", got, sizeof(got));
 	ck_assert_str_eq(got, "2,4,6,8,10,12,14,16,18,20,22,24,26,28,30,32,34,36,38,40");
-	list_args(b.r, "queue:bq", got, sizeof(got));
+	h_list_args(b.r, "queue:bq", got, sizeof(got));
 	want[0] = '\0';
 	for (int i = 1, at = 0; i < 40; i += 2)
 		at += snprintf(want + at, sizeof(want) - (size_t)at, "%s%d", i > 1 ? "," : "", i);
 	ck_assert_str_eq(got, want);
 	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs"), 0);
-	second_stop(&b);
+	h_second_stop(&b);
 	redisFree(r);
 	PQfinish(c);
 }
@@ -298,11 +242,11 @@ START_TEST(a_glob_route_takes_long_queue_names)
 {
 	PGconn *c = h_pg();
 	redisContext *r = h_redis();
-	struct second b;
+	struct h_second b;
 	char q305[306], q1024[1025], key[1100], got[64];
 
 	h_reset();
-	second_start(&b, "bulk-*", "");
+	h_second_start(&b, "bulk-*", "");
 	memset(q305, 'x', sizeof(q305) - 1);
 	memcpy(q305, "bulk-", 5);
 	q305[sizeof(q305) - 1] = '\0';
@@ -316,15 +260,15 @@ START_TEST(a_glob_route_takes_long_queue_names)
 		ck_assert_int_eq(h_relay_run("routed-long-queue", args), 0);
 	}
 	snprintf(key, sizeof(key), "queue:%s", q305);
-	list_args(b.r, key, got, sizeof(got));
+	h_list_args(b.r, key, got, sizeof(got));
 	ck_assert_str_eq(got, "1,2");
 	ck_assert_int_eq(h_cmd_int(r, "EXISTS %s", key), 0);
 	snprintf(key, sizeof(key), "queue:%s", q1024);
-	list_args(b.r, key, got, sizeof(got));
+	h_list_args(b.r, key, got, sizeof(got));
 	ck_assert_str_eq(got, "10");
 	ck_assert_int_eq(h_cmd_int(r, "EXISTS %s", key), 0);
 	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs"), 0);
-	second_stop(&b);
+	h_second_stop(&b);
 	redisFree(r);
 }
 END_TEST
@@ -398,8 +342,8 @@ START_TEST(a_returning_target_gets_its_held_jobs_within_a_second_whatever_its_ba
 	ck_assert_int_eq(h_relay_wait(&p, 10000), 0);
 	ck_assert_msg(took < 1500, "b's held jobs arrived %lld ms after its redis answered (back-off %d ms); see %s",
 		      took, retry, p.log);
-	list_args(rb, "queue:bq", got, sizeof(got));
-	series(1, 11, want, sizeof(want));
+	h_list_args(rb, "queue:bq", got, sizeof(got));
+	h_series(1, 11, want, sizeof(want));
 	ck_assert_str_eq(got, want);
 	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs_held"), 0);
 	redisFree(rb);

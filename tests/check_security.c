@@ -90,8 +90,9 @@ static void login_role(PGconn *c, const char *name, const char *group, const cha
 /* The relay's and the app's (the admin's are checked apart: ADMIN_GRANTS). */
 #define GRANTS_SQL GRANTS_OF("r.rolname LIKE 'stagedrain\\_%%' AND r.rolname <> 'stagedrain_admin'")
 #define ADMIN_GRANTS_SQL GRANTS_OF("r.rolname = 'stagedrain_admin'")
-/* `stagedrain dead`: read and delete dead rows, stage rows as the app does
- * (never choosing the id) and read their new id back, nothing else. */
+/* `stagedrain dead` and `held`: read and delete dead rows, stage rows as the
+ * app does (never choosing the id) and read their new id back, read and
+ * delete held rows and add dead ones, nothing else. */
 #define ADMIN_GRANTS                                                                                                   \
 	"staged_jobs.args:stagedrain_admin:INSERT staged_jobs.created_at:stagedrain_admin:INSERT"                      \
 	" staged_jobs.id:stagedrain_admin:SELECT staged_jobs.jid:stagedrain_admin:INSERT"                              \
@@ -99,7 +100,9 @@ static void login_role(PGconn *c, const char *name, const char *group, const cha
 	" staged_jobs.queue:stagedrain_admin:INSERT staged_jobs.route:stagedrain_admin:INSERT"                         \
 	" staged_jobs.run_at:stagedrain_admin:INSERT"                                                                  \
 	" staged_jobs.tenant:stagedrain_admin:INSERT staged_jobs.uuid:stagedrain_admin:INSERT"                         \
-	" staged_jobs_dead:stagedrain_admin:DELETE staged_jobs_dead:stagedrain_admin:SELECT"                           \
+	" staged_jobs_dead:stagedrain_admin:DELETE staged_jobs_dead:stagedrain_admin:INSERT"                           \
+	" staged_jobs_dead:stagedrain_admin:SELECT"                                                                    \
+	" staged_jobs_held:stagedrain_admin:DELETE staged_jobs_held:stagedrain_admin:SELECT"                           \
 	" staged_jobs_id_seq:stagedrain_admin:USAGE"
 
 /* In byte order (COLLATE "C" in GRANTS_SQL): "." sorts before ":". The app may
@@ -187,8 +190,9 @@ START_TEST(roles_grant_exactly_what_each_needs)
 	denied(relay, "SELECT * FROM unrelated");
 	denied(relay, "INSERT INTO unrelated VALUES (1)");
 
-	/* The admin replays dead rows: it cannot read, change or take staged jobs,
-	 * nor choose an id, nor write dead rows. */
+	/* The admin replays dead rows and moves the held rows of a target gone
+	 * (`stagedrain held`): it cannot read, change or take staged jobs, nor
+	 * choose an id, nor change dead or held rows. */
 	login_role(c, "sd_admin", "stagedrain_admin", NULL);
 	admin = pg_as("sd_admin");
 	h_sql(admin, "SELECT count(*) FROM staged_jobs_dead");
@@ -197,9 +201,10 @@ START_TEST(roles_grant_exactly_what_each_needs)
 	denied(admin, "DELETE FROM staged_jobs");
 	denied(admin, "UPDATE staged_jobs SET queue = 'x'");
 	denied(admin, "INSERT INTO staged_jobs (id, job_class) VALUES (1000002, 'A')");
-	denied(admin, "INSERT INTO staged_jobs_dead (id, reason) VALUES (1, 'x')");
 	denied(admin, "UPDATE staged_jobs_dead SET reason = 'x'");
-	denied(admin, "SELECT * FROM staged_jobs_held");
+	h_sql(admin, "SELECT count(*) FROM staged_jobs_held");
+	denied(admin, "UPDATE staged_jobs_held SET target = 'x'");
+	denied(admin, "INSERT INTO staged_jobs_held (id) VALUES (1)");
 	denied(admin, "SELECT * FROM unrelated");
 	PQfinish(admin);
 	PQfinish(app);

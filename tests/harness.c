@@ -457,3 +457,52 @@ bool h_wait_len(redisContext *r, const char *key, long long n, int timeout_ms)
 	}
 	return true;
 }
+
+/* The args of a Sidekiq list's jobs, in the order a worker takes them
+ * (RPOP: the list's tail first), as one text "1,2,3". */
+void h_list_args(redisContext *r, const char *key, char *out, size_t len)
+{
+	json_t *jobs = h_list_jobs(r, key), *j;
+	size_t i, n = json_array_size(jobs), at = 0;
+
+	out[0] = '\0';
+	for (i = n; i-- > 0 && at + 24 < len;) {
+		j = json_array_get(json_object_get(json_array_get(jobs, i), "args"), 0);
+		at += (size_t)snprintf(out + at, len - at, "%s%lld", at ? "," : "", (long long)json_integer_value(j));
+	}
+	json_decref(jobs);
+}
+
+/* "first,first+1,...,first+n-1" */
+void h_series(int first, int n, char *out, size_t len)
+{
+	size_t at = 0;
+
+	out[0] = '\0';
+	for (int i = 0; i < n && at + 24 < len; i++)
+		at += (size_t)snprintf(out + at, len - at, "%s%d", i ? "," : "", first + i);
+}
+
+void h_second_start(struct h_second *s, const char *queues, const char *more)
+{
+	char path[600];
+	FILE *f;
+
+	h_services("redis2-start");
+	s->r = redisConnect("127.0.0.1", h_port("redis2"));
+	ck_assert_msg(s->r && !s->r->err, "redis2: %s", s->r ? s->r->errstr : "no memory");
+	freeReplyObject(h_cmd(s->r, "FLUSHALL"));
+	snprintf(s->route, sizeof(s->route), "b %s --redis-url redis://127.0.0.1:%d/0%s", queues, h_port("redis2"),
+		 more);
+	snprintf(path, sizeof(path), "%s/redis2.pid", h_env("TEST_DIR"));
+	ck_assert_ptr_nonnull(f = fopen(path, "r"));
+	ck_assert_int_eq(fscanf(f, "%d", &s->pid), 1);
+	fclose(f);
+}
+
+void h_second_stop(struct h_second *s)
+{
+	kill(s->pid, SIGCONT);
+	redisFree(s->r);
+	h_services("redis2-stop");
+}

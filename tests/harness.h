@@ -110,6 +110,21 @@ int h_http_port(struct relay_proc *p);
 
 /* Every job payload in a Redis list, parsed (caller json_decref's). */
 json_t *h_list_jobs(redisContext *r, const char *key);
+/* The second Redis (services.sh redis2-start), route "b" of the queues
+ * given (and more settings after them), its pid to SIGSTOP and SIGCONT. */
+struct h_second {
+	redisContext *r;
+	char route[256];
+	int pid;
+};
+void h_second_start(struct h_second *s, const char *queues, const char *more);
+/* Wakes it (SIGCONT) and stops it. */
+void h_second_stop(struct h_second *s);
+/* The args[0] of a Sidekiq list's jobs, in the order a worker takes them
+ * (RPOP: the list's tail first), as one text "1,2,3". */
+void h_list_args(redisContext *r, const char *key, char *out, size_t len);
+/* "first,first+1,...,first+n-1" */
+void h_series(int first, int n, char *out, size_t len);
 /* Table `table` (pos int, j jsonb), made anew, of the n JSON texts, pos
  * counting from 0: what a worker recorded, to ask with SQL. */
 void h_json_table(PGconn *c, const char *table, const char *const *texts, size_t n);

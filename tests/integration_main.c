@@ -36,6 +36,7 @@ int main(void)
 	srunner_add_suite(sr, xmin_suite());
 	srunner_add_suite(sr, status_suite());
 	srunner_add_suite(sr, routed_suite());
+	srunner_add_suite(sr, route_change_suite());
 	srunner_add_suite(sr, routes_e2e_suite());
 	srunner_add_suite(sr, dead_suite());
 	srunner_run_all(sr, CK_NORMAL);

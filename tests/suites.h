@@ -49,6 +49,7 @@ Suite *xmin_suite(void);
 Suite *xmin_unit_suite(void);
 Suite *status_suite(void);
 Suite *routed_suite(void);
+Suite *route_change_suite(void);
 Suite *routes_e2e_suite(void);
 Suite *dead_suite(void);
 

@@ -1,0 +1,239 @@
+/*
+ * Routes that change between restarts while rows wait held (docs/
+ * topologies.md): a row held for a target that still exists goes where
+ * today's rules send it once that target's fence is settled; a row whose
+ * route column names a route that is gone is dead-lettered, held or not;
+ * rows held for a target that is gone (removed, or renamed: targets are
+ * known by name) stay held, counted and warned about, even when a late
+ * push of theirs reached the old Redis, until `stagedrain held` moves them.
+ */
+#include "fmacros.h"
+
+#include <check.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "suites.h"
+
+/* --once's status when jobs are left (held). */
+#define EXIT_LEFT 3
+/* A route b whose Redis never answers: its rows are held for b. */
+#define ROUTE_B_DOWN "b reports --redis-url redis://127.0.0.1:1/0"
+
+static const char *log_of(const char *name)
+{
+	static char path[512];
+
+	snprintf(path, sizeof(path), "%s/%s.log", h_env("TEST_DIR"), name);
+	return path;
+}
+
+/* `stagedrain held ARGS... --pg-url` (and the settings given): its status;
+ * its output in TEST_DIR/name.log. */
+static int held_cmd(const char *name, const char *const *args, struct relay_proc *p)
+{
+	const char *argv[16];
+	int n = 0, st;
+
+	argv[n++] = "held";
+	for (; *args && n < 13; args++)
+		argv[n++] = *args;
+	argv[n++] = "--pg-url";
+	argv[n++] = h_env("TEST_PG_URL");
+	argv[n] = NULL;
+	h_relay_start_bare(p, name, argv);
+	st = h_relay_wait(p, 30000);
+	ck_assert_msg(st >= 0, "held %s did not end; see %s", args[0], p->log);
+	return st;
+}
+
+#define HELD(p, name, ...) held_cmd((name), (const char *const[]){ __VA_ARGS__, NULL }, (p))
+
+static int once(const char *name, const char *route)
+{
+	const char *with[] = { "--once", "--route", route, NULL }, *without[] = { "--once", NULL };
+
+	return h_relay_run(name, route ? with : without);
+}
+
+/* Three rows of queue reports and one whose route column names b, held
+ * for b, whose Redis is down. */
+static void hold_for_b(PGconn *c)
+{
+	h_stage(c, "reports", 1, 3);
+	h_sql(c, "INSERT INTO staged_jobs (queue, job_class, args, route) VALUES ('misc', 'W', '[100]', 'b')");
+	ck_assert_int_eq(once("hold-for-b", ROUTE_B_DOWN), EXIT_LEFT);
+	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs_held WHERE target = 'b'"), 4);
+}
+
+/* Route b removed: its queue's held rows stay held (b's Redis may hold a
+ * late copy of theirs), the route-column row is dead with the reason; a
+ * new row of the queue goes where today's rules say; `held release`
+ * stages the held ones again, in order, and the relay sends them there. */
+START_TEST(a_removed_route_s_rows_stay_held_until_an_operator_releases_them)
+{
+	PGconn *c = h_pg();
+	redisContext *r = h_redis();
+	struct relay_proc p;
+	char got[256];
+
+	hold_for_b(c);
+	h_stage(c, "reports", 10, 1);
+	ck_assert_int_eq(once("b-removed", NULL), EXIT_LEFT);
+	h_list_args(r, "queue:reports", got, sizeof(got));
+	ck_assert_str_eq(got, "10");
+	ck_assert_int_eq(h_cmd_int(r, "EXISTS queue:misc"), 0);
+	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs_held WHERE target = 'b' AND queue = 'reports'"), 3);
+	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs_dead WHERE route = 'b' AND queue = 'misc'"
+				  " AND reason LIKE 'route \"b\" is not a route of this relay%%held for target b'"),
+			 1);
+	ck_assert(h_log_contains(log_of("b-removed"), "jobs wait held for a target this relay no longer has"));
+	ck_assert(h_log_contains(log_of("b-removed"), "3 jobs held for a target no longer configured"));
+	/* Still held at the next start: nothing moves them unasked. */
+	ck_assert_int_eq(once("b-removed-again", NULL), EXIT_LEFT);
+	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs_held WHERE target = 'b'"), 3);
+
+	ck_assert_int_eq(HELD(&p, "held-list", "list"), 0);
+	ck_assert(h_log_contains(p.log, "no route of this name"));
+	ck_assert(h_log_contains(p.log, "reports"));
+	/* b configured: the relay's own to release. */
+	ck_assert_int_eq(HELD(&p, "held-configured", "release", "--target", "b", "--route", ROUTE_B_DOWN), 2);
+	ck_assert(h_log_contains(p.log, "target \"b\" is configured"));
+	ck_assert_int_eq(HELD(&p, "held-no-target", "release"), 2);
+	ck_assert_int_eq(HELD(&p, "held-dry", "release", "--target", "b", "--dry-run"), 0);
+	ck_assert(h_log_contains(p.log, "would release 3 jobs held for target b"));
+	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs_held"), 3);
+	ck_assert_int_eq(HELD(&p, "held-release", "release", "--target", "b"), 0);
+	ck_assert(h_log_contains(p.log, "released 3 jobs held for target b"));
+	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs_held"), 0);
+	ck_assert_int_eq(once("b-released", NULL), 0);
+	h_list_args(r, "queue:reports", got, sizeof(got));
+	ck_assert_str_eq(got, "10,1,2,3");
+	redisFree(r);
+	PQfinish(c);
+}
+END_TEST
+
+/* `held dead` moves a gone target's rows to the dead table with the reason. */
+START_TEST(held_dead_dead_letters_a_gone_target_s_rows)
+{
+	PGconn *c = h_pg();
+	struct relay_proc p;
+
+	hold_for_b(c);
+	ck_assert_int_eq(HELD(&p, "held-dead", "dead", "--target", "b"), 0);
+	ck_assert(h_log_contains(p.log, "moved 4 jobs held for target b to staged_jobs_dead"));
+	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs_held"), 0);
+	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs_dead WHERE reason LIKE 'held for target \"b\"%%'"),
+			 4);
+	ck_assert_int_eq(HELD(&p, "held-dead-again", "dead", "--target", "b"), 0);
+	ck_assert(h_log_contains(p.log, "moved 0 jobs"));
+	PQfinish(c);
+}
+END_TEST
+
+/* Route b's rule changes (b now takes queue other, not reports) while
+ * reports' rows wait held for it: once b answers and its fence is settled,
+ * they go where today's rules send them, the default Redis, in their order;
+ * the route-column row still goes to b. A row staged since went straight
+ * to the new target, ahead of them (the order gap docs/topologies.md
+ * names). */
+START_TEST(a_changed_rule_sends_held_rows_to_today_s_target)
+{
+	PGconn *c = h_pg();
+	redisContext *r = h_redis();
+	struct h_second b;
+	char got[256];
+
+	hold_for_b(c);
+	h_second_start(&b, "other", "");
+	h_stage(c, "reports", 10, 1);
+	ck_assert_int_eq(once("b-changed", b.route), 0);
+	h_list_args(r, "queue:reports", got, sizeof(got));
+	ck_assert_str_eq(got, "10,1,2,3");
+	ck_assert_int_eq(h_cmd_int(b.r, "EXISTS queue:reports"), 0);
+	h_list_args(b.r, "queue:misc", got, sizeof(got));
+	ck_assert_str_eq(got, "100");
+	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs_held"), 0);
+	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs_dead"), 0);
+	h_second_stop(&b);
+	redisFree(r);
+	PQfinish(c);
+}
+END_TEST
+
+/*
+ * b's Redis hangs (SIGSTOP) while a push to it is in flight: the push times
+ * out and rolls back, the row is held for b, and after SIGCONT the late
+ * script still lands in b's Redis. The route is renamed (c, the same Redis)
+ * and, at another start, removed: the held row is pushed nowhere, while new
+ * rows go where each start's rules say. With b back, its fence names the
+ * late push, so the held row is deleted, not pushed again: every job once.
+ */
+START_TEST(a_late_push_to_a_renamed_route_is_never_pushed_again)
+{
+	PGconn *c = h_pg();
+	redisContext *r = h_redis();
+	struct h_second b;
+	struct relay_proc p;
+	char got[256], renamed[300];
+
+	/* A version given: no probe of b's Sidekiq processes goes before the push. */
+	h_second_start(&b, "reports", " --sidekiq-version 7");
+	h_relay_start(&p, "late-push",
+		      (const char *const[]){ "--route", b.route, "--redis-timeout", "300", "--poll-interval", "50ms",
+					     "--sidekiq-version", "7", NULL });
+	RELAY_CHECK(&p, h_log_wait_count(&p, "msg=leading", 2, 10000), "the relay never led on both targets");
+	kill(b.pid, SIGSTOP);
+	h_stage(c, "reports", 1, 1);
+	for (long long t0 = mono_ms(); h_sql(c, "SELECT count(*) FROM staged_jobs_held WHERE target = 'b'") != 1;)
+		RELAY_CHECK(&p, mono_ms() - t0 < 15000, "b's row was not held; see %s", p.log);
+	h_relay_kill(&p, SIGTERM);
+	ck_assert_int_eq(h_relay_wait(&p, 15000), 0);
+	kill(b.pid, SIGCONT);
+	ck_assert_msg(h_wait_len(b.r, "queue:reports", 1, 5000), "the late push never landed in b's redis");
+
+	snprintf(renamed, sizeof(renamed), "c%s", b.route + 1);
+	h_stage(c, "reports", 2, 1);
+	ck_assert_int_eq(once("renamed", renamed), EXIT_LEFT);
+	h_list_args(b.r, "queue:reports", got, sizeof(got));
+	ck_assert_str_eq(got, "1,2");
+	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs_held WHERE target = 'b'"), 1);
+
+	h_stage(c, "reports", 3, 1);
+	ck_assert_int_eq(once("removed", NULL), EXIT_LEFT);
+	h_list_args(r, "queue:reports", got, sizeof(got));
+	ck_assert_str_eq(got, "3");
+	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs_held WHERE target = 'b'"), 1);
+
+	ck_assert_int_eq(once("b-back", b.route), 0);
+	ck_assert(h_log_contains(log_of("b-back"), "not pushing them again"));
+	h_list_args(b.r, "queue:reports", got, sizeof(got));
+	ck_assert_str_eq(got, "1,2");
+	h_list_args(r, "queue:reports", got, sizeof(got));
+	ck_assert_str_eq(got, "3");
+	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs_held"), 0);
+	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs"), 0);
+	h_second_stop(&b);
+	redisFree(r);
+	PQfinish(c);
+}
+END_TEST
+
+Suite *route_change_suite(void)
+{
+	Suite *s = suite_create("route_change");
+	TCase *tc = tcase_create("route_change");
+
+	tcase_add_checked_fixture(tc, h_reset, NULL);
+	tcase_set_timeout(tc, 90);
+	tcase_add_test(tc, a_removed_route_s_rows_stay_held_until_an_operator_releases_them);
+	tcase_add_test(tc, held_dead_dead_letters_a_gone_target_s_rows);
+	tcase_add_test(tc, a_changed_rule_sends_held_rows_to_today_s_target);
+	tcase_add_test(tc, a_late_push_to_a_renamed_route_is_never_pushed_again);
+	suite_add_tcase(s, tc);
+	return s;
+}
