@@ -15,7 +15,7 @@
 
 static const struct cmd_opt status_opts[] = {
 	{ "json", NULL, "print one JSON object instead of the table" },
-	{ "max-age", "SPAN", "a staged job older than this needs a person (default 5min)" },
+	{ "max-age", "SPAN", "a job waiting longer than this, staged or held, needs a person (default 5min)" },
 	{ NULL, NULL, NULL },
 };
 

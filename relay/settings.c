@@ -242,14 +242,15 @@ const struct setting settings[] = {
 	{ .flag = "watch-interval", .env = "STAGEDRAIN_WATCH_INTERVAL", .type = V_INT,
 	  .metavar = "DURATION", .def = "5s", .num = &period, .min = 100, .max = 3600000,
 	  .off = OFF(watch_interval_ms),
-	  .help = "how often a separate connection reads the backlog, the oldest "
-		  "transaction and dead rows from postgres, and pings redis, for metrics, "
+	  .help = "how often a separate connection reads the backlog (held rows too), the "
+		  "oldest transaction and dead rows from postgres, and pings redis, for metrics, "
 		  "/readyz and the warning" },
 	{ .flag = "once", .env = "STAGEDRAIN_ONCE", .type = V_BOOL, .def = "off",
 	  .choices = bool_words, .off = OFF(once),
 	  .help = "relay every committed job, then exit: 0 when none is left; 3 when some "
-		  "are, held by a cap, paused by --max-redis-memory, kept by a key of the wrong "
-		  "type, or the leader lock is another session's for 5 s (one line says which)" },
+		  "are, held by a cap or for a target that is down, paused by --max-redis-memory, "
+		  "kept by a key of the wrong type, or the leader lock is another session's for "
+		  "5 s (one line says which, per cause)" },
 	{ .flag = "help", .short_name = 'h', .type = V_ACTION, .def = "off",
 	  .choices = bool_words, .off = OFF(help), .help = "print this help and exit" },
 	{ .flag = "version", .short_name = 'V', .type = V_ACTION, .def = "off",
