@@ -41,10 +41,10 @@
 
 #define DEAD_SQL                                                                                                       \
 	CLAIM_SQL                                                                                                      \
-		", s AS (INSERT INTO staged_jobs_dead (id, queue, job_class, args, run_at, options, created_at, jid,"  \
-		" uuid, tenant, route, reason) SELECT id, queue, job_class, args, run_at, options, created_at, jid,"   \
-		" uuid, tenant, route, 'held for target \"' || left(target, 100) || '\", which no route has now;"      \
-		" dead-lettered by stagedrain held dead' FROM h ORDER BY hold_id RETURNING 1) SELECT count(*) FROM s"
+	", s AS (INSERT INTO staged_jobs_dead (id, queue, job_class, args, run_at, options, created_at, jid,"          \
+	" uuid, tenant, route, reason) SELECT id, queue, job_class, args, run_at, options, created_at, jid,"           \
+	" uuid, tenant, route, 'held for target \"' || left(target, 100) || '\", which no route has now;"              \
+	" dead-lettered by stagedrain held dead' FROM h ORDER BY hold_id RETURNING 1) SELECT count(*) FROM s"
 
 #define COUNT_SQL "SELECT count(*) FROM staged_jobs_held WHERE target = $1"
 

@@ -78,36 +78,55 @@ int pg_held_load(struct pg_held *h, struct pg_source *pg, struct rounds *r)
 /*
  * Held rows whose route column names a route this relay does not have (it
  * was removed or renamed since they were held) go to the dead table, as a
- * fresh row naming no route would: one statement on its own, at a new
- * leadership's reading, before the rounds count what is left; after the
- * DELETE of g, the rows whose route is none of the names given.
+ * fresh row naming no route would: at a new leadership's reading, before the
+ * rounds count what is left. Looked for first, so that a relay whose role
+ * may not write the dead table (or a held table without such rows, the
+ * common case) runs no statement that fails.
  */
-#define ROUTE_GONE_SQL                                                                                                   \
-	", i AS (INSERT INTO staged_jobs_dead (id, queue, job_class, args, run_at, options, created_at, jid, uuid,"      \
-	" tenant, route, reason) SELECT id, queue, job_class, args, run_at, options, created_at, jid, uuid, tenant,"     \
-	" route, 'route \"' || left(route, 100) || '\" is not a route of this relay (--route); it was held for target '" \
-	" || coalesce(target, 'default') FROM g ORDER BY hold_id RETURNING 1) SELECT count(*) FROM i"
+#define ROUTE_GONE_WHERE " FROM staged_jobs_held WHERE route <> '' AND NOT route = ANY($1::text[])"
+#define ROUTE_GONE_ANY_SQL "SELECT EXISTS (SELECT 1" ROUTE_GONE_WHERE ")"
+#define ROUTE_GONE_SQL                                                                                                 \
+	"WITH g AS (DELETE" ROUTE_GONE_WHERE                                                                           \
+	" RETURNING *), i AS (INSERT INTO staged_jobs_dead (id, queue, job_class,"                                     \
+	" args, run_at, options, created_at, jid, uuid, tenant, route, reason) SELECT id, queue, job_class, args,"     \
+	" run_at, options, created_at, jid, uuid, tenant, route, 'route \"' || left(route, 100) || '\" is not a route" \
+	" of this relay (--route); it was held for target ' || coalesce(target, 'default') FROM g ORDER BY hold_id"    \
+	" RETURNING 1) SELECT count(*) FROM i"
+
+/* Runs sql with the one parameter names; NULL after pg_source_fail. */
+static PGresult *exec_names(struct pg_source *pg, const char *sql, const char *names, const char *what)
+{
+	PGresult *res = PQexecParams(pg->conn, sql, 1, NULL, &names, NULL, NULL, 0);
+
+	if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1)
+		return res;
+	pg_source_fail(pg, res, what);
+	PQclear(res);
+	return NULL;
+}
 
 int pg_held_dead_gone_routes(struct pg_held *h, struct pg_source *pg, const char *const *names, size_t n,
 			     long long *moved)
 {
 	PGresult *res;
+	bool any;
 	int rc;
 
+	*moved = 0;
 	buf_reset(&h->sql);
-	rc = buf_puts(&h->sql, "WITH g AS (DELETE FROM staged_jobs_held WHERE route <> '' AND NOT route = ANY('{");
+	rc = buf_puts(&h->sql, "{");
 	for (size_t i = 0; rc == 0 && i < n; i++) /* route names need no quoting (routes.h) */
 		rc = buf_printf(&h->sql, "%s\"%s\"", i ? "," : "", names[i]);
-	if (rc == 0)
-		rc = buf_puts(&h->sql, "}'::text[]) RETURNING *)" ROUTE_GONE_SQL);
-	if (rc < 0)
+	if (rc < 0 || (rc = buf_puts(&h->sql, "}")) < 0)
 		return rc;
-	res = pg_source_exec(pg, h->sql.data);
-	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-		rc = pg_source_fail(pg, res, "could not dead-letter held rows of a removed route");
-		PQclear(res);
-		return rc;
-	}
+	if (!(res = exec_names(pg, ROUTE_GONE_ANY_SQL, h->sql.data, "could not read staged_jobs_held")))
+		return -EIO;
+	any = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+	PQclear(res);
+	if (!any)
+		return 0;
+	if (!(res = exec_names(pg, ROUTE_GONE_SQL, h->sql.data, "could not dead-letter held rows of a removed route")))
+		return -EIO;
 	*moved = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
 	PQclear(res);
 	return 0;

@@ -112,7 +112,12 @@ static int dead_gone_routes(struct release *rl, struct pg_source *pg)
 		names[n++] = rl->ts[i].name;
 	rc = pg_held_dead_gone_routes(&rl->held, pg, names, n, &moved);
 	free(names);
-	if (rc < 0)
+	/* Not moved (this role may not write the dead table): they stay held
+	 * for their gone target, counted and warned of, as the drain goes on. */
+	if (rc == -EIO)
+		log_warn("could not dead-letter held rows whose route is gone; they stay held",
+			 LOGF(F_STR("error", pg->errstr)));
+	if (rc == -ENOMEM)
 		return rc;
 	if (moved)
 		log_warn("held rows name a route this relay does not have; moved them to staged_jobs_dead",

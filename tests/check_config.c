@@ -847,8 +847,8 @@ START_TEST(usage_lists_every_setting)
 	ck_assert_ptr_nonnull(out);
 	config_usage(out);
 	fclose(out);
-	ck_assert_msg(strncmp(text, "usage: stagedrain [run|migrate|status|dead|held|help] [options]\n", 64) == 0, "%.80s",
-		      text);
+	ck_assert_msg(strncmp(text, "usage: stagedrain [run|migrate|status|dead|held|help] [options]\n", 64) == 0,
+		      "%.80s", text);
 	for (const char *const *f = all_flags; *f; f++)
 		ck_assert_msg(strstr(text, *f), "usage lacks %s", *f);
 	for (const char *const *v = all_vars; *v; v++)

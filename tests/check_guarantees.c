@@ -653,21 +653,6 @@ END_TEST
 
 /* ---- a hot standby ---- */
 
-/* A port tests/services.sh wrote into the test directory. */
-static int port_file(const char *name)
-{
-	char path[600];
-	FILE *f;
-	int port = 0;
-
-	snprintf(path, sizeof(path), "%s/%s", h_env("TEST_DIR"), name);
-	f = fopen(path, "r");
-	ck_assert_ptr_nonnull(f);
-	ck_assert_int_eq(fscanf(f, "%d", &port), 1);
-	fclose(f);
-	return port;
-}
-
 START_TEST(a_hot_standby_is_never_led)
 {
 	char url1[256], url2[256];
@@ -678,8 +663,8 @@ START_TEST(a_hot_standby_is_never_led)
 	PGconn *c1, *c2;
 
 	h_services("pgfo-start");
-	snprintf(url1, sizeof(url1), "postgresql://postgres@127.0.0.1:%d/postgres", port_file("pgfo1.port"));
-	snprintf(url2, sizeof(url2), "postgresql://postgres@127.0.0.1:%d/postgres", port_file("pgfo2.port"));
+	snprintf(url1, sizeof(url1), "postgresql://postgres@127.0.0.1:%d/postgres", h_port_file("pgfo1.port"));
+	snprintf(url2, sizeof(url2), "postgresql://postgres@127.0.0.1:%d/postgres", h_port_file("pgfo2.port"));
 	ck_assert_int_eq(h_relay_run("migrate-standby", migrate), 0);
 	c1 = PQconnectdb(url1);
 	ck_assert_int_eq(PQstatus(c1), CONNECTION_OK);

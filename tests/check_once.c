@@ -230,20 +230,6 @@ START_TEST(jobs_held_for_a_target_that_is_down_name_the_target_and_the_queue)
 }
 END_TEST
 
-/* A port tests/services.sh wrote into the test directory. */
-static int port_file(const char *name)
-{
-	char path[600];
-	FILE *f;
-	int port = 0;
-
-	snprintf(path, sizeof(path), "%s/%s", h_env("TEST_DIR"), name);
-	ck_assert_ptr_nonnull(f = fopen(path, "r"));
-	ck_assert_int_eq(fscanf(f, "%d", &port), 1);
-	fclose(f);
-	return port;
-}
-
 /* Pointed at a hot standby, --once retries (it will not lead there) for the
  * 10 s its docs and its last line say, not for as long as its back-off's
  * last wait happens to run past them. */
@@ -255,8 +241,8 @@ START_TEST(a_hot_standby_ends_once_after_the_10_s_it_says)
 	int st;
 
 	h_services("pgfo-start");
-	snprintf(primary, sizeof(primary), "postgresql://postgres@127.0.0.1:%d/postgres", port_file("pgfo1.port"));
-	snprintf(standby, sizeof(standby), "postgresql://postgres@127.0.0.1:%d/postgres", port_file("pgfo2.port"));
+	snprintf(primary, sizeof(primary), "postgresql://postgres@127.0.0.1:%d/postgres", h_port_file("pgfo1.port"));
+	snprintf(standby, sizeof(standby), "postgresql://postgres@127.0.0.1:%d/postgres", h_port_file("pgfo2.port"));
 	ck_assert_int_eq(h_relay_run("standby-migrate", (const char *const[]){ "migrate", "--pg-url", primary, NULL }),
 			 0);
 	t0 = mono_ms();

@@ -506,3 +506,17 @@ void h_second_stop(struct h_second *s)
 	redisFree(s->r);
 	h_services("redis2-stop");
 }
+
+int h_port_file(const char *name)
+{
+	char path[600];
+	FILE *f;
+	int port = 0;
+
+	snprintf(path, sizeof(path), "%s/%s", h_env("TEST_DIR"), name);
+	f = fopen(path, "r");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_int_eq(fscanf(f, "%d", &port), 1);
+	fclose(f);
+	return port;
+}

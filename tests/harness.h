@@ -110,6 +110,8 @@ int h_http_port(struct relay_proc *p);
 
 /* Every job payload in a Redis list, parsed (caller json_decref's). */
 json_t *h_list_jobs(redisContext *r, const char *key);
+/* A port tests/services.sh wrote into the test directory (pgfo1.port ...). */
+int h_port_file(const char *name);
 /* The second Redis (services.sh redis2-start), route "b" of the queues
  * given (and more settings after them), its pid to SIGSTOP and SIGCONT. */
 struct h_second {
