@@ -46,6 +46,7 @@ struct rounds_queue {
 	long long released;          /* this batch: held jobs read for release */
 	long long waited_us;         /* this batch: how long those had been held, summed */
 	long long retry_ms;          /* its list had the wrong type: no release before this */
+	bool by_rule;                /* holds rows its queue's rule sent (not a route column's): set at load */
 };
 
 struct rounds_tenant {

@@ -526,6 +526,31 @@ static int push_refused(struct drain *d, struct target *t, size_t nrows)
 }
 
 /*
+ * The batch at a stop (hold_at_stop) held its down targets' rows: that is
+ * committed, nothing else (the other rows stay staged). A target whose push
+ * failed may have taken those rows (the reply lost, not the push), and only
+ * its fence can tell: held for it, a successor without that target leaves
+ * them be, where staged it would push them elsewhere (docs/topologies.md).
+ */
+static int commit_holds(struct drain *d, size_t held)
+{
+	PGresult *res = pg_source_exec(&d->pg, "COMMIT");
+	bool ok = PQresultStatus(res) == PGRES_COMMAND_OK;
+
+	PQclear(res);
+	if (!ok) {
+		pg_source_rollback(&d->pg);
+		log_warn("stopping: could not commit the rows the batch held; they stay staged",
+			 LOGF(F_INT("rows", (long long)held), F_STR("error", PQerrorMessage(d->pg.conn))));
+		return -EIO;
+	}
+	log_info("stopping: held the rows of the targets that are down, so that a relay without their routes leaves "
+		 "them be; the other rows stay staged",
+		 LOGF(F_INT("held", (long long)held)));
+	return 0;
+}
+
+/*
  * A stop signal cut the batch short (or came before its push): roll back and
  * say where its rows are. Not pushed, they stay staged. A push cut short may
  * still have landed whole (Redis had the script), and one that landed before
@@ -534,6 +559,11 @@ static int push_refused(struct drain *d, struct target *t, size_t nrows)
  */
 static int abandon_batch(struct drain *d, bool at_delete, const char *error)
 {
+	size_t held, released;
+
+	release_counts(&d->release, &held, &released);
+	if (!error && d->release.hold_only && held > 0)
+		return commit_holds(d, held);
 	pg_source_rollback(&d->pg);
 	if (!error) {
 		log_info("stopping: the batch read was not pushed; its rows stay staged", LOGF(F_STR("step", "push")));
@@ -703,6 +733,29 @@ static void idle_wait(struct drain *d, int *wait_ms)
 	*wait_ms = woken ? 1 : *wait_ms * 2 > d->cfg->poll_interval_ms ? d->cfg->poll_interval_ms : *wait_ms * 2;
 }
 
+/*
+ * Stopping while leading with a target down and another up: one more batch,
+ * which only holds the down targets' rows (commit_holds). A push to it that failed just before the stop may have
+ * landed, and its rows, still staged, would go elsewhere under a successor
+ * without that route.
+ */
+static void hold_at_stop(struct drain *d)
+{
+	bool up = false, down = false;
+
+	if (d->state != DRAIN_LEADS || pg_source_broken(&d->pg))
+		return;
+	for (size_t i = 0; i < d->nt; i++) {
+		up = up || d->t[i].state == TARGET_READY;
+		down = down || d->t[i].state != TARGET_READY;
+	}
+	if (!up || !down)
+		return;
+	d->release.hold_only = true;
+	(void)drain_batch(d);
+	d->release.hold_only = false;
+}
+
 int drain_run(struct drain *d)
 {
 	int rc = 0, wait_ms = 1;
@@ -734,6 +787,8 @@ int drain_run(struct drain *d)
 		rc = 0;
 	}
 	pg_source_rollback(&d->pg);
+	if (stop_seen(&d->stopping))
+		hold_at_stop(d);
 	if (rc >= 0 && d->cfg->once && !stop_seen(&d->stopping))
 		return once_report(d);
 	/* Held and kept rows stay staged: say how many. */

@@ -46,8 +46,9 @@ void pg_held_free(struct pg_held *h)
 #define LOAD_SQL                                                                                                       \
 	"SELECT 0 AS k, NULL AS queue, NULL AS tenant, 0::int8, coalesce((SELECT CASE"                                 \
 	" WHEN has_sequence_privilege(q.seq, 'SELECT') THEN pg_sequence_last_value(q.seq::regclass) END"               \
-	" FROM (SELECT pg_get_serial_sequence('staged_jobs_held', 'hold_id') AS seq) q), 0), 0::int8, NULL AS target"  \
-	" UNION ALL SELECT 1, queue, tenant, count(*), min(round), max(round), target FROM staged_jobs_held"           \
+	" FROM (SELECT pg_get_serial_sequence('staged_jobs_held', 'hold_id') AS seq) q), 0), 0::int8, NULL AS target," \
+	" false UNION ALL SELECT 1, queue, tenant, count(*), min(round), max(round), target,"                          \
+	" bool_or(coalesce(route, '') = '') FROM staged_jobs_held"                                                     \
 	" GROUP BY queue, target, tenant ORDER BY k"
 
 int pg_held_load(struct pg_held *h, struct pg_source *pg, struct rounds *r)
@@ -70,6 +71,8 @@ int pg_held_load(struct pg_held *h, struct pg_source *pg, struct rounds *r)
 					 (size_t)PQgetlength(res, i, 2), strtoll(PQgetvalue(res, i, 3), NULL, 10),
 					 strtoll(PQgetvalue(res, i, 4), NULL, 10),
 					 strtoll(PQgetvalue(res, i, 5), NULL, 10));
+		if (rc == 0 && strcmp(PQgetvalue(res, i, 7), "t") == 0)
+			r->q[rounds_find(r, h->key.data, h->key.len)].by_rule = true;
 	}
 	PQclear(res);
 	return rc;

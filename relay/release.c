@@ -11,6 +11,7 @@
 #include "clock.h"
 #include "log.h"
 #include "release.h"
+#include "release_routes.h"
 
 /* A queue whose released jobs met a key of the wrong type waits this long
  * before it is released again (the old gaps' pace: held rows the same). */
@@ -43,6 +44,7 @@ void release_free(struct release *rl)
 	free(rl->in_qs);
 	free(rl->mv);
 	free(rl->want);
+	free(rl->moved);
 	memset(rl, 0, sizeof(*rl));
 }
 
@@ -63,97 +65,17 @@ void release_targets(struct release *rl, const struct release_target *ts, size_t
 	rl->nts = n;
 }
 
-/* The target a queue's key names, or KEY_GONE: a target this relay does
- * not have (its route was removed or renamed; the relay knows targets by
- * name). Its Redis may hold a late copy of a push that timed out, so its
- * rows go nowhere else unasked: they wait, counted, for the target to come
- * back or for `stagedrain held` (docs/topologies.md). */
-#define KEY_GONE ((size_t)-1)
-static size_t key_target(const struct release *rl, const char *key, size_t len)
-{
-	const char *target, *queue;
-	size_t tlen, qlen;
-
-	rounds_key_split(key, len, &target, &tlen, &queue, &qlen);
-	if (!target)
-		return 0;
-	for (size_t i = 1; i < rl->nts; i++)
-		if (strlen(rl->ts[i].name) == tlen && memcmp(rl->ts[i].name, target, tlen) == 0)
-			return i;
-	return KEY_GONE;
-}
-
 /* Its rows may be released now: its target is here, up, its fence settled. */
 static bool key_up(const struct release *rl, const char *key, size_t len)
 {
-	size_t t = key_target(rl, key, len);
+	size_t t = release_key_target(rl, key, len);
 
-	return t != KEY_GONE && rl->ts[t].up;
+	return t != RELEASE_KEY_GONE && rl->ts[t].up;
 }
 
 void release_forget(struct release *rl)
 {
 	rl->loaded = false;
-}
-
-/* Held rows whose route column names a route that is gone are dead, held
- * or not (as drain_add_row does a fresh one's). */
-static int dead_gone_routes(struct release *rl, struct pg_source *pg)
-{
-	const char **names = malloc((rl->nts + 1) * sizeof(*names));
-	size_t n = 0;
-	long long moved = 0;
-	int rc;
-
-	if (!names)
-		return -ENOMEM;
-	names[n++] = "default";
-	for (size_t i = 1; i < rl->nts; i++)
-		names[n++] = rl->ts[i].name;
-	rc = pg_held_dead_gone_routes(&rl->held, pg, names, n, &moved);
-	free(names);
-	/* Not moved (this role may not write the dead table): they stay held
-	 * for their gone target, counted and warned of, as the drain goes on. */
-	if (rc == -EIO)
-		log_warn("could not dead-letter held rows whose route is gone; they stay held",
-			 LOGF(F_STR("error", pg->errstr)));
-	if (rc == -ENOMEM)
-		return rc;
-	if (moved)
-		log_warn("held rows name a route this relay does not have; moved them to staged_jobs_dead",
-			 LOGF(F_INT("rows", moved)));
-	return 0;
-}
-
-/* Rows held for targets that are gone, in all. */
-static long long gone_held(const struct release *rl)
-{
-	long long n = 0;
-
-	for (size_t i = 0; i < rl->rounds.nq; i++)
-		if (key_target(rl, rl->rounds.q[i].name, rl->rounds.q[i].len) == KEY_GONE)
-			n += rl->rounds.q[i].now.held;
-	return n;
-}
-
-/* Warns of each queue held for a target that is gone, whenever their
- * number changed. */
-static void warn_gone(struct release *rl)
-{
-	long long all = gone_held(rl);
-
-	for (size_t i = 0; all != rl->gone_held && i < rl->rounds.nq; i++) {
-		const struct rounds_queue *q = &rl->rounds.q[i];
-		const char *target, *queue;
-		size_t tlen, qlen;
-		if (!q->now.held || key_target(rl, q->name, q->len) != KEY_GONE)
-			continue;
-		rounds_key_split(q->name, q->len, &target, &tlen, &queue, &qlen);
-		log_warn("jobs wait held for a target this relay no longer has; they stay held until it is"
-			 " configured again, or `stagedrain held release|dead --target` moves them",
-			 LOGF(F_STR("target", target), F_STR("queue", queue), F_INT("jobs_held", q->now.held)));
-	}
-	rl->gone_held = all;
 }
 
 int release_load(struct release *rl, struct pg_source *pg, struct metrics *m)
@@ -166,21 +88,21 @@ int release_load(struct release *rl, struct pg_source *pg, struct metrics *m)
 	if (rl->loaded && !(rl->gone_held && now >= rl->reload_ms))
 		return 0;
 	for (size_t i = 0; rl->loaded && i < rl->rounds.nq; i++)
-		if (key_target(rl, rl->rounds.q[i].name, rl->rounds.q[i].len) == KEY_GONE) {
+		if (release_key_target(rl, rl->rounds.q[i].name, rl->rounds.q[i].len) == RELEASE_KEY_GONE) {
 			struct rounds_queue gone = rl->rounds.q[i];
 			gone.now.held = 0;
 			held_metrics(m, &gone, 0, 0, 0);
 		}
-	if ((rc = dead_gone_routes(rl, pg)) < 0 || (rc = pg_held_load(&rl->held, pg, &rl->rounds)) < 0)
+	if ((rc = release_dead_gone_routes(rl, pg)) < 0 || (rc = pg_held_load(&rl->held, pg, &rl->rounds)) < 0)
 		return rc;
 	rl->loaded = true;
 	rl->reload_ms = now + RELEASE_GONE_RELOAD_MS;
 	for (size_t i = 0; i < rl->rounds.nq; i++)
 		held_metrics(m, &rl->rounds.q[i], 0, 0, 0);
-	if (rounds_held(&rl->rounds) > gone_held(rl))
+	if (rounds_held(&rl->rounds) > release_gone_held(rl))
 		log_info("jobs wait in staged_jobs_held; releasing them as their queues have room",
 			 LOGF(F_INT("jobs_held", rounds_held(&rl->rounds)), F_INT("queues", rl->rounds.nq)));
-	warn_gone(rl);
+	release_warn_gone(rl);
 	return 0;
 }
 
@@ -266,6 +188,8 @@ static long queue_of(struct release *rl, const struct batch_job *j)
 
 	if (up && j->out.scheduled)
 		return -1;
+	if (rl->nmoved && (qi = release_behind_moved(rl, j)) >= 0)
+		return qi; /* its queue's older rows wait for another target: behind them */
 	if (job_key(rl, j, &key, &len) < 0)
 		return -ENOMEM;
 	cap = queue_limits_cap(&cfg->queue_limits, j->queue, j->queue_len, cfg->max_queue_length);
@@ -317,6 +241,15 @@ static int classify(struct release *rl, const struct batch *b)
 	return rc;
 }
 
+/* The target name a job held in queue qi is held for: the key's (behind a
+ * moved key, not the job's own). */
+static const char *held_for(const struct release *rl, long qi)
+{
+	const struct rounds_queue *q = &rl->rounds.q[qi];
+
+	return rl->ts[release_key_target(rl, q->name, q->len)].name;
+}
+
 /* Each job of a capped queue goes now if the queue has room and nothing
  * held, else is held with its tenant's round; the rest stay in b. */
 static int decide(struct release *rl, struct batch *b)
@@ -329,13 +262,15 @@ static int decide(struct release *rl, struct batch *b)
 	for (size_t i = 0; i < njobs; i++) {
 		struct batch_job *j = &b->jobs[i];
 		long long round;
-		if (rl->jq[i] < 0 || (rl->ts[j->target].up && rounds_admit(&rl->rounds, (size_t)rl->jq[i]))) {
+		bool up = rl->ts[j->target].up;
+		if (rl->jq[i] < 0 || (up && (rl->hold_only || rounds_admit(&rl->rounds, (size_t)rl->jq[i])))) {
 			b->jobs[n++] = *j;
 			continue;
 		}
 		if (rounds_hold(&rl->rounds, (size_t)rl->jq[i], j->tenant, j->tenant_len, &round) < 0)
 			return -ENOMEM;
-		rl->mv[rl->nmv++] = (struct held_move){ .id = j->id, .round = round, .target = rl->ts[j->target].name };
+		rl->mv[rl->nmv++] =
+			(struct held_move){ .id = j->id, .round = round, .target = held_for(rl, rl->jq[i]) };
 	}
 	b->njobs = n;
 	return 0;
@@ -364,17 +299,6 @@ static int wants(struct release *rl)
 	if (r->nq)
 		rl->next_queue = (rl->next_queue + 1) % r->nq;
 	return 0;
-}
-
-/* Where a released row goes now: the target its route column names, else
- * the one today's rules pick for its queue; ROUTES_NONE if its route is gone. */
-static size_t released_target(const struct release *rl, const struct job_row *row)
-{
-	const struct routes *r = &rl->cfg->routes;
-
-	if (row->route && row->route_len > 0)
-		return routes_find(r, row->queue, row->queue_len, row->route, row->route_len);
-	return r->n > 1 ? routes_find(r, row->queue, row->queue_len, NULL, 0) : 0;
 }
 
 /* One wanted queue's released rows so far in this batch, to take back
@@ -427,11 +351,11 @@ static int build_released(struct release *rl, struct batch *b)
 			continue;
 		if (qi != run.qi)
 			run = (struct release_run_of){ qi, b->njobs, b->ndead, rl->released_dead, 0, 0 };
-		if ((t = released_target(rl, &row)) == ROUTES_NONE) {
+		if ((t = release_row_target(rl, &row)) == ROUTES_NONE) {
 			snprintf(why, sizeof(why), "route \"%.*s\" is not a route of this relay (--route)",
 				 (int)(row.route_len < 100 ? row.route_len : 100), row.route);
 			row.unfit = row.unfit ? row.unfit : why;
-			t = key_target(rl, rl->key.data, rl->key.len);
+			t = release_key_target(rl, rl->key.data, rl->key.len);
 		} else if (!rl->ts[t].up) {
 			take_back(rl, b, &run);
 			skip = qi;
@@ -457,7 +381,7 @@ static int measure(struct release *rl)
 		if (buf_grow_array((void **)&rl->tqs, &rl->captqs, rl->nqs, sizeof(*rl->tqs)) < 0)
 			return -ENOMEM;
 		for (size_t i = 0; i < rl->nqs; i++)
-			if (key_target(rl, rl->rounds.q[rl->qs[i]].name, rl->rounds.q[rl->qs[i]].len) == t)
+			if (release_key_target(rl, rl->rounds.q[rl->qs[i]].name, rl->rounds.q[rl->qs[i]].len) == t)
 				rl->tqs[n++] = rl->qs[i];
 		if (n && backpressure_rooms(ts->bp, ts->conn, &rl->rounds, rl->tqs, n) < 0) {
 			snprintf(rl->errstr, sizeof(rl->errstr), "%s", ts->bp->errstr);
@@ -478,11 +402,11 @@ int release_run(struct release *rl, struct pg_source *pg, struct batch *b, long 
 	if (!release_needed(rl))
 		return 0;
 	rounds_begin(&rl->rounds);
-	if ((rc = classify(rl, b)) < 0)
+	if ((rc = release_find_moved(rl)) < 0 || (rc = classify(rl, b)) < 0)
 		return rc;
-	if (rl->nqs && (rc = measure(rl)) < 0)
+	if (rl->nqs && !rl->hold_only && (rc = measure(rl)) < 0)
 		return rc;
-	if ((rc = decide(rl, b)) < 0 || (rc = wants(rl)) < 0)
+	if ((rc = decide(rl, b)) < 0 || (!rl->hold_only && (rc = wants(rl)) < 0))
 		return rc;
 	if (rl->nmv || rl->nwant) {
 		rc = pg_held_move_read(&rl->held, pg, &rl->rounds, rl->mv, rl->nmv, rl->want, rl->nwant, max_bytes);
@@ -536,7 +460,7 @@ long long release_held_for(const struct release *rl, size_t t)
 	long long n = 0;
 
 	for (size_t i = 0; i < rl->rounds.nq; i++)
-		if (rl->rounds.q[i].now.held && key_target(rl, rl->rounds.q[i].name, rl->rounds.q[i].len) == t)
+		if (rl->rounds.q[i].now.held && release_key_target(rl, rl->rounds.q[i].name, rl->rounds.q[i].len) == t)
 			n += rl->rounds.q[i].now.held;
 	return n;
 }

@@ -136,12 +136,11 @@ START_TEST(held_dead_dead_letters_a_gone_target_s_rows)
 END_TEST
 
 /* Route b's rule changes (b now takes queue other, not reports) while
- * reports' rows wait held for it: once b answers and its fence is settled,
- * they go where today's rules send them, the default Redis, in their order;
- * the route-column row still goes to b. A row staged since went straight
- * to the new target, ahead of them (the order gap docs/topologies.md
- * names). */
-START_TEST(a_changed_rule_sends_held_rows_to_today_s_target)
+ * reports' rows wait held for it. While b stays down, a new reports row
+ * waits behind them; once b answers and its fence is settled, they all go
+ * where today's rules send them, the default Redis, in their order; the
+ * route-column row still goes to b. */
+START_TEST(a_changed_rule_sends_held_rows_to_today_s_target_in_order)
 {
 	PGconn *c = h_pg();
 	redisContext *r = h_redis();
@@ -149,11 +148,19 @@ START_TEST(a_changed_rule_sends_held_rows_to_today_s_target)
 	char got[256];
 
 	hold_for_b(c);
-	h_second_start(&b, "other", "");
 	h_stage(c, "reports", 10, 1);
+	h_stage(c, "default", 20, 1);
+	ck_assert_int_eq(once("b-changed-down", "b other --redis-url redis://127.0.0.1:1/0"), EXIT_LEFT);
+	ck_assert_int_eq(h_cmd_int(r, "EXISTS queue:reports"), 0);
+	h_list_args(r, "queue:default", got, sizeof(got));
+	ck_assert_str_eq(got, "20");
+	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs_held WHERE target = 'b'"), 5);
+
+	h_second_start(&b, "other", "");
+	h_stage(c, "reports", 11, 1);
 	ck_assert_int_eq(once("b-changed", b.route), 0);
 	h_list_args(r, "queue:reports", got, sizeof(got));
-	ck_assert_str_eq(got, "10,1,2,3");
+	ck_assert_str_eq(got, "1,2,3,10,11");
 	ck_assert_int_eq(h_cmd_int(b.r, "EXISTS queue:reports"), 0);
 	h_list_args(b.r, "queue:misc", got, sizeof(got));
 	ck_assert_str_eq(got, "100");
@@ -232,7 +239,7 @@ Suite *route_change_suite(void)
 	tcase_set_timeout(tc, 90);
 	tcase_add_test(tc, a_removed_route_s_rows_stay_held_until_an_operator_releases_them);
 	tcase_add_test(tc, held_dead_dead_letters_a_gone_target_s_rows);
-	tcase_add_test(tc, a_changed_rule_sends_held_rows_to_today_s_target);
+	tcase_add_test(tc, a_changed_rule_sends_held_rows_to_today_s_target_in_order);
 	tcase_add_test(tc, a_late_push_to_a_renamed_route_is_never_pushed_again);
 	suite_add_tcase(s, tc);
 	return s;
