@@ -39,6 +39,9 @@ bool once_stop_waiting(struct drain *d, long long since_ms);
  * not: true, logged, when --once has failed for ONCE_SERVER_WAIT_MS without
  * one going through. */
 bool once_trouble_over(struct drain *d, bool failed);
+/* A wait of ms, cut to what is left of ONCE_SERVER_WAIT_MS while --once is
+ * in trouble: its last back-off does not run past the time it says. */
+int once_nap_ms(const struct drain *d, int ms);
 /* Logs the line --once ends with: "stopped", or what is left and why. Returns
  * 0, or DRAIN_LEFT when something is left. */
 int once_report(struct drain *d);

@@ -13,6 +13,7 @@
 #include "ladder.h"
 #include "lock_holder.h"
 #include "log.h"
+#include "once.h"
 #include "pg_conn.h"
 #include "signals.h"
 
@@ -24,6 +25,7 @@ void ladder_fall_back(struct target *t, enum target_state to)
 
 void ladder_nap(struct drain *d, int ms)
 {
+	ms = once_nap_ms(d, ms);
 	signals_note_hup();
 	while (ms > 0 && !stop_seen(&d->stopping)) {
 		int slice = ms < 50 ? ms : 50;

@@ -68,6 +68,16 @@ bool once_trouble_over(struct drain *d, bool failed)
 	return true;
 }
 
+int once_nap_ms(const struct drain *d, int ms)
+{
+	long long left;
+
+	if (!d->cfg->once || !d->once.trouble_ms)
+		return ms;
+	left = d->once.trouble_ms + ONCE_SERVER_WAIT_MS - clock_mono_ms();
+	return left <= 0 ? 0 : left < ms ? (int)left : ms;
+}
+
 /* Appends to out, a string of size len, cutting what does not fit. */
 __attribute__((format(printf, 3, 4))) static void append(char *out, size_t len, const char *fmt, ...)
 {
