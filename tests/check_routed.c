@@ -270,6 +270,7 @@ START_TEST(a_glob_route_takes_long_queue_names)
 	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs"), 0);
 	h_second_stop(&b);
 	redisFree(r);
+	PQfinish(c);
 }
 END_TEST
 
