@@ -335,9 +335,11 @@ static int scan_flag(struct pick *picks, int argc, char **argv, int *i, char *er
 	const char *arg = argv[*i], *val;
 	size_t n = strcspn(arg, "=");
 	const struct setting *s = settings_find_flag(arg, n);
+	char shown[64];
 
 	if (!s)
-		return value_fail(err, errlen, -EINVAL, "unknown option %.*s (see --help)", (int)n, arg);
+		return value_fail(err, errlen, -EINVAL, "unknown option %s (see --help)",
+				  value_printable_n(arg, n, shown, sizeof(shown)));
 	if (arg[n] && s->type == V_ACTION)
 		return value_fail(err, errlen, -EINVAL, "%.*s takes no value", (int)n, arg);
 	if (arg[n])
@@ -747,33 +749,32 @@ static int add_route(struct config *cfg, const char *text, const char *where, bo
 	return 0;
 }
 
-/* --route's values, or STAGEDRAIN_ROUTE's routes: one per line or between ';'. */
+/* --route's values, or STAGEDRAIN_ROUTE's routes: one per line or between
+ * ';' (routes_piece_len: a password's ';' splits nothing). */
 static int load_route_values(struct config *cfg, const struct pick *p, char *err, size_t errlen)
 {
-	char shown[200], where[300], *copy, *save = NULL;
+	char shown[200], where[300], *t;
 	int rc = 0;
 
 	for (size_t i = 0; i < p->nvals && rc == 0; i++) {
-		snprintf(where, sizeof(where), "--route \"%s\"", routes_printable(p->vals[i], shown, sizeof(shown)));
+		snprintf(where, sizeof(where), "--route \"%s\"", value_printable(p->vals[i], shown, sizeof(shown)));
 		rc = add_route(cfg, p->vals[i], where, true, err, errlen);
 	}
-	if (!p->env)
-		return rc;
-	if (!(copy = strdup(p->val)))
-		return value_fail(err, errlen, -ENOMEM, "out of memory");
-	for (char *t = strtok_r(copy, "\n;", &save); t && rc == 0; t = strtok_r(NULL, "\n;", &save)) {
-		size_t n;
+	for (const char *at = p->env ? p->val : ""; *at && rc == 0;) {
+		size_t n = routes_piece_len(at), k;
 
-		t += strspn(t, " \t\r\v\f");
-		for (n = strlen(t); n > 0 && isspace((unsigned char)t[n - 1]);)
+		if (!(t = strndup(at, n)))
+			return value_fail(err, errlen, -ENOMEM, "out of memory");
+		at += n + (at[n] != '\0');
+		while (n > 0 && isspace((unsigned char)t[n - 1]))
 			t[--n] = '\0';
-		if (!*t)
-			continue;
-		snprintf(where, sizeof(where), "--route \"%s\" (from %s)", routes_printable(t, shown, sizeof(shown)),
+		k = strspn(t, " \t\r\v\f");
+		snprintf(where, sizeof(where), "--route \"%s\" (from %s)", value_printable(t + k, shown, sizeof(shown)),
 			 p->env);
-		rc = add_route(cfg, t, where, false, err, errlen);
+		if (t[k])
+			rc = add_route(cfg, t + k, where, false, err, errlen);
+		free(t);
 	}
-	free(copy);
 	return rc;
 }
 

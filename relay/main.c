@@ -22,6 +22,7 @@
 #include "pg_source.h"
 #include "signals.h"
 #include "usage.h"
+#include "values.h"
 #include "version.h"
 #include "watch.h"
 
@@ -140,13 +141,16 @@ static int run_relay(const struct config *cfg)
 /* `stagedrain help [COMMAND]`: the daemon's usage, or one operator command's. */
 static int run_help(int argc, char **argv)
 {
+	char shown[64];
+
 	if (argc <= 2) {
 		config_usage(stdout);
 		return EXIT_SUCCESS;
 	}
 	if (argc == 3 && commands_usage(stdout, argv[2]))
 		return EXIT_SUCCESS;
-	fprintf(stderr, "stagedrain: no command \"%s\" to help with (see stagedrain help)\n", argv[2]);
+	fprintf(stderr, "stagedrain: no command \"%s\" to help with (see stagedrain help)\n",
+		value_printable(argv[2], shown, sizeof(shown)));
 	return CMD_EXIT_USAGE;
 }
 

@@ -539,6 +539,17 @@ static const struct err_case {
 	{ NULL, NULL, { "run", "extra" }, "unexpected argument \"extra\"" },
 	{ NULL, NULL, { "-" }, "unexpected argument \"-\"" },
 	{ NULL, NULL, { "--once", "false" }, "unexpected argument \"false\"" },
+	/* a word that may hold a password is masked wherever it is quoted */
+	{ NULL, NULL, { "--once", "redis://u:hunter2@h/0" }, "unexpected argument \"redis://...@h/0\"" },
+	{ NULL, NULL, { "run", "u:hunter2@h" }, "unexpected argument \"...@h\"" },
+	{ NULL, NULL, { "run", "x?password=hunter2&db=1" }, "unexpected argument \"x?password=...&db=1\"" },
+	{ NULL, NULL, { "redis://u:hunter2@h/0" },
+	  "unknown command \"redis://...@h/0\": must be one of run, migrate, status, dead, help" },
+	{ NULL, NULL, { "--u:hunter2@h" }, "unknown option ...@h (see --help)" },
+	{ NULL, NULL, { "--queue-limit", "u:hunter2@h" },
+	  "invalid --queue-limit \"...@h\": \"...@h\" is not QUEUE=N" },
+	{ "STAGEDRAIN_NAMESPACE", "u:hunter2@h:", { NULL },
+	  "invalid --namespace \"...@h:\" (from STAGEDRAIN_NAMESPACE): must not end with ':' (the colon is added)" },
 	/* whole numbers */
 	{ "STAGEDRAIN_BATCH_SIZE", "abc", { NULL },
 	  "invalid --batch-size \"abc\" (from STAGEDRAIN_BATCH_SIZE): not a whole number" },

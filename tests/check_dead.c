@@ -448,6 +448,13 @@ START_TEST(bad_input_says_one_line_and_changes_nothing)
 	one_error(&s, 2, "is not a span");
 	DEAD(&s, "frob");
 	one_error(&s, 2, "no command \"dead frob\"");
+	/* A word that may hold a password is never echoed. */
+	DEAD(&s, "show", "redis://u:Sekr3tPw9x@h/0");
+	one_error(&s, 2, "\"redis://...@h/0\" is not a dead_id");
+	DEAD(&s, "redis://u:Sekr3tPw9x@h/0");
+	one_error(&s, 2, "no command \"dead redis://...@h/0\"");
+	DEAD(&s, "replay", "1", "--set-option", "url=\"redis://u:Sekr3tPw9x@h/0");
+	one_error(&s, 2, "--set-option \"url=\"redis://...@h/0\": the value is not json");
 	/* A usage error needs no server; a server that cannot be reached is one line too. */
 	dead_as(&s, "host=127.0.0.1 port=1 dbname=x", (const char *const[]){ "purge", NULL });
 	one_error(&s, 2, "needs --older-than");
