@@ -340,6 +340,10 @@ static int scan_flag(struct pick *picks, int argc, char **argv, int *i, char *er
 	if (!s)
 		return value_fail(err, errlen, -EINVAL, "unknown option %s (see --help)",
 				  value_printable_n(arg, n, shown, sizeof(shown)));
+	/* Two values of one setting: whichever the relay took, the other may
+	 * have been meant. --route repeats; -h with --help is still help. */
+	if (picks[s - settings].set && s->type != V_ROUTE && s->type != V_ACTION)
+		return value_fail(err, errlen, -EINVAL, "--%s given twice: give it once", s->flag);
 	if (arg[n] && s->type == V_ACTION)
 		return value_fail(err, errlen, -EINVAL, "%.*s takes no value", (int)n, arg);
 	if (arg[n])

@@ -448,6 +448,18 @@ START_TEST(bad_input_says_one_line_and_changes_nothing)
 	one_error(&s, 2, "is not a span");
 	DEAD(&s, "frob");
 	one_error(&s, 2, "no command \"dead frob\"");
+	/* A span Postgres's interval cannot hold is a usage error, not a failed query. */
+	DEAD(&s, "purge", "--older-than", "99999999999d");
+	one_error(&s, 2, "--older-than \"99999999999d\" is longer than 36500 days (100 years)");
+	DEAD(&s, "list", "--since", "99999999999d");
+	one_error(&s, 2, "--since \"99999999999d\" is longer than 36500 days (100 years)");
+	DEAD(&s, "replay", "--since", "36501d");
+	one_error(&s, 2, "is longer than 36500 days");
+	/* One option given twice: which was meant cannot be told. */
+	DEAD(&s, "purge", "--older-than", "1d", "--older-than", "2d");
+	one_error(&s, 2, "--older-than given twice: give it once");
+	DEAD(&s, "list", "--queue", "a", "--queue=b");
+	one_error(&s, 2, "--queue given twice: give it once");
 	/* A word that may hold a password is never echoed. */
 	DEAD(&s, "show", "redis://u:Sekr3tPw9x@h/0");
 	one_error(&s, 2, "\"redis://...@h/0\" is not a dead_id");

@@ -265,6 +265,12 @@ static const struct err_case {
 	{ { "--route", "redis://:hunter2@h q --redis-url redis://h" },
 	  "--route \"redis://...@h q --redis-url redis://h\": bad name \"redis://...@h\": use letters, digits, '_', "
 	  "'-' and '.'" },
+	/* a setting given twice in one route: refused, not the last one taken */
+	{ { "--route", "two q --redis-url redis://h1 --redis-url=redis://:hunter2@h2" },
+	  "--route \"two q --redis-url redis://h1 --redis-url=redis://...@h2\": --redis-url given twice: give it once" },
+	{ { "--route", "two q --redis-url redis://h --format celery --format sidekiq" },
+	  "--route \"two q --redis-url redis://h --format celery --format sidekiq\": --format given twice: give it "
+	  "once" },
 };
 
 START_TEST(error_messages)
