@@ -193,6 +193,11 @@ int main(int argc, char **argv)
 	for (const struct operator_cmd *op = operator_cmds; argc > 1 && op->word; op++)
 		if (strcmp(argv[1], op->word) == 0)
 			return op->run(argc, argv);
+	/* Before anything that takes time (the settings' files, the log): a
+	 * SIGHUP the moment the relay starts (a service manager's reload, a
+	 * closed terminal) is noted like any other, never fatal; a SIGTERM in
+	 * that time stops the relay as soon as it would start. */
+	signals_install();
 	if (config_load(&cfg, argc, argv, err, sizeof(err)) < 0) {
 		fprintf(stderr, "stagedrain: %s\n", err);
 		return 2;
@@ -206,7 +211,6 @@ int main(int argc, char **argv)
 		return EXIT_SUCCESS;
 	}
 	log_setup(cfg.log_level, cfg.log_format);
-	signals_install();
 	warn_argv_passwords(&cfg);
 	if (cfg.command == CMD_MIGRATE)
 		status = run_migrate(&cfg);
