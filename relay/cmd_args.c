@@ -135,7 +135,8 @@ int cmd_args_span(const char *flag, const char *s, long long *ms, char *err, siz
 	if (value_parse_scaled(s, span_units, ms) < 0 || *ms < 0)
 		return value_fail(err, errlen, -EINVAL, "--%s \"%s\" is not a span (e.g. 90s, 15min, 2h or 7d)", flag,
 				  shown);
-	/* Postgres's interval arithmetic would fail on a larger one: exit 1 for a usage error. */
+	/* A larger one fails in Postgres's interval arithmetic, which would be
+	 * exit 1 for what is a usage error. */
 	if (*ms > CMD_SPAN_MAX_MS)
 		return value_fail(err, errlen, -EINVAL, "--%s \"%s\" is longer than %lld days (100 years)", flag, shown,
 				  CMD_SPAN_MAX_MS / 86400000);

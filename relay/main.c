@@ -195,8 +195,9 @@ int main(int argc, char **argv)
 			return op->run(argc, argv);
 	/* Before anything that takes time (the settings' files, the log): a
 	 * SIGHUP the moment the relay starts (a service manager's reload, a
-	 * closed terminal) is noted like any other, never fatal; a SIGTERM in
-	 * that time stops the relay as soon as it would start. */
+	 * closed terminal) is noted like any other, never fatal. A SIGTERM in
+	 * that time is not lost: the relay stops as on one a moment later (one
+	 * that cuts a slow file's read short ends the start with that error). */
 	signals_install();
 	if (config_load(&cfg, argc, argv, err, sizeof(err)) < 0) {
 		fprintf(stderr, "stagedrain: %s\n", err);
