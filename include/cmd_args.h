@@ -40,7 +40,12 @@ const char *cmd_args_last(const struct cmd_args *a, const char *flag);
 /* Whether the bare flag was given. */
 bool cmd_args_has(const struct cmd_args *a, const char *flag);
 
-/* Parses a span such as 90s, 15min, 2h or 7d into milliseconds: 0 or -EINVAL with one line in err. */
+/* The longest span an operator may give: 100 years of 365 days, past any
+ * row's age and well inside what Postgres's interval and timestamp hold. */
+#define CMD_SPAN_MAX_MS (36500LL * 86400000)
+
+/* Parses a span such as 90s, 15min, 2h or 7d into milliseconds, at most
+ * CMD_SPAN_MAX_MS: 0 or -EINVAL with one line in err. */
 int cmd_args_span(const char *flag, const char *s, long long *ms, char *err, size_t errlen) SD_MUSTCHECK;
 
 /* The exit codes every operator command keeps: 0 fine, 1 something needs a person or failed, 2 bad usage. */

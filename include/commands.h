@@ -3,13 +3,18 @@
 #ifndef STAGEDRAIN_COMMANDS_H
 #define STAGEDRAIN_COMMANDS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
-/* One option of a command; a table of them ends at a NULL flag. */
+/* One option of a command; a table of them ends at a NULL flag. One whose
+ * help ends in "(repeatable)" may be given more than once, each value
+ * counting; any other given twice is a usage error (cmd_args.c): which of
+ * the two was meant cannot be told. */
 struct cmd_opt {
 	const char *flag;    /* without the dashes */
 	const char *metavar; /* NULL: a bare flag, which takes no value */
 	const char *help;
+	bool setting; /* the relay's own setting, listed for help: config_load reads it */
 };
 
 struct command_doc {

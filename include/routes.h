@@ -6,7 +6,7 @@
  * queue pattern matches the row's queue does; otherwise the default.
  *
  * A route, one per --route value, per line or ';'-separated piece of
- * STAGEDRAIN_ROUTE, or per line of the file; words separated by whitespace,
+ * STAGEDRAIN_ROUTE (routes_piece_len), or per line of the file; words separated by whitespace,
  * no quoting:
  *
  *   NAME QUEUES [--SETTING VALUE | --SETTING=VALUE ...]
@@ -67,10 +67,13 @@ void routes_free(struct routes *r);
  * password), or -ENOMEM; r is then unchanged.
  */
 int routes_add(struct routes *r, const struct config *base, const char *text, char *why, size_t len) SD_MUSTCHECK;
-/* Copies a route's text for a message, one bounded line, with what comes
- * between a URL's "://" and its last '@' (user, password) and the value of
- * any "password=" written as "...": returns out. */
-const char *routes_printable(const char *text, char *out, size_t len);
+/*
+ * The length of the first route in text, which holds routes as
+ * STAGEDRAIN_ROUTE does: up to the first newline, or the first ';' that is
+ * no password's. A ';' in a URL's user or password (an '@' follows it in its
+ * word) or in a password= value (before its next '&') is the password's.
+ */
+size_t routes_piece_len(const char *text);
 
 /* No target: the row's route column names none (routes_find). */
 #define ROUTES_NONE ((size_t)-1)

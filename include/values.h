@@ -30,8 +30,13 @@ extern const struct numkind value_count;
 
 /* Writes one message into err (which may be NULL) and returns rc. */
 int value_fail(char *err, size_t errlen, int rc, const char *fmt, ...) SD_PRINTF(4, 5);
-/* Copies s into out for quoting in a message: one bounded line; returns out. */
+/* Copies s into out for quoting in a message: one bounded line, with any
+ * word's URL user and password (what comes before its last '@', after any
+ * "://") and any "password=" value written as "...", so that no message
+ * shows a password; returns out. */
 const char *value_printable(const char *s, char *out, size_t len);
+/* value_printable of the n bytes at s (which need no NUL). */
+const char *value_printable_n(const char *s, size_t n, char *out, size_t len);
 /* Replaces *dst with a copy of src: 0 or -ENOMEM. */
 int value_set_str(char **dst, const char *src) SD_MUSTCHECK;
 /* Writes every choice's name, separated by sep, into out (truncated to len). */

@@ -14,12 +14,22 @@ static const struct unit span_units[] = {
 	{ "ms", 1 }, { "s", 1000 }, { "min", 60000 }, { "h", 3600000 }, { "d", 86400000 }, { NULL, 0 },
 };
 
+/* A setting listed among the command's options is still config_load's. */
 static const struct cmd_opt *find_opt(const struct cmd_opt *opts, const char *name, size_t n)
 {
 	for (; opts->flag; opts++)
-		if (strlen(opts->flag) == n && strncmp(opts->flag, name, n) == 0)
+		if (!opts->setting && strlen(opts->flag) == n && strncmp(opts->flag, name, n) == 0)
 			return opts;
 	return NULL;
+}
+
+/* What help says of an option is what its parser does (commands.h). */
+static bool repeatable(const struct cmd_opt *o)
+{
+	static const char mark[] = "(repeatable)";
+	size_t n = strlen(o->help), k = sizeof(mark) - 1;
+
+	return n >= k && strcmp(o->help + n - k, mark) == 0;
 }
 
 /* Takes argv[*i], one of the command's own options, and its value. */
@@ -31,6 +41,9 @@ static int take_opt(struct cmd_args *a, const struct cmd_opt *o, int argc, char 
 
 	if (!o->metavar && eq)
 		return value_fail(err, errlen, -EINVAL, "--%s takes no value", o->flag);
+	for (int k = 0; k < a->ngiven && !repeatable(o); k++)
+		if (a->given[k].opt == o)
+			return value_fail(err, errlen, -EINVAL, "--%s given twice: give it once", o->flag);
 	if (o->metavar) {
 		if (eq)
 			val = eq + 1;
@@ -118,8 +131,14 @@ int cmd_args_span(const char *flag, const char *s, long long *ms, char *err, siz
 {
 	char shown[64];
 
+	value_printable(s, shown, sizeof(shown));
 	if (value_parse_scaled(s, span_units, ms) < 0 || *ms < 0)
 		return value_fail(err, errlen, -EINVAL, "--%s \"%s\" is not a span (e.g. 90s, 15min, 2h or 7d)", flag,
-				  value_printable(s, shown, sizeof(shown)));
+				  shown);
+	/* A larger one fails in Postgres's interval arithmetic, which would be
+	 * exit 1 for what is a usage error. */
+	if (*ms > CMD_SPAN_MAX_MS)
+		return value_fail(err, errlen, -EINVAL, "--%s \"%s\" is longer than %lld days (100 years)", flag, shown,
+				  CMD_SPAN_MAX_MS / 86400000);
 	return 0;
 }

@@ -10,6 +10,7 @@
 #include "dead_list.h"
 #include "pg_conn.h"
 #include "usage.h"
+#include "values.h"
 
 /* A role without the grants gets the Postgres message and where the grants are. */
 #define PRIVILEGE_HINT                                                                                                 \
@@ -156,6 +157,7 @@ static int run_sub(struct dead_cmd *d, int (*run)(struct dead_cmd *d), int argc,
 int cmd_dead_main(int argc, char **argv)
 {
 	struct dead_cmd d;
+	char shown[68];
 	int rc;
 
 	memset(&d, 0, sizeof(d));
@@ -175,5 +177,6 @@ int cmd_dead_main(int argc, char **argv)
 		cmd_args_free(&d.a);
 		return rc;
 	}
-	return dead_say(CMD_EXIT_USAGE, "no command \"dead %.64s\": dead takes list, show, replay or purge", argv[2]);
+	return dead_say(CMD_EXIT_USAGE, "no command \"dead %s\": dead takes list, show, replay or purge",
+			value_printable(argv[2], shown, sizeof(shown)));
 }

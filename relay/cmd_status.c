@@ -10,6 +10,7 @@
 #include "status_print.h"
 #include "status_read.h"
 #include "usage.h"
+#include "values.h"
 
 /* --max-age's default: a job staged this long ago and still not in Redis needs a person. */
 #define STATUS_MAX_AGE_DEFAULT "5min"
@@ -50,7 +51,7 @@ int cmd_status_main(int argc, char **argv)
 {
 	const struct command_doc *doc = commands_find("status");
 	struct cmd_args a;
-	char err[CONFIG_ERR_SIZE], msg[CONFIG_ERR_SIZE + 64];
+	char err[CONFIG_ERR_SIZE], msg[CONFIG_ERR_SIZE + 64], shown[68];
 	const char *max_age = NULL;
 	long long max_age_ms = 0;
 	int status;
@@ -65,7 +66,8 @@ int cmd_status_main(int argc, char **argv)
 		return CMD_EXIT_OK;
 	}
 	if (a.nwords > 0) {
-		snprintf(msg, sizeof(msg), "unexpected argument \"%.64s\"", a.words[0]);
+		snprintf(msg, sizeof(msg), "unexpected argument \"%s\"",
+			 value_printable(a.words[0], shown, sizeof(shown)));
 		cmd_args_free(&a);
 		return usage_error(msg);
 	}

@@ -7,60 +7,68 @@
 
 /* The filters that pick dead rows, shared by list, replay and purge. */
 #define DEAD_FILTERS                                                                                                   \
-	{ "queue", "QUEUE", "only rows of this queue" }, { "class", "CLASS", "only rows of this job class" },          \
-		{ "reason", "TEXT", "only rows whose reason contains this text (any case)" },                          \
+	{ "queue", "QUEUE", "only rows of this queue", false },                                                        \
+		{ "class", "CLASS", "only rows of this job class", false },                                            \
+		{ "reason", "TEXT", "only rows whose reason contains this text (any case)", false },                   \
 	{                                                                                                              \
-		"since", "SPAN", "only rows dead-lettered within this span (e.g. 90s, 15min, 2h or 7d)"                \
+		"since", "SPAN", "only rows dead-lettered within this span (e.g. 90s, 15min, 2h or 7d)", false         \
 	}
 
 static const struct cmd_opt status_opts[] = {
-	{ "json", NULL, "print one JSON object instead of the table" },
-	{ "max-age", "SPAN", "a job waiting longer than this, staged or held, needs a person (default 5min)" },
-	{ NULL, NULL, NULL },
+	{ "json", NULL, "print one JSON object instead of the table", false },
+	{ "max-age", "SPAN", "a job waiting longer than this, staged or held, needs a person (default 5min)", false },
+	{ "warn-xact-age", "DURATION",
+	  "the relay's own setting, reused: a transaction, standby query, replication slot or prepared transaction "
+	  "holding the xmin horizon longer than this needs a person (default 5min; 0 never)",
+	  true },
+	{ NULL, NULL, NULL, false },
 };
 
 static const struct cmd_opt dead_list_opts[] = {
 	DEAD_FILTERS,
-	{ "limit", "N", "print at most N rows, oldest first (default 100)" },
-	{ "json", NULL, "print one JSON object a line instead of the table" },
-	{ NULL, NULL, NULL },
+	{ "limit", "N", "print at most N rows, oldest first (default 100)", false },
+	{ "json", NULL, "print one JSON object a line instead of the table", false },
+	{ NULL, NULL, NULL, false },
 };
 
 static const struct cmd_opt dead_show_opts[] = {
-	{ "json", NULL, "print the row as one JSON object" },
-	{ NULL, NULL, NULL },
+	{ "json", NULL, "print the row as one JSON object", false },
+	{ NULL, NULL, NULL, false },
 };
 
 static const struct cmd_opt dead_replay_opts[] = {
 	DEAD_FILTERS,
-	{ "dry-run", NULL, "print what would move, and move nothing" },
-	{ "force", NULL, "move rows the relay's own checks would dead-letter again" },
-	{ "set-option", "KEY=JSON", "set this key of each row's options on the way, after the removals (repeatable)" },
-	{ "unset-option", "KEY", "remove this key from each row's options on the way (repeatable)" },
-	{ "set-route", "NAME", "set each row's route on the way: a route of the settings (--route ...), or default" },
-	{ "unset-route", NULL, "clear each row's route on the way: the route rules pick its target by queue" },
-	{ NULL, NULL, NULL },
+	{ "dry-run", NULL, "print what would move, and move nothing", false },
+	{ "force", NULL, "move rows the relay's own checks would dead-letter again", false },
+	{ "set-option", "KEY=JSON", "set this key of each row's options on the way, after the removals (repeatable)",
+	  false },
+	{ "unset-option", "KEY", "remove this key from each row's options on the way (repeatable)", false },
+	{ "set-route", "NAME", "set each row's route on the way: a route of the settings (--route ...), or default",
+	  false },
+	{ "unset-route", NULL, "clear each row's route on the way: the route rules pick its target by queue", false },
+	{ NULL, NULL, NULL, false },
 };
 
 static const struct cmd_opt dead_purge_opts[] = {
-	{ "older-than", "SPAN", "delete the rows dead-lettered longer ago than this (required)" },
-	{ "dry-run", NULL, "print how many rows would go, and delete nothing" },
-	{ NULL, NULL, NULL },
+	{ "older-than", "SPAN", "delete the rows dead-lettered longer ago than this (required)", false },
+	{ "dry-run", NULL, "print how many rows would go, and delete nothing", false },
+	{ NULL, NULL, NULL, false },
 };
 
 static const struct cmd_opt held_list_opts[] = {
-	{ "target", "NAME", "only rows held for this target (default: every target)" },
-	{ NULL, NULL, NULL },
+	{ "target", "NAME", "only rows held for this target (default: every target)", false },
+	{ NULL, NULL, NULL, false },
 };
 
 static const struct cmd_opt held_move_opts[] = {
-	{ "target", "NAME", "the target no route has now whose rows move (required)" },
-	{ "dry-run", NULL, "print how many rows would move, and move nothing" },
-	{ NULL, NULL, NULL },
+	{ "target", "NAME", "the target no route has now whose rows move (required)", false },
+	{ "dry-run", NULL, "print how many rows would move, and move nothing", false },
+	{ NULL, NULL, NULL, false },
 };
 
 const struct command_doc operator_commands[] = {
-	{ "status", "[--json] [--max-age SPAN]", "say whether the relay works and how far behind it is", status_opts },
+	{ "status", "[--json] [--max-age SPAN] [--warn-xact-age DURATION]",
+	  "say whether the relay works and how far behind it is", status_opts },
 	{ "dead list", "[filters] [--limit N] [--json]", "list dead-lettered jobs, oldest first", dead_list_opts },
 	{ "dead show", "DEAD_ID [--json]", "print one dead-lettered job whole", dead_show_opts },
 	{ "dead replay",

@@ -11,15 +11,10 @@
 #include <libpq-fe.h>
 
 #include "config.h"
+#include "config_apply.h"
+#include "config_files.h"
 #include "settings.h"
 #include "values.h"
-
-/* Choices are stored through an int pointer, so each enum must be int-sized. */
-_Static_assert(sizeof(enum job_format) == sizeof(int), "enum job_format is not int-sized");
-_Static_assert(sizeof(enum rails_version) == sizeof(int), "enum rails_version is not int-sized");
-_Static_assert(sizeof(enum log_level) == sizeof(int), "enum log_level is not int-sized");
-_Static_assert(sizeof(enum log_format) == sizeof(int), "enum log_format is not int-sized");
-_Static_assert(sizeof(enum config_command) == sizeof(int), "enum config_command is not int-sized");
 
 /* A setting's raw text and where it came from; env NULL means the command
  * line, file non-NULL that val is that file's contents, which pick owns. */
@@ -67,243 +62,6 @@ static void *field(struct config *cfg, const struct setting *s)
 	return (char *)cfg + s->off;
 }
 
-static void store(struct config *cfg, const struct setting *s, long long v)
-{
-	void *p = field(cfg, s);
-
-	switch (s->type) {
-	case V_BOOL:
-	case V_ACTION:
-		*(bool *)p = v != 0;
-		break;
-	case V_LONG:
-		*(long *)p = (long)v;
-		break;
-	case V_I64:
-		*(long long *)p = v;
-		break;
-	default:
-		*(int *)p = (int)v;
-		break;
-	}
-}
-
-/* NULL means unset: the prefix then follows the format, as Resque's own
- * client defaults to the "resque" namespace and Sidekiq's to none. */
-static int apply_namespace(struct config *cfg, const char *raw, char *why, size_t len)
-{
-	size_t n;
-
-	/* Laravel's prefix has no colon of its own: it is another setting. */
-	if (cfg->format == FORMAT_LARAVEL) {
-		if (raw)
-			return value_fail(why, len, -EINVAL,
-					  "is not used with --format laravel: set --laravel-prefix instead");
-		return value_set_str(&cfg->key_prefix, cfg->laravel_prefix ? cfg->laravel_prefix : "");
-	}
-	if (!raw)
-		raw = cfg->format == FORMAT_RESQUE ? "resque" : "";
-	for (const char *p = raw; *p; p++)
-		if (isspace((unsigned char)*p) || iscntrl((unsigned char)*p))
-			return value_fail(why, len, -EINVAL, "must not contain whitespace or control characters");
-	n = strlen(raw);
-	if (n && raw[n - 1] == ':')
-		return value_fail(why, len, -EINVAL, "must not end with ':' (the colon is added)");
-	if (!(cfg->key_prefix = malloc(n + 2)))
-		return -ENOMEM;
-	snprintf(cfg->key_prefix, n + 2, n ? "%s:" : "%s", raw);
-	return 0;
-}
-
-/* "" is off; otherwise HOST:PORT, [IPv6]:PORT or :PORT. The host is only
- * checked for shape here: http.c resolves it when it starts listening. */
-static int apply_addr(struct config *cfg, const char *raw, char *why, size_t len)
-{
-	const char *colon = strrchr(raw, ':'), *host = raw;
-	size_t hlen;
-	long long port;
-
-	cfg->http_port = -1;
-	if (value_set_str(&cfg->http_addr, raw) < 0)
-		return -ENOMEM;
-	if (!*raw)
-		return value_set_str(&cfg->http_host, "");
-	if (!colon || strstr(raw, "://"))
-		return value_fail(why, len, -EINVAL,
-				  "must be HOST:PORT, e.g. 127.0.0.1:9187, or :9187 for every interface");
-	if (value_parse_scaled(colon + 1, value_count.units, &port) < 0 || port < 0 || port > 65535)
-		return value_fail(why, len, -EINVAL, "port must be a number from 0 to 65535");
-	hlen = (size_t)(colon - raw);
-	if (hlen && raw[0] == '[') {
-		if (hlen < 3 || raw[hlen - 1] != ']')
-			return value_fail(why, len, -EINVAL, "an IPv6 address goes in brackets: [::1]:9187");
-		host++;
-		hlen -= 2;
-	} else if (memchr(raw, ':', hlen)) {
-		return value_fail(why, len, -EINVAL, "an IPv6 address goes in brackets: [::1]:9187");
-	}
-	for (size_t i = 0; i < hlen; i++)
-		if (!isalnum((unsigned char)host[i]) && !strchr(".-_:%", host[i]))
-			return value_fail(why, len, -EINVAL, "bad host name");
-	free(cfg->http_host);
-	if (!(cfg->http_host = strndup(host, hlen)))
-		return -ENOMEM;
-	cfg->http_port = (int)port;
-	return 0;
-}
-
-static int apply_number(struct config *cfg, const struct setting *s, const char *raw, char *why, size_t len)
-{
-	char lo[32], hi[32];
-	long long v;
-
-	if (value_parse_scaled(raw, s->num->units, &v) < 0)
-		return value_fail(why, len, -EINVAL, "%s", s->num->syntax);
-	if (v < s->min || v > s->max) {
-		value_format_amount(s->num, s->min, lo, sizeof(lo));
-		value_format_amount(s->num, s->max, hi, sizeof(hi));
-		return value_fail(why, len, -EINVAL, "must be between %s and %s", lo, hi);
-	}
-	store(cfg, s, v);
-	return 0;
-}
-
-/* The length of a leading "scheme://" (letters, digits, "+-.:"), or 0.
- * A conninfo string starts with a key and "=", so it never has one; libpq
- * takes only "postgresql://" and "postgres://", in lower case. */
-static size_t pg_url_scheme(const char *url)
-{
-	size_t n = 0;
-
-	if (!isalpha((unsigned char)url[0]))
-		return 0;
-	while (isalnum((unsigned char)url[n]) || (url[n] && strchr("+-.:", url[n])))
-		n++;
-	return strncmp(url + n, "//", 2) == 0 && n > 0 && url[n - 1] == ':' ? n + 2 : 0;
-}
-
-/* Whether the text before the first "=" holds ":", "/" or "@", which no
- * conninfo key does: HOST:PORT/DB?sslmode=require lacks only its scheme. */
-static bool not_a_key(const char *url)
-{
-	size_t k = strcspn(url, "=");
-
-	for (size_t i = 0; i < k; i++)
-		if (strchr(":/@", url[i]))
-			return true;
-	return false;
-}
-
-/* What libpq's "missing = after ..." means when the text is no conninfo at
- * all: another scheme (named: the scheme holds no secret), HOST:PORT/DB
- * without one, or a bare word. Nothing after the scheme is shown. */
-static int explain_not_pg_url(const char *url, char *why, size_t len)
-{
-	static const char neither[] = "neither a postgresql:// or postgres:// URL nor a conninfo string "
-				      "(key=value pairs)";
-	size_t scheme = pg_url_scheme(url);
-
-	if (scheme)
-		return value_fail(why, len, -EINVAL,
-				  "\"%.*s\" is not a postgres URL: use postgresql://, postgres:// or a "
-				  "conninfo string (key=value pairs)",
-				  scheme > 40 ? 40 : (int)scheme, url);
-	if (strpbrk(url, ":/@"))
-		return value_fail(why, len, -EINVAL, "%s: write postgresql://HOST:PORT/DB", neither);
-	if (strpbrk(url, " \t\r\n"))
-		return value_fail(why, len, -EINVAL, "%s", neither);
-	return value_fail(why, len, -EINVAL, "%s: a database name alone is written dbname=NAME", neither);
-}
-
-/* libpq's parser quotes the text it stumbled on, which may be the password:
- * its message is kept with every quoted piece replaced by "...". Text that
- * is no conninfo at all (no "=", or another scheme) is explained instead:
- * libpq would only say a "=" is missing. */
-static int check_pg_url(const char *url, char *why, size_t len)
-{
-	PQconninfoOption *opts;
-	char *msg = NULL;
-	bool quoted = false;
-	size_t n = 0;
-
-	if (!*url)
-		return 0;
-	if ((opts = PQconninfoParse(url, &msg))) {
-		PQconninfoFree(opts);
-		return 0;
-	}
-	if (strncmp(url, "postgresql://", 13) != 0 && strncmp(url, "postgres://", 11) != 0 &&
-	    (pg_url_scheme(url) || !strchr(url, '=') || not_a_key(url))) {
-		PQfreemem(msg);
-		return explain_not_pg_url(url, why, len);
-	}
-	if (!msg)
-		return -ENOMEM;
-	for (const char *p = msg; *p && n + 6 < len; p++) {
-		if (*p == '"' && (quoted = !quoted))
-			n += (size_t)snprintf(why + n, len - n, "\"...\"");
-		else if (!quoted && *p != '"')
-			why[n++] = isprint((unsigned char)*p) ? *p : ' ';
-	}
-	while (n > 0 && why[n - 1] == ' ')
-		n--;
-	why[n] = '\0';
-	PQfreemem(msg);
-	return -EINVAL;
-}
-
-/* Converts raw (the text chosen for s) and stores it in cfg; why gets the cause. */
-static int apply(struct config *cfg, const struct setting *s, const char *raw, char *why, size_t len)
-{
-	const struct choice *c;
-	char names[128];
-	long long v;
-
-	switch (s->type) {
-	case V_PG:
-		if (value_set_str(field(cfg, s), raw) < 0)
-			return -ENOMEM;
-		return check_pg_url(raw, why, len);
-	case V_REDIS:
-		if (value_set_str(field(cfg, s), raw) < 0)
-			return -ENOMEM;
-		return redis_target_parse_with_password(&cfg->redis, raw, cfg->redis_password, why, len);
-	case V_FILE:
-		return 0; /* read_files gave its contents to .file_for */
-	case V_ROUTE:
-		return 0; /* load_routes adds them last: each copies the finished config */
-	case V_SECRET:
-		return raw ? value_set_str(field(cfg, s), raw) : 0;
-	case V_NS:
-		return apply_namespace(cfg, raw, why, len);
-	case V_ADDR:
-		return apply_addr(cfg, raw, why, len);
-	case V_STR:
-		return raw && *raw ? value_set_str(field(cfg, s), raw) : 0;
-	case V_LIMITS:
-		queue_limits_free(&cfg->queue_limits);
-		return queue_limits_parse(&cfg->queue_limits, raw, why, len);
-	case V_INT:
-	case V_LONG:
-		return apply_number(cfg, s, raw, why, len);
-	case V_I64:
-		if (value_parse_i64(raw, &v) < 0)
-			return value_fail(why, len, -EINVAL, "not a signed 64-bit integer (decimal, or hex with 0x)");
-		store(cfg, s, v);
-		return 0;
-	case V_CHOICE:
-	case V_BOOL:
-	case V_ACTION:
-		if (!(c = value_find_choice(s->choices, raw))) {
-			value_join_choices(s->choices, ", ", names, sizeof(names));
-			return value_fail(why, len, -EINVAL, "must be one of %s", names);
-		}
-		store(cfg, s, c->value);
-		return 0;
-	}
-	return -EINVAL;
-}
-
 /* Every value of a setting that may be repeated, in order. */
 static int add_value(struct pick *p, const char *val)
 {
@@ -335,9 +93,15 @@ static int scan_flag(struct pick *picks, int argc, char **argv, int *i, char *er
 	const char *arg = argv[*i], *val;
 	size_t n = strcspn(arg, "=");
 	const struct setting *s = settings_find_flag(arg, n);
+	char shown[64];
 
 	if (!s)
-		return value_fail(err, errlen, -EINVAL, "unknown option %.*s (see --help)", (int)n, arg);
+		return value_fail(err, errlen, -EINVAL, "unknown option %s (see --help)",
+				  value_printable_n(arg, n, shown, sizeof(shown)));
+	/* Two values of one setting: whichever the relay took, the other may
+	 * have been meant. --route repeats; -h with --help is still help. */
+	if (picks[s - settings].set && s->type != V_ROUTE && s->type != V_ACTION)
+		return value_fail(err, errlen, -EINVAL, "--%s given twice: give it once", s->flag);
 	if (arg[n] && s->type == V_ACTION)
 		return value_fail(err, errlen, -EINVAL, "%.*s takes no value", (int)n, arg);
 	if (arg[n])
@@ -418,70 +182,7 @@ static const char *source(const struct pick *p, char *out, size_t len)
 	return out;
 }
 
-#define SECRET_FILE_MAX 65536
 #define ROUTE_FILE_MAX 1048576
-
-/* One trailing newline is dropped, as echo and editors write one; what is
- * left must be one line. No message says anything of the contents. */
-static int trim_secret(char *buf, size_t *n, char *why, size_t len)
-{
-	if (*n > 0 && buf[*n - 1] == '\n')
-		(*n)--;
-	if (*n > 0 && buf[*n - 1] == '\r')
-		(*n)--;
-	if (*n == 0)
-		return value_fail(why, len, -EINVAL, "the file is empty");
-	if (memchr(buf, '\0', *n))
-		return value_fail(why, len, -EINVAL, "the file holds a NUL byte");
-	if (memchr(buf, '\n', *n) || memchr(buf, '\r', *n))
-		return value_fail(why, len, -EINVAL, "the file holds more than one line");
-	buf[*n] = '\0';
-	return 0;
-}
-
-/* Reads a file whole into *out (the caller frees it), *n bytes of it and a
- * NUL after them; max bytes at most, shown as max_text when it is more. */
-static int read_whole(const char *path, size_t max, const char *max_text, char **out, size_t *n, char *why, size_t len)
-{
-	FILE *f = fopen(path, "rb");
-	char *buf = NULL;
-	int rc = 0;
-
-	*n = 0;
-	if (!f)
-		return value_fail(why, len, -EINVAL, "could not open the file: %s", strerror(errno));
-	/* One byte more than allowed tells a file that is too big. */
-	if ((buf = malloc(max + 1)))
-		*n = fread(buf, 1, max + 1, f);
-	if (!buf)
-		rc = -ENOMEM;
-	else if (ferror(f))
-		rc = value_fail(why, len, -EINVAL, "could not read the file: %s", strerror(errno));
-	else if (*n > max)
-		rc = value_fail(why, len, -EINVAL, "the file is larger than %s", max_text);
-	fclose(f);
-	if (rc < 0) {
-		free(buf);
-		return rc;
-	}
-	buf[*n] = '\0';
-	*out = buf;
-	return 0;
-}
-
-/* Reads a *-file setting's file whole into *out (the caller frees it). */
-static int read_secret(const char *path, char **out, char *why, size_t len)
-{
-	char *buf;
-	size_t n;
-	int rc = read_whole(path, SECRET_FILE_MAX, "64k", &buf, &n, why, len);
-
-	if (rc == 0 && (rc = trim_secret(buf, &n, why, len)) < 0)
-		free(buf);
-	if (rc == 0)
-		*out = buf;
-	return rc;
-}
 
 /* Reads each *-file setting that is set. A V_FILE's contents become the value
  * of the setting it stands for, which must not be given as well. */
@@ -501,7 +202,7 @@ static int read_files(struct pick *picks, char *err, size_t errlen)
 			return value_fail(err, errlen, -EINVAL, "--%s%s and --%s%s are both set: give one", t->flag,
 					  source(&picks[t - settings], from2, sizeof(from2)), s->flag,
 					  source(&picks[i], from, sizeof(from)));
-		rc = read_secret(path, &text, why, sizeof(why));
+		rc = config_read_secret(path, &text, why, sizeof(why));
 		if (rc == -ENOMEM)
 			return value_fail(err, errlen, rc, "out of memory");
 		if (rc < 0)
@@ -518,7 +219,7 @@ static int apply_one(struct config *cfg, const struct setting *s, const struct p
 {
 	char why[256], shown[96], from[160];
 	const char *raw = p->set ? p->val : s->def;
-	int rc = apply(cfg, s, raw, why, sizeof(why));
+	int rc = config_apply_value(cfg, s, raw, why, sizeof(why));
 
 	if (rc == -ENOMEM)
 		return value_fail(err, errlen, rc, "out of memory");
@@ -747,33 +448,32 @@ static int add_route(struct config *cfg, const char *text, const char *where, bo
 	return 0;
 }
 
-/* --route's values, or STAGEDRAIN_ROUTE's routes: one per line or between ';'. */
+/* --route's values, or STAGEDRAIN_ROUTE's routes: one per line or between
+ * ';' (routes_piece_len: a password's ';' splits nothing). */
 static int load_route_values(struct config *cfg, const struct pick *p, char *err, size_t errlen)
 {
-	char shown[200], where[300], *copy, *save = NULL;
+	char shown[200], where[300], *t;
 	int rc = 0;
 
 	for (size_t i = 0; i < p->nvals && rc == 0; i++) {
-		snprintf(where, sizeof(where), "--route \"%s\"", routes_printable(p->vals[i], shown, sizeof(shown)));
+		snprintf(where, sizeof(where), "--route \"%s\"", value_printable(p->vals[i], shown, sizeof(shown)));
 		rc = add_route(cfg, p->vals[i], where, true, err, errlen);
 	}
-	if (!p->env)
-		return rc;
-	if (!(copy = strdup(p->val)))
-		return value_fail(err, errlen, -ENOMEM, "out of memory");
-	for (char *t = strtok_r(copy, "\n;", &save); t && rc == 0; t = strtok_r(NULL, "\n;", &save)) {
-		size_t n;
+	for (const char *at = p->env ? p->val : ""; *at && rc == 0;) {
+		size_t n = routes_piece_len(at), k;
 
-		t += strspn(t, " \t\r\v\f");
-		for (n = strlen(t); n > 0 && isspace((unsigned char)t[n - 1]);)
+		if (!(t = strndup(at, n)))
+			return value_fail(err, errlen, -ENOMEM, "out of memory");
+		at += n + (at[n] != '\0');
+		while (n > 0 && isspace((unsigned char)t[n - 1]))
 			t[--n] = '\0';
-		if (!*t)
-			continue;
-		snprintf(where, sizeof(where), "--route \"%s\" (from %s)", routes_printable(t, shown, sizeof(shown)),
+		k = strspn(t, " \t\r\v\f");
+		snprintf(where, sizeof(where), "--route \"%s\" (from %s)", value_printable(t + k, shown, sizeof(shown)),
 			 p->env);
-		rc = add_route(cfg, t, where, false, err, errlen);
+		if (t[k])
+			rc = add_route(cfg, t + k, where, false, err, errlen);
+		free(t);
 	}
-	free(copy);
 	return rc;
 }
 
@@ -782,7 +482,7 @@ static int load_route_file(struct config *cfg, const struct pick *p, char *err, 
 {
 	char why[160], shown[96], from[160], where[300], *text, *line, *next;
 	size_t n, lineno = 0;
-	int rc = read_whole(cfg->route_file, ROUTE_FILE_MAX, "1M", &text, &n, why, sizeof(why));
+	int rc = config_read_whole(cfg->route_file, ROUTE_FILE_MAX, "1M", &text, &n, why, sizeof(why));
 
 	if (rc == 0 && memchr(text, '\0', n)) {
 		free(text);

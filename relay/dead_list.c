@@ -10,6 +10,7 @@
 #include "buf.h"
 #include "dead_list.h"
 #include "dead_text.h"
+#include "values.h"
 
 #define DEFAULT_LIMIT "100"
 /* The table's text columns and the most characters each shows (`dead show` shows all). */
@@ -40,8 +41,11 @@ static bool positive(const char *word, long long *v)
 
 int dead_parse_id(const char *word, long long *id)
 {
+	char shown[44];
+
 	if (!positive(word, id))
-		return dead_say(CMD_EXIT_USAGE, "\"%.40s\" is not a dead_id (a whole number above 0)", word);
+		return dead_say(CMD_EXIT_USAGE, "\"%s\" is not a dead_id (a whole number above 0)",
+				value_printable(word, shown, sizeof(shown)));
 	return 0;
 }
 

@@ -71,12 +71,13 @@ static int add_key(struct buf *b, int *count, const char *open, const char *key,
 		   const char *given)
 {
 	json_t *k = n ? json_stringn(key, n) : NULL;
-	char *text = k ? json_dumps(k, JSON_ENCODE_ANY) : NULL;
+	char *text = k ? json_dumps(k, JSON_ENCODE_ANY) : NULL, shown[64];
 	int rc;
 
 	json_decref(k);
 	if (!text)
-		return dead_say(CMD_EXIT_USAGE, "--%s \"%.60s\": the key is empty or not utf-8", flag, given);
+		return dead_say(CMD_EXIT_USAGE, "--%s \"%s\": the key is empty or not utf-8", flag,
+				value_printable(given, shown, sizeof(shown)));
 	rc = buf_puts(b, (*count)++ ? "," : open);
 	if (rc == 0)
 		rc = buf_puts(b, text);
@@ -93,17 +94,19 @@ static int read_edits(const struct dead_cmd *d, struct edits *e)
 		bool set = strcmp(flag, "set-option") == 0;
 		json_error_t err;
 		json_t *val = NULL;
+		char shown[64];
 		int rc;
 
 		if (!set && strcmp(flag, "unset-option") != 0)
 			continue;
+		value_printable(v, shown, sizeof(shown));
 		if (set && !eq)
-			return dead_say(CMD_EXIT_USAGE, "--set-option \"%.60s\" is not KEY=JSON", v);
+			return dead_say(CMD_EXIT_USAGE, "--set-option \"%s\" is not KEY=JSON", shown);
 		if (set && payload_load(span_of(eq + 1, strlen(eq + 1)), JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &val,
 					&err) < 0)
 			return dead_say(CMD_EXIT_ATTENTION, "out of memory");
 		if (set && !val)
-			return dead_say(CMD_EXIT_USAGE, "--set-option \"%.60s\": the value is not json: %s", v,
+			return dead_say(CMD_EXIT_USAGE, "--set-option \"%s\": the value is not json: %s", shown,
 					err.text);
 		json_decref(val);
 		if (set)

@@ -23,6 +23,7 @@
 #include "pg_source.h"
 #include "signals.h"
 #include "usage.h"
+#include "values.h"
 #include "version.h"
 #include "watch.h"
 
@@ -141,13 +142,16 @@ static int run_relay(const struct config *cfg)
 /* `stagedrain help [COMMAND]`: the daemon's usage, or one operator command's. */
 static int run_help(int argc, char **argv)
 {
+	char shown[64];
+
 	if (argc <= 2) {
 		config_usage(stdout);
 		return EXIT_SUCCESS;
 	}
 	if (argc == 3 && commands_usage(stdout, argv[2]))
 		return EXIT_SUCCESS;
-	fprintf(stderr, "stagedrain: no command \"%s\" to help with (see stagedrain help)\n", argv[2]);
+	fprintf(stderr, "stagedrain: no command \"%s\" to help with (see stagedrain help)\n",
+		value_printable(argv[2], shown, sizeof(shown)));
 	return CMD_EXIT_USAGE;
 }
 
@@ -188,6 +192,12 @@ int main(int argc, char **argv)
 	for (const struct operator_cmd *op = operator_cmds; argc > 1 && op->word; op++)
 		if (strcmp(argv[1], op->word) == 0)
 			return op->run(argc, argv);
+	/* Before anything that takes time (the settings' files, the log): a
+	 * SIGHUP the moment the relay starts (a service manager's reload, a
+	 * closed terminal) is noted like any other, never fatal. A SIGTERM in
+	 * that time is not lost: the relay stops as on one a moment later (one
+	 * that cuts a slow file's read short ends the start with that error). */
+	signals_install();
 	if (config_load(&cfg, argc, argv, err, sizeof(err)) < 0) {
 		fprintf(stderr, "stagedrain: %s\n", err);
 		return 2;
@@ -201,7 +211,6 @@ int main(int argc, char **argv)
 		return EXIT_SUCCESS;
 	}
 	log_setup(cfg.log_level, cfg.log_format);
-	signals_install();
 	warn_argv_passwords(&cfg);
 	if (cfg.command == CMD_MIGRATE)
 		status = run_migrate(&cfg);

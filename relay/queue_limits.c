@@ -70,15 +70,15 @@ static int add_item(struct queue_limits *ql, const char *s, size_t n, char *why,
 	for (size_t i = 0; i < n; i++)
 		if (s[i] == '=')
 			eq = s + i;
-	memcpy(shown, s, n < sizeof(shown) - 1 ? n : sizeof(shown) - 1);
-	shown[n < sizeof(shown) - 1 ? n : sizeof(shown) - 1] = '\0';
+	value_printable_n(s, n, shown, sizeof(shown));
 	if (!eq || eq == s)
 		return value_fail(why, whylen, -EINVAL, "\"%s\" is not QUEUE=N", shown);
 	if (parse_cap(eq + 1, (size_t)(s + n - eq - 1), &cap) < 0)
 		return value_fail(why, whylen, -EINVAL, "the cap in \"%s\" is not a whole number from 0 to %ld", shown,
 				  QUEUE_LIMIT_MAX);
 	if (find(ql, s, (size_t)(eq - s)))
-		return value_fail(why, whylen, -EINVAL, "queue \"%.*s\" is listed twice", (int)(eq - s), s);
+		return value_fail(why, whylen, -EINVAL, "queue \"%s\" is listed twice",
+				  value_printable_n(s, (size_t)(eq - s), shown, sizeof(shown)));
 	if (!(v = realloc(ql->v, (ql->n + 1) * sizeof(*v))))
 		return -ENOMEM;
 	ql->v = v;

@@ -341,62 +341,33 @@ out:
 	return rc;
 }
 
-/* ---- quoting a route ---- */
+/* ---- several routes in one text ---- */
 
-/* The first needle in [p, end), or NULL. */
-static const char *find(const char *p, const char *end, const char *needle)
+/* Whether the ';' at p, in the word that starts at w, is a password's: an
+ * '@' follows it in its word (a URL's user and password; no route name or
+ * setting holds one), or it is in a password= value (no '&' between them). */
+static bool in_credentials(const char *w, const char *p)
 {
-	size_t n = strlen(needle);
+	const char *pw;
 
-	for (; p + n <= end; p++)
-		if (memcmp(p, needle, n) == 0)
-			return p;
-	return NULL;
+	for (const char *e = p; *e && !isspace((unsigned char)*e); e++)
+		if (*e == '@')
+			return true;
+	for (; (pw = strstr(w, "password=")) && pw < p; w = pw + 9)
+		if (!memchr(pw + 9, '&', (size_t)(p - pw - 9)))
+			return true;
+	return false;
 }
 
-static size_t put(char *out, size_t k, const char *p, size_t n)
+size_t routes_piece_len(const char *text)
 {
-	memcpy(out + k, p, n);
-	return k + n;
-}
+	const char *w = text, *p;
 
-/* One word, its URL's user and password and any password= value as "...". */
-static size_t mask_word(const char *w, const char *end, char *out, size_t k)
-{
-	const char *scheme = find(w, end, "://"), *at = NULL, *pw;
-
-	for (const char *p = scheme ? scheme + 3 : end; p < end; p++)
-		if (*p == '@')
-			at = p;
-	if (at) {
-		k = put(out, k, w, (size_t)(scheme + 3 - w));
-		k = put(out, k, "...", 3);
-		w = at;
+	for (p = text; *p && *p != '\n'; p++) {
+		if (isspace((unsigned char)*p))
+			w = p + 1;
+		else if (*p == ';' && !in_credentials(w, p))
+			break;
 	}
-	while ((pw = find(w, end, "password="))) {
-		k = put(out, k, w, (size_t)(pw + 9 - w));
-		k = put(out, k, "...", 3);
-		for (w = pw + 9; w < end && *w != '&';)
-			w++;
-	}
-	return put(out, k, w, (size_t)(end - w));
-}
-
-const char *routes_printable(const char *text, char *out, size_t len)
-{
-	/* Each "..." replaces at least "://" or "password=": twice the text is room. */
-	char *masked = malloc(2 * strlen(text) + 4);
-	size_t k = 0;
-
-	if (!masked)
-		return value_printable("...", out, len);
-	for (const char *p = text, *end; *p; p = end) {
-		for (end = p; *end && !isspace((unsigned char)*end) == !isspace((unsigned char)*p);)
-			end++;
-		k = isspace((unsigned char)*p) ? put(masked, k, p, (size_t)(end - p)) : mask_word(p, end, masked, k);
-	}
-	masked[k] = '\0';
-	value_printable(masked, out, len);
-	free(masked);
-	return out;
+	return (size_t)(p - text);
 }

@@ -166,7 +166,7 @@ const struct setting settings[] = {
 		  "--rails-version and --laravel-prefix (without --format: the relay's format and its "
 		  "settings; redis settings are never the relay's); the first matching pattern wins, "
 		  "other queues go to --redis-url; repeat for more routes, or separate them with "
-		  "newlines or ; in the variable" },
+		  "newlines or ; in the variable (a ; in a url's password does not separate)" },
 	{ .flag = "route-file", .env = "STAGEDRAIN_ROUTE_FILE", .type = V_STR, .metavar = "PATH",
 	  .def_doc = "none", .off = OFF(route_file),
 	  .help = "more routes (see --route), one per line, after --route's; blank lines and lines "

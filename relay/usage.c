@@ -101,7 +101,9 @@ void config_usage(FILE *out)
 	fprintf(out, "usage: stagedrain [%s] [options]\n\ncommands:\n", names);
 	for (const struct choice *c = settings_commands; c->name; c++)
 		fprintf(out, "  %-9s %s\n", c->name, c->help);
-	fputs("\noptions (a flag overrides its variable, which overrides the default):\n", out);
+	fputs("\noptions (a flag overrides its variable, which overrides the default; give each\n"
+	      "once, but --route may repeat):\n",
+	      out);
 	each_setting(out, "|", usage_setting);
 	fputs("\nstatus and dead take these options too (the URLs above, --namespace ...);\n"
 	      "`stagedrain help status` and `stagedrain help dead` list their own.\n",
@@ -273,6 +275,7 @@ void config_man(FILE *out, const char *date, const char *version)
 	      "(200 while it reaches both servers, 503 otherwise; the body says whether it\n"
 	      "is the leader or a standby).\n"
 	      ".Sh OPTIONS\nA flag overrides its environment variable, which overrides the default.\n"
+	      "Each flag is given once (a second is an error), but\n.Fl -route\nmay repeat.\n"
 	      ".Bl -tag -width Ds\n",
 	      out);
 	each_setting(out, " | ", man_setting);

@@ -26,18 +26,81 @@ int value_fail(char *err, size_t errlen, int rc, const char *fmt, ...)
 	return rc;
 }
 
-/* A stray newline in a variable must not split or forge log lines, so
- * anything unprintable becomes '?' and a long text ends in "...". */
+/* The first needle in [p, end), or NULL. */
+static const char *find(const char *p, const char *end, const char *needle)
+{
+	size_t n = strlen(needle);
+
+	for (; p + n <= end; p++)
+		if (memcmp(p, needle, n) == 0)
+			return p;
+	return NULL;
+}
+
+static size_t put(char *out, size_t k, const char *p, size_t n)
+{
+	memcpy(out + k, p, n);
+	return k + n;
+}
+
+/* One word with what comes before its last '@' (after any "://": a URL's
+ * user and password, or user:password@host) and the value of any
+ * "password=" (up to '&') written as "...". */
+static size_t mask_word(const char *w, const char *end, char *out, size_t k)
+{
+	const char *scheme = find(w, end, "://"), *from = scheme ? scheme + 3 : w, *at = NULL, *pw;
+
+	for (const char *p = from; p < end; p++)
+		if (*p == '@')
+			at = p;
+	if (at) {
+		k = put(out, k, w, (size_t)(from - w));
+		k = put(out, k, "...", 3);
+		w = at;
+	}
+	while ((pw = find(w, end, "password="))) {
+		k = put(out, k, w, (size_t)(pw + 9 - w));
+		k = put(out, k, "...", 3);
+		for (w = pw + 9; w < end && *w != '&';)
+			w++;
+	}
+	return put(out, k, w, (size_t)(end - w));
+}
+
+/* A message may end up in a log anyone reads, so any word that may hold a
+ * password is masked (mask_word) before the text is bounded: a cut never
+ * leaves half a password. A stray newline must not split or forge log lines,
+ * so anything unprintable becomes '?' and a long text ends in "...". */
+const char *value_printable_n(const char *s, size_t n, char *out, size_t len)
+{
+	/* Each "..." stands for at least one byte before an '@', or follows
+	 * "password=": four times the text is room. */
+	char *masked = malloc(4 * n + 4);
+	size_t i, k = 0;
+
+	if (!len)
+		return out;
+	if (!masked) {
+		snprintf(out, len, "...");
+		return out;
+	}
+	for (const char *p = s, *e = s + n, *end; p < e; p = end) {
+		for (end = p; end < e && !isspace((unsigned char)*end) == !isspace((unsigned char)*p);)
+			end++;
+		k = isspace((unsigned char)*p) ? put(masked, k, p, (size_t)(end - p)) : mask_word(p, end, masked, k);
+	}
+	for (i = 0; i < k && i + 1 < len; i++)
+		out[i] = isprint((unsigned char)masked[i]) ? masked[i] : '?';
+	out[i] = '\0';
+	if (i < k && len > 4)
+		memcpy(out + len - 4, "...", 4);
+	free(masked);
+	return out;
+}
+
 const char *value_printable(const char *s, char *out, size_t len)
 {
-	size_t i;
-
-	for (i = 0; s[i] && i + 1 < len; i++)
-		out[i] = isprint((unsigned char)s[i]) ? s[i] : '?';
-	out[i] = '\0';
-	if (s[i] && len > 4)
-		memcpy(out + len - 4, "...", 4);
-	return out;
+	return value_printable_n(s, strlen(s), out, len);
 }
 
 int value_set_str(char **dst, const char *src)

@@ -59,18 +59,23 @@ END_TEST
 
 /* Bad arguments: one line that names the flag, and the parse fails. */
 static const struct {
-	const char *args[3];
+	const char *args[5];
 	const char *expect;
 } bad[] = {
 	{ { "--dry-run=yes" }, "--dry-run takes no value" },
 	{ { "--set-option" }, "--set-option needs a value (KEY=JSON)" },
 	{ { "--frob" }, "unknown option --frob" },
 	{ { "--batch-size", "0" }, "--batch-size" },
+	/* an option or setting given twice: refused, not the last one taken */
+	{ { "--class", "A", "--class=B" }, "--class given twice: give it once" },
+	{ { "--dry-run", "--dry-run" }, "--dry-run given twice: give it once" },
+	{ { "--pg-url", "dbname=a", "--pg-url=dbname=b" }, "--pg-url given twice: give it once" },
+	{ { "--set-route", "a", "--unset-route", "--set-route", "b" }, "--set-route given twice: give it once" },
 };
 
 START_TEST(bad_arguments)
 {
-	const char *argv[8] = { "stagedrain", "dead", "replay" };
+	const char *argv[10] = { "stagedrain", "dead", "replay" };
 	int argc = 3;
 	struct cmd_args a;
 	char err[256] = "";
@@ -112,6 +117,41 @@ START_TEST(spans)
 	ck_assert_int_eq(cmd_args_span("older-than", "7", &ms, err, sizeof(err)), -EINVAL);
 	ck_assert_str_eq(err, "--older-than \"7\" is not a span (e.g. 90s, 15min, 2h or 7d)");
 	ck_assert_int_eq(cmd_args_span("since", "-2h", &ms, err, sizeof(err)), -EINVAL);
+	/* At most 100 years: a longer span fails here, not in Postgres's interval arithmetic (exit 1 there). */
+	ck_assert_int_eq(cmd_args_span("since", "36500d", &ms, err, sizeof(err)), 0);
+	ck_assert_int_eq(ms, CMD_SPAN_MAX_MS);
+	ck_assert_int_eq(cmd_args_span("since", "36501d", &ms, err, sizeof(err)), -EINVAL);
+	ck_assert_str_eq(err, "--since \"36501d\" is longer than 36500 days (100 years)");
+	ck_assert_int_eq(cmd_args_span("older-than", "99999999999d", &ms, err, sizeof(err)), -EINVAL);
+	ck_assert_str_eq(err, "--older-than \"99999999999d\" is longer than 36500 days (100 years)");
+	ck_assert_int_eq(cmd_args_span("since", "99999999999999999999999ms", &ms, err, sizeof(err)), -EINVAL);
+	ck_assert_int_eq(cmd_args_span("since", "redis://:hunter2@h", &ms, err, sizeof(err)), -EINVAL);
+	ck_assert_str_eq(err, "--since \"redis://...@h\" is not a span (e.g. 90s, 15min, 2h or 7d)");
+}
+END_TEST
+
+/* Options whose help says "(repeatable)" take every value; a setting listed
+ * for help (status's --warn-xact-age) is still the settings', once. */
+START_TEST(repeatable_options_and_listed_settings)
+{
+	char **argv = ARGV("--set-option", "a=1", "--unset-option", "b", "--set-option=c=2", "--unset-option", "d");
+	char **st = (char **)(const char *const[]){ "stagedrain", "status", "--warn-xact-age", "1h", NULL };
+	char **st2 = (char **)(const char *const[]){ "stagedrain",         "status", "--warn-xact-age", "1h",
+						     "--warn-xact-age=2h", NULL };
+	const struct command_doc *status = commands_find("status");
+	struct cmd_args a;
+	char err[256] = "";
+
+	ck_assert_int_eq(cmd_args_parse(&a, replay()->opts, argc_of(argv), argv, 3, err, sizeof(err)), 0);
+	ck_assert_int_eq(a.ngiven, 4);
+	cmd_args_free(&a);
+	ck_assert_int_eq(cmd_args_parse(&a, status->opts, argc_of(st), st, 2, err, sizeof(err)), 0);
+	ck_assert_int_eq(a.cfg.warn_xact_age_ms, 3600000);
+	ck_assert_int_eq(a.ngiven, 0);
+	cmd_args_free(&a);
+	ck_assert_int_eq(cmd_args_parse(&a, status->opts, argc_of(st2), st2, 2, err, sizeof(err)), -EINVAL);
+	ck_assert_str_eq(err, "--warn-xact-age given twice: give it once");
+	cmd_args_free(&a);
 }
 END_TEST
 
@@ -127,7 +167,8 @@ START_TEST(help_and_man_list_the_commands)
 	ck_assert_int_eq(commands_usage(out, "dea"), 0);
 	fclose(out);
 	ck_assert(strstr(text, "usage: stagedrain dead purge --older-than SPAN [--dry-run]\n"));
-	ck_assert(strstr(text, "usage: stagedrain status "));
+	ck_assert(strstr(text, "usage: stagedrain status [--json] [--max-age SPAN] [--warn-xact-age DURATION]\n"));
+	ck_assert(strstr(text, "\n  --warn-xact-age DURATION\n      the relay's own setting, reused"));
 	free(text);
 	text = NULL;
 	out = open_memstream(&text, &len);
@@ -137,10 +178,17 @@ START_TEST(help_and_man_list_the_commands)
 		char item[64];
 
 		snprintf(item, sizeof(item), ".It Cm %s\n", c->name);
-		ck_assert_msg(strstr(text, item), "man page lacks %s", c->name);
+		const char *at = strstr(strstr(text, ".Ss Operator commands"), item), *next;
+
+		ck_assert_msg(at, "man page lacks %s", c->name);
+		next = strstr(at + 1, ".It Cm ");
+		/* each option within its command's entry, not only among the relay's settings */
 		for (const struct cmd_opt *o = c->opts; o->flag; o++) {
+			const char *opt;
+
 			snprintf(item, sizeof(item), ".It Fl -%s", o->flag);
-			ck_assert_msg(strstr(text, item), "man page lacks %s --%s", c->name, o->flag);
+			opt = strstr(at, item);
+			ck_assert_msg(opt && (!next || opt < next), "man page lacks %s --%s", c->name, o->flag);
 		}
 	}
 	free(text);
@@ -156,6 +204,7 @@ Suite *cmd_args_suite(void)
 	tcase_add_loop_test(tc, bad_arguments, 0, (int)(sizeof(bad) / sizeof(bad[0])));
 	tcase_add_test(tc, help_flag_reaches_the_settings);
 	tcase_add_test(tc, spans);
+	tcase_add_test(tc, repeatable_options_and_listed_settings);
 	tcase_add_test(tc, help_and_man_list_the_commands);
 	suite_add_tcase(s, tc);
 	return s;

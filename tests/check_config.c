@@ -309,12 +309,21 @@ START_TEST(flag_beats_env_beats_default)
 }
 END_TEST
 
-START_TEST(last_repeated_flag_wins)
+/* A flag given twice is refused (err_cases); a flag with its variable is no
+ * repeat (the flag wins), --route repeats, and -h with --help is help. */
+START_TEST(repeats_that_are_fine)
 {
 	struct config cfg;
 
-	load_ok(&cfg, ARGV("--batch-size", "6", "--batch-size=7"));
-	ck_assert_int_eq(cfg.batch_size, 7);
+	setenv("STAGEDRAIN_BATCH_SIZE", "5", 1);
+	load_ok(&cfg, ARGV("--batch-size", "6"));
+	ck_assert_int_eq(cfg.batch_size, 6);
+	config_free(&cfg);
+	load_ok(&cfg, ARGV("--route", "a q1 --redis-url redis://h", "--route", "b q2 --redis-url redis://h"));
+	ck_assert_uint_eq(cfg.routes.n, 3);
+	config_free(&cfg);
+	load_ok(&cfg, ARGV("-h", "--help"));
+	ck_assert(cfg.help);
 	config_free(&cfg);
 }
 END_TEST
@@ -539,6 +548,23 @@ static const struct err_case {
 	{ NULL, NULL, { "run", "extra" }, "unexpected argument \"extra\"" },
 	{ NULL, NULL, { "-" }, "unexpected argument \"-\"" },
 	{ NULL, NULL, { "--once", "false" }, "unexpected argument \"false\"" },
+	/* a word that may hold a password is masked wherever it is quoted */
+	{ NULL, NULL, { "--once", "redis://u:hunter2@h/0" }, "unexpected argument \"redis://...@h/0\"" },
+	{ NULL, NULL, { "run", "u:hunter2@h" }, "unexpected argument \"...@h\"" },
+	{ NULL, NULL, { "run", "x?password=hunter2&db=1" }, "unexpected argument \"x?password=...&db=1\"" },
+	{ NULL, NULL, { "redis://u:hunter2@h/0" },
+	  "unknown command \"redis://...@h/0\": must be one of run, migrate, status, dead, held, help" },
+	{ NULL, NULL, { "--u:hunter2@h" }, "unknown option ...@h (see --help)" },
+	{ NULL, NULL, { "--queue-limit", "u:hunter2@h" },
+	  "invalid --queue-limit \"...@h\": \"...@h\" is not QUEUE=N" },
+	{ "STAGEDRAIN_NAMESPACE", "u:hunter2@h:", { NULL },
+	  "invalid --namespace \"...@h:\" (from STAGEDRAIN_NAMESPACE): must not end with ':' (the colon is added)" },
+	/* a flag given twice: refused, not the last one taken */
+	{ NULL, NULL, { "--batch-size", "6", "--batch-size=7" }, "--batch-size given twice: give it once" },
+	{ NULL, NULL, { "--once", "--once" }, "--once given twice: give it once" },
+	{ NULL, NULL, { "--queue-limit", "a=1", "--queue-limit", "b=1" }, "--queue-limit given twice: give it once" },
+	{ NULL, NULL, { "--redis-url", "redis://h", "--redis-url", "redis://:hunter2@h2" },
+	  "--redis-url given twice: give it once" },
 	/* whole numbers */
 	{ "STAGEDRAIN_BATCH_SIZE", "abc", { NULL },
 	  "invalid --batch-size \"abc\" (from STAGEDRAIN_BATCH_SIZE): not a whole number" },
@@ -864,6 +890,7 @@ START_TEST(usage_lists_every_setting)
 	ck_assert(strstr(text, "default 5min"));
 	ck_assert(strstr(text, "--http-addr HOST:PORT"));
 	ck_assert(strstr(text, "--route ROUTE\n"));
+	ck_assert(strstr(text, "give each\nonce, but --route may repeat"));
 	ck_assert(strstr(text, "\"NAME QUEUES [--SETTING\n"));
 	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
 		ck_assert_msg(strlen(line) <= 80, "line too long: %s", line);
@@ -1144,7 +1171,7 @@ Suite *config_suite(void)
 	tcase_add_test(load, commands);
 	tcase_add_test(load, pg_url_forms_accepted);
 	tcase_add_test(load, flag_beats_env_beats_default);
-	tcase_add_test(load, last_repeated_flag_wins);
+	tcase_add_test(load, repeats_that_are_fine);
 	tcase_add_test(load, database_url_fallback);
 	tcase_add_test(load, redis_url_fallback);
 	tcase_add_test(load, namespace_defaults_follow_format);

@@ -448,6 +448,25 @@ START_TEST(bad_input_says_one_line_and_changes_nothing)
 	one_error(&s, 2, "is not a span");
 	DEAD(&s, "frob");
 	one_error(&s, 2, "no command \"dead frob\"");
+	/* A span Postgres's interval cannot hold is a usage error, not a failed query. */
+	DEAD(&s, "purge", "--older-than", "99999999999d");
+	one_error(&s, 2, "--older-than \"99999999999d\" is longer than 36500 days (100 years)");
+	DEAD(&s, "list", "--since", "99999999999d");
+	one_error(&s, 2, "--since \"99999999999d\" is longer than 36500 days (100 years)");
+	DEAD(&s, "replay", "--since", "36501d");
+	one_error(&s, 2, "is longer than 36500 days");
+	/* One option given twice: which was meant cannot be told. */
+	DEAD(&s, "purge", "--older-than", "1d", "--older-than", "2d");
+	one_error(&s, 2, "--older-than given twice: give it once");
+	DEAD(&s, "list", "--queue", "a", "--queue=b");
+	one_error(&s, 2, "--queue given twice: give it once");
+	/* A word that may hold a password is never echoed. */
+	DEAD(&s, "show", "redis://u:Sekr3tPw9x@h/0");
+	one_error(&s, 2, "\"redis://...@h/0\" is not a dead_id");
+	DEAD(&s, "redis://u:Sekr3tPw9x@h/0");
+	one_error(&s, 2, "no command \"dead redis://...@h/0\"");
+	DEAD(&s, "replay", "1", "--set-option", "url=\"redis://u:Sekr3tPw9x@h/0");
+	one_error(&s, 2, "--set-option \"url=\"redis://...@h/0\": the value is not json");
 	/* A usage error needs no server; a server that cannot be reached is one line too. */
 	dead_as(&s, "host=127.0.0.1 port=1 dbname=x", (const char *const[]){ "purge", NULL });
 	one_error(&s, 2, "needs --older-than");

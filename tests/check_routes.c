@@ -135,7 +135,7 @@ static const struct err_case {
 	  "--route \"--redis-url redis://h q\": a route starts with its name, not \"--redis-url\": NAME QUEUES "
 	  "[--SETTING VALUE ...]" },
 	{ { "--route", "sh@rd q --redis-url redis://h" },
-	  "--route \"sh@rd q --redis-url redis://h\": bad name \"sh@rd\": use letters, digits, '_', '-' and '.'" },
+	  "--route \"...@rd q --redis-url redis://h\": bad name \"...@rd\": use letters, digits, '_', '-' and '.'" },
 	{ { "--route", "a1234567890123456789012345678901234567890123456789012345678901234 q --redis-url redis://h" },
 	  "--route \"a1234567890123456789012345678901234567890123456789012345678901234 q --redis-url redis://h\": "
 	  "the name is longer than 64 characters" },
@@ -254,6 +254,23 @@ static const struct err_case {
 	{ { "--route", "two q --redis-url redis://h --namespace a:" },
 	  "--route \"two q --redis-url redis://h --namespace a:\": invalid --namespace \"a:\": must not end with ':' "
 	  "(the colon is added)" },
+	/* a word that may hold a password: masked wherever it is quoted */
+	{ { "--route", "shard2 q redis://u:hunter2@h/0" },
+	  "--route \"shard2 q redis://...@h/0\": unexpected \"redis://...@h/0\": settings are --SETTING VALUE" },
+	{ { "--route", "shard2 q --format celery u:hunter2@h" },
+	  "--route \"shard2 q --format celery ...@h\": unexpected \"...@h\": settings are --SETTING VALUE" },
+	{ { "--route", "shard2 q --redis-url redis://h --format redis://:hunter2@h" },
+	  "--route \"shard2 q --redis-url redis://h --format redis://...@h\": invalid --format \"redis://...@h\": "
+	  "must be one of sidekiq, resque, activejob, celery, laravel" },
+	{ { "--route", "redis://:hunter2@h q --redis-url redis://h" },
+	  "--route \"redis://...@h q --redis-url redis://h\": bad name \"redis://...@h\": use letters, digits, '_', "
+	  "'-' and '.'" },
+	/* a setting given twice in one route: refused, not the last one taken */
+	{ { "--route", "two q --redis-url redis://h1 --redis-url=redis://:hunter2@h2" },
+	  "--route \"two q --redis-url redis://h1 --redis-url=redis://...@h2\": --redis-url given twice: give it once" },
+	{ { "--route", "two q --redis-url redis://h --format celery --format sidekiq" },
+	  "--route \"two q --redis-url redis://h --format celery --format sidekiq\": --format given twice: give it "
+	  "once" },
 };
 
 START_TEST(error_messages)
@@ -273,6 +290,56 @@ START_TEST(error_from_the_variable)
 	setenv("STAGEDRAIN_ROUTE", R1 ";\n two q2,q3 --redis-url redis://:hunter2@h2 --batch-size 1\n", 1);
 	expect_error(ARGV(NULL), "--route \"two q2,q3 --redis-url redis://...@h2 --batch-size 1\" (from "
 				 "STAGEDRAIN_ROUTE): --batch-size is the relay's setting, not a route's");
+}
+END_TEST
+
+/* A password in a route never reaches a message, from any source: the
+ * variable (where a ';' inside a password does not end the route) and the file. */
+START_TEST(no_password_in_any_message)
+{
+	char path[300], msg[CONFIG_ERR_SIZE];
+
+	setenv("STAGEDRAIN_ROUTE", "shard2 q redis://u:hunter2@h/0", 1);
+	expect_error(ARGV(NULL), "--route \"shard2 q redis://...@h/0\" (from STAGEDRAIN_ROUTE): unexpected "
+				 "\"redis://...@h/0\": settings are --SETTING VALUE");
+	setenv("STAGEDRAIN_ROUTE", "shard2 q --redis-url redis://u:hun;ter2@h/0 --frob 1", 1);
+	expect_error(ARGV(NULL), "--route \"shard2 q --redis-url redis://...@h/0 --frob 1\" (from STAGEDRAIN_ROUTE): "
+				 "unknown option --frob (see --help)");
+	setenv("STAGEDRAIN_ROUTE", "shard2 q --redis-url unix:///s?password=hun;ter2 --frob 1", 1);
+	expect_error(ARGV(NULL), "--route \"shard2 q --redis-url unix:///s?password=... --frob 1\" (from "
+				 "STAGEDRAIN_ROUTE): unknown option --frob (see --help)");
+	unsetenv("STAGEDRAIN_ROUTE");
+	put_file("routes", "# one\nshard2 q redis://u:hunter2@h/0\n", path, sizeof(path));
+	snprintf(msg, sizeof(msg),
+		 "--route-file %s line 2: unexpected \"redis://...@h/0\": settings are --SETTING VALUE", path);
+	expect_error(ARGV("--route-file", path), msg);
+}
+END_TEST
+
+/* STAGEDRAIN_ROUTE: a ';' inside a URL's user or password (an '@' follows
+ * it in its word) or in a password= value is the password's; any other ';'
+ * separates routes, with or without a space after it. */
+START_TEST(semicolon_in_a_password_splits_nothing)
+{
+	struct config cfg;
+
+	setenv("STAGEDRAIN_ROUTE",
+	       "a q1 --redis-url redis://u:p;w;@r1/1;b q2 --redis-url unix:///s?password=x;y --format resque;c q3 "
+	       "--redis-url unix:///s?password=z;w&db=3; d q4 --redis-url redis://:;@r4/4",
+	       1);
+	load_ok(&cfg, ARGV(NULL));
+	ck_assert_uint_eq(cfg.routes.n, 5);
+	ck_assert_str_eq(cfg.routes.t[1].name, "a");
+	ck_assert_str_eq(target(&cfg, 1)->redis.password, "p;w;");
+	ck_assert_str_eq(cfg.routes.t[2].name, "b");
+	ck_assert_str_eq(target(&cfg, 2)->redis.password, "x;y");
+	ck_assert_int_eq((int)target(&cfg, 2)->format, FORMAT_RESQUE);
+	ck_assert_str_eq(cfg.routes.t[3].name, "c");
+	ck_assert_str_eq(target(&cfg, 3)->redis.password, "z;w");
+	ck_assert_int_eq(target(&cfg, 3)->redis.db, 3);
+	ck_assert_str_eq(cfg.routes.t[4].name, "d");
+	ck_assert_str_eq(target(&cfg, 4)->redis.password, ";");
+	config_free(&cfg);
 }
 END_TEST
 
@@ -691,6 +758,8 @@ Suite *routes_suite(void)
 	tcase_add_loop_test(errors, error_messages, 0, (int)(sizeof(err_cases) / sizeof(err_cases[0])));
 	tcase_add_test(errors, error_from_the_variable);
 	tcase_add_test(errors, error_in_the_file);
+	tcase_add_test(errors, no_password_in_any_message);
+	tcase_add_test(good, semicolon_in_a_password_splits_nothing);
 	tcase_add_test(errors, file_missing_or_refused);
 	tcase_add_test(errors, error_message_is_bounded);
 	tcase_add_test(good, no_routes);

@@ -483,6 +483,54 @@ START_TEST(logs_never_contain_passwords)
 }
 END_TEST
 
+/* A password (SECRET's halves, split at its ';') in an argument where no
+ * password belongs: the relay or a command exits 2 with one message, which
+ * shows neither half. The message is the one the run's log must hold. */
+#define SECRET "Sekr3t;Pw9x"
+
+static void refused_unechoed(const char *name, const char *const *args, const char *msg)
+{
+	struct relay_proc p;
+
+	h_relay_start_bare(&p, name, args);
+	RELAY_CHECK(&p, h_relay_wait(&p, 30000) == 2, "%s did not exit 2; see %s", name, p.log);
+	ck_assert_msg(!h_log_contains(p.log, "Sekr3t") && !h_log_contains(p.log, "Pw9x"), "%s echoes the password",
+		      p.log);
+	ck_assert_msg(h_log_contains(p.log, msg), "%s lacks \"%s\"", p.log, msg);
+}
+
+START_TEST(no_message_echoes_a_password)
+{
+	const char *url = "redis://u:" SECRET "@h/0";
+	char path[512], route[128];
+
+	snprintf(route, sizeof(route), "shard2 q %s", url);
+	refused_unechoed("echo-route", (const char *const[]){ "--route", route, NULL },
+			 "--route \"shard2 q redis://...@h/0\": unexpected \"redis://...@h/0\"");
+	snprintf(path, sizeof(path), "%s/echo.routes", h_env("TEST_DIR"));
+	write_file(path, "# routes\nshard2 q redis://u:" SECRET "@h/0\n");
+	refused_unechoed("echo-route-file", (const char *const[]){ "--route-file", path, NULL },
+			 "line 2: unexpected \"redis://...@h/0\"");
+	refused_unechoed("echo-positional", (const char *const[]){ "--once", url, NULL },
+			 "unexpected argument \"redis://...@h/0\"");
+	refused_unechoed("echo-status", (const char *const[]){ "status", url, NULL },
+			 "unexpected argument \"redis://...@h/0\"");
+	refused_unechoed("echo-help", (const char *const[]){ "help", url, NULL },
+			 "no command \"redis://...@h/0\" to help with");
+	refused_unechoed("echo-option", (const char *const[]){ "--u:" SECRET "@h", NULL }, "unknown option ...@h");
+	/* The variable's ';' separates routes, but not inside a password. */
+	setenv("STAGEDRAIN_ROUTE", "shard2 q redis://u:" SECRET "@h/0", 1);
+	refused_unechoed("echo-env-bare", NULL, "unexpected \"redis://...@h/0\"");
+	setenv("STAGEDRAIN_ROUTE", "shard2 q --redis-url redis://u:" SECRET "@h/0 --frob 1", 1);
+	refused_unechoed("echo-env", NULL,
+			 "--route \"shard2 q --redis-url redis://...@h/0 --frob 1\" (from STAGEDRAIN_ROUTE): unknown "
+			 "option --frob");
+	setenv("STAGEDRAIN_ROUTE", "shard2 q --redis-url unix:///s?password=" SECRET " --frob 1", 1);
+	refused_unechoed("echo-env-conninfo", NULL, "unix:///s?password=... --frob 1");
+	unsetenv("STAGEDRAIN_ROUTE");
+}
+END_TEST
+
 /* ---- TLS to Postgres ---- */
 
 /* A self-signed certificate for 127.0.0.1 (also its own root) in TEST_DIR. */
@@ -699,6 +747,7 @@ Suite *security_suite(void)
 	tcase_add_checked_fixture(secrets, h_reset, NULL);
 	tcase_set_timeout(secrets, 180);
 	tcase_add_test(secrets, logs_never_contain_passwords);
+	tcase_add_test(secrets, no_message_echoes_a_password);
 	/* ssl goes off again even when the test fails half-way. */
 	tcase_add_checked_fixture(tls, h_reset, ssl_off);
 	tcase_set_timeout(tls, 120);

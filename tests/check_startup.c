@@ -226,6 +226,39 @@ START_TEST(sighup_is_logged_and_the_relay_carries_on)
 }
 END_TEST
 
+/*
+ * A SIGHUP that arrives while the relay is still starting (here while it
+ * reads its --route-file from a pipe, which waits on the writer: anything
+ * slow at start, a file on a slow mount) is handled as any other: noted,
+ * never fatal. The pipe is the event waited for: the writer's open returns
+ * once the relay has opened it for reading.
+ */
+START_TEST(sighup_while_starting_is_handled)
+{
+	struct relay_proc p;
+	char path[512];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/hup-routes.fifo", h_env("TEST_DIR"));
+	unlink(path);
+	ck_assert_int_eq(mkfifo(path, 0600), 0);
+	signal(SIGPIPE, SIG_IGN); /* a relay the signal ended must fail the test, not kill it */
+	h_relay_start(&p, "hup-start", (const char *const[]){ "--route-file", path, "--poll-interval", "20ms", NULL });
+	f = fopen(path, "w");
+	RELAY_CHECK(&p, f != NULL, "could not open %s", path);
+	h_relay_kill(&p, SIGHUP);
+	/* The relay holds the pipe open for reading until the writer closes it:
+	 * still there, and reading, when the signal was sent. */
+	fputs("# no routes\n", f);
+	fclose(f);
+	RELAY_CHECK(&p, h_log_wait(&p, "became leader", WAIT_MS), "did not lead after an early SIGHUP; see %s", p.log);
+	RELAY_CHECK(&p, h_log_wait(&p, "received SIGHUP", WAIT_MS), "the early SIGHUP was not logged; see %s", p.log);
+	assert_relays(&p);
+	stop_relay(&p);
+	unlink(path);
+}
+END_TEST
+
 static void become_nobody(void *arg)
 {
 	(void)arg;
@@ -306,6 +339,7 @@ Suite *startup_suite(void)
 	tcase_add_test(tc, settings_that_can_never_work_end_the_start_at_once);
 	tcase_add_test(tc, once_gives_up_on_a_server_it_cannot_reach);
 	tcase_add_test(tc, sighup_is_logged_and_the_relay_carries_on);
+	tcase_add_test(tc, sighup_while_starting_is_handled);
 	tcase_add_test(tc, the_process_is_not_dumpable);
 	tcase_add_test(tc, a_password_on_the_command_line_is_warned_about);
 	suite_add_tcase(s, tc);

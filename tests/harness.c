@@ -112,8 +112,20 @@ void h_proc_start(struct relay_proc *p, const char *name, struct proc_opts *o)
 	ck_assert_msg(rc == 0, "could not start %s: %s", o->argv[0], strerror(-rc));
 }
 
+/* Whether args give flag (--flag VALUE or --flag=VALUE). */
+static bool gives(const char *const *args, const char *flag)
+{
+	size_t n = strlen(flag);
+
+	for (; args && *args; args++)
+		if (strncmp(*args, flag, n) == 0 && ((*args)[n] == '\0' || (*args)[n] == '='))
+			return true;
+	return false;
+}
+
 /* argv is the binary, a leading subcommand, the test servers' URLs (unless
- * urls is false: then the environment must name them), args. */
+ * urls is false: then the environment must name them), args. A URL args
+ * give replaces the test server's: the relay refuses a flag given twice. */
 static void spawn(struct relay_proc *p, const char *name, bool urls, const char *const *args)
 {
 	const char *argv[64];
@@ -123,9 +135,11 @@ static void spawn(struct relay_proc *p, const char *name, bool urls, const char 
 	argv[n++] = h_env("STAGEDRAIN_BIN");
 	if (args && *args && **args != '-')
 		argv[n++] = *args++;
-	if (urls) {
+	if (urls && !gives(args, "--pg-url") && !gives(args, "--pg-url-file")) {
 		argv[n++] = "--pg-url";
 		argv[n++] = h_env("TEST_PG_URL");
+	}
+	if (urls && !gives(args, "--redis-url") && !gives(args, "--redis-url-file")) {
 		argv[n++] = "--redis-url";
 		argv[n++] = h_env("TEST_REDIS_URL");
 	}

@@ -76,7 +76,40 @@ void relay_start(struct relay *r, const struct bench_env *env, const char *name,
 	relay_start_with(r, env, name, level, NULL);
 }
 
-/* The scenario's own flags go after --relay-args: what a scenario compares wins. */
+/* How many words the flag at argv[i] takes: its value is the next word
+ * unless it has one after '=' (or none follows), as the relay reads them. */
+static int words_of(const char *const *argv, int n, int i)
+{
+	return strchr(argv[i], '=') || i + 1 >= n || strncmp(argv[i + 1], "--", 2) == 0 ? 1 : 2;
+}
+
+static bool same_flag(const char *a, const char *b)
+{
+	size_t k = strcspn(a, "=");
+
+	return k == strcspn(b, "=") && strncmp(a, b, k) == 0;
+}
+
+/* The relay refuses a flag given twice: of each flag (but --route, which
+ * repeats), the last one given is kept, with its value. */
+static void keep_last(const char **argv, int n)
+{
+	int out = 1, w;
+
+	for (int i = 1; i < n; i += w) {
+		bool later = false;
+
+		w = words_of(argv, n, i);
+		for (int j = i + w; j < n && !same_flag(argv[i], "--route"); j += words_of(argv, n, j))
+			later |= same_flag(argv[i], argv[j]);
+		for (int k = 0; k < w && !later; k++)
+			argv[out++] = argv[i + k];
+	}
+	argv[out] = NULL;
+}
+
+/* The scenario's own flags go after --relay-args: what a scenario compares
+ * wins (keep_last), and --relay-args beats the bench's own defaults. */
 void relay_start_with(struct relay *r, const struct bench_env *env, const char *name, const char *level,
 		      const char *const *flags)
 {
@@ -107,6 +140,7 @@ void relay_start_with(struct relay *r, const struct bench_env *env, const char *
 	for (size_t i = 0; flags && flags[i] && n < 46; i++)
 		argv[n++] = flags[i];
 	argv[n] = NULL;
+	keep_last(argv, n);
 	child_start(&r->proc, &(struct proc_opts){ .argv = argv, .log = r->log });
 	free(extra); /* the child has its own copy */
 }
