@@ -112,21 +112,25 @@ static int read_stats(struct watch *w, struct metrics_db *db)
 	return rc;
 }
 
-/* Says once when the oldest job's walk outlasts the statement timeout, and once when it no longer does. */
-static void note_slow_oldest(struct watch *w, bool slow)
+/* Says once when a reading starts to outlast the statement timeout (warn),
+ * and once when it no longer does (back); *was remembers which it is. */
+static void note_slow(bool *was, bool slow, const char *warn, const char *back)
 {
-	if (slow == w->oldest_slow)
+	if (slow == *was)
 		return;
-	w->oldest_slow = slow;
+	*was = slow;
 	if (slow)
-		log_warn("reading the oldest staged job's age outlasted the watcher's statement timeout; "
-			 "stagedrain_oldest_staged_job_age_seconds is left out until a reading succeeds "
-			 "(the walk crosses every row drained since the oldest open transaction began, "
-			 "or a lock on staged_jobs held it up)",
-			 LOGF(F_INT("timeout_ms", WATCH_TIMEOUT_MS)));
+		log_warn(warn, LOGF(F_INT("timeout_ms", WATCH_TIMEOUT_MS)));
 	else
-		log_info("the oldest staged job's age is read again", NULL);
+		log_info(back, NULL);
 }
+
+#define OLDEST_SLOW                                                                                                    \
+	"reading the oldest staged job's age outlasted the watcher's statement timeout; "                              \
+	"stagedrain_oldest_staged_job_age_seconds is left out until a reading succeeds "                               \
+	"(the walk crosses every row drained since the oldest open transaction began, "                                \
+	"or a lock on staged_jobs held it up)"
+#define OLDEST_BACK "the oldest staged job's age is read again"
 
 /* The oldest staged job's age, on the leader; NAN on a standby or past the timeout. */
 static int read_oldest(struct watch *w, struct metrics_db *db)
@@ -142,9 +146,9 @@ static int read_oldest(struct watch *w, struct metrics_db *db)
 	state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
 	if (PQresultStatus(res) == PGRES_TUPLES_OK) {
 		db->oldest_job_age_s = PQntuples(res) ? strtod(PQgetvalue(res, 0, 0), NULL) : 0;
-		note_slow_oldest(w, false);
+		note_slow(&w->oldest_slow, false, OLDEST_SLOW, OLDEST_BACK);
 	} else if (state && strcmp(state, "57014") == 0) { /* query_canceled: the statement timeout */
-		note_slow_oldest(w, true);
+		note_slow(&w->oldest_slow, true, OLDEST_SLOW, OLDEST_BACK);
 	} else {
 		pg_error(w, res, "could not read the oldest staged job");
 		rc = -EIO;
@@ -153,20 +157,10 @@ static int read_oldest(struct watch *w, struct metrics_db *db)
 	return rc;
 }
 
-/* Says once when the held rows' reading outlasts the statement timeout, and once when it no longer does. */
-static void note_slow_held(struct watch *w, bool slow)
-{
-	if (slow == w->held_slow)
-		return;
-	w->held_slow = slow;
-	if (slow)
-		log_warn("reading staged_jobs_held outlasted the watcher's statement timeout; "
-			 "stagedrain_oldest_staged_job_age_seconds and stagedrain_held_jobs are left out "
-			 "until a reading succeeds",
-			 LOGF(F_INT("timeout_ms", WATCH_TIMEOUT_MS)));
-	else
-		log_info("staged_jobs_held is read again", NULL);
-}
+#define HELD_SLOW                                                                                                      \
+	"reading staged_jobs_held outlasted the watcher's statement timeout; "                                         \
+	"stagedrain_oldest_staged_job_age_seconds and stagedrain_held_jobs are left out until a reading succeeds"
+#define HELD_BACK "staged_jobs_held is read again"
 
 /* The held rows by target and queue, on the leader: into the metrics, and
  * into the oldest job's age (a held row may be the oldest job waiting). */
@@ -190,7 +184,7 @@ static int read_held(struct watch *w, struct metrics_db *db)
 	else if (rc < 0) /* unknown: a held row may be older than any staged one */
 		db->oldest_job_age_s = NAN;
 	if (rc == 0 || rc == -ETIMEDOUT)
-		note_slow_held(w, rc == -ETIMEDOUT);
+		note_slow(&w->held_slow, rc == -ETIMEDOUT, HELD_SLOW, HELD_BACK);
 	return rc == 0 || rc == -ETIMEDOUT ? 0 : -EIO;
 }
 
