@@ -59,7 +59,7 @@ END_TEST
 
 /* Bad arguments: one line that names the flag, and the parse fails. */
 static const struct {
-	const char *args[5];
+	const char *args[6]; /* NULL-terminated: one more than the longest row */
 	const char *expect;
 } bad[] = {
 	{ { "--dry-run=yes" }, "--dry-run takes no value" },
