@@ -26,6 +26,19 @@ struct dead_cmd {
 	" AND ($" r "::text IS NULL OR strpos(lower(reason), lower($" r ")) > 0)"                                      \
 	" AND ($" s "::int8 IS NULL OR failed_at >= now() - $" s "::int8 * interval '1 millisecond')"
 
+/* One sub-command of an operator command group (dead, held). */
+struct dead_sub {
+	const char *word;
+	const char *doc; /* its name in commands.c's table */
+	int (*run)(struct dead_cmd *d);
+};
+
+/* `stagedrain GROUP WORD ...` (argv[1] is group): finds the sub-command,
+ * parses its arguments, runs prepare (NULL: none) and it, and closes its
+ * session; words lists the sub-commands for the messages. CMD_EXIT_*. */
+int dead_cmd_dispatch(const char *group, const char *words, const struct dead_sub *subs, size_t n,
+		      int (*prepare)(struct dead_cmd *d), int argc, char **argv);
+
 /* `stagedrain dead ...` (argv[1] is "dead"): an exit status, CMD_EXIT_*. */
 int cmd_dead_main(int argc, char **argv);
 

@@ -127,34 +127,34 @@ static int run_purge(struct dead_cmd *d)
 	return CMD_EXIT_OK;
 }
 
-static const struct {
-	const char *word;
-	const char *doc;
-	int (*run)(struct dead_cmd *d);
-} subs[] = {
+static const struct dead_sub subs[] = {
 	{ "list", "dead list", dead_list },
 	{ "show", "dead show", dead_show },
 	{ "replay", "dead replay", dead_replay },
 	{ "purge", "dead purge", run_purge },
 };
 
-static int run_sub(struct dead_cmd *d, int (*run)(struct dead_cmd *d), int argc, char **argv)
+/* The sub-command's arguments, then prepare (the filters), then its run. */
+static int run_sub(struct dead_cmd *d, const struct dead_sub *sub, int (*prepare)(struct dead_cmd *d), int argc,
+		   char **argv)
 {
 	char err[CONFIG_ERR_SIZE];
 	int rc;
 
+	d->doc = commands_find(sub->doc);
 	if (cmd_args_parse(&d->a, d->doc->opts, argc, argv, 3, err, sizeof(err)) < 0)
 		return dead_say(CMD_EXIT_USAGE, "%s", err);
 	if (d->a.cfg.help) {
 		command_usage(stdout, d->doc);
 		return CMD_EXIT_OK;
 	}
-	if ((rc = read_filters(d)) != 0)
+	if (prepare && (rc = prepare(d)) != 0)
 		return rc;
-	return run(d);
+	return sub->run(d);
 }
 
-int cmd_dead_main(int argc, char **argv)
+int dead_cmd_dispatch(const char *group, const char *words, const struct dead_sub *subs, size_t n,
+		      int (*prepare)(struct dead_cmd *d), int argc, char **argv)
 {
 	struct dead_cmd d;
 	char shown[68];
@@ -162,21 +162,25 @@ int cmd_dead_main(int argc, char **argv)
 
 	memset(&d, 0, sizeof(d));
 	if (argc < 3)
-		return dead_say(CMD_EXIT_USAGE,
-				"dead needs a command: list, show, replay or purge (stagedrain help dead)");
+		return dead_say(CMD_EXIT_USAGE, "%s needs a command: %s (stagedrain help %s)", group, words, group);
 	if (strcmp(argv[2], "-h") == 0 || strcmp(argv[2], "--help") == 0) {
-		commands_usage(stdout, "dead");
+		commands_usage(stdout, group);
 		return CMD_EXIT_OK;
 	}
-	for (size_t i = 0; i < sizeof(subs) / sizeof(subs[0]); i++) {
+	for (size_t i = 0; i < n; i++) {
 		if (strcmp(argv[2], subs[i].word) != 0)
 			continue;
-		d.doc = commands_find(subs[i].doc);
-		rc = run_sub(&d, subs[i].run, argc, argv);
+		rc = run_sub(&d, &subs[i], prepare, argc, argv);
 		PQfinish(d.conn);
 		cmd_args_free(&d.a);
 		return rc;
 	}
-	return dead_say(CMD_EXIT_USAGE, "no command \"dead %s\": dead takes list, show, replay or purge",
-			value_printable(argv[2], shown, sizeof(shown)));
+	return dead_say(CMD_EXIT_USAGE, "no command \"%s %s\": %s takes %s", group,
+			value_printable(argv[2], shown, sizeof(shown)), group, words);
+}
+
+int cmd_dead_main(int argc, char **argv)
+{
+	return dead_cmd_dispatch("dead", "list, show, replay or purge", subs, sizeof(subs) / sizeof(subs[0]),
+				 read_filters, argc, argv);
 }

@@ -17,7 +17,6 @@
 #include "cmd_held.h"
 #include "routes.h"
 #include "status.h"
-#include "usage.h"
 
 /* By target (NULL: the default one) and queue: the rows, and how long ago
  * the oldest was held and staged. */
@@ -129,11 +128,7 @@ static int run_dead(struct dead_cmd *d)
 	return move(d, false);
 }
 
-static const struct {
-	const char *word;
-	const char *doc;
-	int (*run)(struct dead_cmd *d);
-} subs[] = {
+static const struct dead_sub subs[] = {
 	{ "list", "held list", run_list },
 	{ "release", "held release", run_release },
 	{ "dead", "held dead", run_dead },
@@ -141,30 +136,6 @@ static const struct {
 
 int cmd_held_main(int argc, char **argv)
 {
-	struct dead_cmd d;
-	char err[CONFIG_ERR_SIZE];
-	int rc;
-
-	memset(&d, 0, sizeof(d));
-	if (argc < 3)
-		return dead_say(CMD_EXIT_USAGE, "held needs a command: list, release or dead (stagedrain help held)");
-	if (strcmp(argv[2], "-h") == 0 || strcmp(argv[2], "--help") == 0) {
-		commands_usage(stdout, "held");
-		return CMD_EXIT_OK;
-	}
-	for (size_t i = 0; i < sizeof(subs) / sizeof(subs[0]); i++) {
-		if (strcmp(argv[2], subs[i].word) != 0)
-			continue;
-		d.doc = commands_find(subs[i].doc);
-		if (cmd_args_parse(&d.a, d.doc->opts, argc, argv, 3, err, sizeof(err)) < 0)
-			rc = dead_say(CMD_EXIT_USAGE, "%s", err);
-		else if (d.a.cfg.help)
-			rc = (command_usage(stdout, d.doc), CMD_EXIT_OK);
-		else
-			rc = subs[i].run(&d);
-		PQfinish(d.conn);
-		cmd_args_free(&d.a);
-		return rc;
-	}
-	return dead_say(CMD_EXIT_USAGE, "no command \"held %.64s\": held takes list, release or dead", argv[2]);
+	return dead_cmd_dispatch("held", "list, release or dead", subs, sizeof(subs) / sizeof(subs[0]), NULL, argc,
+				 argv);
 }

@@ -106,6 +106,8 @@ int release_find_moved(struct release *rl)
 	const struct rounds *r = &rl->rounds;
 
 	rl->nmoved = 0;
+	if (rl->cfg->routes.n <= 1) /* one target: every rule names it */
+		return 0;
 	for (size_t i = 0; i < r->nq; i++) {
 		const char *target, *queue;
 		size_t tlen, qlen, t = release_key_target(rl, r->q[i].name, r->q[i].len);

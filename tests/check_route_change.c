@@ -103,6 +103,10 @@ START_TEST(a_removed_route_s_rows_stay_held_until_an_operator_releases_them)
 	ck_assert_int_eq(HELD(&p, "held-configured", "release", "--target", "b", "--route", ROUTE_B_DOWN), 2);
 	ck_assert(h_log_contains(p.log, "target \"b\" is configured"));
 	ck_assert_int_eq(HELD(&p, "held-no-target", "release"), 2);
+	/* A stray word is never echoed if it may hold a password. */
+	ck_assert_int_eq(HELD(&p, "held-url", "redis://u:SEKRIT@h/0"), 2);
+	ck_assert(h_log_contains(p.log, "no command \"held redis://...@h/0\""));
+	ck_assert(!h_log_contains(p.log, "SEKRIT"));
 	ck_assert_int_eq(HELD(&p, "held-dry", "release", "--target", "b", "--dry-run"), 0);
 	ck_assert(h_log_contains(p.log, "would release 3 jobs held for target b"));
 	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs_held"), 3);
