@@ -98,6 +98,10 @@ int sidekiq_check_jid(const struct job_row *row, char *reason, size_t rlen);
 /* The sidekiq layout: SADD queues, LPUSH queue:<q>, ZADD schedule. */
 int sidekiq_commands(struct redis_cmds *c, const struct batch *b, const char *prefix);
 
+/* The options key the Laravel client records its app's Redis key prefix in
+ * (what --laravel-prefix must be); no other reader of options takes it. */
+#define LARAVEL_PREFIX_KEY "laravel_prefix"
+
 /*
  * Laravel's payload for a row that carries what the app's framework built
  * (options "serialized": true, clients/php): args [payload], the payload text

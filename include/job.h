@@ -50,6 +50,9 @@ struct job_opts {
 	enum rails_version rails_version;
 	const char *origin; /* Celery's origin header: "stagedrain@<host>"; NULL: "stagedrain" */
 	size_t target;      /* the target (routes.h) the jobs built go to: batch_add notes it */
+	/* The target's key prefix (--namespace, --laravel-prefix): where its
+	 * workers must read. NULL: no row's recorded prefix is checked. */
+	const char *key_prefix;
 };
 
 /* Where one built job sits in the batch buffer. */

@@ -267,7 +267,8 @@ static struct job_opts *target_opts(const struct config *cfg)
 					     .max_job_bytes = cfg->max_job_bytes,
 					     .now_us = now_us,
 					     .rails_version = t->rails_version,
-					     .target = i };
+					     .target = i,
+					     .key_prefix = t->key_prefix };
 	}
 	return opts;
 }

@@ -124,6 +124,7 @@ static void begin_targets(struct drain *d)
 			.rails_version = t->cfg->rails_version,
 			.origin = d->origin,
 			.target = i,
+			.key_prefix = t->cfg->key_prefix,
 		};
 		/* A lone target that went down since the ladder saw it up
 		 * fails its push (the batch rolls back, as ever); with others

@@ -229,7 +229,9 @@ static int check_options(struct span options, char *reason, size_t rlen)
 	while (payload_next(options, &i, &key, &v)) {
 		if ((rc = option_of(key, &k)) < 0 || (rc = payload_key_is(key, "serialized", &serialized)) < 0)
 			return rc;
-		if (serialized) /* false here: format_serialized read it */
+		if (!serialized && (rc = payload_key_is(key, LARAVEL_PREFIX_KEY, &serialized)) < 0)
+			return rc;
+		if (serialized) /* "serialized" is false here (format_serialized read it); the prefix was checked */
 			continue;
 		if (k == N_OPTIONS) {
 			payload_reason(reason, rlen,
@@ -267,6 +269,36 @@ static int put_options(struct buf *b, struct span options)
 	return rc;
 }
 
+/*
+ * The row's laravel_prefix (set by the Laravel client: the prefix its app's
+ * workers read) against the target's. A relay run with another prefix would
+ * push where none of that app's workers read, and nothing would say so: the
+ * row is dead-lettered instead, its reason naming the flag to set, and is
+ * replayed once the relay runs with it. A row without the key (written by
+ * hand) goes where the relay's prefix says.
+ */
+static int check_prefix(struct span options, const struct job_opts *opts, char *reason, size_t rlen)
+{
+	const char *have = opts->key_prefix ? opts->key_prefix : "";
+	struct span v;
+	bool eq;
+	int rc;
+
+	if ((rc = payload_member(options, LARAVEL_PREFIX_KEY, &v)) < 0 || v.n == 0 || !opts->key_prefix)
+		return rc;
+	if (payload_kind(v) != PAYLOAD_STRING) {
+		payload_reason(reason, rlen, "options key \"" LARAVEL_PREFIX_KEY "\" is not a string");
+		return JOB_REJECT;
+	}
+	if ((rc = payload_string_is(v, span_of(have, strlen(have)), &eq)) < 0 || eq)
+		return rc;
+	payload_reason(reason, rlen,
+		       "misdirected: the app's Laravel reads prefix %.*s%s, this relay pushes under \"%.40s\" "
+		       "(--laravel-prefix): set --laravel-prefix to the app's, then stagedrain dead replay",
+		       FORMAT_SHOW(v), have);
+	return JOB_REJECT;
+}
+
 static int laravel_payload(const struct job_in *in, const struct job_opts *opts, struct buf *b, char *reason,
 			   size_t rlen)
 {
@@ -277,8 +309,8 @@ static int laravel_payload(const struct job_in *in, const struct job_opts *opts,
 	size_t data_off;
 	int rc;
 
-	(void)opts;
 	if ((rc = check_uuid(row, id, reason, rlen)) != 0 ||
+	    (rc = check_prefix(in->options, opts, reason, rlen)) != 0 ||
 	    (rc = format_serialized(in->options, &serialized, reason, rlen)) != 0)
 		return rc;
 	if (serialized)

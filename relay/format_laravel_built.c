@@ -154,7 +154,8 @@ static int check_options(struct span options, char *reason, size_t rlen)
 	int rc;
 
 	while (payload_next(options, &i, &key, &v)) {
-		if ((rc = payload_key_is(key, "serialized", &eq)) < 0)
+		if ((rc = payload_key_is(key, "serialized", &eq)) < 0 ||
+		    (!eq && (rc = payload_key_is(key, LARAVEL_PREFIX_KEY, &eq)) < 0))
 			return rc;
 		if (!eq) {
 			payload_reason(

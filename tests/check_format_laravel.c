@@ -40,8 +40,9 @@ static struct job_row laravel_row(const char *job_class, const char *args, const
 	return r;
 }
 
-/* The row's whole payload must be want, byte for byte. */
-static void assert_payload(const struct job_row *r, const char *want)
+/* The row's whole payload, built for a target with prefix (NULL: none
+ * checked), must be want, byte for byte. */
+static void assert_payload_for(const struct job_row *r, const char *prefix, const char *want)
 {
 	struct job_opts o = laravel_opts();
 	char reason[JOB_REASON_SIZE];
@@ -49,6 +50,7 @@ static void assert_payload(const struct job_row *r, const char *want)
 	struct buf b;
 	int rc;
 
+	o.key_prefix = prefix;
 	buf_init(&b);
 	rc = job_build(r, &o, &b, &out, reason, sizeof(reason));
 	ck_assert_msg(rc == 0, "job_build returned %d: %s", rc, reason);
@@ -57,19 +59,31 @@ static void assert_payload(const struct job_row *r, const char *want)
 	buf_free(&b);
 }
 
-/* The row must be dead-lettered with a reason that contains want. */
-static void assert_reject(const struct job_row *r, const char *want)
+static void assert_payload(const struct job_row *r, const char *want)
+{
+	assert_payload_for(r, NULL, want);
+}
+
+/* The row, built for a target with prefix, must be dead-lettered with a
+ * reason that contains want. */
+static void assert_reject_for(const struct job_row *r, const char *prefix, const char *want)
 {
 	struct job_opts o = laravel_opts();
 	char reason[JOB_REASON_SIZE];
 	struct job_out out;
 	struct buf b;
 
+	o.key_prefix = prefix;
 	buf_init(&b);
 	ck_assert_int_eq(job_build(r, &o, &b, &out, reason, sizeof(reason)), JOB_REJECT);
 	ck_assert_msg(strstr(reason, want) != NULL, "reason \"%s\" does not say \"%s\"", reason, want);
 	ck_assert_uint_eq(b.len, 0);
 	buf_free(&b);
+}
+
+static void assert_reject(const struct job_row *r, const char *want)
+{
+	assert_reject_for(r, NULL, want);
 }
 
 /* Compared with what tests/e2e/laravel_payload.php prints for the same job:
@@ -269,6 +283,43 @@ START_TEST(built_payload_is_pushed_as_written)
 	r.class_len = strlen(r.job_class);
 	assert_payload(&r, "{\"uuid\":\"" UUID "\",\"displayName\":\"App\\\\Legacy\",\"job\":\"App\\\\Legacy@handle\","
 			   "\"data\":{\"a\":[1,2.50,1e300]},\"id\":\"x\",\"attempts\":0}");
+}
+END_TEST
+
+/*
+ * The prefix the Laravel client records (its app's workers read there) must
+ * be the target's: a relay run with Laravel's default prefix for an app named
+ * Shop would push where none of its workers read, so the row is dead-lettered
+ * with a reason naming the flag. A row without the key goes as configured.
+ */
+START_TEST(recorded_prefix_must_be_the_targets)
+{
+	struct job_row r = built_row(BUILT, "{\"serialized\": true, \"laravel_prefix\": \"laravel_database_\"}");
+
+	assert_payload_for(&r, "laravel_database_", BUILT);
+	assert_payload(&r, BUILT); /* no target prefix to check against */
+	r = built_row(BUILT, "{\"laravel_prefix\": \"laravel\\u005fdatabase_\", \"serialized\": true}");
+	assert_payload_for(&r, "laravel_database_", BUILT);
+	r = built_row(BUILT, "{\"serialized\": true, \"laravel_prefix\": \"shop_database_\"}");
+	assert_reject_for(
+		&r, "laravel_database_",
+		"misdirected: the app's Laravel reads prefix \"shop_database_\", this relay pushes under "
+		"\"laravel_database_\" (--laravel-prefix): set --laravel-prefix to the app's, then stagedrain "
+		"dead replay");
+	assert_reject_for(&r, "", "this relay pushes under \"\" (--laravel-prefix)");
+	r = built_row(BUILT, "{\"serialized\": true, \"laravel_prefix\": \"\"}");
+	assert_payload_for(&r, "", BUILT);
+	r = built_row(BUILT, "{\"serialized\": true, \"laravel_prefix\": 1}");
+	assert_reject_for(&r, "laravel_database_", "options key \"laravel_prefix\" is not a string");
+	r = built_row(BUILT, NULL);
+	assert_payload_for(&r, "elsewhere_", BUILT);
+	/* A hand-written row may record it too; it is not part of the payload. */
+	r = laravel_row("App\\Jobs\\A@handle", "[1]", "{\"laravel_prefix\": \"laravel_database_\"}");
+	assert_payload_for(&r, "laravel_database_",
+			   "{\"uuid\":\"" UUID
+			   "\",\"displayName\":\"App\\\\Jobs\\\\A\",\"job\":\"App\\\\Jobs\\\\A@handle\"," DEFAULTS
+			   ",\"data\":[1]" TAIL);
+	assert_reject_for(&r, "shop_database_", "misdirected: the app's Laravel reads prefix \"laravel_database_\"");
 }
 END_TEST
 
@@ -553,6 +604,7 @@ Suite *laravel_format_suite(void)
 	tcase_add_test(payload, built_payload_rejects_what_the_worker_cannot_pop);
 	tcase_add_test(payload, built_payload_depth_is_phps);
 	tcase_add_test(payload, not_serialized_is_the_hand_written_row);
+	tcase_add_test(payload, recorded_prefix_must_be_the_targets);
 	tcase_add_test(options, maps_the_job_options);
 	tcase_add_test(options, rejects_options_laravel_does_not_read);
 	tcase_add_test(commands, batch_commands);
