@@ -34,7 +34,8 @@ LIB_SRC = $(JOB_SRC) relay/log.c relay/values.c relay/settings.c relay/redis_url
           relay/lock_holder.c relay/routes.c relay/target.c relay/target_connect.c relay/metrics_targets.c relay/metrics_held.c relay/watch_held.c \
           relay/commands.c relay/cmd_args.c \
           relay/cmd_status.c relay/status_judge.c relay/status_read.c relay/status_print.c relay/status_horizon.c relay/status_targets.c \
-          relay/cmd_dead.c relay/cmd_held.c relay/dead_list.c relay/dead_replay.c relay/dead_text.c relay/xmin_holders.c
+          relay/cmd_dead.c relay/cmd_held.c relay/dead_list.c relay/dead_replay.c relay/dead_text.c relay/xmin_holders.c \
+          relay/pg_privileges.c
 LIB_OBJ = $(LIB_SRC:relay/%.c=$(OUT)/%.o) $(OUT)/sql_embed.o
 UNIT_SRC = tests/unit_main.c tests/check_config.c tests/check_redis_url.c tests/check_job.c tests/check_buf.c \
            tests/check_backoff.c tests/check_fence.c tests/check_gaps.c tests/check_metrics.c tests/check_rounds.c \
@@ -49,7 +50,7 @@ INTEG_SRC = tests/integration_main.c tests/harness.c tests/check_relay.c \
             tests/check_e2e_celery.c tests/check_e2e_laravel.c tests/check_release.c \
             tests/check_e2e_capped.c tests/check_once.c tests/check_startup.c tests/check_stop.c \
             tests/check_status.c tests/check_dead.c tests/check_xmin.c tests/check_routed.c tests/check_route_change.c \
-            tests/check_e2e_routes.c
+            tests/check_e2e_routes.c tests/check_misconfig.c
 
 # The test support library: processes, the throwaway servers, SQL, Redis, logs.
 # The Check suites, the chaos programs and the bench all link it; no Check in it.

@@ -68,8 +68,10 @@ struct metrics_db {
 	double holder_xids[METRICS_XMIN_KINDS];
 	/* staged_jobs_dead, leader only: rows by queue, the most first (ndead
 	 * of them, the last METRICS_OTHER_QUEUE when more queues have rows), and
-	 * the oldest row's age by failed_at (0 when empty). */
+	 * the oldest row's age by failed_at (0 when empty), and how many were
+	 * staged for a key prefix this relay does not push under. */
 	double dead_oldest_age_s;
+	double dead_misdirected;
 	size_t ndead;
 	struct metrics_dead_queue dead[METRICS_DEAD_QUEUES + 1];
 };

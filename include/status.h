@@ -9,6 +9,7 @@
 #include "config.h"
 #include "fmacros.h"
 #include "lock_holder.h"
+#include "pg_privileges.h"
 #include "status_horizon.h"
 
 /* A queue whose Redis list has a cap, or that has held rows: its cap, held
@@ -66,7 +67,11 @@ struct status {
 	bool dead_read;
 	char dead_why[STATUS_WHY_LEN];
 	long long dead;
-	double dead_oldest_s; /* failed_at of the oldest */
+	double dead_oldest_s;       /* failed_at of the oldest */
+	long long dead_misdirected; /* staged for a key prefix the target's workers do not read */
+
+	bool privileges_read;
+	struct pg_privileges privileges; /* who else may change staged rows (pg_privileges.h) */
 
 	char redis_where[300];   /* host:port/db connected to (or that would be) */
 	const char *master_name; /* behind Sentinel: the master's name; NULL otherwise (points into the config) */
@@ -96,7 +101,7 @@ struct status_queue *status_queue_add(struct status *s, size_t target, const cha
 int status_target_add(struct status *s, const char *name, const struct config *cfg) SD_MUSTCHECK;
 
 #define STATUS_MAX_PROBLEMS 8
-#define STATUS_PROBLEM_LEN 320
+#define STATUS_PROBLEM_LEN 512
 
 /* What needs a person, each a short line; the thresholds in milliseconds
  * (horizon_ms 0: a held horizon is never a problem). */

@@ -15,6 +15,7 @@
 #include "log.h"
 #include "once.h"
 #include "pg_conn.h"
+#include "pg_privileges.h"
 #include "signals.h"
 
 void ladder_fall_back(struct target *t, enum target_state to)
@@ -100,6 +101,22 @@ static void connect_trouble(struct drain *d, struct target *t, int rc, const cha
 	t->retry_ms = t->quiet_ms < probe ? t->quiet_ms : probe;
 }
 
+/* Once at start: what lets others than the owner and the relay change staged
+ * rows, each a warning (the relay runs all the same: it is the operator's to
+ * fix). A failed reading is said at info: it changes nothing the relay does. */
+static void warn_privileges(struct drain *d)
+{
+	struct pg_privileges p;
+	char err[256];
+
+	if (pg_privileges_read(d->pg.conn, &p, err, sizeof(err)) < 0) {
+		log_info("could not read the staging tables' privileges", LOGF(F_STR("error", err)));
+		return;
+	}
+	for (size_t i = 0; i < p.n; i++)
+		log_warn("staged jobs are not kept to least privilege", LOGF(F_STR("detail", p.text[i])));
+}
+
 /* One try at Postgres at start: 0; -EAGAIN when it cannot be reached yet
  * (logged and waited out); or a setting that can never work (logged). */
 static int start_pg(struct drain *d)
@@ -110,6 +127,7 @@ static int start_pg(struct drain *d)
 		rc = pg_source_check_schema(&d->pg);
 	if (rc == 0) {
 		metrics_connected(d->metrics, METRICS_PG, true, false);
+		warn_privileges(d);
 		return 0;
 	}
 	/* A schema read on a session that then broke is a server going away. */

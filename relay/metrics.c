@@ -301,7 +301,7 @@ void metrics_db_unknown(struct metrics_db *db)
 	db->backlog_jobs = db->oldest_job_age_s = db->oldest_xact_age_s = db->dead_tuples = NAN;
 	for (int k = 0; k < METRICS_XMIN_KINDS; k++)
 		db->holder_age_s[k] = db->holder_xids[k] = NAN;
-	db->dead_oldest_age_s = NAN;
+	db->dead_oldest_age_s = db->dead_misdirected = NAN;
 }
 
 void metrics_db_reading(struct metrics *m, const struct metrics_db *db)
@@ -580,6 +580,11 @@ static int format_dead(struct metrics *m, struct buf *out)
 		rc = gauge(out, "dead_oldest_age_seconds",
 			   "Time since the oldest row in staged_jobs_dead failed; 0 when it is empty. Leader only.",
 			   m->db.dead_oldest_age_s, 3);
+	if (rc == 0)
+		rc = gauge(out, "misdirected_jobs",
+			   "Rows in staged_jobs_dead staged for a key prefix this relay does not push under "
+			   "(reason misdirected: fix the prefix, then stagedrain dead replay). Leader only.",
+			   m->db.dead_misdirected, 0);
 	return rc;
 }
 

@@ -120,6 +120,13 @@ void status_judge(const struct status *s, long long max_age_ms, long long horizo
 		if (s->targets[i].tried && !s->targets[i].reached)
 			add(p, "target %s: %s", s->targets[i].name, s->targets[i].err);
 	judge_age(s, max_age_ms, p);
+	for (size_t i = 0; s->privileges_read && i < s->privileges.n; i++)
+		add(p, "%s", s->privileges.text[i]);
+	if (s->dead_read && s->dead_misdirected > 0)
+		add(p,
+		    "%lld dead-lettered job%s staged for a key prefix this relay does not push under (stagedrain dead "
+		    "list --reason misdirected)",
+		    s->dead_misdirected, s->dead_misdirected == 1 ? "" : "s");
 	if (s->horizon_read && s->horizon.held && s->horizon.forever)
 		add(p, "an inactive replication slot (%s) holds the xmin horizon until it is dropped", s->horizon.name);
 	else if (s->horizon_read && s->horizon.held && s->horizon.timed && horizon_ms > 0 &&

@@ -203,6 +203,10 @@ void status_print_table(FILE *out, const struct status *s, const struct status_p
 	print_backlog(out, s);
 	print_gaps(out, s);
 	print_dead(out, s);
+	if (s->privileges_read)
+		fprintf(out, LABEL "%s\n", "roles",
+			s->privileges.n == 0 ? "only the owner and the relay may change staged rows"
+					     : "others may change staged rows (below)");
 	print_redis(out, s);
 	for (size_t i = 0; s->ntargets > 1 && i < s->ntargets; i++)
 		print_target(out, &s->targets[i]);
@@ -349,8 +353,8 @@ static json_t *dead_json(const struct status *s)
 {
 	if (!s->dead_read)
 		return json_null();
-	return json_pack("{s:I, s:o}", "rows", (json_int_t)s->dead, "oldest_age_seconds",
-			 real_or_null(s->dead > 0, s->dead_oldest_s));
+	return json_pack("{s:I, s:o, s:I}", "rows", (json_int_t)s->dead, "oldest_age_seconds",
+			 real_or_null(s->dead > 0, s->dead_oldest_s), "misdirected", (json_int_t)s->dead_misdirected);
 }
 
 static json_t *horizon_json(const struct status *s)
@@ -373,18 +377,32 @@ static json_t *redis_json(const struct status *s)
 			 s->redis_tls);
 }
 
+/* Who besides the owner and the relay may change staged rows: [] when none, null when unread. */
+static json_t *privileges_json(const struct status *s)
+{
+	json_t *a = s->privileges_read ? json_array() : json_null();
+
+	for (size_t i = 0; a && s->privileges_read && i < s->privileges.n; i++)
+		if (json_array_append_new(a, json_string(s->privileges.text[i])) < 0) {
+			json_decref(a);
+			return NULL;
+		}
+	return a;
+}
+
 int status_print_json(FILE *out, const struct status *s, const struct status_problems *p, long long max_age_ms,
 		      long long horizon_ms)
 {
 	json_t *o;
 	char *text;
 
-	o = json_pack("{s:b, s:o, s:o, s:{s:b, s:o}, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:{s:f, s:f}}", "healthy",
-		      p->n == 0, "problems", problems_json(p), "notes", notes_json(s), "postgres", "ok", s->pg_ok,
-		      "error", str_or_null(!s->pg_ok, s->pg_err), "redis", redis_json(s), "targets", targets_json(s),
-		      "leader", leader_json(s), "backlog", backlog_json(s), "gaps", gaps_json(s), "dead", dead_json(s),
-		      "queues", queues_json(s), "horizon", horizon_json(s), "thresholds", "max_age_seconds",
-		      (double)max_age_ms / 1000, "warn_xact_age_seconds", (double)horizon_ms / 1000);
+	o = json_pack("{s:b, s:o, s:o, s:{s:b, s:o}, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:{s:f, s:f}}",
+		      "healthy", p->n == 0, "problems", problems_json(p), "notes", notes_json(s), "postgres", "ok",
+		      s->pg_ok, "error", str_or_null(!s->pg_ok, s->pg_err), "redis", redis_json(s), "targets",
+		      targets_json(s), "leader", leader_json(s), "backlog", backlog_json(s), "gaps", gaps_json(s),
+		      "dead", dead_json(s), "queues", queues_json(s), "horizon", horizon_json(s), "privileges",
+		      privileges_json(s), "thresholds", "max_age_seconds", (double)max_age_ms / 1000,
+		      "warn_xact_age_seconds", (double)horizon_ms / 1000);
 	if (!o)
 		return -ENOMEM;
 	text = json_dumps(o, JSON_PRESERVE_ORDER);

@@ -9,6 +9,7 @@
 
 #include "lock_holder.h"
 #include "pg_conn.h"
+#include "pg_privileges.h"
 #include "pg_source.h"
 #include "status_read.h"
 #include "status_targets.h"
@@ -50,8 +51,10 @@
 	" greatest(0, extract(epoch FROM clock_timestamp() - min(created_at)))::float8"                                \
 	" FROM staged_jobs_held GROUP BY target, queue"
 
+/* And those staged for a place no worker of the target reads (format_laravel.c's "misdirected:"). */
 #define DEAD_SQL                                                                                                       \
-	"SELECT count(*), coalesce(greatest(0, extract(epoch FROM clock_timestamp() - min(failed_at))), 0)::float8"    \
+	"SELECT count(*), coalesce(greatest(0, extract(epoch FROM clock_timestamp() - min(failed_at))), 0)::float8,"   \
+	" count(*) FILTER (WHERE reason LIKE 'misdirected:%')"                                                         \
 	" FROM staged_jobs_dead"
 
 /*
@@ -273,6 +276,7 @@ static void read_dead_and_gaps(struct status *s, PGconn *conn)
 		s->dead_read = true;
 		s->dead = atoll(PQgetvalue(res, 0, 0));
 		s->dead_oldest_s = num(res, 0, 1);
+		s->dead_misdirected = atoll(PQgetvalue(res, 0, 2));
 		PQclear(res);
 	}
 	if ((res = query(s, conn, STAGING_SQL, &leader, "could not read the staging transactions"))) {
@@ -300,6 +304,16 @@ static void read_horizon(struct status *s, PGconn *conn)
 		s->horizon_read = true;
 }
 
+static void read_privileges(struct status *s, PGconn *conn)
+{
+	char err[256];
+
+	if (pg_privileges_read(conn, &s->privileges, err, sizeof(err)) < 0)
+		pg_failed_with(s, err);
+	else
+		s->privileges_read = true;
+}
+
 static int read_pg(struct status *s, const struct config *cfg)
 {
 	PGconn *conn = pg_conn_open(cfg, "stagedrain-status", true);
@@ -323,6 +337,7 @@ static int read_pg(struct status *s, const struct config *cfg)
 		goto done;
 	read_dead_and_gaps(s, conn);
 	read_horizon(s, conn);
+	read_privileges(s, conn);
 done:
 	PQfinish(conn);
 	return rc;

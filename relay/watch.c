@@ -54,16 +54,17 @@ _Static_assert(XMIN_NKINDS == METRICS_XMIN_KINDS, "metrics.h and xmin_holders.h 
 
 /*
  * staged_jobs_dead by queue, the most rows first, and one last row (q NULL)
- * with every row and the oldest failure. A walk of the dead table, which
+ * with every row, the oldest failure and the misdirected rows (format_laravel.c). A walk of the dead table, which
  * stays small while someone looks after it: on the leader only, like the
  * oldest job's, under the same statement timeout.
  */
-#define DEAD_SQL                                                                                                       \
-	"WITH g AS (SELECT coalesce(queue, '') AS q, count(*) AS n, min(failed_at) AS f"                               \
-	" FROM staged_jobs_dead GROUP BY 1)"                                                                           \
-	" SELECT * FROM (SELECT q, n, NULL::float8 FROM g ORDER BY n DESC, q LIMIT " DEAD_LIMIT ") t"                  \
-	" UNION ALL SELECT NULL, coalesce(sum(n), 0)::bigint,"                                                         \
-	" coalesce(greatest(0, extract(epoch FROM clock_timestamp() - min(f)))::float8, 0) FROM g"
+#define DEAD_SQL                                                                                                         \
+	"WITH g AS (SELECT coalesce(queue, '') AS q, count(*) AS n, min(failed_at) AS f,"                                \
+	" count(*) FILTER (WHERE reason LIKE 'misdirected:%') AS m FROM staged_jobs_dead GROUP BY 1)"                    \
+	" SELECT * FROM (SELECT q, n, NULL::float8, NULL::bigint FROM g ORDER BY n DESC, q LIMIT " DEAD_LIMIT ") t"      \
+	" UNION ALL SELECT NULL, coalesce(sum(n), 0)::bigint,"                                                           \
+	" coalesce(greatest(0, extract(epoch FROM clock_timestamp() - min(f)))::float8, 0), coalesce(sum(m), 0)::bigint" \
+	" FROM g"
 #define DEAD_LIMIT WATCH_STR(METRICS_DEAD_QUEUES)
 
 /* Bounds every query, so stopping waits no longer than this. */
@@ -225,6 +226,7 @@ static int read_dead(struct watch *w, struct metrics_db *db)
 		if (PQgetisnull(res, i, 0)) {
 			total = rows;
 			db->dead_oldest_age_s = strtod(PQgetvalue(res, i, 2), NULL);
+			db->dead_misdirected = strtod(PQgetvalue(res, i, 3), NULL);
 		} else if (db->ndead < METRICS_DEAD_QUEUES) {
 			metrics_short_label(q, strlen(q), db->dead[db->ndead].queue);
 			db->dead[db->ndead++].rows = rows;

@@ -39,6 +39,7 @@ int main(void)
 	srunner_add_suite(sr, route_change_suite());
 	srunner_add_suite(sr, routes_e2e_suite());
 	srunner_add_suite(sr, dead_suite());
+	srunner_add_suite(sr, misconfig_suite());
 	srunner_run_all(sr, CK_NORMAL);
 	failed = srunner_ntests_failed(sr);
 	srunner_free(sr);

@@ -52,5 +52,6 @@ Suite *routed_suite(void);
 Suite *route_change_suite(void);
 Suite *routes_e2e_suite(void);
 Suite *dead_suite(void);
+Suite *misconfig_suite(void);
 
 #endif
