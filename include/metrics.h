@@ -102,8 +102,9 @@ struct metrics_target {
 	char name[72];
 	bool up; /* it may take jobs: connected, its epoch and fence settled */
 	unsigned long long relayed, pushes;
-	double push_seconds; /* its pushes' time, summed */
-	long long held;      /* its jobs waiting in staged_jobs_held */
+	double push_seconds;   /* its pushes' time, summed */
+	long long held;        /* its jobs waiting in staged_jobs_held */
+	int workers_elsewhere; /* 1: its workers register elsewhere, none where it pushes; 0 not; -1 unknown */
 };
 
 struct metrics {
@@ -159,6 +160,8 @@ void metrics_target_held(struct metrics *m, size_t i, long long held);
 /* With several targets, whether one at least may take jobs (/readyz);
  * the lock held. */
 bool metrics_targets_ready_locked(const struct metrics *m);
+/* Whether target i's workers register elsewhere and none where it pushes (watch_readers.c). */
+void metrics_target_readers(struct metrics *m, size_t i, bool elsewhere);
 /* The targets' series; the lock held. 0 or -ENOMEM. */
 int metrics_targets_format(const struct metrics *m, struct buf *out) SD_MUSTCHECK;
 void metrics_free(struct metrics *m);

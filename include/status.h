@@ -10,6 +10,7 @@
 #include "fmacros.h"
 #include "lock_holder.h"
 #include "pg_privileges.h"
+#include "readers.h"
 #include "status_horizon.h"
 
 /* A queue whose Redis list has a cap, or that has held rows: its cap, held
@@ -33,8 +34,9 @@ struct status_target {
 	bool reached;             /* it answered, and every command did */
 	char where[300];          /* host:port/db, never a password */
 	char err[256];
-	long long held;       /* its rows in staged_jobs_held */
-	double held_oldest_s; /* the oldest one's age since it was staged (created_at); meaningless when held is 0 */
+	long long held;         /* its rows in staged_jobs_held */
+	double held_oldest_s;   /* the oldest one's age since it was staged (created_at); meaningless when held is 0 */
+	struct readers readers; /* whether its workers read where it pushes (UNKNOWN: unread) */
 };
 
 /* Why a part is unread when its server answered but this role may not see it

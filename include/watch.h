@@ -11,6 +11,7 @@
 #include "fmacros.h"
 #include "metrics.h"
 #include "redis_conn.h"
+#include "watch_readers.h"
 #include "xmin_holders.h"
 
 /* Holdings tracked: the last reading's and this one's. */
@@ -41,6 +42,7 @@ struct watch {
 	bool oldest_slow;               /* the oldest job's reading hit the timeout */
 	bool held_slow;                 /* the held rows' reading hit the timeout */
 	struct xmin_holders holders;    /* the last reading's */
+	struct watch_readers readers;
 	struct watch_held held[WATCH_MAX_HELD];
 	size_t nheld;
 	char errstr[256];

@@ -66,6 +66,17 @@ static const struct cmd_opt held_move_opts[] = {
 	{ NULL, NULL, NULL, false },
 };
 
+static const struct cmd_opt move_opts[] = {
+	{ "from-prefix", "PREFIX",
+	  "the key prefix the stranded jobs' keys start with, as --namespace or --laravel-prefix made it (e.g. "
+	  "laravel_database_, or shop: for namespace shop; default: the relay's)",
+	  false },
+	{ "from-db", "N", "the Redis database they are in (default: the one --redis-url names)", false },
+	{ "queue", "NAME",
+	  "only this queue; celery's must each be named, its lists cannot be found by name (repeatable)", false },
+	{ NULL, NULL, NULL, false },
+};
+
 const struct command_doc operator_commands[] = {
 	{ "status", "[--json] [--max-age SPAN] [--warn-xact-age DURATION]",
 	  "say whether the relay works and how far behind it is", status_opts },
@@ -85,6 +96,10 @@ const struct command_doc operator_commands[] = {
 	  held_move_opts },
 	{ "held dead", "--target NAME [--dry-run]",
 	  "move the jobs held for a target no route has now to staged_jobs_dead", held_move_opts },
+	{ "move", "(--from-prefix PREFIX | --from-db N) [--queue NAME]...",
+	  "move jobs pushed under a key prefix or database no worker reads to where the settings push now, each"
+	  " queue in one script, ahead of jobs pushed there since",
+	  move_opts },
 	{ NULL, NULL, NULL, NULL },
 };
 

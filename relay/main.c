@@ -13,6 +13,7 @@
 #include "cmd_args.h"
 #include "cmd_dead.h"
 #include "cmd_held.h"
+#include "cmd_move.h"
 #include "cmd_status.h"
 #include "config.h"
 #include "drain.h"
@@ -160,8 +161,8 @@ static const struct operator_cmd {
 	const char *word;
 	int (*run)(int argc, char **argv);
 } operator_cmds[] = {
-	{ "help", run_help }, { "status", cmd_status_main }, { "dead", cmd_dead_main }, { "held", cmd_held_main },
-	{ NULL, NULL },
+	{ "help", run_help },      { "status", cmd_status_main }, { "dead", cmd_dead_main },
+	{ "held", cmd_held_main }, { "move", cmd_move_main },     { NULL, NULL },
 };
 
 /* A password inside a URL given as a flag shows in ps to every user of the machine. */

@@ -16,6 +16,7 @@ void metrics_targets(struct metrics *m, const char *const *names, size_t n)
 	for (size_t i = 0; i < m->ntargets; i++) {
 		memset(&m->targets[i], 0, sizeof(m->targets[i]));
 		snprintf(m->targets[i].name, sizeof(m->targets[i].name), "%s", names[i]);
+		m->targets[i].workers_elsewhere = -1;
 	}
 	pthread_mutex_unlock(&m->lock);
 }
@@ -39,6 +40,16 @@ void metrics_target_up(struct metrics *m, size_t i, bool up)
 	if (!t)
 		return;
 	t->up = up;
+	pthread_mutex_unlock(&m->lock);
+}
+
+void metrics_target_readers(struct metrics *m, size_t i, bool elsewhere)
+{
+	struct metrics_target *t = lock_target(m, i);
+
+	if (!t)
+		return;
+	t->workers_elsewhere = elsewhere;
 	pthread_mutex_unlock(&m->lock);
 }
 
@@ -132,6 +143,21 @@ static int push_summary(const struct metrics *m, struct buf *out)
 	return rc;
 }
 
+/* Left out for a target not looked at yet, or whose workers register nothing (Laravel). */
+static int elsewhere_gauge(const struct metrics *m, struct buf *out)
+{
+	int rc = buf_puts(out, "# HELP stagedrain_target_workers_elsewhere 1 while the target's workers register in "
+			       "Redis under another key prefix or database and none where it pushes: its jobs wait "
+			       "unread (stagedrain move).\n"
+			       "# TYPE stagedrain_target_workers_elsewhere gauge\n");
+
+	for (size_t i = 0; rc == 0 && i < m->ntargets; i++)
+		if (m->targets[i].workers_elsewhere >= 0)
+			rc = buf_printf(out, "stagedrain_target_workers_elsewhere{target=\"%s\"} %d\n",
+					m->targets[i].name, m->targets[i].workers_elsewhere);
+	return rc;
+}
+
 int metrics_targets_format(const struct metrics *m, struct buf *out)
 {
 	int rc = series(m, out, "target_up", "gauge",
@@ -147,5 +173,7 @@ int metrics_targets_format(const struct metrics *m, struct buf *out)
 			    "Jobs waiting in staged_jobs_held for the target (down, or capped queues).", held_value);
 	if (rc == 0)
 		rc = push_summary(m, out);
+	if (rc == 0)
+		rc = elsewhere_gauge(m, out);
 	return rc;
 }

@@ -120,6 +120,12 @@ void status_judge(const struct status *s, long long max_age_ms, long long horizo
 		if (s->targets[i].tried && !s->targets[i].reached)
 			add(p, "target %s: %s", s->targets[i].name, s->targets[i].err);
 	judge_age(s, max_age_ms, p);
+	for (size_t i = 0; i < s->ntargets; i++)
+		if (s->targets[i].readers.verdict == READERS_ELSEWHERE) {
+			char say[STATUS_PROBLEM_LEN - 64];
+			readers_say(&s->targets[i].readers, s->targets[i].cfg, say, sizeof(say));
+			add(p, "target %s: %s", s->targets[i].name, say);
+		}
 	for (size_t i = 0; s->privileges_read && i < s->privileges.n; i++)
 		add(p, "%s", s->privileges.text[i]);
 	if (s->dead_read && s->dead_misdirected > 0)

@@ -290,20 +290,32 @@ static json_t *queues_json(const struct status *s)
 	return a;
 }
 
+/* Where the target's workers register: "here", "none", "elsewhere", or null (unknown, or they register nothing). */
+static json_t *workers_json(const struct readers *r)
+{
+	static const char *const names[] = {
+		[READERS_HERE] = "here", [READERS_NONE] = "none", [READERS_ELSEWHERE] = "elsewhere"
+	};
+
+	return r->verdict == READERS_UNKNOWN ? json_null() : json_string(names[r->verdict]);
+}
+
 static json_t *targets_json(const struct status *s)
 {
 	json_t *a = json_array();
 
 	for (size_t i = 0; a && i < s->ntargets; i++) {
 		const struct status_target *t = &s->targets[i];
-		if (json_array_append_new(a, json_pack("{s:s, s:b, s:o, s:o, s:o, s:o, s:o}", "name", t->name,
+		if (json_array_append_new(a, json_pack("{s:s, s:b, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "name", t->name,
 						       "configured", t->cfg != NULL, "address",
 						       str_or_null(t->tried, t->where), "reachable",
 						       t->tried ? json_boolean(t->reached) : json_null(), "error",
 						       str_or_null(t->tried && !t->reached, t->err), "held",
 						       int_or_null(s->queues_read, t->held), "oldest_held_age_seconds",
-						       real_or_null(s->queues_read && t->held > 0, t->held_oldest_s))) <
-		    0) {
+						       real_or_null(s->queues_read && t->held > 0, t->held_oldest_s),
+						       "workers", workers_json(&t->readers), "workers_where",
+						       str_or_null(t->readers.verdict == READERS_ELSEWHERE,
+								   t->readers.where))) < 0) {
 			json_decref(a);
 			return NULL;
 		}

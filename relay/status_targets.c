@@ -9,6 +9,7 @@
 #include "buf.h"
 #include "format.h"
 #include "keys.h"
+#include "readers.h"
 #include "redis_cmds.h"
 #include "redis_conn.h"
 #include "status_targets.h"
@@ -120,6 +121,9 @@ static int read_target(struct status *s, const struct config *cfg, size_t t)
 			read_epoch(s, cfg, &c);
 		if (x->reached)
 			rc = read_lengths(s, t, &c);
+		/* Who reads is a judgement on top: a failed look leaves it unknown. */
+		if (rc == 0 && x->reached && readers_read(&c, x->cfg, &x->readers) < 0)
+			x->readers.verdict = READERS_UNKNOWN;
 	}
 	snprintf(x->where, sizeof(x->where), "%s", c.where);
 	redis_conn_free(&c);

@@ -479,6 +479,7 @@ static void *watch_main(void *arg)
 		pthread_mutex_unlock(&w->lock);
 		watch_redis(w);
 		watch_pg(w);
+		watch_readers_round(&w->readers, w->cfg, w->m);
 		until = clock_mono_after(w->cfg->watch_interval_ms);
 		pthread_mutex_lock(&w->lock);
 		while (!w->stop && pthread_cond_timedwait(&w->wake, &w->lock, &until) != ETIMEDOUT)
