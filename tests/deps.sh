@@ -4,7 +4,7 @@
 set -eu
 PKGS="gcc make pkg-config libc6-dev libpq-dev libhiredis-dev libjansson-dev libssl-dev check
       postgresql redis-server redis-tools ruby-sidekiq ruby-activejob ruby-rails ruby-pg python3-celery python3-redis
-      python3-django python3-psycopg2 python3-sqlalchemy python3-pip
+      python3-django python3-psycopg2 python3-sqlalchemy python3-pip python3-venv
       php-cli php-laravel-framework php-redis php-pgsql composer phpunit
       procps util-linux
       openssl libmicrohttpd-dev curl python3 python3-yaml mandoc man-db shellcheck prometheus"
