@@ -2,7 +2,6 @@
 its migration (alone, and before or after `stagedrain migrate`), the app's own `manage.py test`,
 `manage.py stagedrain_status`, and the SQL files pip installed."""
 import os
-import re
 import shutil
 import subprocess
 import unittest
@@ -163,6 +162,63 @@ class MigrationTest(unittest.TestCase):
         self.assertEqual(out.returncode, 0, out.stderr)
         self.assertIn("Applying stagedrain.0001_initial... OK", out.stdout)  # in test_<name>
         self.assertRegex(out.stderr, r"Ran 2 tests in [0-9.]+s\n\nOK")
+
+
+class SchemaTest(unittest.TestCase):
+    """stagedrain.schema.apply, which the migration runs, on a psycopg2 cursor."""
+
+    def test_it_applies_up_to_the_named_migration_only(self):
+        # A later Django migration names a later file: each applies its own share.
+        from stagedrain import schema
+
+        url = fresh_database(self)
+        conn = psycopg2.connect(url)
+        self.addCleanup(conn.close)
+        with conn, conn.cursor() as cur:
+            self.assertEqual(schema.apply(cur, "003_dead_letter_key"), NAMES[:3])
+        self.assertEqual([n for n, _ in ledger(url)], NAMES[:3])
+        with conn, conn.cursor() as cur:
+            self.assertEqual(schema.apply(cur, "006_routes"), NAMES[3:])
+            self.assertEqual(schema.apply(cur, "006_routes"), [])
+
+    def test_an_unknown_name_is_refused_before_anything_runs(self):
+        from stagedrain import schema
+
+        url = fresh_database(self)
+        conn = psycopg2.connect(url)
+        self.addCleanup(conn.close)
+        with self.assertRaisesRegex(RuntimeError, r"no stagedrain migration named '007_nope' in .*/stagedrain/sql"):
+            with conn, conn.cursor() as cur:
+                schema.apply(cur, "007_nope")
+        self.assertEqual(query(url, "SELECT to_regclass('stagedrain_migrations')"), [(None,)])
+
+    def test_a_package_without_its_sql_files_says_so(self):
+        from stagedrain import schema
+
+        with self.assertRaisesRegex(RuntimeError, r"SQL files are missing from /nonexistent: reinstall the package"):
+            schema.migrations("/nonexistent")
+
+    def test_django_migrate_waits_for_a_stagedrain_migrate_in_progress(self):
+        # The worst order, by hand: another applier holds the lock with its
+        # tables created but not committed; Django's migrate must wait, then
+        # find every file recorded and apply none again.
+        from stagedrain import schema
+
+        url = fresh_database(self)
+        first = psycopg2.connect(url)
+        self.addCleanup(first.close)
+        cur = first.cursor()
+        schema.apply(cur, "006_routes")  # the transaction stays open
+        env = _env(DATABASE_URL=url)
+        second = subprocess.Popen([PY, "manage.py", "migrate"], cwd=PROJECT, env=env, text=True,
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        self.addCleanup(lambda: second.poll() is None and second.kill())
+        support.wait_for("Django's migrate to wait for the lock", lambda: query(
+            url, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")[0][0] == 1)
+        first.commit()
+        self.assertEqual(second.wait(60), 0, second.stdout.read())
+        self.assertEqual(len({t for _, t in ledger(url)}), 1)  # one transaction applied them all
+        self.assertEqual([n for n, _ in ledger(url)], NAMES)
 
 
 class StatusCommandTest(unittest.TestCase):
