@@ -36,5 +36,7 @@ def not_migrated(exc):
         return None
     return NotMigrated(
         "staged_jobs is missing or out of date in this database (%s): run `stagedrain migrate` "
-        "with --pg-url pointing at it (as the tables' owner), then stage again" % str(exc).strip().splitlines()[0]
+        "with --pg-url pointing at it, or Django's `manage.py migrate` with \"stagedrain.django\" in "
+        "INSTALLED_APPS (which also gives a test database the table), as the tables' owner; then stage again"
+        % str(exc).strip().splitlines()[0]
     )

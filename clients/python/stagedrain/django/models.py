@@ -1,4 +1,4 @@
-"""StagedJob: the relay's staged_jobs table, seen from Django; `stagedrain migrate` owns its schema."""
+"""StagedJob: the relay's staged_jobs table, seen from Django; the SQL of stagedrain's migrations makes it."""
 import uuid
 
 from django.db import models
@@ -21,6 +21,7 @@ class StagedJob(models.Model):
     jid = models.TextField(default=new_jid)
     uuid = models.UUIDField(default=uuid.uuid4)
     tenant = models.TextField(null=True, blank=True)
+    route = models.TextField(null=True, blank=True)
 
     class Meta:
         managed = False
