@@ -24,7 +24,10 @@ Gem::Specification.new do |spec|
   spec.authors = ["stagedrain contributors"]
   spec.required_ruby_version = ">= 2.7"
 
-  spec.files = Dir.glob(["lib/**/*.rb", "README.md"], base: here)
+  # sql/ is a link to the repository's sql/: the gem packs the real files,
+  # the migrations only (not roles.sql, notify.sql, embed.sh).
+  migrations = Dir.glob("sql/*.sql", base: here).grep(%r{\Asql/[0-9]{3}_[a-z0-9_]+\.sql\z})
+  spec.files = Dir.glob(["lib/**/*.rb", "lib/**/*.rake", "lib/**/*.tt", "README.md"], base: here) + migrations
   spec.require_paths = ["lib"]
 
   spec.add_runtime_dependency "activerecord", ">= 6.1"

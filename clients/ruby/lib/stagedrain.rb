@@ -14,7 +14,14 @@ module Stagedrain
   autoload :StagedJob, "stagedrain/staged_job"
   # Only for apps that use Sidekiq; `require "stagedrain/sidekiq"` also works.
   autoload :Sidekiq, "stagedrain/sidekiq"
+  # The relay's tables through a Rails migration or schema.rb.
+  autoload :Schema, "stagedrain/schema"
+  # `rails stagedrain:status`.
+  autoload :Status, "stagedrain/status"
 end
+
+# In a Rails app: the schema dump hooks and the rake task.
+require "stagedrain/railtie" if defined?(Rails::Railtie)
 
 # `queue_adapter = :stagedrain` looks the adapter up as a constant when it is
 # set; have it defined by then, without loading ActiveJob for apps that do not
