@@ -40,6 +40,8 @@ int redis_conn_reply(struct redis_conn *c, redisReply **reply, int extra_ms) SD_
 /* One command and its reply; an error reply is -EIO with errstr. */
 int redis_conn_command(struct redis_conn *c, int argc, const char **argv, const size_t *argvlen,
 		       redisReply **reply) SD_MUSTCHECK;
+/* SELECT db on the connection (the next connect selects the URL's again). 0, or -EIO with errstr. */
+int redis_conn_select(struct redis_conn *c, int db) SD_MUSTCHECK;
 /* True when the sentinels announced a new master since the connect; never waits. */
 bool redis_conn_master_moved(struct redis_conn *c);
 void redis_conn_close(struct redis_conn *c);

@@ -15,7 +15,7 @@ struct watch_readers {
 	enum readers_verdict said[METRICS_MAX_TARGETS]; /* what the log last said of each target */
 };
 
-/* On the leader, each WATCH_READERS_ROUNDS-th call: one connection per
+/* On the leader, each WATCH_READERS_ROUNDS-th call (not the first): one connection per
  * target, for the look only; a warning when a target's workers are found
  * elsewhere, an info line when that ends, and the metric. */
 void watch_readers_round(struct watch_readers *wr, const struct config *cfg, struct metrics *m);

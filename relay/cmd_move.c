@@ -213,19 +213,6 @@ static int move_queue(struct move_cmd *m, const char *q)
 	return CMD_EXIT_OK;
 }
 
-static int select_db(struct move_cmd *m, int db)
-{
-	char n[16];
-	const char *argv[] = { "SELECT", n };
-	redisReply *r = NULL;
-	int rc;
-
-	snprintf(n, sizeof(n), "%d", db);
-	rc = redis_conn_command(&m->c, 2, argv, NULL, &r);
-	freeReplyObject(r);
-	return rc;
-}
-
 /* The queues under the from prefix, on the selected database: the registry's members, or Laravel's lists found by name. */
 static int found_queues(struct move_cmd *m, char ***out, size_t *n)
 {
@@ -319,11 +306,11 @@ static int run_moves(struct move_cmd *m)
 	if (cmd_args_has(&m->a, "queue"))
 		return status;
 	/* The queues are found where the jobs are: on the from database. */
-	if (m->from_db != m->cfg->redis.db && select_db(m, m->from_db) < 0)
+	if (m->from_db != m->cfg->redis.db && redis_conn_select(&m->c, m->from_db) < 0)
 		return say(CMD_EXIT_ATTENTION, "%s", m->c.errstr);
 	rc = found_queues(m, &found, &n);
 	if (rc == 0 && m->from_db != m->cfg->redis.db)
-		rc = select_db(m, m->cfg->redis.db);
+		rc = redis_conn_select(&m->c, m->cfg->redis.db);
 	if (rc < 0)
 		status = say(CMD_EXIT_ATTENTION, "%s", rc == -ENOMEM ? "out of memory" : m->c.errstr);
 	if (rc == 0 && n == 0)

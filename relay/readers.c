@@ -135,19 +135,6 @@ static int other_prefix(struct redis_conn *c, enum job_format f, const char *pre
 	return rc;
 }
 
-static int select_db(struct redis_conn *c, int db)
-{
-	char n[16];
-	const char *argv[] = { "SELECT", n };
-	redisReply *r = NULL;
-	int rc;
-
-	snprintf(n, sizeof(n), "%d", db);
-	rc = command(c, &r, 2, argv);
-	freeReplyObject(r);
-	return rc;
-}
-
 /* The other databases that hold keys (INFO keyspace), each looked in under
  * the same prefix; then the target's database again. */
 static int other_db(struct redis_conn *c, const struct config *cfg, struct readers *out)
@@ -161,8 +148,8 @@ static int other_db(struct redis_conn *c, const struct config *cfg, struct reade
 		bool live = false;
 		if (sscanf(p, "db%d:", &db) != 1 || db == cfg->redis.db)
 			continue;
-		if ((rc = select_db(c, db)) == 0 && (rc = registered(c, cfg->format, cfg->key_prefix, &live)) == 0 &&
-		    live) {
+		if ((rc = redis_conn_select(c, db)) == 0 &&
+		    (rc = registered(c, cfg->format, cfg->key_prefix, &live)) == 0 && live) {
 			out->verdict = READERS_ELSEWHERE;
 			snprintf(out->where, sizeof(out->where), "database %d", db);
 			break;
@@ -170,7 +157,7 @@ static int other_db(struct redis_conn *c, const struct config *cfg, struct reade
 	}
 	freeReplyObject(r);
 	if (rc == 0)
-		rc = select_db(c, cfg->redis.db);
+		rc = redis_conn_select(c, cfg->redis.db);
 	if (rc < 0) /* maybe on another database: the next connect selects the target's */
 		redis_conn_close(c);
 	return rc;

@@ -49,6 +49,19 @@ static int load_tls(struct redis_conn *c)
 	return rc;
 }
 
+int redis_conn_select(struct redis_conn *c, int db)
+{
+	char n[16];
+	const char *argv[] = { "SELECT", n };
+	redisReply *r = NULL;
+	int rc;
+
+	snprintf(n, sizeof(n), "%d", db);
+	rc = redis_conn_command(c, 2, argv, NULL, &r);
+	freeReplyObject(r);
+	return rc;
+}
+
 void redis_conn_close(struct redis_conn *c)
 {
 	redis_io_close(&c->io);

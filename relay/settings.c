@@ -244,7 +244,8 @@ const struct setting settings[] = {
 	  .off = OFF(watch_interval_ms),
 	  .help = "how often a separate connection reads the backlog (held rows too), the "
 		  "oldest transaction and dead rows from postgres, and pings redis, for metrics, "
-		  "/readyz and the warning" },
+		  "/readyz and the warning; every sixth round it looks where each target's workers "
+		  "register" },
 	{ .flag = "once", .env = "STAGEDRAIN_ONCE", .type = V_BOOL, .def = "off",
 	  .choices = bool_words, .off = OFF(once),
 	  .help = "relay every committed job, then exit: 0 when none is left; 3 when some "

@@ -37,7 +37,8 @@ void watch_readers_round(struct watch_readers *wr, const struct config *cfg, str
 {
 	long long cursor;
 
-	if (wr->round++ % WATCH_READERS_ROUNDS != 0 || !metrics_leader_cursor(m, &cursor))
+	/* Not at the first round: a relay just started has its batches to send first. */
+	if (++wr->round % WATCH_READERS_ROUNDS != 0 || !metrics_leader_cursor(m, &cursor))
 		return;
 	for (size_t i = 0; i < cfg->routes.n && i < METRICS_MAX_TARGETS; i++) {
 		const struct config *t = cfg->routes.t[i].cfg;
