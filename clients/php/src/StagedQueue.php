@@ -26,7 +26,7 @@ class StagedQueue extends Queue implements QueueContract
     /** The relay's table, made by `stagedrain migrate`. */
     public const TABLE = 'staged_jobs';
 
-    /** Rows per INSERT in bulk(): 5 bound values each, well under Postgres' 65535. */
+    /** Rows per INSERT in bulk(): 6 bound values each, well under Postgres' 65535. */
     protected const BULK_ROWS = 1000;
 
     /** @var \Illuminate\Database\Connection */
@@ -35,14 +35,24 @@ class StagedQueue extends Queue implements QueueContract
     /** @var string */
     protected $default;
 
+    /** @var string the rows' options (JSON) */
+    protected $options;
+
     /**
      * @param  \Illuminate\Database\Connection  $database  the connection (and so the transactions) jobs are staged in
      * @param  string  $default  the queue a job without one goes to
+     * @param  string|null  $laravelPrefix  the worker's Redis key prefix, recorded in each row for the
+     *                                      relay to check against its --laravel-prefix (null: not recorded)
      */
-    public function __construct(Connection $database, $default = 'default')
+    public function __construct(Connection $database, $default = 'default', ?string $laravelPrefix = null)
     {
         $this->database = $database;
         $this->default = $default;
+        $options = ['serialized' => true];
+        if ($laravelPrefix !== null) {
+            $options['laravel_prefix'] = $laravelPrefix;
+        }
+        $this->options = json_encode($options, JSON_UNESCAPED_UNICODE | JSON_UNESCAPED_SLASHES | JSON_THROW_ON_ERROR);
     }
 
     /**
@@ -273,8 +283,8 @@ class StagedQueue extends Queue implements QueueContract
             $values = [];
             $bindings = [];
             foreach ($chunk as [$queue, $class, $args, $availableAt, $uuid]) {
-                $values[] = "(?, ?, CAST(? AS jsonb), '{\"serialized\": true}', to_timestamp(CAST(? AS bigint)), CAST(? AS uuid))";
-                array_push($bindings, $queue, $class, $args, $availableAt, $uuid);
+                $values[] = '(?, ?, CAST(? AS jsonb), CAST(? AS jsonb), to_timestamp(CAST(? AS bigint)), CAST(? AS uuid))';
+                array_push($bindings, $queue, $class, $args, $this->options, $availableAt, $uuid);
             }
             try {
                 $this->database->insert(
