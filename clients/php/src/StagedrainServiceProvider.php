@@ -3,6 +3,7 @@
 namespace Stagedrain\Laravel;
 
 use Illuminate\Console\Events\ArtisanStarting;
+use Illuminate\Console\Events\CommandFinished;
 use Illuminate\Console\Events\CommandStarting;
 use Illuminate\Support\ServiceProvider;
 
@@ -44,6 +45,7 @@ class StagedrainServiceProvider extends ServiceProvider
             $guard->artisanStarting($event->artisan);
         });
         $events->listen(CommandStarting::class, [$guard, 'commandStarting']);
+        $events->listen(CommandFinished::class, [$guard, 'commandFinished']);
     }
 
     /**

@@ -2,8 +2,10 @@
 
 namespace Stagedrain\Laravel;
 
+use Illuminate\Console\Events\CommandFinished;
 use Illuminate\Console\Events\CommandStarting;
 use Symfony\Component\Console\Application;
+use Symfony\Component\Console\Command\Command;
 use Symfony\Component\Console\Exception\ExceptionInterface;
 
 /**
@@ -14,7 +16,11 @@ use Symfony\Component\Console\Exception\ExceptionInterface;
  * `queue:work` (a Supervisor or Forge set-up) works the default connection,
  * which QUEUE_CONNECTION=staged makes the stagedrain one.
  *
- * @internal  the service provider listens with it to ArtisanStarting and CommandStarting
+ * For that one run, the console gets a RefusedWorker in the command's place,
+ * which prints one line and exits 1 (an exception would be printed wrapped in
+ * a box, and logged with its trace); the command is put back when it ends.
+ *
+ * @internal  the service provider hands it ArtisanStarting, CommandStarting and CommandFinished
  */
 final class WorkerGuard
 {
@@ -25,6 +31,9 @@ final class WorkerGuard
 
     /** @var \Symfony\Component\Console\Application|null */
     private $artisan;
+
+    /** @var \Symfony\Component\Console\Command\Command|null the command a RefusedWorker stands in for */
+    private $replaced;
 
     /** @param  \ArrayAccess|array  $config */
     public function __construct($config)
@@ -37,18 +46,13 @@ final class WorkerGuard
         $this->artisan = $artisan;
     }
 
-    /** @throws \Stagedrain\Laravel\NotAWorkerConnection */
     public function commandStarting(CommandStarting $event): void
     {
-        if ($this->artisan === null || $event->command === null) {
+        $command = $this->artisan && $event->command !== null ? $this->find($event->command) : null;
+        if ($command === null) {
             return;
         }
         try {
-            // find(), as the console will: abbreviations and aliases too.
-            $command = $this->artisan->find($event->command);
-            if (! in_array($command->getName(), self::WORKERS, true)) {
-                return;
-            }
             // The input is not bound to the command yet: bind a copy to read
             // the connection argument as the command will.
             $command->mergeApplicationDefinition();
@@ -56,7 +60,7 @@ final class WorkerGuard
             $input->bind($command->getDefinition());
             $named = $input->getArgument('connection');
         } catch (ExceptionInterface $e) {
-            return; // not a command, or bad arguments: the console says so itself
+            return; // bad arguments: the console says so itself
         }
         // WorkCommand's and ListenCommand's own default.
         $connection = $named ?: $this->config['queue.default'];
@@ -64,11 +68,32 @@ final class WorkerGuard
         if (! is_array($config) || ($config['driver'] ?? null) !== 'stagedrain') {
             return;
         }
-        throw new NotAWorkerConnection(sprintf(
+        $this->replaced = $command;
+        $this->artisan->add(new RefusedWorker($command->getName(), sprintf(
             '%s: "%s"%s is a stagedrain connection, which only stages jobs: run the worker on the Redis '
             .'connection the relay pushes to: php artisan %s %s',
             $command->getName(), $connection, $named ? '' : ' (the default, QUEUE_CONNECTION)',
             $command->getName(), StagedrainConnector::worker($config)
-        ));
+        )));
+    }
+
+    public function commandFinished(CommandFinished $event): void
+    {
+        if ($this->replaced !== null) {
+            $this->artisan->add($this->replaced);
+            $this->replaced = null;
+        }
+    }
+
+    /** The worker command $name names (abbreviations too, as the console finds them), or null. */
+    private function find(string $name): ?Command
+    {
+        try {
+            $command = $this->artisan->find($name);
+        } catch (ExceptionInterface $e) {
+            return null; // not a command: the console says so itself
+        }
+
+        return in_array($command->getName(), self::WORKERS, true) ? $command : null;
     }
 }

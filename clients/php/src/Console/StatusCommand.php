@@ -19,7 +19,7 @@ use Stagedrain\Laravel\StagedrainConnector;
 class StatusCommand extends Command
 {
     protected $signature = 'stagedrain:status
-        {args?* : more arguments for stagedrain status, after -- (-- --max-age 15min)}
+        {args?* : more arguments for stagedrain status, after a lone double dash}
         {--connection= : the stagedrain queue connection (default: QUEUE_CONNECTION\'s, or the only one)}
         {--json : print stagedrain status --json\'s object as it is}';
 
@@ -47,7 +47,7 @@ class StatusCommand extends Command
             ));
         }
 
-        $ran = self::run(array_merge([$bin, 'status', '--json'], $this->argument('args')), $env);
+        $ran = self::runJson(array_merge([$bin, 'status', '--json'], $this->argument('args')), $env);
         if ($ran === null) {
             $this->error("cannot run {$bin}");
 
@@ -116,7 +116,7 @@ class StatusCommand extends Command
     }
 
     /** @return array{0: int, 1: string}|null  its exit status and stdout (its stderr goes to ours); null if it could not start */
-    private static function run(array $argv, array $env): ?array
+    private static function runJson(array $argv, array $env): ?array
     {
         $stderr = defined('STDERR') ? STDERR : ['file', '/dev/null', 'w'];
         $proc = proc_open($argv, [0 => ['file', '/dev/null', 'r'], 1 => ['pipe', 'w'], 2 => $stderr], $pipes, null, $env);

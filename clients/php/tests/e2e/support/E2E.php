@@ -18,7 +18,9 @@ use RuntimeException;
  */
 final class E2E
 {
-    public const PREFIX = 'laravel_database_';
+    /** The app's name, and so the Redis key prefix Laravel derives from it. */
+    public const APP_NAME = 'Stagedrain E2E';
+    public const PREFIX = 'stagedrain_e2e_database_';
     public const RAN = self::PREFIX.'e2e:ran';
     public const QUEUES = 'default,x,ordered';
 
@@ -37,6 +39,9 @@ final class E2E
     private $owner;
     /** @var PDO|null */
     private $appDb;
+
+    /** @var bool whether the relay reads options.laravel_prefix (see probeRelay) */
+    public $relayChecksPrefix = false;
 
     /** @var \Throwable|null why the world could not be built */
     private static $broken;
@@ -109,6 +114,39 @@ final class E2E
         // What the skeleton's post-autoload-dump runs; the first artisan call
         // would build the same manifest from vendor/composer/installed.json.
         $this->run(['php', $this->app.'/artisan', 'package:discover'], $this->appEnv(), $this->dir.'/discover.log');
+        // The relay runs with what the app says; the keys the tests read are PREFIX's.
+        $prefix = $this->run(['php', $this->app.'/artisan', 'stagedrain:prefix'], $this->appEnv());
+        if ($prefix !== self::PREFIX."\n") {
+            throw new RuntimeException('php artisan stagedrain:prefix printed '.json_encode($prefix).', not '.self::PREFIX);
+        }
+        $this->relayChecksPrefix = $this->probeRelay();
+    }
+
+    /**
+     * Whether the relay reads a serialized row's options.laravel_prefix. One
+     * that does not (before the check was added) dead-letters every row that
+     * carries it; the app then stages without it (check_prefix false), and
+     * the tests of the check are skipped. Anything else is an error.
+     */
+    private function probeRelay(): bool
+    {
+        $uuid = '5f0c1f9e-2b7a-4c4e-9a53-0d6e3c1b7a01';
+        $payload = json_encode(['uuid' => $uuid, 'displayName' => 'Probe', 'job' => 'Probe@handle', 'data' => [], 'id' => 'probe', 'attempts' => 0]);
+        $this->owner()->prepare(
+            "INSERT INTO staged_jobs (queue, job_class, args, options, uuid) VALUES ('stagedrain-probe', 'Probe', CAST(? AS jsonb), CAST(? AS jsonb), CAST(? AS uuid))"
+        )->execute([json_encode([$payload]), json_encode(['serialized' => true, 'laravel_prefix' => self::PREFIX]), $uuid]);
+        $this->relayOnce();
+        $dead = $this->owner()->query("SELECT reason FROM staged_jobs_dead WHERE job_class = 'Probe'")->fetchColumn();
+        $pushed = $this->redis()->lRange(self::PREFIX.'queues:stagedrain-probe', 0, -1);
+        $this->owner()->exec("DELETE FROM staged_jobs_dead WHERE job_class = 'Probe'");
+        $this->redis()->del(self::PREFIX.'queues:stagedrain-probe', self::PREFIX.'queues:stagedrain-probe:notify');
+        if ($dead === false && $pushed === [$payload]) {
+            return true;
+        }
+        if (is_string($dead) && strpos($dead, '"laravel_prefix"') !== false) {
+            return false;
+        }
+        throw new RuntimeException('the relay neither pushed nor refused the probe row: dead '.json_encode($dead).', pushed '.json_encode($pushed));
     }
 
     /** The app's composer.json: the package by path, the framework Debian's. */
@@ -155,6 +193,8 @@ final class E2E
         $env = getenv();
         $env['QUEUE_CONNECTION'] = 'staged';
         $env['APP_ENV'] = 'local';
+        $env['APP_NAME'] = self::APP_NAME;
+        $env['STAGEDRAIN_E2E_CHECK_PREFIX'] = $this->relayChecksPrefix ? 'true' : 'false';
 
         return $env;
     }
@@ -186,11 +226,11 @@ final class E2E
      * php artisan e2e:scenario NAME JSON in the app, as a child process;
      * returns the scenario's result.
      */
-    public function scenario(string $name, array $input = []): array
+    public function scenario(string $name, array $input = [], array $env = []): array
     {
         $out = $this->run(
             ['php', $this->app.'/artisan', 'e2e:scenario', $name, json_encode((object) $input, JSON_UNESCAPED_SLASHES | JSON_UNESCAPED_UNICODE | JSON_PRESERVE_ZERO_FRACTION)],
-            $this->appEnv()
+            $env + $this->appEnv()
         );
         $result = json_decode($out, true);
         if (! is_array($result)) {
@@ -284,6 +324,39 @@ final class E2E
         proc_close($proc);
     }
 
+    /**
+     * Runs argv (in the app's environment, $env over it), killed after
+     * $timeout s; never throws for its exit status.
+     *
+     * @return array{0: int, 1: string, 2: string}  the exit status (-1: killed), stdout, stderr
+     */
+    public function exec(array $argv, array $env = [], float $timeout = 30.0): array
+    {
+        $out = tempnam(sys_get_temp_dir(), 'php-e2e-out');
+        $err = tempnam(sys_get_temp_dir(), 'php-e2e-err');
+        $env = array_filter($env + $this->appEnv(), static function ($v) {
+            return $v !== null;
+        });
+        // In a process group of its own, to kill its children too (queue:listen runs queue:work).
+        $proc = proc_open(array_merge(['setsid'], $argv), [0 => ['file', '/dev/null', 'r'], 1 => ['file', $out, 'w'], 2 => ['file', $err, 'w']], $pipes, $this->app, $env);
+        if (! is_resource($proc)) {
+            throw new RuntimeException('cannot run '.implode(' ', $argv));
+        }
+        $deadline = microtime(true) + $timeout;
+        while (($st = proc_get_status($proc))['running']) {
+            if (microtime(true) > $deadline) {
+                posix_kill(-$st['pid'], SIGKILL);
+            }
+            usleep(20000);
+        }
+        proc_close($proc);
+        $result = [$st['exitcode'], (string) file_get_contents($out), (string) file_get_contents($err)];
+        unlink($out);
+        unlink($err);
+
+        return $result;
+    }
+
     /** Runs argv to completion; its stdout, or an exception with its output. */
     public function run(array $argv, ?array $env = null, ?string $log = null): string
     {
@@ -368,7 +441,7 @@ final class E2E
     {
         $this->owner()->exec('DELETE FROM staged_jobs; DELETE FROM staged_jobs_dead; DELETE FROM failed_jobs; DELETE FROM php_e2e_users');
         // The queues and records only: the relay keeps its own keys under the
-        // same prefix (laravel_database_stagedrain:*, its leader epoch), and
+        // same prefix (PREFIX.'stagedrain:*', its leader epoch), and
         // deleting them makes its next push fail and retry.
         $redis = $this->redis();
         $redis->setOption(Redis::OPT_SCAN, Redis::SCAN_RETRY);
