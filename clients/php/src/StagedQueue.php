@@ -23,7 +23,7 @@ use stdClass;
  */
 class StagedQueue extends Queue implements QueueContract
 {
-    /** The relay's table, made by `stagedrain migrate`. */
+    /** The relay's table, made by the package's migration or `stagedrain migrate`. */
     public const TABLE = 'staged_jobs';
 
     /** Rows per INSERT in bulk(): 6 bound values each, well under Postgres' 65535. */
@@ -296,7 +296,8 @@ class StagedQueue extends Queue implements QueueContract
                 if (in_array((string) $e->getCode(), ['42P01', '42703'], true)) {
                     throw new NotMigrated(
                         static::TABLE.' or one of its columns is missing on database connection "'
-                        .$this->database->getName().'": run `stagedrain migrate` on that database',
+                        .$this->database->getName().'": run the stagedrain migration on that database (php artisan '
+                        .'vendor:publish --tag=stagedrain-migrations, then php artisan migrate; or stagedrain migrate)',
                         0,
                         $e
                     );

@@ -123,30 +123,21 @@ final class E2E
     }
 
     /**
-     * Whether the relay reads a serialized row's options.laravel_prefix. One
-     * that does not (before the check was added) dead-letters every row that
-     * carries it; the app then stages without it (check_prefix false), and
-     * the tests of the check are skipped. Anything else is an error.
+     * Whether the relay reads a serialized row's options.laravel_prefix
+     * (tests/relay-reads-prefix). One that does not (before the check was
+     * added) dead-letters every row that carries it: the app then stages
+     * without it (check_prefix false), and the tests of the check are skipped.
      */
     private function probeRelay(): bool
     {
-        $uuid = '5f0c1f9e-2b7a-4c4e-9a53-0d6e3c1b7a01';
-        $payload = json_encode(['uuid' => $uuid, 'displayName' => 'Probe', 'job' => 'Probe@handle', 'data' => [], 'id' => 'probe', 'attempts' => 0]);
-        $this->owner()->prepare(
-            "INSERT INTO staged_jobs (queue, job_class, args, options, uuid) VALUES ('stagedrain-probe', 'Probe', CAST(? AS jsonb), CAST(? AS jsonb), CAST(? AS uuid))"
-        )->execute([json_encode([$payload]), json_encode(['serialized' => true, 'laravel_prefix' => self::PREFIX]), $uuid]);
-        $this->relayOnce();
-        $dead = $this->owner()->query("SELECT reason FROM staged_jobs_dead WHERE job_class = 'Probe'")->fetchColumn();
-        $pushed = $this->redis()->lRange(self::PREFIX.'queues:stagedrain-probe', 0, -1);
-        $this->owner()->exec("DELETE FROM staged_jobs_dead WHERE job_class = 'Probe'");
-        $this->redis()->del(self::PREFIX.'queues:stagedrain-probe', self::PREFIX.'queues:stagedrain-probe:notify');
-        if ($dead === false && $pushed === [$payload]) {
-            return true;
+        $proc = proc_open(['bash', self::clientDir().'/tests/relay-reads-prefix', self::env('TEST_PG_URL'), self::env('TEST_REDIS_URL')],
+            [0 => ['file', '/dev/null', 'r'], 1 => ['file', $this->dir.'/probe.log', 'w'], 2 => ['file', $this->dir.'/probe.log', 'a']], $pipes);
+        $status = proc_close($proc);
+        if ($status !== 0 && $status !== 1) {
+            throw new RuntimeException("tests/relay-reads-prefix exited {$status}:\n".self::tail($this->dir.'/probe.log'));
         }
-        if (is_string($dead) && strpos($dead, '"laravel_prefix"') !== false) {
-            return false;
-        }
-        throw new RuntimeException('the relay neither pushed nor refused the probe row: dead '.json_encode($dead).', pushed '.json_encode($pushed));
+
+        return $status === 0;
     }
 
     /** The app's composer.json: the package by path, the framework Debian's. */
@@ -185,6 +176,12 @@ final class E2E
             'COMPOSER_ALLOW_SUPERUSER' => '1',
             'COMPOSER_DISABLE_NETWORK' => '1',
         ];
+    }
+
+    /** The options (jsonb text) of the rows the app stages. */
+    public function rowOptions(): string
+    {
+        return $this->relayChecksPrefix ? '{"serialized": true, "laravel_prefix": "'.self::PREFIX.'"}' : '{"serialized": true}';
     }
 
     /** The environment of everything the app runs: artisan, the worker. */
