@@ -23,10 +23,10 @@ use stdClass;
  */
 class StagedQueue extends Queue implements QueueContract
 {
-    /** The relay's table, made by `stagedrain migrate`. */
+    /** The relay's table, made by the package's migration or `stagedrain migrate`. */
     public const TABLE = 'staged_jobs';
 
-    /** Rows per INSERT in bulk(): 5 bound values each, well under Postgres' 65535. */
+    /** Rows per INSERT in bulk(): 6 bound values each, well under Postgres' 65535. */
     protected const BULK_ROWS = 1000;
 
     /** @var \Illuminate\Database\Connection */
@@ -35,14 +35,24 @@ class StagedQueue extends Queue implements QueueContract
     /** @var string */
     protected $default;
 
+    /** @var string the rows' options (JSON) */
+    protected $options;
+
     /**
      * @param  \Illuminate\Database\Connection  $database  the connection (and so the transactions) jobs are staged in
      * @param  string  $default  the queue a job without one goes to
+     * @param  string|null  $laravelPrefix  the worker's Redis key prefix, recorded in each row for the
+     *                                      relay to check against its --laravel-prefix (null: not recorded)
      */
-    public function __construct(Connection $database, $default = 'default')
+    public function __construct(Connection $database, $default = 'default', ?string $laravelPrefix = null)
     {
         $this->database = $database;
         $this->default = $default;
+        $options = ['serialized' => true];
+        if ($laravelPrefix !== null) {
+            $options['laravel_prefix'] = $laravelPrefix;
+        }
+        $this->options = json_encode($options, JSON_UNESCAPED_UNICODE | JSON_UNESCAPED_SLASHES | JSON_THROW_ON_ERROR);
     }
 
     /**
@@ -273,8 +283,8 @@ class StagedQueue extends Queue implements QueueContract
             $values = [];
             $bindings = [];
             foreach ($chunk as [$queue, $class, $args, $availableAt, $uuid]) {
-                $values[] = "(?, ?, CAST(? AS jsonb), '{\"serialized\": true}', to_timestamp(CAST(? AS bigint)), CAST(? AS uuid))";
-                array_push($bindings, $queue, $class, $args, $availableAt, $uuid);
+                $values[] = '(?, ?, CAST(? AS jsonb), CAST(? AS jsonb), to_timestamp(CAST(? AS bigint)), CAST(? AS uuid))';
+                array_push($bindings, $queue, $class, $args, $this->options, $availableAt, $uuid);
             }
             try {
                 $this->database->insert(
@@ -286,7 +296,8 @@ class StagedQueue extends Queue implements QueueContract
                 if (in_array((string) $e->getCode(), ['42P01', '42703'], true)) {
                     throw new NotMigrated(
                         static::TABLE.' or one of its columns is missing on database connection "'
-                        .$this->database->getName().'": run `stagedrain migrate` on that database',
+                        .$this->database->getName().'": run the stagedrain migration on that database (php artisan '
+                        .'vendor:publish --tag=stagedrain-migrations, then php artisan migrate; or stagedrain migrate)',
                         0,
                         $e
                     );

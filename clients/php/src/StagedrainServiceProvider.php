@@ -2,11 +2,16 @@
 
 namespace Stagedrain\Laravel;
 
+use Illuminate\Console\Events\ArtisanStarting;
+use Illuminate\Console\Events\CommandFinished;
+use Illuminate\Console\Events\CommandStarting;
 use Illuminate\Support\ServiceProvider;
 
 /**
  * Registers the queue driver `stagedrain` (auto-discovered through
- * composer.json's extra.laravel.providers).
+ * composer.json's extra.laravel.providers); in the console, the migration to
+ * publish (--tag=stagedrain-migrations), the commands stagedrain:prefix and
+ * stagedrain:status, and the refusal of `queue:work` on a stagedrain connection.
  */
 class StagedrainServiceProvider extends ServiceProvider
 {
@@ -24,13 +29,44 @@ class StagedrainServiceProvider extends ServiceProvider
         }
     }
 
+    public function boot()
+    {
+        if (! $this->app->runningInConsole()) {
+            return;
+        }
+        $this->publishes([
+            dirname(__DIR__).'/database/migrations/create_stagedrain_tables.php' => $this->migrationPath(),
+        ], 'stagedrain-migrations');
+        $this->commands([Console\PrefixCommand::class, Console\StatusCommand::class]);
+
+        $guard = new WorkerGuard($this->app['config']);
+        $events = $this->app['events'];
+        $events->listen(ArtisanStarting::class, function (ArtisanStarting $event) use ($guard) {
+            $guard->artisanStarting($event->artisan);
+        });
+        $events->listen(CommandStarting::class, [$guard, 'commandStarting']);
+        $events->listen(CommandFinished::class, [$guard, 'commandFinished']);
+    }
+
     /**
      * @param  \Illuminate\Queue\QueueManager  $manager
      */
     protected function addConnector($manager)
     {
         $manager->addConnector('stagedrain', function () {
-            return new StagedrainConnector($this->app['db']);
+            return new StagedrainConnector($this->app['db'], $this->app['config']);
         });
+    }
+
+    /**
+     * Where the migration is published: dated now, so it runs after the
+     * app's existing ones; or the name it was published under before, so
+     * publishing again finds it there (and keeps it, without --force).
+     */
+    protected function migrationPath(): string
+    {
+        $published = glob($this->app->databasePath('migrations/*_create_stagedrain_tables.php')) ?: [];
+
+        return $published[0] ?? $this->app->databasePath('migrations/'.date('Y_m_d_His').'_create_stagedrain_tables.php');
     }
 }

@@ -30,7 +30,7 @@ final class TransactionsTest extends E2ETestCase
         $this->assertCount(3, $rows);
         foreach ($rows as $i => $row) {
             $n = $i + 1;
-            $this->assertSame(['App\Jobs\Typed', '{"serialized": true}', 1], [$row['job_class'], $row['options'], $row['n']]);
+            $this->assertSame(['App\Jobs\Typed', $this->e2e->rowOptions(), 1], [$row['job_class'], $row['options'], $row['n']]);
             // jsonb holds the payload text, where a NUL is the six characters \u0000.
             $this->assertStringContainsString('\\u0000*\\u0000secret', $row['payload'], 'a protected property\'s name');
             $this->assertStringContainsString('\\u0000App\\\\Jobs\\\\Typed\\u0000hidden', $row['payload'], 'a private one\'s');
@@ -118,7 +118,7 @@ final class TransactionsTest extends E2ETestCase
             "SELECT queue, job_class, options::text AS options, run_at, uuid IS NOT NULL AS has_uuid,"
             ." jsonb_typeof(args) AS args, jsonb_array_length(args) AS n FROM staged_jobs ORDER BY id"
         )->fetchAll();
-        $row = ['queue' => 'default', 'job_class' => 'App\Jobs\Mark', 'options' => '{"serialized": true}', 'run_at' => null, 'has_uuid' => true, 'args' => 'array', 'n' => 1];
+        $row = ['queue' => 'default', 'job_class' => 'App\Jobs\Mark', 'options' => $this->e2e->rowOptions(), 'run_at' => null, 'has_uuid' => true, 'args' => 'array', 'n' => 1];
         $this->assertSame([$row, $row, $row], $rows, 'they wait in staged_jobs, one row each');
 
         // One relay run drains what was committed, then exits.

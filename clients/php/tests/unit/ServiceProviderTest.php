@@ -19,6 +19,8 @@ class ServiceProviderTest extends TestCase
         (new StagedrainServiceProvider($container))->register();
         $capsule = new Queue($container);
         $capsule->addConnection(['driver' => 'stagedrain', 'connection' => null, 'queue' => 'jobs'], 'staged');
+        $capsule->addConnection(['driver' => 'redis', 'connection' => 'default'], 'redis');
+        $container['config']['database.redis'] = self::redisConfig();
         $container->singleton('queue', function () use ($capsule) {
             return $capsule->getQueueManager();
         });

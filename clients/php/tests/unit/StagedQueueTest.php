@@ -31,7 +31,7 @@ class StagedQueueTest extends TestCase
 {
     private function recording(): RecordingStagedQueue
     {
-        $queue = new RecordingStagedQueue($this->app(), 'default');
+        $queue = new RecordingStagedQueue($this->app(), 'default', self::PREFIX);
         $queue->setContainer($this->container);
         $queue->setConnectionName('staged');
 
@@ -54,7 +54,7 @@ class StagedQueueTest extends TestCase
         [$payload] = $queue->payloads;
         $this->assertSame('invoices', $row->queue);
         $this->assertSame(SendInvoice::class, $row->job_class);
-        $this->assertSame('{"serialized": true}', $row->options);
+        $this->assertSame('{"serialized": true, "laravel_prefix": "unit_database_"}', $row->options);
         $this->assertNull($row->run_at);
         // args holds createPayload's bytes, unchanged.
         $this->assertSame($payload, self::unwrap($row));

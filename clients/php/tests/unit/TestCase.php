@@ -56,6 +56,9 @@ abstract class TestCase extends PHPUnitTestCase
         $this->container->instance('db', $this->db->getDatabaseManager());
 
         $this->queue = new Queue($this->container);
+        // The workers' connection, whose Redis key prefix each row records.
+        $this->queue->addConnection(['driver' => 'redis', 'connection' => 'default', 'queue' => 'default'], 'redis');
+        $this->container['config']['database.redis'] = self::redisConfig();
         $this->queue->addConnection(['driver' => 'stagedrain', 'connection' => null, 'queue' => 'default'], 'staged');
         foreach (['unmigrated', 'old'] as $name) {
             $this->queue->addConnection(['driver' => 'stagedrain', 'connection' => $name, 'queue' => 'default'], $name);
@@ -73,6 +76,19 @@ abstract class TestCase extends PHPUnitTestCase
         foreach (array_keys($this->db->getDatabaseManager()->getConnections()) as $name) {
             $this->db->getDatabaseManager()->purge($name);
         }
+    }
+
+    /** The prefix of the workers' Redis connection in redisConfig(). */
+    protected const PREFIX = 'unit_database_';
+
+    /** config('database.redis') as a Laravel 8 app has it. */
+    protected static function redisConfig(): array
+    {
+        return [
+            'client' => 'phpredis',
+            'options' => ['cluster' => 'redis', 'prefix' => self::PREFIX],
+            'default' => ['url' => self::env('TEST_REDIS_URL')],
+        ];
     }
 
     protected static function env(string $name): string

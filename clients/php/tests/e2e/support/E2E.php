@@ -18,7 +18,9 @@ use RuntimeException;
  */
 final class E2E
 {
-    public const PREFIX = 'laravel_database_';
+    /** The app's name, and so the Redis key prefix Laravel derives from it. */
+    public const APP_NAME = 'Stagedrain E2E';
+    public const PREFIX = 'stagedrain_e2e_database_';
     public const RAN = self::PREFIX.'e2e:ran';
     public const QUEUES = 'default,x,ordered';
 
@@ -37,6 +39,9 @@ final class E2E
     private $owner;
     /** @var PDO|null */
     private $appDb;
+
+    /** @var bool whether the relay reads options.laravel_prefix (see probeRelay) */
+    public $relayChecksPrefix = false;
 
     /** @var \Throwable|null why the world could not be built */
     private static $broken;
@@ -109,6 +114,30 @@ final class E2E
         // What the skeleton's post-autoload-dump runs; the first artisan call
         // would build the same manifest from vendor/composer/installed.json.
         $this->run(['php', $this->app.'/artisan', 'package:discover'], $this->appEnv(), $this->dir.'/discover.log');
+        // The relay runs with what the app says; the keys the tests read are PREFIX's.
+        $prefix = $this->run(['php', $this->app.'/artisan', 'stagedrain:prefix'], $this->appEnv());
+        if ($prefix !== self::PREFIX."\n") {
+            throw new RuntimeException('php artisan stagedrain:prefix printed '.json_encode($prefix).', not '.self::PREFIX);
+        }
+        $this->relayChecksPrefix = $this->probeRelay();
+    }
+
+    /**
+     * Whether the relay reads a serialized row's options.laravel_prefix
+     * (tests/relay-reads-prefix). One that does not (before the check was
+     * added) dead-letters every row that carries it: the app then stages
+     * without it (check_prefix false), and the tests of the check are skipped.
+     */
+    private function probeRelay(): bool
+    {
+        $proc = proc_open(['bash', self::clientDir().'/tests/relay-reads-prefix', self::env('TEST_PG_URL'), self::env('TEST_REDIS_URL')],
+            [0 => ['file', '/dev/null', 'r'], 1 => ['file', $this->dir.'/probe.log', 'w'], 2 => ['file', $this->dir.'/probe.log', 'a']], $pipes);
+        $status = proc_close($proc);
+        if ($status !== 0 && $status !== 1) {
+            throw new RuntimeException("tests/relay-reads-prefix exited {$status}:\n".self::tail($this->dir.'/probe.log'));
+        }
+
+        return $status === 0;
     }
 
     /** The app's composer.json: the package by path, the framework Debian's. */
@@ -149,12 +178,20 @@ final class E2E
         ];
     }
 
+    /** The options (jsonb text) of the rows the app stages. */
+    public function rowOptions(): string
+    {
+        return $this->relayChecksPrefix ? '{"serialized": true, "laravel_prefix": "'.self::PREFIX.'"}' : '{"serialized": true}';
+    }
+
     /** The environment of everything the app runs: artisan, the worker. */
     public function appEnv(): array
     {
         $env = getenv();
         $env['QUEUE_CONNECTION'] = 'staged';
         $env['APP_ENV'] = 'local';
+        $env['APP_NAME'] = self::APP_NAME;
+        $env['STAGEDRAIN_E2E_CHECK_PREFIX'] = $this->relayChecksPrefix ? 'true' : 'false';
 
         return $env;
     }
@@ -186,11 +223,11 @@ final class E2E
      * php artisan e2e:scenario NAME JSON in the app, as a child process;
      * returns the scenario's result.
      */
-    public function scenario(string $name, array $input = []): array
+    public function scenario(string $name, array $input = [], array $env = []): array
     {
         $out = $this->run(
             ['php', $this->app.'/artisan', 'e2e:scenario', $name, json_encode((object) $input, JSON_UNESCAPED_SLASHES | JSON_UNESCAPED_UNICODE | JSON_PRESERVE_ZERO_FRACTION)],
-            $this->appEnv()
+            $env + $this->appEnv()
         );
         $result = json_decode($out, true);
         if (! is_array($result)) {
@@ -284,6 +321,39 @@ final class E2E
         proc_close($proc);
     }
 
+    /**
+     * Runs argv (in the app's environment, $env over it), killed after
+     * $timeout s; never throws for its exit status.
+     *
+     * @return array{0: int, 1: string, 2: string}  the exit status (-1: killed), stdout, stderr
+     */
+    public function exec(array $argv, array $env = [], float $timeout = 30.0): array
+    {
+        $out = tempnam(sys_get_temp_dir(), 'php-e2e-out');
+        $err = tempnam(sys_get_temp_dir(), 'php-e2e-err');
+        $env = array_filter($env + $this->appEnv(), static function ($v) {
+            return $v !== null;
+        });
+        // In a process group of its own, to kill its children too (queue:listen runs queue:work).
+        $proc = proc_open(array_merge(['setsid'], $argv), [0 => ['file', '/dev/null', 'r'], 1 => ['file', $out, 'w'], 2 => ['file', $err, 'w']], $pipes, $this->app, $env);
+        if (! is_resource($proc)) {
+            throw new RuntimeException('cannot run '.implode(' ', $argv));
+        }
+        $deadline = microtime(true) + $timeout;
+        while (($st = proc_get_status($proc))['running']) {
+            if (microtime(true) > $deadline) {
+                posix_kill(-$st['pid'], SIGKILL);
+            }
+            usleep(20000);
+        }
+        proc_close($proc);
+        $result = [$st['exitcode'], (string) file_get_contents($out), (string) file_get_contents($err)];
+        unlink($out);
+        unlink($err);
+
+        return $result;
+    }
+
     /** Runs argv to completion; its stdout, or an exception with its output. */
     public function run(array $argv, ?array $env = null, ?string $log = null): string
     {
@@ -368,7 +438,7 @@ final class E2E
     {
         $this->owner()->exec('DELETE FROM staged_jobs; DELETE FROM staged_jobs_dead; DELETE FROM failed_jobs; DELETE FROM php_e2e_users');
         // The queues and records only: the relay keeps its own keys under the
-        // same prefix (laravel_database_stagedrain:*, its leader epoch), and
+        // same prefix (PREFIX.'stagedrain:*', its leader epoch), and
         // deleting them makes its next push fail and retry.
         $redis = $this->redis();
         $redis->setOption(Redis::OPT_SCAN, Redis::SCAN_RETRY);

@@ -44,9 +44,10 @@ abstract class E2ETestCase extends TestCase
         $this->assertSame([], $dead, 'the relay dead-lettered rows');
     }
 
-    protected function scenario(string $name, array $input = []): array
+    /** @param  array  $env  over the app's environment */
+    protected function scenario(string $name, array $input = [], array $env = []): array
     {
-        return $this->e2e->scenario($name, $input + ['tag' => $this->tag]);
+        return $this->e2e->scenario($name, $input + ['tag' => $this->tag], $env);
     }
 
     /** assertSame, but the keys of JSON objects in any order. */

@@ -4,7 +4,7 @@
 // stagedrain provider is not listed: package discovery finds it in
 // vendor/composer/installed.json.
 return [
-    'name' => 'stagedrain-e2e',
+    'name' => env('APP_NAME', 'Laravel'),
     'env' => 'local',
     'debug' => true,
     'url' => 'http://localhost',

@@ -16,11 +16,12 @@ return [
     'migrations' => 'migrations',
     'redis' => [
         'client' => 'phpredis',
-        // Laravel's default prefix for an app named "laravel"; the relay runs
-        // with --laravel-prefix laravel_database_.
+        // As Laravel 8's skeleton has it: from APP_NAME ("Stagedrain E2E":
+        // stagedrain_e2e_database_), which `php artisan stagedrain:prefix`
+        // prints for the relay's --laravel-prefix.
         'options' => [
             'cluster' => 'redis',
-            'prefix' => 'laravel_database_',
+            'prefix' => env('REDIS_PREFIX', Illuminate\Support\Str::slug(env('APP_NAME', 'laravel'), '_').'_database_'),
         ],
         'default' => [
             'url' => env('TEST_REDIS_URL'),

@@ -8,6 +8,9 @@ return [
             'driver' => 'stagedrain',
             'connection' => 'pgsql',
             'queue' => 'default',
+            'worker' => 'redis',
+            // Off only while the relay predates the laravel_prefix check (E2E::probeRelay).
+            'check_prefix' => env('STAGEDRAIN_E2E_CHECK_PREFIX', true),
         ],
         // What the relay pushes to and `php artisan queue:work redis` works.
         'redis' => [

@@ -1,0 +1,144 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Stagedrain\Laravel\Tests\E2E;
+
+require_once __DIR__.'/support/E2ETestCase.php';
+
+/**
+ * The published migration, run by the real `php artisan migrate` on fresh
+ * databases as their owner: it makes the tables `stagedrain migrate` makes,
+ * and neither applies a file twice, whichever runs first. A rollback is
+ * refused. The SQL it reads is the repository's, through the package's
+ * symlink in the composer path install.
+ */
+final class MigrationTest extends E2ETestCase
+{
+    private const DATABASES = ['php_e2e_migrate_a', 'php_e2e_migrate_b'];
+
+    protected function setUp(): void
+    {
+        parent::setUp();
+        foreach (self::DATABASES as $db) {
+            $this->e2e->owner()->exec("DROP DATABASE IF EXISTS {$db} WITH (FORCE)");
+            $this->e2e->owner()->exec("CREATE DATABASE {$db}");
+        }
+    }
+
+    protected function tearDown(): void
+    {
+        foreach (self::DATABASES as $db) {
+            $this->e2e->owner()->exec("DROP DATABASE IF EXISTS {$db} WITH (FORCE)");
+        }
+        parent::tearDown();
+    }
+
+    /** The owner's (the harness superuser's) URL of database $db. */
+    private static function url(string $db): string
+    {
+        return preg_replace('#/[^/?]*(\?|$)#', "/{$db}\$1", E2E::env('TEST_PG_URL'), 1);
+    }
+
+    /** As a deploy runs it: the owner's URL in the app's environment. */
+    private function artisanMigrate(string $db, string $command = 'migrate'): array
+    {
+        return $this->e2e->exec(['php', 'artisan', $command, '--force'], ['STAGEDRAIN_APP_PG_URL' => self::url($db)], 60.0);
+    }
+
+    private function stagedrainMigrate(string $db): void
+    {
+        $this->e2e->run([E2E::env('STAGEDRAIN_BIN'), 'migrate', '--pg-url', self::url($db), '--log-level', 'warn']);
+    }
+
+    /** stagedrain_migrations: name => applied_at. */
+    private function applied(string $db): array
+    {
+        $pdo = new \PDO(...self::pdoArgs($db));
+
+        return $pdo->query('SELECT name, applied_at::text FROM stagedrain_migrations ORDER BY name')->fetchAll(\PDO::FETCH_KEY_PAIR);
+    }
+
+    private function laravelMigrations(string $db): array
+    {
+        $pdo = new \PDO(...self::pdoArgs($db));
+
+        return $pdo->query('SELECT migration FROM migrations ORDER BY id')->fetchAll(\PDO::FETCH_COLUMN);
+    }
+
+    private static function pdoArgs(string $db): array
+    {
+        $u = parse_url(self::url($db));
+
+        return [sprintf('pgsql:host=%s;port=%d;dbname=%s', $u['host'], $u['port'] ?? 5432, $db), urldecode($u['user'] ?? ''), null, [\PDO::ATTR_ERRMODE => \PDO::ERRMODE_EXCEPTION]];
+    }
+
+    private function publish(): string
+    {
+        [$status, $out, $err] = $this->e2e->exec(['php', 'artisan', 'vendor:publish', '--tag=stagedrain-migrations']);
+        $this->assertSame(0, $status, $out.$err);
+        $published = glob($this->e2e->app.'/database/migrations/*_create_stagedrain_tables.php');
+        $this->assertCount(1, $published, 'published once, however often published');
+        $this->assertMatchesRegularExpression('#/\d{4}_\d{2}_\d{2}_\d{6}_create_stagedrain_tables\.php$#', $published[0]);
+
+        return basename($published[0], '.php');
+    }
+
+    public function test_the_package_reads_the_repositorys_sql_through_the_path_install(): void
+    {
+        $package = $this->e2e->app.'/vendor/stagedrain/laravel';
+        $this->assertTrue(is_link($package), 'composer symlinked the path repository');
+        $repo = realpath(E2E::clientDir().'/../../sql');
+        $this->assertSame($repo, realpath($package.'/sql'));
+        $this->assertFileEquals($repo.'/006_routes.sql', $package.'/sql/006_routes.sql');
+    }
+
+    public function test_artisan_migrate_then_stagedrain_migrate_applies_each_file_once(): void
+    {
+        $migration = $this->publish();
+        $this->assertSame($migration, $this->publish(), 'publishing again keeps the first');
+        $this->assertFileEquals(E2E::clientDir().'/database/migrations/create_stagedrain_tables.php', $this->e2e->app."/database/migrations/{$migration}.php");
+
+        [$status, $out, $err] = $this->artisanMigrate(self::DATABASES[0]);
+        $this->assertSame(0, $status, $out.$err);
+        $applied = $this->applied(self::DATABASES[0]);
+        $this->assertSame(['001_staged_jobs', '002_cursor', '003_dead_letter_key', '004_job_uuid', '005_tenants_and_held', '006_routes'], array_keys($applied));
+        $this->assertSame([$migration], $this->laravelMigrations(self::DATABASES[0]));
+
+        $this->stagedrainMigrate(self::DATABASES[0]);
+        $this->assertSame($applied, $this->applied(self::DATABASES[0]), 'stagedrain migrate applied nothing again');
+        [$status, $out, $err] = $this->artisanMigrate(self::DATABASES[0]);
+        $this->assertSame(0, $status, $out.$err);
+        $this->assertStringContainsString('Nothing to migrate', $out);
+
+        // Irreversible: the rollback fails and the tables stay.
+        [$status, $out, $err] = $this->artisanMigrate(self::DATABASES[0], 'migrate:rollback');
+        $this->assertNotSame(0, $status);
+        $this->assertStringContainsString('the stagedrain migration is irreversible', $out.$err);
+        $this->assertSame($applied, $this->applied(self::DATABASES[0]));
+        $this->assertSame([$migration], $this->laravelMigrations(self::DATABASES[0]));
+    }
+
+    public function test_stagedrain_migrate_then_artisan_migrate_applies_nothing_again(): void
+    {
+        $migration = $this->publish();
+        $this->stagedrainMigrate(self::DATABASES[1]);
+        $applied = $this->applied(self::DATABASES[1]);
+        $this->assertCount(6, $applied);
+
+        [$status, $out, $err] = $this->artisanMigrate(self::DATABASES[1]);
+        $this->assertSame(0, $status, $out.$err);
+        $this->assertSame($applied, $this->applied(self::DATABASES[1]), 'artisan migrate applied nothing again');
+        $this->assertSame([$migration], $this->laravelMigrations(self::DATABASES[1]));
+    }
+
+    /** The app's role may not create tables: the owner runs migrations. */
+    public function test_the_app_role_cannot_run_it(): void
+    {
+        $this->publish();
+        $app = preg_replace('#^(postgres(?:ql)?://)[^@/]*@#', '$1app@', self::url(self::DATABASES[1]));
+        [$status, $out, $err] = $this->e2e->exec(['php', 'artisan', 'migrate', '--force'], ['STAGEDRAIN_APP_PG_URL' => $app], 60.0);
+        $this->assertNotSame(0, $status);
+        $this->assertStringContainsString('permission denied', $out.$err);
+    }
+}

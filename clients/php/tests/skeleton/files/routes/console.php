@@ -1,0 +1,3 @@
+<?php
+
+use Illuminate\Support\Facades\Artisan;
