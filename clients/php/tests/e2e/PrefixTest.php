@@ -10,18 +10,11 @@ require_once __DIR__.'/support/E2ETestCase.php';
  * Each row records the Redis key prefix the app's workers read
  * (options.laravel_prefix); the relay dead-letters a row whose prefix is not
  * its --laravel-prefix, naming both, instead of pushing it where no worker
- * reads. The relay's half is skipped while the relay predates it.
+ * reads.
  */
 final class PrefixTest extends E2ETestCase
 {
     private const CHECK = ['STAGEDRAIN_E2E_CHECK_PREFIX' => 'true'];
-
-    private function requireTheRelaysCheck(): void
-    {
-        if (! $this->e2e->relayChecksPrefix) {
-            $this->markTestSkipped('this relay dead-letters any row with options.laravel_prefix (it predates the check)');
-        }
-    }
 
     public function test_the_row_records_the_prefix_laravel_derives_from_app_name(): void
     {
@@ -42,14 +35,12 @@ final class PrefixTest extends E2ETestCase
 
     public function test_a_row_with_the_relays_prefix_runs(): void
     {
-        $this->requireTheRelaysCheck();
         $this->scenario('many', ['n' => 1], self::CHECK);
         $this->waitRan([$this->tag]);
     }
 
     public function test_a_row_with_another_prefix_is_dead_lettered_naming_both(): void
     {
-        $this->requireTheRelaysCheck();
         $this->expectDead = true;
         $this->scenario('many', ['n' => 1, 'tag' => $this->tag.'-other'], self::CHECK + ['APP_NAME' => 'Other App']);
         $this->scenario('many', ['n' => 1, 'tag' => $this->tag.'-ours'], self::CHECK);

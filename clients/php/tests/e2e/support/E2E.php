@@ -40,9 +40,6 @@ final class E2E
     /** @var PDO|null */
     private $appDb;
 
-    /** @var bool whether the relay reads options.laravel_prefix (see probeRelay) */
-    public $relayChecksPrefix = false;
-
     /** @var \Throwable|null why the world could not be built */
     private static $broken;
 
@@ -119,25 +116,6 @@ final class E2E
         if ($prefix !== self::PREFIX."\n") {
             throw new RuntimeException('php artisan stagedrain:prefix printed '.json_encode($prefix).', not '.self::PREFIX);
         }
-        $this->relayChecksPrefix = $this->probeRelay();
-    }
-
-    /**
-     * Whether the relay reads a serialized row's options.laravel_prefix
-     * (tests/relay-reads-prefix). One that does not (before the check was
-     * added) dead-letters every row that carries it: the app then stages
-     * without it (check_prefix false), and the tests of the check are skipped.
-     */
-    private function probeRelay(): bool
-    {
-        $proc = proc_open(['bash', self::clientDir().'/tests/relay-reads-prefix', self::env('TEST_PG_URL'), self::env('TEST_REDIS_URL')],
-            [0 => ['file', '/dev/null', 'r'], 1 => ['file', $this->dir.'/probe.log', 'w'], 2 => ['file', $this->dir.'/probe.log', 'a']], $pipes);
-        $status = proc_close($proc);
-        if ($status !== 0 && $status !== 1) {
-            throw new RuntimeException("tests/relay-reads-prefix exited {$status}:\n".self::tail($this->dir.'/probe.log'));
-        }
-
-        return $status === 0;
     }
 
     /** The app's composer.json: the package by path, the framework Debian's. */
@@ -181,7 +159,7 @@ final class E2E
     /** The options (jsonb text) of the rows the app stages. */
     public function rowOptions(): string
     {
-        return $this->relayChecksPrefix ? '{"serialized": true, "laravel_prefix": "'.self::PREFIX.'"}' : '{"serialized": true}';
+        return '{"serialized": true, "laravel_prefix": "'.self::PREFIX.'"}';
     }
 
     /** The environment of everything the app runs: artisan, the worker. */
@@ -191,7 +169,6 @@ final class E2E
         $env['QUEUE_CONNECTION'] = 'staged';
         $env['APP_ENV'] = 'local';
         $env['APP_NAME'] = self::APP_NAME;
-        $env['STAGEDRAIN_E2E_CHECK_PREFIX'] = $this->relayChecksPrefix ? 'true' : 'false';
 
         return $env;
     }
