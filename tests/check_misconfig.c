@@ -225,6 +225,7 @@ static void sidekiq_env(void *arg)
 START_TEST(sidekiq_on_another_database_is_found_and_its_jobs_moved)
 {
 	PGconn *c = h_pg();
+	redisContext *r = h_redis();
 	char db1[256], worker[4096], sample[128];
 	const char *const sk_argv[] = { "sidekiq", "-r", worker, "-q", "default", "-c",
 					"2",       "-t", "5",    "-e", "test",    NULL };
@@ -242,7 +243,7 @@ START_TEST(sidekiq_on_another_database_is_found_and_its_jobs_moved)
 
 	h_reset();
 	redis_db_url(db1, sizeof(db1), 1);
-	freeReplyObject(h_cmd(h_redis(), "FLUSHALL"));
+	freeReplyObject(h_cmd(r, "FLUSHALL"));
 	ck_assert_ptr_nonnull(realpath("tests/e2e/worker.rb", worker));
 	h_proc_start(&sk, "sidekiq-db1", &o);
 	for (int i = 0; i < 300 && int_on(1, "SCARD processes") == 0; i++)
@@ -263,7 +264,7 @@ START_TEST(sidekiq_on_another_database_is_found_and_its_jobs_moved)
 		RELAY_CHECK(&p, h_metric_sample(page, sample) == 1, "%s is not 1", sample);
 		free(page);
 	}
-	RELAY_CHECK(&p, h_wait_len(h_redis(), "queue:default", 3, 20000), "the jobs did not reach database 0");
+	RELAY_CHECK(&p, h_wait_len(r, "queue:default", 3, 20000), "the jobs did not reach database 0");
 	h_relay_kill(&p, SIGTERM);
 	ck_assert_int_eq(h_relay_wait(&p, 20000), 0);
 
@@ -283,7 +284,8 @@ START_TEST(sidekiq_on_another_database_is_found_and_its_jobs_moved)
 	RELAY_CHECK(&sk, int_on(1, "LLEN e2e:ran") == 3, "a job ran twice; see %s", sk.log);
 	h_relay_kill(&sk, SIGTERM);
 	ck_assert_int_eq(h_relay_wait(&sk, 15000), 0);
-	freeReplyObject(h_cmd(h_redis(), "FLUSHALL"));
+	freeReplyObject(h_cmd(r, "FLUSHALL"));
+	redisFree(r);
 	PQfinish(c);
 }
 END_TEST
