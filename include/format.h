@@ -101,6 +101,9 @@ int sidekiq_commands(struct redis_cmds *c, const struct batch *b, const char *pr
 /* The options key the Laravel client records its app's Redis key prefix in
  * (what --laravel-prefix must be); no other reader of options takes it. */
 #define LARAVEL_PREFIX_KEY "laravel_prefix"
+/* How the reason of a row staged for a prefix the target's workers do not
+ * read begins: status and /metrics count the dead rows by it. */
+#define JOB_MISDIRECTED "misdirected:"
 
 /*
  * Laravel's payload for a row that carries what the app's framework built

@@ -47,5 +47,9 @@ void sidekiq_probe_init(struct sidekiq_probe *p, const struct config *cfg);
  * closed the connection, and the push that follows finds it).
  */
 int sidekiq_probe_version(struct sidekiq_probe *p, struct redis_conn *c, long long now_ms);
+/* How many Sidekiq processes under prefix are alive (their info hash is
+ * there), as the version reading counts them. 0, -EINVAL (Redis answered an
+ * error) or -EIO (c->errstr). */
+int sidekiq_probe_live(struct redis_conn *c, const char *prefix, size_t *live) SD_MUSTCHECK;
 
 #endif

@@ -293,7 +293,8 @@ static int check_prefix(struct span options, const struct job_opts *opts, char *
 	if ((rc = payload_string_is(v, span_of(have, strlen(have)), &eq)) < 0 || eq)
 		return rc;
 	payload_reason(reason, rlen,
-		       "misdirected: the app's Laravel reads prefix %.*s%s, this relay pushes under \"%.40s\" "
+		       JOB_MISDIRECTED
+		       " the app's Laravel reads prefix %.*s%s, this relay pushes under \"%.40s\" "
 		       "(--laravel-prefix): set --laravel-prefix to the app's, then stagedrain dead replay",
 		       FORMAT_SHOW(v), have);
 	return JOB_REJECT;

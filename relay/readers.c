@@ -8,13 +8,13 @@
 #include <string.h>
 
 #include "readers.h"
+#include "sidekiq_probe.h"
 
 /* A few SCAN rounds bound the look in a big keyspace: registrations are
  * few, and a worker that registers is a worker a look like this one finds
  * in any database of the sizes outboxes feed. */
 #define SCAN_ROUNDS 10
 #define SCAN_COUNT "1000"
-#define SIDEKIQ_LIVE_SAMPLE "5"
 #define KOMBU_BINDINGS "_kombu.binding.*"
 
 /* The set a format's workers register in, under its prefix (Celery: none; kombu's bindings). */
@@ -71,27 +71,6 @@ static int scan_for(struct redis_conn *c, const char *pattern, const char *skip,
 	return rc;
 }
 
-/* Sidekiq: a member of processes whose heartbeat hash (60 s TTL) is there. */
-static int sidekiq_live(struct redis_conn *c, const char *prefix, const char *set, bool *yes)
-{
-	const char *argv[] = { "SRANDMEMBER", set, SIDEKIQ_LIVE_SAMPLE };
-	redisReply *r = NULL;
-	int rc = command(c, &r, 3, argv);
-
-	*yes = false;
-	for (size_t i = 0; rc == 0 && r->type == REDIS_REPLY_ARRAY && !*yes && i < r->elements; i++) {
-		char key[512];
-		const char *ex[] = { "EXISTS", key };
-		redisReply *e = NULL;
-		snprintf(key, sizeof(key), "%s%s", prefix, r->element[i]->str ? r->element[i]->str : "");
-		if ((rc = command(c, &e, 2, ex)) == 0)
-			*yes = e->type == REDIS_REPLY_INTEGER && e->integer > 0;
-		freeReplyObject(e);
-	}
-	freeReplyObject(r);
-	return rc;
-}
-
 /* Whether the format's workers register under prefix in the selected database. */
 static int registered(struct redis_conn *c, enum job_format f, const char *prefix, bool *yes)
 {
@@ -99,13 +78,17 @@ static int registered(struct redis_conn *c, enum job_format f, const char *prefi
 	char set[512], first[512];
 	const char *argv[] = { "SCARD", set };
 	redisReply *r = NULL;
+	size_t live = 0;
 	int rc;
 
 	if (!reg)
 		return scan_for(c, KOMBU_BINDINGS, NULL, first, sizeof(first), yes);
+	if (f != FORMAT_RESQUE) {
+		rc = sidekiq_probe_live(c, prefix, &live);
+		*yes = rc == 0 && live > 0;
+		return rc == -EINVAL ? -EIO : rc;
+	}
 	snprintf(set, sizeof(set), "%s%s", prefix, reg);
-	if (f != FORMAT_RESQUE)
-		return sidekiq_live(c, prefix, set, yes);
 	rc = command(c, &r, 2, argv);
 	*yes = rc == 0 && r->type == REDIS_REPLY_INTEGER && r->integer > 0;
 	freeReplyObject(r);

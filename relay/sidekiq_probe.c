@@ -148,6 +148,14 @@ static int read_registry(struct redis_conn *c, const char *prefix, size_t *live,
 	return rc;
 }
 
+int sidekiq_probe_live(struct redis_conn *c, const char *prefix, size_t *live)
+{
+	char lowest[sizeof(((struct sidekiq_seen *)0)->version)], errstr[256];
+	bool all8;
+
+	return read_registry(c, prefix, live, &all8, lowest, errstr, sizeof(errstr));
+}
+
 /* The first reading, and every change of what is written or read, logged. */
 static void log_reading(const struct sidekiq_probe *p, const char *was_version, int was)
 {

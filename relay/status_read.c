@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "format.h"
 #include "lock_holder.h"
 #include "pg_conn.h"
 #include "pg_privileges.h"
@@ -51,10 +52,10 @@
 	" greatest(0, extract(epoch FROM clock_timestamp() - min(created_at)))::float8"                                \
 	" FROM staged_jobs_held GROUP BY target, queue"
 
-/* And those staged for a place no worker of the target reads (format_laravel.c's "misdirected:"). */
+/* And those staged for a place no worker of the target reads (JOB_MISDIRECTED, format.h). */
 #define DEAD_SQL                                                                                                       \
 	"SELECT count(*), coalesce(greatest(0, extract(epoch FROM clock_timestamp() - min(failed_at))), 0)::float8,"   \
-	" count(*) FILTER (WHERE reason LIKE 'misdirected:%')"                                                         \
+	" count(*) FILTER (WHERE reason LIKE '" JOB_MISDIRECTED "%')"                                                  \
 	" FROM staged_jobs_dead"
 
 /*

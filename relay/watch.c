@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "clock.h"
+#include "format.h"
 #include "log.h"
 #include "pg_conn.h"
 #include "watch.h"
@@ -54,13 +55,13 @@ _Static_assert(XMIN_NKINDS == METRICS_XMIN_KINDS, "metrics.h and xmin_holders.h 
 
 /*
  * staged_jobs_dead by queue, the most rows first, and one last row (q NULL)
- * with every row, the oldest failure and the misdirected rows (format_laravel.c). A walk of the dead table, which
+ * with every row, the oldest failure and the misdirected rows (JOB_MISDIRECTED). A walk of the dead table, which
  * stays small while someone looks after it: on the leader only, like the
  * oldest job's, under the same statement timeout.
  */
 #define DEAD_SQL                                                                                                         \
 	"WITH g AS (SELECT coalesce(queue, '') AS q, count(*) AS n, min(failed_at) AS f,"                                \
-	" count(*) FILTER (WHERE reason LIKE 'misdirected:%') AS m FROM staged_jobs_dead GROUP BY 1)"                    \
+	" count(*) FILTER (WHERE reason LIKE '" JOB_MISDIRECTED "%') AS m FROM staged_jobs_dead GROUP BY 1)"             \
 	" SELECT * FROM (SELECT q, n, NULL::float8, NULL::bigint FROM g ORDER BY n DESC, q LIMIT " DEAD_LIMIT ") t"      \
 	" UNION ALL SELECT NULL, coalesce(sum(n), 0)::bigint,"                                                           \
 	" coalesce(greatest(0, extract(epoch FROM clock_timestamp() - min(f)))::float8, 0), coalesce(sum(m), 0)::bigint" \
