@@ -43,7 +43,7 @@ final class MigrationTest extends E2ETestCase
     /** As a deploy runs it: the owner's URL in the app's environment. */
     private function artisanMigrate(string $db, string $command = 'migrate'): array
     {
-        return $this->e2e->exec(['php', 'artisan', $command, '--force'], ['STAGEDRAIN_APP_PG_URL' => self::url($db)], 60.0);
+        return $this->e2e->exec(['php', 'artisan', $command, '--force'], ['DATABASE_URL' => self::url($db)], 60.0);
     }
 
     private function stagedrainMigrate(string $db): void
@@ -137,7 +137,7 @@ final class MigrationTest extends E2ETestCase
     {
         $this->publish();
         $app = preg_replace('#^(postgres(?:ql)?://)[^@/]*@#', '$1app@', self::url(self::DATABASES[1]));
-        [$status, $out, $err] = $this->e2e->exec(['php', 'artisan', 'migrate', '--force'], ['STAGEDRAIN_APP_PG_URL' => $app], 60.0);
+        [$status, $out, $err] = $this->e2e->exec(['php', 'artisan', 'migrate', '--force'], ['DATABASE_URL' => $app], 60.0);
         $this->assertNotSame(0, $status);
         $this->assertStringContainsString('permission denied', $out.$err);
     }

@@ -10,9 +10,11 @@ use RuntimeException;
 
 /**
  * The end-to-end world, built once per PHPUnit run and shared by every case:
- * a Laravel 8 app written into $TEST_DIR/php-e2e/app (the files under
- * support/app, Debian's php-laravel-framework, the package installed by
- * `composer install` from a path repository), one unmodified
+ * a Laravel 8 app made in $TEST_DIR/php-e2e/app as the README's doc test
+ * makes one (tests/skeleton/new-app: Debian's php-laravel-framework), the
+ * files under support/app over it (its jobs, its scenarios, the `staged`
+ * connection), the package required from a path repository as the README
+ * says, one unmodified
  * `php artisan queue:work redis` and one relay (--format laravel), both
  * stopped by PID when the run ends.
  */
@@ -94,56 +96,23 @@ final class E2E
     private function build(): void
     {
         $this->run(['rm', '-rf', $this->dir]);
-        foreach (['', '/app', '/app/bootstrap/cache', '/app/storage/logs', '/composer-home'] as $d) {
-            if (! is_dir($this->dir.$d) && ! mkdir($this->dir.$d, 0777, true)) {
-                throw new RuntimeException("cannot make {$this->dir}{$d}");
-            }
+        if (! mkdir($this->dir.'/composer-home', 0777, true)) {
+            throw new RuntimeException("cannot make {$this->dir}/composer-home");
         }
+        $this->run(['bash', self::clientDir().'/tests/skeleton/new-app', $this->app], $this->composerEnv(), $this->dir.'/new-app.log');
         $this->run(['cp', '-R', __DIR__.'/app/.', $this->app]);
-        file_put_contents($this->app.'/composer.json', json_encode($this->composerJson(), JSON_PRETTY_PRINT | JSON_UNESCAPED_SLASHES)."\n");
         $this->prepareDatabase();
-
-        // As the README says: the package from a path repository, required as
-        // *@dev (composer install with no lock file resolves as `composer
-        // update` does); offline, packagist.org off, Laravel is Debian's,
-        // declared by the app's `provide`.
-        $this->run(['composer', 'install', '--no-interaction', '--no-progress', '--working-dir='.$this->app], $this->composerEnv(), $this->dir.'/composer.log');
-        // What the skeleton's post-autoload-dump runs; the first artisan call
-        // would build the same manifest from vendor/composer/installed.json.
-        $this->run(['php', $this->app.'/artisan', 'package:discover'], $this->appEnv(), $this->dir.'/discover.log');
+        // As the README says: the package from a path repository, offline
+        // (packagist.org off, Laravel is Debian's, declared by the app's
+        // `provide`); composer's post-autoload-dump discovers its provider.
+        foreach ([['config', 'repositories.stagedrain', 'path', self::clientDir()], ['require', 'stagedrain/laravel:@dev']] as $args) {
+            $this->run(array_merge(['composer', '--no-interaction', '--working-dir='.$this->app], $args), $this->composerEnv(), $this->dir.'/composer.log');
+        }
         // The relay runs with what the app says; the keys the tests read are PREFIX's.
         $prefix = $this->run(['php', $this->app.'/artisan', 'stagedrain:prefix'], $this->appEnv());
         if ($prefix !== self::PREFIX."\n") {
             throw new RuntimeException('php artisan stagedrain:prefix printed '.json_encode($prefix).', not '.self::PREFIX);
         }
-    }
-
-    /** The app's composer.json: the package by path, the framework Debian's. */
-    private function composerJson(): array
-    {
-        $provide = ['laravel/framework' => '8.83.26'];
-        foreach (glob('/usr/share/php/Illuminate/*', GLOB_ONLYDIR) as $component) {
-            $provide['illuminate/'.strtolower(basename($component))] = '8.83.26';
-        }
-        ksort($provide);
-
-        return [
-            'name' => 'stagedrain/e2e-app',
-            'description' => 'The stagedrain Laravel client\'s end-to-end app (written by the tests)',
-            'type' => 'project',
-            'license' => 'proprietary',
-            'require' => [
-                'php' => '>=7.3',
-                'stagedrain/laravel' => '*@dev',
-            ],
-            'provide' => $provide,
-            'repositories' => [
-                ['packagist.org' => false],
-                ['type' => 'path', 'url' => self::clientDir()],
-            ],
-            'autoload' => ['psr-4' => ['App\\' => 'app/']],
-            'config' => ['sort-packages' => true, 'allow-plugins' => false],
-        ];
     }
 
     private function composerEnv(): array
@@ -169,6 +138,8 @@ final class E2E
         $env['QUEUE_CONNECTION'] = 'staged';
         $env['APP_ENV'] = 'local';
         $env['APP_NAME'] = self::APP_NAME;
+        $env['DATABASE_URL'] = self::env('STAGEDRAIN_APP_PG_URL');
+        $env['REDIS_URL'] = self::env('TEST_REDIS_URL');
 
         return $env;
     }

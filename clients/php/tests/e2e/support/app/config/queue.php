@@ -9,7 +9,7 @@ return [
             'connection' => 'pgsql',
             'queue' => 'default',
             'worker' => 'redis',
-            // Off only while the relay predates the laravel_prefix check (E2E::probeRelay).
+            // PrefixTest turns it off to see the rows without the key.
             'check_prefix' => env('STAGEDRAIN_E2E_CHECK_PREFIX', true),
         ],
         // What the relay pushes to and `php artisan queue:work redis` works.

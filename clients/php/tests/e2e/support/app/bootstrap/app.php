@@ -1,8 +1,0 @@
-<?php
-
-$app = new Illuminate\Foundation\Application(dirname(__DIR__));
-
-$app->singleton(Illuminate\Contracts\Console\Kernel::class, App\Console\Kernel::class);
-$app->singleton(Illuminate\Contracts\Debug\ExceptionHandler::class, Illuminate\Foundation\Exceptions\Handler::class);
-
-return $app;
