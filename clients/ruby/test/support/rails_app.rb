@@ -77,10 +77,7 @@ module RailsApp
   end
 
   def rails!(*args, **kw)
-    out, status = rails(*args, **kw)
-    raise "bin/rails #{args.join(" ")} failed (#{status}):\n#{out}" unless status.success?
-
-    out
+    succeeded!(["bin/rails", *args], *rails(*args, **kw))
   end
 
   # The harness's REDIS_URL, and no DATABASE_URL unless env gives one.
@@ -90,7 +87,11 @@ module RailsApp
   end
 
   def sh!(*argv, **kw)
-    out, status = sh(*argv, **kw)
+    succeeded!(argv, *sh(*argv, **kw))
+  end
+
+  # out, or an error naming argv and status.
+  def succeeded!(argv, out, status)
     raise "#{argv.join(" ")} failed (#{status}):\n#{out}" unless status.success?
 
     out
