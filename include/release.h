@@ -108,7 +108,7 @@ void release_unrelease(struct release *rl, const struct batch_job *j);
 void release_dead_kept(struct release *rl);
 /* Jobs held for target t (release_targets' index), committed. */
 long long release_held_for(const struct release *rl, size_t t);
-/* The batch committed: its holds and releases count. */
+/* The batch committed: its holds and releases count, and each target's held jobs. */
 void release_commit(struct release *rl, struct metrics *m);
 
 #endif

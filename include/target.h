@@ -75,6 +75,8 @@ struct target {
 
 void target_init(struct target *t, size_t index, const char *name, const struct config *cfg, struct stop *stop);
 void target_free(struct target *t);
+/* After a fault: the target back down to the rung that must be climbed again, never up. */
+void target_fall_back(struct target *t, enum target_state to);
 /* Its jobs may go to Redis in this batch. */
 bool target_up(const struct target *t);
 /* b's jobs grouped by target (n targets), each target's in their order:

@@ -1,4 +1,4 @@
-/* The drain's ladder: climbing to READY, and falling back on faults (ladder.h). */
+/* The leader's ladder: climbing to READY, and falling back on faults (ladder.h). */
 #include "fmacros.h"
 
 #include <errno.h>
@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "clock.h"
 #include "format.h"
@@ -18,17 +19,25 @@
 #include "pg_privileges.h"
 #include "signals.h"
 
-void ladder_fall_back(struct target *t, enum target_state to)
+#define BACKOFF_BASE_MS 100
+#define BACKOFF_CAP_MS 10000
+
+void ladder_init(struct ladder *l)
 {
-	if (t->state > to)
-		t->state = to;
+	l->state = LADDER_STANDBY;
+	backoff_init(&l->pg_backoff, BACKOFF_BASE_MS, BACKOFF_CAP_MS, (unsigned)getpid());
 }
 
-void ladder_nap(struct drain *d, int ms)
+void ladder_pg_ok(struct ladder *l)
 {
-	ms = once_nap_ms(d, ms);
+	backoff_reset(&l->pg_backoff);
+}
+
+void ladder_nap(struct ladder *l, int ms)
+{
+	ms = once_nap_ms(l->once, ms);
 	signals_note_hup();
-	while (ms > 0 && !stop_seen(&d->stopping)) {
+	while (ms > 0 && !stop_seen(l->stopping)) {
 		int slice = ms < 50 ? ms : 50;
 		struct timespec ts = { 0, slice * 1000000L };
 		nanosleep(&ts, NULL);
@@ -38,39 +47,39 @@ void ladder_nap(struct drain *d, int ms)
 
 /* A target's fault, logged: its back-off (retry_in_ms) and, for a server
  * that could not be reached, how often it is probed meanwhile (probe_ms). */
-static void say_trouble(struct drain *d, struct target *t, const char *what, int delay, int probe_ms)
+static void say_trouble(struct ladder *l, struct target *t, const char *what, int delay, int probe_ms)
 {
 	struct log_field f[5] = { F_STR("error", t->redis.errstr), F_INT("retry_in_ms", delay) };
 	size_t n = 2;
 
 	if (probe_ms)
 		f[n++] = (struct log_field)F_INT("probe_ms", probe_ms);
-	if (d->nt > 1)
+	if (l->nt > 1)
 		f[n++] = (struct log_field)F_STR("target", t->name);
 	f[n].type = LOG_F_END;
 	log_warn(what, f);
 }
 
 /* The state a target's fault leaves in the metrics. */
-static void show_down(struct drain *d, struct target *t)
+static void show_down(struct ladder *l, struct target *t)
 {
 	if (t->index == 0)
-		metrics_connected(d->metrics, METRICS_REDIS, redis_sink_connected(&t->redis), false);
-	metrics_target_up(d->metrics, t->index, false);
+		metrics_connected(l->metrics, METRICS_REDIS, redis_sink_connected(&t->redis), false);
+	metrics_target_up(l->metrics, t->index, false);
 }
 
 /* Any fault rc of a target's Redis: log it, and leave the target alone for
  * its back-off (the others go on; ladder_ensure_ready naps when none is
  * up). -ETIMEDOUT is too few replicas acknowledging
  * (--redis-wait-replicas), which the metrics count apart. */
-void ladder_redis_trouble(struct drain *d, struct target *t, int rc, const char *what)
+void ladder_redis_trouble(struct ladder *l, struct target *t, int rc, const char *what)
 {
 	int delay = backoff_next(&t->backoff);
 
 	if (rc == -ETIMEDOUT)
-		metrics_wait_short(d->metrics);
-	say_trouble(d, t, what, delay, 0);
-	show_down(d, t);
+		metrics_wait_short(l->metrics);
+	say_trouble(l, t, what, delay, 0);
+	show_down(l, t);
 	t->retry_ms = t->quiet_ms = clock_mono_ms() + delay;
 }
 
@@ -83,179 +92,51 @@ void ladder_redis_trouble(struct drain *d, struct target *t, int rc, const char 
  * back within that of the server's return. Only the attempts at the
  * back-off's steps are logged (and grow it): a long outage logs as before.
  */
-static void connect_trouble(struct drain *d, struct target *t, int rc, const char *what)
+void ladder_connect_trouble(struct ladder *l, struct target *t, int rc, const char *what)
 {
 	long long now = clock_mono_ms(), probe = now + backoff_jitter(&t->backoff, TARGET_PROBE_MS);
 	int delay;
 
 	if (rc == -ENOMEM || t->redis.conn.blame) {
-		ladder_redis_trouble(d, t, rc, what);
+		ladder_redis_trouble(l, t, rc, what);
 		return;
 	}
-	show_down(d, t);
+	show_down(l, t);
 	if (now >= t->quiet_ms) {
 		delay = backoff_next(&t->backoff);
-		say_trouble(d, t, what, delay, TARGET_PROBE_MS);
+		say_trouble(l, t, what, delay, TARGET_PROBE_MS);
 		t->quiet_ms = now + delay;
 	}
 	t->retry_ms = t->quiet_ms < probe ? t->quiet_ms : probe;
 }
 
-/* Once at start: what lets others than the owner and the relay change staged
- * rows, each a warning (the relay runs all the same: it is the operator's to
- * fix). A failed reading is said at info: it changes nothing the relay does. */
-static void warn_privileges(struct drain *d)
+void ladder_pg_trouble(struct ladder *l, const char *what)
 {
-	struct pg_privileges p;
-	char err[256];
-
-	if (pg_privileges_read(d->pg.conn, &p, err, sizeof(err)) < 0) {
-		log_info("could not read the staging tables' privileges", LOGF(F_STR("error", err)));
-		return;
-	}
-	for (size_t i = 0; i < p.n; i++)
-		log_warn("staged jobs are not kept to least privilege", LOGF(F_STR("detail", p.text[i])));
-}
-
-/* One try at Postgres at start: 0; -EAGAIN when it cannot be reached yet
- * (logged and waited out); or a setting that can never work (logged). */
-static int start_pg(struct drain *d)
-{
-	int rc = pg_source_connect(&d->pg);
-
-	if (rc == 0)
-		rc = pg_source_check_schema(&d->pg);
-	if (rc == 0) {
-		metrics_connected(d->metrics, METRICS_PG, true, false);
-		warn_privileges(d);
-		return 0;
-	}
-	/* A schema read on a session that then broke is a server going away. */
-	if (rc != -ENOMEM && pg_source_broken(&d->pg) && !pg_conn_fatal(d->pg.errstr)) {
-		/* The cause, for /readyz with --readyz-detail: the watcher starts later. */
-		metrics_probe(d->metrics, METRICS_PG, false, d->pg.errstr);
-		ladder_pg_trouble(d, "could not reach postgres to start; will retry");
-		return -EAGAIN;
-	}
-	log_error("cannot start", LOGF(F_STR("setting", "--pg-url"), F_STR("error", d->pg.errstr)));
-	return rc;
-}
-
-/* The same for one target's Redis: a fault with a setting to blame (a
- * password, TLS verification, a file) ends the start; any other is waited
- * out: -EAGAIN, logged. */
-static int start_target(struct drain *d, struct target *t)
-{
-	int rc = redis_sink_connect(&t->redis);
-	const char *blame = t->redis.conn.blame;
-
-	if (rc == 0) {
-		metrics_target_up(d->metrics, t->index, true);
-		if (t->index == 0)
-			metrics_connected(d->metrics, METRICS_REDIS, true, false);
-		return 0;
-	}
-	if (rc != -ENOMEM && !blame) {
-		if (t->index == 0)
-			metrics_probe(d->metrics, METRICS_REDIS, false, t->redis.errstr);
-		connect_trouble(d, t, rc, "could not reach redis to start; will retry");
-		return -EAGAIN;
-	}
-	log_error("cannot start", LOGF(F_STR("setting", blame ? blame : "--redis-url"), F_STR("error", t->redis.errstr),
-				       F_STR("target", t->name)));
-	return rc;
-}
-
-/* Every target, once: 0 when one at least is reachable (the others are
- * tried again as the relay runs); -EAGAIN when none is (napped); or a
- * setting that can never work. */
-static int start_redis(struct drain *d)
-{
-	bool any = false;
-	int rc;
-
-	for (size_t i = 0; i < d->nt; i++) {
-		if (redis_sink_connected(&d->t[i].redis)) {
-			any = true;
-			continue;
-		}
-		if ((rc = start_target(d, &d->t[i])) == 0)
-			any = true;
-		else if (rc != -EAGAIN)
-			return rc;
-	}
-	if (any)
-		return 0;
-	ladder_nap(d, ladder_next_try_ms(d));
-	return -EAGAIN;
-}
-
-/* After a try that found a server unreachable: whether to try again. Not
- * after a stop signal (-ECANCELED), nor with --once past ONCE_SERVER_WAIT_MS
- * (-ETIMEDOUT: a run that cannot start is an error, not a wait forever). */
-static int start_again(struct drain *d)
-{
-	if (stop_seen(&d->stopping))
-		return -ECANCELED;
-	return once_trouble_over(d, true) ? -ETIMEDOUT : 0;
-}
-
-int drain_start(struct drain *d)
-{
-	const char *names[METRICS_MAX_TARGETS];
-	int rc;
-
-	if (d->nt == 0)
-		return -ENOMEM; /* drain_init could not make the targets */
-	for (size_t i = 0; i < d->nt && i < METRICS_MAX_TARGETS; i++)
-		names[i] = d->t[i].name;
-	metrics_targets(d->metrics, names, d->nt);
-
-	while ((rc = start_pg(d)) == -EAGAIN && (rc = start_again(d)) == 0)
-		;
-	while (rc == 0 && (rc = start_redis(d)) == -EAGAIN && (rc = start_again(d)) == 0)
-		;
-	if (rc == 0) {
-		char pgw[300];
-		(void)once_trouble_over(d, false);
-		backoff_reset(&d->pg_backoff);
-		pg_source_describe(&d->pg, pgw, sizeof(pgw));
-		for (size_t i = 0; i < d->nt; i++) {
-			backoff_reset(&d->t[i].backoff);
-			if (redis_sink_connected(&d->t[i].redis))
-				target_log_connected(&d->t[i], d->metrics, pgw);
-		}
-	}
-	return rc;
-}
-
-void ladder_pg_trouble(struct drain *d, const char *what)
-{
-	bool broken = pg_source_broken(&d->pg);
-	int delay = backoff_next(&d->pg_backoff);
+	bool broken = pg_source_broken(l->pg);
+	int delay = backoff_next(&l->pg_backoff);
 
 	log_warn(what,
-		 LOGF(F_STR("error", d->pg.errstr), F_STR("sqlstate", d->pg.sqlstate), F_INT("retry_in_ms", delay)));
-	pg_source_rollback(&d->pg);
+		 LOGF(F_STR("error", l->pg->errstr), F_STR("sqlstate", l->pg->sqlstate), F_INT("retry_in_ms", delay)));
+	pg_source_rollback(l->pg);
 	if (broken) {
 		/* The lock went with the session; whoever holds it next may be another relay. */
-		pg_source_close(&d->pg);
-		d->state = DRAIN_STANDBY;
-		for (size_t i = 0; i < d->nt; i++)
-			metrics_target_up(d->metrics, i, false);
-		metrics_connected(d->metrics, METRICS_PG, false, false);
-		metrics_leader(d->metrics, false, 0);
+		pg_source_close(l->pg);
+		l->state = LADDER_STANDBY;
+		for (size_t i = 0; i < l->nt; i++)
+			metrics_target_up(l->metrics, i, false);
+		metrics_connected(l->metrics, METRICS_PG, false, false);
+		metrics_leader(l->metrics, false, 0);
 	}
-	ladder_nap(d, delay);
+	ladder_nap(l, delay);
 }
 
-int ladder_next_try_ms(const struct drain *d)
+int ladder_next_try_ms(const struct ladder *l)
 {
 	long long now = clock_mono_ms(), next = LLONG_MAX;
 
-	for (size_t i = 0; i < d->nt; i++) {
+	for (size_t i = 0; i < l->nt; i++) {
 		/* A connection attempt running: look again soon. */
-		long long at = target_connecting(&d->t[i]) ? now + 10 : d->t[i].retry_ms;
+		long long at = target_connecting(&l->t[i]) ? now + 10 : l->t[i].retry_ms;
 		if (at < next)
 			next = at;
 	}
@@ -270,13 +151,13 @@ struct standby_look {
 };
 
 /* The holder's line: who it is, as far as Postgres shows this role. */
-static void log_holder(struct drain *d, const struct lock_holder *h)
+static void log_holder(struct ladder *l, const struct lock_holder *h)
 {
 	char hint[200];
 
 	if (h->kind == LOCK_HOLDER_RELAY) {
 		log_info("another relay is the leader; waiting as standby",
-			 LOGF(F_INT("lock_key", d->cfg->lock_key), F_STR("holder", "relay"), F_INT("pid", h->pid),
+			 LOGF(F_INT("lock_key", l->cfg->lock_key), F_STR("holder", "relay"), F_INT("pid", h->pid),
 			      F_STR("user", h->user), F_STR("application_name", h->app), F_STR("client_addr", h->addr),
 			      F_STR("session_start", h->since)));
 		return;
@@ -292,7 +173,7 @@ static void log_holder(struct drain *d, const struct lock_holder *h)
 			"from taking the lock",
 			h->pid);
 	log_warn("a session that is not a relay holds the leader lock; waiting as standby for as long as it lives",
-		 LOGF(F_INT("lock_key", d->cfg->lock_key), F_STR("holder", "foreign"), F_INT("pid", h->pid),
+		 LOGF(F_INT("lock_key", l->cfg->lock_key), F_STR("holder", "foreign"), F_INT("pid", h->pid),
 		      F_STR("user", h->user), F_STR("application_name", h->app), F_STR("client_addr", h->addr),
 		      F_STR("session_start", h->since), F_STR("hint", hint)));
 }
@@ -304,18 +185,18 @@ static void log_holder(struct drain *d, const struct lock_holder *h)
  * lives. One statement over pg_locks and pg_stat_activity, at most once per
  * --watch-interval.
  */
-static void look_at_holder(struct drain *d, struct standby_look *look)
+static void look_at_holder(struct ladder *l, struct standby_look *look)
 {
 	struct lock_holder h;
 	long long now = clock_mono_ms();
 
 	if (now < look->next_ms)
 		return;
-	look->next_ms = now + d->cfg->watch_interval_ms;
-	if (lock_holder_read(&d->pg, &h) < 0) {
+	look->next_ms = now + l->cfg->watch_interval_ms;
+	if (lock_holder_read(l->pg, &h) < 0) {
 		if (!look->failed)
 			log_warn("could not read who holds the leader lock; waiting as standby",
-				 LOGF(F_INT("lock_key", d->cfg->lock_key), F_STR("error", d->pg.errstr)));
+				 LOGF(F_INT("lock_key", l->cfg->lock_key), F_STR("error", l->pg->errstr)));
 		look->failed = true;
 		return;
 	}
@@ -323,24 +204,24 @@ static void look_at_holder(struct drain *d, struct standby_look *look)
 	if (h.kind == LOCK_HOLDER_NONE || lock_holder_same(&h, &look->holder))
 		return;
 	look->holder = h;
-	metrics_lock_foreign(d->metrics, h.kind == LOCK_HOLDER_FOREIGN);
-	log_holder(d, &h);
+	metrics_lock_foreign(l->metrics, h.kind == LOCK_HOLDER_FOREIGN);
+	log_holder(l, &h);
 }
 
 /* Marks the session as a relay's with the companion lock, so standbys can
  * tell it from a foreign holder. Without it the relay still leads (standbys
  * then name it foreign); only a lost session, which took the lock too, fails. */
-static int mark_as_relay(struct drain *d)
+static int mark_as_relay(struct ladder *l)
 {
 	bool marked = false;
-	int rc = lock_holder_mark(&d->pg, &marked);
+	int rc = lock_holder_mark(l->pg, &marked);
 
-	if (rc < 0 && pg_source_broken(&d->pg))
+	if (rc < 0 && pg_source_broken(l->pg))
 		return rc;
 	if (!marked)
 		log_warn("could not take the relay's companion lock; standbys will name this relay a session that is "
 			 "not a relay",
-			 LOGF(F_STR("error", rc < 0 ? d->pg.errstr : "another session holds it")));
+			 LOGF(F_STR("error", rc < 0 ? l->pg->errstr : "another session holds it")));
 	return 0;
 }
 
@@ -352,47 +233,47 @@ static int mark_as_relay(struct drain *d)
  * it the xmin horizon, so a blocked standby would itself be the long
  * transaction that keeps every hot table from being vacuumed.
  */
-static int become_leader(struct drain *d)
+static int become_leader(struct ladder *l)
 {
 	struct standby_look look = { .next_ms = 0 };
 	bool held = false;
 	long long since = clock_mono_ms();
-	int rc = pg_source_check_primary(&d->pg);
+	int rc = pg_source_check_primary(l->pg);
 
 	if (rc == 0)
-		rc = pg_source_try_lock(&d->pg, &held);
-	while (rc == 0 && !held && !stop_seen(&d->stopping) && !once_stop_waiting(d, since)) {
-		look_at_holder(d, &look);
-		ladder_nap(d, d->cfg->poll_interval_ms);
-		rc = pg_source_try_lock(&d->pg, &held);
+		rc = pg_source_try_lock(l->pg, &held);
+	while (rc == 0 && !held && !stop_seen(l->stopping) && !once_stop_waiting(l->once, since)) {
+		look_at_holder(l, &look);
+		ladder_nap(l, l->cfg->poll_interval_ms);
+		rc = pg_source_try_lock(l->pg, &held);
 	}
 	if (rc == 0 && held)
-		rc = mark_as_relay(d);
+		rc = mark_as_relay(l);
 	if (rc < 0)
 		return rc;
 	if (!held)
 		return -ECANCELED;
 	/* Whatever we knew of the table may be stale: read it from the start. */
-	gaps_reset(&d->gaps);
-	d->state = DRAIN_LEADS;
-	for (size_t i = 0; i < d->nt; i++) /* and each fence: the last leader may have died mid-batch */
-		d->t[i].state = TARGET_NEED_EPOCH;
-	log_info("became leader", LOGF(F_INT("lock_key", d->cfg->lock_key)));
-	metrics_leader(d->metrics, true, d->gaps.cursor);
-	metrics_lock_foreign(d->metrics, false);
+	gaps_reset(l->gaps);
+	l->state = LADDER_LEADS;
+	for (size_t i = 0; i < l->nt; i++) /* and each fence: the last leader may have died mid-batch */
+		l->t[i].state = TARGET_NEED_EPOCH;
+	log_info("became leader", LOGF(F_INT("lock_key", l->cfg->lock_key)));
+	metrics_leader(l->metrics, true, l->gaps->cursor);
+	metrics_lock_foreign(l->metrics, false);
 	return 0;
 }
 
 /* Rows a fence deleted were pushed: they count as relayed. */
-static void count_fenced(struct drain *d, long long deleted)
+static void count_fenced(struct ladder *l, long long deleted)
 {
 	const char *queue;
 	size_t len;
 	long long n;
 
-	d->relayed += deleted;
-	for (int i = 0; (queue = pg_source_fenced_queue(&d->pg, i, &len, &n)) != NULL; i++)
-		metrics_fenced(d->metrics, queue, len, (unsigned long long)n);
+	l->tally->relayed += deleted;
+	for (int i = 0; (queue = pg_source_fenced_queue(l->pg, i, &len, &n)) != NULL; i++)
+		metrics_fenced(l->metrics, queue, len, (unsigned long long)n);
 }
 
 /* The name of one of a target's own keys (keys.h), for a log line. */
@@ -407,13 +288,13 @@ static const char *own_key(const struct target *t, const char *name, char *out, 
 
 /* NEED_EPOCH -> NEED_FENCE: a new epoch makes Redis refuse any push of an
  * older one that arrives late. False to try again. */
-static bool take_epoch(struct drain *d, struct target *t)
+static bool take_epoch(struct ladder *l, struct target *t)
 {
 	char key[300];
 	int rc = redis_sink_new_epoch(&t->redis);
 
 	if (rc < 0) {
-		ladder_redis_trouble(d, t, rc, "could not take a new epoch in redis; will retry");
+		ladder_redis_trouble(l, t, rc, "could not take a new epoch in redis; will retry");
 		return false;
 	}
 	t->state = TARGET_NEED_FENCE;
@@ -424,7 +305,7 @@ static bool take_epoch(struct drain *d, struct target *t)
 			      F_INT("epoch", t->redis.epoch)));
 	log_info("leading", LOGF(F_INT("epoch", t->redis.epoch), F_STR("target", t->name)));
 	if (t->index == 0)
-		metrics_epoch(d->metrics, t->redis.epoch);
+		metrics_epoch(l->metrics, t->redis.epoch);
 	return true;
 }
 
@@ -433,7 +314,7 @@ static bool take_epoch(struct drain *d, struct target *t)
  * a pushed batch undeleted (a takeover, a failed push or delete), delete what
  * the last fence names instead of pushing it twice. False to try again.
  */
-static bool settle_fence(struct drain *d, struct target *t)
+static bool settle_fence(struct ladder *l, struct target *t)
 {
 	char key[300];
 	long long deleted = 0;
@@ -443,7 +324,7 @@ static bool settle_fence(struct drain *d, struct target *t)
 	 * a reconnect and this read succeed. Too few replicas: the rows the fence
 	 * names stay until they have it. */
 	if ((rc = redis_sink_get_fence(&t->redis, &t->fence_text)) < 0) {
-		ladder_redis_trouble(d, t, rc, "could not read the fence from redis; will retry");
+		ladder_redis_trouble(l, t, rc, "could not read the fence from redis; will retry");
 		return false;
 	}
 	/* A key of another type names no batch; the batches it may have
@@ -457,17 +338,17 @@ static bool settle_fence(struct drain *d, struct target *t)
 	}
 	/* Rows a target's fence names are deleted wherever they wait, in
 	 * staged_jobs or, held while it was down, in staged_jobs_held. */
-	if (pg_source_delete_fenced(&d->pg, &t->fence, &deleted) < 0) {
-		ladder_pg_trouble(d, "could not delete the rows the fence names; will retry");
+	if (pg_source_delete_fenced(l->pg, &t->fence, &deleted) < 0) {
+		ladder_pg_trouble(l, "could not delete the rows the fence names; will retry");
 		return false;
 	}
 	t->state = TARGET_READY;
 	backoff_reset(&t->backoff);
 	t->retry_ms = 0;
-	metrics_target_up(d->metrics, t->index, true);
-	release_forget(&d->release); /* read it again: the fence may have deleted released rows */
-	count_fenced(d, deleted);
-	metrics_target_fenced(d->metrics, t->index, deleted);
+	metrics_target_up(l->metrics, t->index, true);
+	release_forget(l->release); /* read it again: the fence may have deleted released rows */
+	count_fenced(l, deleted);
+	metrics_target_fenced(l->metrics, t->index, deleted);
 	if (deleted > 0)
 		log_info("deleted rows the last batch pushed but did not delete; not pushing them again",
 			 LOGF(F_INT("rows", deleted), F_INT("fence_epoch", t->fence.epoch), F_STR("target", t->name)));
@@ -475,37 +356,37 @@ static bool settle_fence(struct drain *d, struct target *t)
 }
 
 /* Any state: a lost session means a lost lock, so back to STANDBY. */
-static bool reconnect_pg(struct drain *d)
+static bool reconnect_pg(struct ladder *l)
 {
 	char pgw[300];
 
 	/* However the session was lost (a failed read, a rollback after a
 	 * failed push), the lock went with it: take it again, or stand by. */
-	d->state = DRAIN_STANDBY;
-	if (pg_source_connect(&d->pg) < 0) {
-		ladder_pg_trouble(d, "could not reconnect to postgres; will retry");
+	l->state = LADDER_STANDBY;
+	if (pg_source_connect(l->pg) < 0) {
+		ladder_pg_trouble(l, "could not reconnect to postgres; will retry");
 		return false;
 	}
 	/* With several hosts in --pg-url, which one is news (a failover). */
-	pg_source_describe(&d->pg, pgw, sizeof(pgw));
+	pg_source_describe(l->pg, pgw, sizeof(pgw));
 	log_info("reconnected to postgres", LOGF(F_STR("postgres", pgw)));
-	metrics_connected(d->metrics, METRICS_PG, true, true);
+	metrics_connected(l->metrics, METRICS_PG, true, true);
 	return true;
 }
 
 /* STANDBY -> NEED_EPOCH, or false while another relay leads or on a fault. */
-static bool take_lead(struct drain *d)
+static bool take_lead(struct ladder *l)
 {
-	int rc = become_leader(d);
+	int rc = become_leader(l);
 
 	if (rc == -ECANCELED)
 		return false;
 	if (rc == -EROFS) {
-		ladder_pg_trouble(d, "will not lead from a hot standby; will reconnect");
+		ladder_pg_trouble(l, "will not lead from a hot standby; will reconnect");
 		return false;
 	}
 	if (rc < 0) {
-		ladder_pg_trouble(d, "could not take the leader lock; will retry");
+		ladder_pg_trouble(l, "could not take the leader lock; will retry");
 		return false;
 	}
 	return true;
@@ -513,33 +394,33 @@ static bool take_lead(struct drain *d)
 
 /* Any state from NEED_EPOCH up falls back to it: the new connection may
  * reach another server (a failover), whose epoch and fence are its own. */
-static bool reconnect_redis(struct drain *d, struct target *t)
+static bool reconnect_redis(struct ladder *l, struct target *t)
 {
 	const struct redis_target *rt = &t->cfg->redis;
 	int rc = 0;
 
-	ladder_fall_back(t, TARGET_NEED_EPOCH);
+	target_fall_back(t, TARGET_NEED_EPOCH);
 	/* With other targets to serve, the attempt runs off the loop: one that
 	 * hangs to --redis-timeout holds up only its own target. Alone, or
 	 * without a thread, it runs here. */
 	if (target_connecting(t)) {
 		if (!target_connect_done(t, &rc))
 			return false;
-	} else if (d->nt > 1 && target_connect_start(t) == 0) {
+	} else if (l->nt > 1 && target_connect_start(t) == 0) {
 		return false;
 	} else {
 		rc = redis_sink_connect(&t->redis);
 	}
 	if (rc < 0) {
-		connect_trouble(d, t, rc, "could not reconnect to redis; will retry");
+		ladder_connect_trouble(l, t, rc, "could not reconnect to redis; will retry");
 		return false;
 	}
-	target_note_server(t, d->metrics);
+	target_note_server(t, l->metrics);
 	log_info("reconnected to redis",
 		 LOGF(F_STR("redis", t->where), F_STR("master_name", rt->master_name ? rt->master_name : ""),
 		      F_STR("tls", rt->tls ? "true" : "false"), F_STR("target", t->name)));
 	if (t->index == 0)
-		metrics_connected(d->metrics, METRICS_REDIS, true, true);
+		metrics_connected(l->metrics, METRICS_REDIS, true, true);
 	target_check_eviction(t);
 	return true;
 }
@@ -556,40 +437,41 @@ static void follow_failover(struct target *t)
 
 /* One target up the ladder, unless it waits out its back-off: true when
  * it is READY. A fault is logged, and the target waits its back-off. */
-static bool climb(struct drain *d, struct target *t)
+static bool climb(struct ladder *l, struct target *t)
 {
 	if (target_connecting(t)) {
-		if (!reconnect_redis(d, t))
+		if (!reconnect_redis(l, t))
 			return false;
 	} else {
 		follow_failover(t);
 		if (t->state == TARGET_READY && redis_sink_connected(&t->redis))
 			return true;
-		if (clock_mono_ms() < t->retry_ms || pg_source_broken(&d->pg))
+		if (clock_mono_ms() < t->retry_ms || pg_source_broken(l->pg))
 			return false;
-		if (!redis_sink_connected(&t->redis) && !reconnect_redis(d, t))
+		if (!redis_sink_connected(&t->redis) && !reconnect_redis(l, t))
 			return false;
 	}
-	if (t->state == TARGET_NEED_EPOCH && !take_epoch(d, t))
+	if (t->state == TARGET_NEED_EPOCH && !take_epoch(l, t))
 		return false;
-	return t->state != TARGET_NEED_FENCE || settle_fence(d, t);
+	return t->state != TARGET_NEED_FENCE || settle_fence(l, t);
 }
 
 /* Climbs the ladder: leads, and brings every target it may try to READY,
  * restoring the sessions on the way. True when a batch may go (one target
  * at least is READY; the others' rows wait held), false to try again (the
  * fault was logged and, when no target is up, waited out). */
-bool ladder_ensure_ready(struct drain *d)
+bool ladder_ensure_ready(struct ladder *l)
 {
 	bool any = false;
 
-	if (pg_source_broken(&d->pg) && !reconnect_pg(d))
+	signals_note_hup();
+	if (pg_source_broken(l->pg) && !reconnect_pg(l))
 		return false;
-	if (d->state == DRAIN_STANDBY && !take_lead(d))
+	if (l->state == LADDER_STANDBY && !take_lead(l))
 		return false;
-	for (size_t i = 0; i < d->nt && !stop_seen(&d->stopping); i++)
-		any = climb(d, &d->t[i]) || any;
-	if (!any && !pg_source_broken(&d->pg) && !stop_seen(&d->stopping))
-		ladder_nap(d, ladder_next_try_ms(d));
-	return any && !pg_source_broken(&d->pg);
+	for (size_t i = 0; i < l->nt && !stop_seen(l->stopping); i++)
+		any = climb(l, &l->t[i]) || any;
+	if (!any && !pg_source_broken(l->pg) && !stop_seen(l->stopping))
+		ladder_nap(l, ladder_next_try_ms(l));
+	return any && !pg_source_broken(l->pg);
 }

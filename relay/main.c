@@ -112,8 +112,7 @@ static int run_relay(const struct config *cfg)
 		log_error("cannot start", LOGF(F_STR("error", strerror(-rc))));
 		return EXIT_FAILURE;
 	}
-	drain_init(&d, cfg, signals_stop_flag());
-	d.metrics = &m;
+	drain_init(&d, cfg, signals_stop_flag(), &m);
 	rc = start_http(cfg, &m, &h);
 	if (rc == 0)
 		rc = drain_start(&d);

@@ -476,4 +476,6 @@ void release_commit(struct release *rl, struct metrics *m)
 			held_metrics(m, q, q->nheld, q->released, (double)q->waited_us / 1e6);
 	}
 	note_backlog(rl, m);
+	for (size_t i = 0; i < rl->nts; i++)
+		metrics_target_held(m, i, release_held_for(rl, i));
 }

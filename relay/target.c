@@ -43,6 +43,12 @@ void target_free(struct target *t)
 	backpressure_free(&t->bp);
 }
 
+void target_fall_back(struct target *t, enum target_state to)
+{
+	if (t->state > to)
+		t->state = to;
+}
+
 bool target_up(const struct target *t)
 {
 	/* The state first: a target connecting (its redis the connector's) is

@@ -11,8 +11,9 @@ header, or A's objects call a function B's objects define (nm). Fails
 (exit 1) on:
   - a circle: modules that use each other, directly or round about;
   - a relay/*.c over MAX_LINES lines;
-  - the walk of one batch (the files the drain's source calls into, and
-    itself) entering more than MAX_WALK files.
+  - the walk of one batch entering more than MAX_WALK files: drain.c and
+    the sources whose functions drain_run calls, itself or through
+    drain.c's own functions (the ones it reaches from drain_run).
 --show prints every module's layer (0: uses no other module) and the walk.
 """
 import glob
@@ -70,6 +71,28 @@ def symbols(objdir, mod):
     return defined, used
 
 
+DEF = re.compile(r"^(?:static )?[a-z][^;(]*?\b(\w+)\((?:[^;{]|\n)*?\)\n\{\n(.*?)\n\}\n", re.M | re.S)
+CALL = re.compile(r"\b(\w+)\s*\(")
+
+
+def batch_walk(src, root, owner):
+    """The sources the functions of src reached from root call into."""
+    with open("relay/%s.c" % src, encoding="utf-8") as f:
+        bodies = {m.group(1): m.group(2) for m in DEF.finditer(f.read())}
+    seen, todo, files = set(), [root], {src}
+    while todo:
+        fn = todo.pop()
+        if fn in seen or fn not in bodies:
+            continue
+        seen.add(fn)
+        for c in CALL.findall(bodies[fn]):
+            if c in bodies:
+                todo.append(c)
+            elif c in owner:
+                files.add(owner[c])
+    return files
+
+
 def graph(objdir):
     """The modules, what each uses, and what each source calls (by source)."""
     srcs = sources()
@@ -88,7 +111,7 @@ def graph(objdir):
         edges[m] |= inc | {mod[c] for c in calls[s]}
     for m in mods:
         edges[m].discard(m)
-    return mods, edges, calls
+    return mods, edges, calls, owner
 
 
 def circles(mods, edges):
@@ -143,7 +166,7 @@ def main():
     objdir, walk_from, show = sys.argv[1], "drain", "--show" in sys.argv
     if "--walk" in sys.argv:
         walk_from = sys.argv[sys.argv.index("--walk") + 1]
-    mods, edges, calls = graph(objdir)
+    mods, edges, calls, owner = graph(objdir)
     bad = []
     found = circles(mods, edges)
     for comp in found:
@@ -154,7 +177,7 @@ def main():
             n = sum(1 for _ in f)
         if n > MAX_LINES:
             bad.append("%s: %d lines (at most %d: split it by concern)" % (path, n, MAX_LINES))
-    walk = sorted(calls[walk_from] | {walk_from})
+    walk = sorted(batch_walk(walk_from, walk_from + "_run", owner))
     if len(walk) > MAX_WALK:
         bad.append("one batch's walk from %s.c enters %d files (at most %d): %s" %
                    (walk_from, len(walk), MAX_WALK, " ".join(walk)))
