@@ -34,7 +34,7 @@ LIB_SRC = $(JOB_SRC) relay/log.c relay/values.c relay/settings.c relay/redis_url
           relay/lock_holder.c relay/routes.c relay/target.c relay/target_connect.c relay/metrics_targets.c relay/metrics_held.c relay/watch_held.c \
           relay/commands.c relay/cmd_args.c \
           relay/cmd_status.c relay/status_judge.c relay/status_read.c relay/status_print.c relay/status_horizon.c relay/status_targets.c \
-          relay/cmd_dead.c relay/cmd_held.c relay/dead_list.c relay/dead_replay.c relay/dead_text.c relay/xmin_holders.c \
+          relay/cmd_dead.c relay/dead_cmd.c relay/cmd_held.c relay/dead_list.c relay/dead_replay.c relay/dead_text.c relay/xmin_holders.c \
           relay/pg_privileges.c relay/readers.c relay/cmd_move.c relay/watch_readers.c
 LIB_OBJ = $(LIB_SRC:relay/%.c=$(OUT)/%.o) $(OUT)/sql_embed.o
 UNIT_SRC = tests/unit_main.c tests/check_config.c tests/check_redis_url.c tests/check_job.c tests/check_buf.c \

@@ -3,7 +3,7 @@
 #ifndef STAGEDRAIN_DEAD_LIST_H
 #define STAGEDRAIN_DEAD_LIST_H
 
-#include "cmd_dead.h"
+#include "dead_cmd.h"
 
 int dead_list(struct dead_cmd *d);
 int dead_show(struct dead_cmd *d);

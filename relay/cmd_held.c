@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cmd_dead.h"
+#include "dead_cmd.h"
 #include "cmd_held.h"
 #include "routes.h"
 #include "status.h"

@@ -12,6 +12,7 @@
 #include "clock.h"
 #include "config.h"
 #include "dead_list.h"
+#include "dead_replay.h"
 #include "dead_text.h"
 #include "job.h"
 #include "payload.h"
