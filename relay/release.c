@@ -11,7 +11,6 @@
 #include "clock.h"
 #include "log.h"
 #include "release.h"
-#include "release_routes.h"
 
 /* A queue whose released jobs met a key of the wrong type waits this long
  * before it is released again (the old gaps' pace: held rows the same). */

@@ -1,4 +1,4 @@
-/* Held rows and today's routes: see include/release_routes.h. */
+/* Held rows and today's routes: see include/release.h. */
 #include "fmacros.h"
 
 #include <errno.h>
@@ -7,7 +7,7 @@
 
 #include "buf.h"
 #include "log.h"
-#include "release_routes.h"
+#include "release.h"
 #include "routes.h"
 
 size_t release_key_target(const struct release *rl, const char *key, size_t len)
