@@ -4,7 +4,6 @@
 
 #include <stddef.h>
 
-#include "config.h"
 #include "fmacros.h"
 #include "settings.h"
 

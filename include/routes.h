@@ -57,16 +57,26 @@ struct routes {
 
 /* The default target alone, cfg's: 0 or -ENOMEM. config_load does it. */
 int routes_init(struct routes *r, struct config *cfg) SD_MUSTCHECK;
-/* Frees the routes' targets other than the default, and their configs. */
+/* Frees the routes' names and rules (their configs are config_free's). */
 void routes_free(struct routes *r);
 
-/*
- * Parses one route (the syntax above) and adds its target, whose config is
- * a copy of base with the route's settings (config_route), and its rules
- * after the others. On error returns -EINVAL with the cause in why (never a
- * password), or -ENOMEM; r is then unchanged.
- */
-int routes_add(struct routes *r, const struct config *base, const char *text, char *why, size_t len) SD_MUSTCHECK;
+/* One route's text, parsed: its words (into copy) and its rules. */
+struct route_text {
+	char *copy;
+	char **w; /* w[0] its name, w[1] its queues, then its settings' words (config_route takes them) */
+	int n;
+	struct route_rule *rules;
+	size_t nrules;
+};
+
+/* Parses one route (the syntax above) against r's names: 0, or -EINVAL with
+ * the cause in why (never a password), or -ENOMEM. route_text_free it
+ * either way. */
+int routes_parse(const struct routes *r, const char *text, struct route_text *rt, char *why, size_t len) SD_MUSTCHECK;
+/* Adds rt's target, whose config is cfg (its loader's to free), and its
+ * rules after the others, which are r's then: 0, or -ENOMEM with r unchanged. */
+int routes_add(struct routes *r, struct route_text *rt, struct config *cfg) SD_MUSTCHECK;
+void route_text_free(struct route_text *rt);
 /*
  * The length of the first route in text, which holds routes as
  * STAGEDRAIN_ROUTE does: up to the first newline, or the first ';' that is

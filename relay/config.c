@@ -436,14 +436,26 @@ int config_route(struct config *route, const struct config *base, const char *na
 static int add_route(struct config *cfg, const char *text, const char *where, bool from_argv, char *err, size_t errlen)
 {
 	char why[CONFIG_ERR_SIZE];
-	struct config *route;
-	int rc = routes_add(&cfg->routes, cfg, text, why, sizeof(why));
+	struct config *route = NULL;
+	struct route_text rt;
+	int rc = routes_parse(&cfg->routes, text, &rt, why, sizeof(why));
 
+	if (rc == 0 && !(route = malloc(sizeof(*route))))
+		rc = -ENOMEM;
+	/* A copy of cfg with the route's settings; freed by config_route on error. */
+	if (rc == 0 && (rc = config_route(route, cfg, rt.w[0], rt.w + 2, rt.n - 2, why, sizeof(why))) < 0) {
+		free(route);
+		route = NULL;
+	}
+	if (rc == 0 && (rc = routes_add(&cfg->routes, &rt, route)) < 0) {
+		config_free(route);
+		free(route);
+	}
+	route_text_free(&rt);
 	if (rc == -ENOMEM)
 		return value_fail(err, errlen, rc, "out of memory");
 	if (rc < 0)
 		return value_fail(err, errlen, rc, "%s: %s", where, why);
-	route = cfg->routes.t[cfg->routes.n - 1].cfg;
 	route->redis_url_argv_password = from_argv && !route->redis_password && route->redis.password;
 	return 0;
 }
@@ -559,6 +571,10 @@ void config_free(struct config *cfg)
 		free(*string_at(cfg, config_strings[i]));
 	queue_limits_free(&cfg->queue_limits);
 	redis_target_free(&cfg->redis);
+	for (size_t i = 1; cfg->routes.t && i < cfg->routes.n; i++) {
+		config_free(cfg->routes.t[i].cfg);
+		free(cfg->routes.t[i].cfg);
+	}
 	routes_free(&cfg->routes);
 	memset(cfg, 0, sizeof(*cfg));
 }

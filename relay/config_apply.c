@@ -10,7 +10,6 @@
 
 #include <libpq-fe.h>
 
-#include "config.h"
 #include "config_apply.h"
 #include "settings.h"
 #include "values.h"

@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
 #include "job.h"
 #include "routes.h"
 #include "values.h"
@@ -35,10 +34,6 @@ void routes_free(struct routes *r)
 		return;
 	for (size_t i = 0; r->t && i < r->n; i++) {
 		free(r->t[i].name);
-		if (i > 0) {
-			config_free(r->t[i].cfg);
-			free(r->t[i].cfg);
-		}
 	}
 	for (size_t i = 0; i < r->nrules; i++)
 		free(r->rules[i].pattern);
@@ -83,17 +78,10 @@ size_t routes_find(const struct routes *r, const char *queue, size_t qlen, const
 /* ---- parsing a route ---- */
 
 /* A route's text split at whitespace: the words point into copy. */
-struct words {
-	char *copy;
-	char **w;
-	int n;
-};
-
-static int split_words(struct words *ws, const char *text)
+static int split_words(struct route_text *ws, const char *text)
 {
 	char *p;
 
-	*ws = (struct words){ NULL, NULL, 0 };
 	if (!(ws->copy = strdup(text)) || !(ws->w = calloc(strlen(text) / 2 + 1, sizeof(*ws->w))))
 		return -ENOMEM;
 	for (p = ws->copy; *p;) {
@@ -298,47 +286,41 @@ static int append(struct routes *r, const char *name, struct config *cfg, const 
 	return 0;
 }
 
-int routes_add(struct routes *r, const struct config *base, const char *text, char *why, size_t len)
+int routes_parse(const struct routes *r, const char *text, struct route_text *rt, char *why, size_t len)
 {
-	struct route_rule *rules = NULL;
-	struct config *cfg = NULL;
-	struct words ws;
-	size_t nrules = 0;
 	int rc;
 
-	if ((rc = split_words(&ws, text)) < 0)
-		goto out;
-	if (ws.n < 2) {
-		rc = value_fail(why, len, -EINVAL, "%s: a route is NAME QUEUES [--SETTING VALUE ...]",
-				ws.n ? "too few fields" : "the route is empty");
-		goto out;
-	}
-	if ((rc = check_name(r, ws.w[0], why, len)) < 0)
-		goto out;
-	if ((rc = parse_queues(r, ws.w[0], ws.w[1], &rules, &nrules, why, len)) < 0)
-		goto out;
-	if (!(cfg = malloc(sizeof(*cfg)))) {
-		rc = -ENOMEM;
-		goto out_rules;
-	}
-	if ((rc = config_route(cfg, base, ws.w[0], ws.w + 2, ws.n - 2, why, len)) < 0)
-		goto out_cfg;
-	if ((rc = append(r, ws.w[0], cfg, rules, nrules)) < 0) {
-		config_free(cfg);
-		goto out_cfg;
-	}
-	free(rules); /* its patterns are r's now */
-	goto out;
-out_cfg:
-	free(cfg);
-out_rules:
-	free_rules(rules, nrules);
-out:
-	free(ws.copy);
-	free(ws.w);
-	if (rc == -ENOMEM)
-		value_fail(why, len, rc, "out of memory");
-	return rc;
+	*rt = (struct route_text){ NULL, NULL, 0, NULL, 0 };
+	if ((rc = split_words(rt, text)) < 0)
+		return value_fail(why, len, rc, "out of memory");
+	if (rt->n < 2)
+		return value_fail(why, len, -EINVAL, "%s: a route is NAME QUEUES [--SETTING VALUE ...]",
+				  rt->n ? "too few fields" : "the route is empty");
+	if ((rc = check_name(r, rt->w[0], why, len)) < 0)
+		return rc;
+	if ((rc = parse_queues(r, rt->w[0], rt->w[1], &rt->rules, &rt->nrules, why, len)) < 0)
+		return rc == -ENOMEM ? value_fail(why, len, rc, "out of memory") : rc;
+	return 0;
+}
+
+int routes_add(struct routes *r, struct route_text *rt, struct config *cfg)
+{
+	int rc = append(r, rt->w[0], cfg, rt->rules, rt->nrules);
+
+	if (rc < 0)
+		return rc;
+	free(rt->rules); /* its patterns are r's now */
+	rt->rules = NULL;
+	rt->nrules = 0;
+	return 0;
+}
+
+void route_text_free(struct route_text *rt)
+{
+	free_rules(rt->rules, rt->nrules);
+	free(rt->copy);
+	free(rt->w);
+	*rt = (struct route_text){ NULL, NULL, 0, NULL, 0 };
 }
 
 /* ---- several routes in one text ---- */

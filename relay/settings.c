@@ -4,7 +4,6 @@
 #include <stddef.h>
 #include <string.h>
 
-#include "config.h"
 #include "keys.h"
 #include "settings.h"
 
