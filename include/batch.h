@@ -45,9 +45,6 @@ void batch_init(struct batch *b);
 int batch_reset(struct batch *b, size_t n) SD_MUSTCHECK;
 /* Makes room for n more rows, keeping what the batch holds. 0 or -ENOMEM. */
 int batch_grow(struct batch *b, size_t n) SD_MUSTCHECK;
-/* Builds row into a job, or records it as dead; hold_id says where it was
- * read (0: staged_jobs). Returns 0 or -ENOMEM. */
-int batch_add(struct batch *b, const struct job_row *row, const struct job_opts *opts, long long hold_id) SD_MUSTCHECK;
 /* Moves the jobs keep(job, arg) is true of out of the jobs, keeping the order
  * of the rest; those read from staged_jobs go to kept (a released one stays
  * in the held table, which the caller sees to). Returns how many moved. */

@@ -1,7 +1,7 @@
 /*
  * A job format: the payload a staged row becomes, and the Redis commands that
  * push a batch of them, exactly as that worker library's own client writes
- * them. One file per format (relay/format_*.c); job.c runs the checks every
+ * them. One file per format (relay/format_*.c); job_build.c runs the checks every
  * format shares, and the drain, the fence and the sink never see which
  * format they carry.
  */
@@ -55,20 +55,6 @@ struct format {
 #define FORMAT_SHOWN 40
 #define FORMAT_SHOW(s) (int)((s).n < FORMAT_SHOWN ? (s).n : FORMAT_SHOWN), (s).p, (s).n > FORMAT_SHOWN ? "..." : ""
 
-extern const struct format format_sidekiq, format_resque, format_activejob, format_celery, format_laravel;
-
-/* The relay's format: its layout in Redis, and every row's payload unless the
- * row says otherwise (format_of_row). */
-const struct format *format_of(enum job_format f);
-/*
- * The payload format of one row in a relay of format f: in a Sidekiq or
- * ActiveJob relay, options "activejob": true or false picks ActiveJob's
- * wrapper or a plain Sidekiq job (both go to the same keys). The key is
- * consumed, never written. 0, or JOB_REJECT when it is not a boolean or f
- * is another layout.
- */
-int format_of_row(enum job_format f, struct span options, const struct format **out, char *reason, size_t rlen);
-
 /*
  * Whether the row's options say "serialized": true, that the client library
  * staged the payload its framework built (ActiveJob's serialize, Celery's
@@ -93,6 +79,8 @@ int sidekiq_put_item(struct buf *b, const struct job_in *in, const struct job_op
 /* A sidekiq_item's put_args for the row's args text as written (a plain
  * Sidekiq job; ActiveJob's serialize staged by the app). */
 int sidekiq_put_row_args(struct buf *b, const struct job_in *in, const struct job_opts *opts, void *arg);
+/* Epoch seconds as Sidekiq writes a float: "1700000000.25", "1700000000.0". */
+void job_format_epoch(char *dst, size_t dstlen, long long us);
 /* Sidekiq's job check: a jid of 24 lowercase hex digits. 0 or JOB_REJECT. */
 int sidekiq_check_jid(const struct job_row *row, char *reason, size_t rlen);
 /* The sidekiq layout: SADD queues, LPUSH queue:<q>, ZADD schedule. */

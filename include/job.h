@@ -1,4 +1,4 @@
-/* Turning a staged row into a job of the relay's format: pure, no I/O. */
+/* A staged row and the job it becomes: the types every step shares (job_build.h builds). */
 #ifndef STAGEDRAIN_JOB_H
 #define STAGEDRAIN_JOB_H
 
@@ -49,7 +49,7 @@ struct job_opts {
 	long long now_us; /* enqueued_at, and the line between immediate and scheduled */
 	enum rails_version rails_version;
 	const char *origin; /* Celery's origin header: "stagedrain@<host>"; NULL: "stagedrain" */
-	size_t target;      /* the target (routes.h) the jobs built go to: batch_add notes it */
+	size_t target;      /* the target (routes.h) the jobs built go to: job_build_add notes it */
 	/* The target's key prefix (--namespace, --laravel-prefix): where its
 	 * workers must read. NULL: no row's recorded prefix is checked. */
 	const char *key_prefix;
@@ -76,16 +76,5 @@ struct job_out {
  * write such a job and its workers, like Resque's, could not read it.
  */
 #define JOB_MAX_DEPTH 100
-
-/*
- * Appends row's payload to out_buf. Returns 0 and fills out; JOB_REJECT with
- * a one-line reason when the row cannot be a job (the buffer is left as it
- * was); or -ENOMEM.
- */
-int job_build(const struct job_row *row, const struct job_opts *opts, struct buf *out_buf, struct job_out *out,
-	      char *reason, size_t reasonlen) SD_MUSTCHECK;
-
-/* Epoch seconds as Sidekiq writes a float: "1700000000.25", "1700000000.0". */
-void job_format_epoch(char *dst, size_t dstlen, long long us);
 
 #endif

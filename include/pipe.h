@@ -22,16 +22,16 @@
 #define PIPE_MAX_MS 200
 
 struct pipe {
-	struct buf del;        /* the deletes and the COMMIT */
-	long long *ids;        /* every id the transaction's batches read, ascending */
+	struct buf del; /* the deletes and the COMMIT */
+	long long *ids; /* every id the transaction's batches read, ascending */
 	size_t nids, cap;
-	size_t batches;        /* batches pushed in the transaction */
-	long long jobs;        /* their jobs */
-	long long first_jobs;  /* the first batch's */
-	long bytes;            /* their payloads' bytes: the transaction keeps within one batch's budget */
-	long long first_last;  /* the first batch's last id: the later batches' rows are above it */
-	long long last;        /* the last id pushed */
-	long long start_ms;    /* when it began */
+	size_t batches;       /* batches pushed in the transaction */
+	long long jobs;       /* their jobs */
+	long long first_jobs; /* the first batch's */
+	long bytes;           /* their payloads' bytes: the transaction keeps within one batch's budget */
+	long long first_last; /* the first batch's last id: the later batches' rows are above it */
+	long long last;       /* the last id pushed */
+	long long start_ms;   /* when it began */
 };
 
 void pipe_init(struct pipe *p);

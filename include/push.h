@@ -17,8 +17,8 @@
 struct push {
 	struct target *t; /* borrowed: the targets, t[0] the default one */
 	size_t nt;
-	struct release *release; /* borrowed: a kept job that was released is held again */
-	struct metrics *metrics; /* borrowed; NULL: none */
+	struct release *release;   /* borrowed: a kept job that was released is held again */
+	struct metrics *metrics;   /* borrowed; NULL: none */
 	struct batch_job *scratch; /* target_group's copy, owned */
 	size_t capscratch;
 };

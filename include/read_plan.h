@@ -25,13 +25,12 @@ struct read_plan {
 	long long old_read_ms;      /* when a read last covered every gap */
 	long long old_read_cost_ms; /* how long that read took */
 	/* read_plan_next's answer */
-	int limit;              /* rows */
-	long long young_since;  /* the gaps to read: GAP_OLD for all */
-	long max_bytes;         /* the rows' bytes */
+	int limit;             /* rows */
+	long long young_since; /* the gaps to read: GAP_OLD for all */
+	long max_bytes;        /* the rows' bytes */
 };
 
-void read_plan_init(struct read_plan *rp, const struct config *cfg, struct ladder *l, struct gaps *g,
-		    struct narrow *n);
+void read_plan_init(struct read_plan *rp, const struct config *cfg, struct ladder *l, struct gaps *g, struct narrow *n);
 /*
  * Before a read: the held table, read once per leadership, each target's
  * memory bound, then the rows, gaps and bytes to read (read_all: every gap).

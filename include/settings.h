@@ -67,7 +67,6 @@ struct config {
 	char *route_name;             /* a route's config: its name, in its own keys' names; NULL: the default */
 };
 
-
 enum value_type {
 	V_PG,     /* char * pg_url, checked with libpq's own parser */
 	V_REDIS,  /* char * redis_url, also parsed into cfg->redis */

@@ -9,7 +9,7 @@
 
 #include "backpressure.h"
 #include "clock.h"
-#include "format.h"
+#include "formats.h"
 #include "log.h"
 
 void backpressure_init(struct backpressure *bp, const struct config *cfg)

@@ -44,35 +44,6 @@ int batch_grow(struct batch *b, size_t more)
 	return 0;
 }
 
-int batch_add(struct batch *b, const struct job_row *row, const struct job_opts *opts, long long hold_id)
-{
-	struct batch_job *j = &b->jobs[b->njobs];
-	struct batch_dead *d = &b->dead[b->ndead];
-	int rc;
-
-	if (b->njobs + b->ndead >= b->cap)
-		return -ENOMEM;
-	rc = job_build(row, opts, &b->payloads, &j->out, d->reason, sizeof(d->reason));
-	if (rc < 0)
-		return rc;
-	if (rc == JOB_REJECT) {
-		d->id = row->id;
-		d->hold_id = hold_id;
-		b->ndead++;
-		return 0;
-	}
-	j->id = row->id;
-	j->hold_id = hold_id;
-	j->tenant = row->tenant;
-	j->tenant_len = row->tenant_len;
-	j->queue = row->queue;
-	j->queue_len = row->queue_len;
-	j->jid = row->jid;
-	j->target = opts->target;
-	b->njobs++;
-	return 0;
-}
-
 size_t batch_keep(struct batch *b, bool (*keep)(const struct batch_job *j, void *arg), void *arg)
 {
 	size_t n = 0, moved = 0;

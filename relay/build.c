@@ -9,7 +9,8 @@
 
 #include "build.h"
 #include "clock.h"
-#include "format.h"
+#include "formats.h"
+#include "job_build.h"
 
 void build_init(struct build *bd, const struct config *cfg, struct target *t, size_t nt, struct release_target *rts,
 		struct release *release, struct metrics *metrics)
@@ -81,7 +82,7 @@ static int add_row(struct build *bd, struct batch *b, struct job_row *row)
 			row->unfit = why;
 		}
 	}
-	return batch_add(b, row, &bd->t[ti].opts, 0);
+	return job_build_add(b, row, &bd->t[ti].opts, 0);
 }
 
 int build_batch(struct build *bd, struct pg_source *pg, const struct narrow *n, struct batch *b, int nrows,
@@ -109,7 +110,6 @@ int build_batch(struct build *bd, struct pg_source *pg, const struct narrow *n, 
 	}
 	return rc;
 }
-
 
 int build_more(struct build *bd, const struct pg_source *pg, struct batch *b, int nrows, bool *plain)
 {

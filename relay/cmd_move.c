@@ -21,7 +21,7 @@
 
 #include "cmd_args.h"
 #include "cmd_move.h"
-#include "format.h"
+#include "formats.h"
 #include "log.h"
 #include "redis_cmds.h"
 #include "redis_conn.h"

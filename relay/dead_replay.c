@@ -15,6 +15,7 @@
 #include "dead_replay.h"
 #include "dead_text.h"
 #include "job.h"
+#include "job_build.h"
 #include "payload.h"
 #include "pg_read.h"
 #include "routes.h"

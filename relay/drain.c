@@ -64,8 +64,15 @@ void drain_init(struct drain *d, const struct config *cfg, volatile sig_atomic_t
 	narrow_init(&d->narrow);
 	init_targets(d);
 	once_init(&d->once, cfg, &d->pg, d->t, d->nt, &d->release, &d->gaps, &d->tally);
-	d->ladder = (struct ladder){ .cfg = cfg, .stopping = &d->stopping, .pg = &d->pg, .t = d->t, .nt = d->nt,
-				     .gaps = &d->gaps, .release = &d->release, .once = &d->once, .tally = &d->tally,
+	d->ladder = (struct ladder){ .cfg = cfg,
+				     .stopping = &d->stopping,
+				     .pg = &d->pg,
+				     .t = d->t,
+				     .nt = d->nt,
+				     .gaps = &d->gaps,
+				     .release = &d->release,
+				     .once = &d->once,
+				     .tally = &d->tally,
 				     .metrics = m };
 	ladder_init(&d->ladder);
 	read_plan_init(&d->plan, cfg, &d->ladder, &d->gaps, &d->narrow);
@@ -193,7 +200,11 @@ static int drain_txn(struct drain *d, struct batch_times *t)
 		in_flight = true;
 		if ((rc = push_send(&d->push, &d->batch, &failed)) != 0) {
 			struct target *also;
-			int before = push_replies(&d->push, &d->batch, &also, false); /* the sends before: their fences name them */
+
+			/* The sends before this one are read off first (their fences
+			 * name them); what failed is this send's. */
+			int before = push_replies(&d->push, &d->batch, &also, false);
+
 			(void)before;
 			return txn_push_failed(d, failed, rc, busy);
 		}

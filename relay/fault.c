@@ -24,7 +24,8 @@ int fault_build(struct fault *f, int rc)
 	if (rc == RELEASE_REDIS_FAILED) {
 		struct target *t = &f->ladder->t[f->ladder->release->failed_target];
 		target_fall_back(t, TARGET_NEED_EPOCH);
-		ladder_redis_trouble(f->ladder, t, -EIO, "could not read the capped queues' lengths; rolled back, will retry");
+		ladder_redis_trouble(f->ladder, t, -EIO,
+				     "could not read the capped queues' lengths; rolled back, will retry");
 		return -EIO;
 	}
 	return rc;
@@ -64,7 +65,8 @@ static int push_refused(struct fault *f, struct target *t, size_t nrows)
 	/* Released jobs are not narrowed (the held read keeps its own size): with
 	 * them in the batch, wait as for any trouble rather than spin. */
 	if (b->jobs[b->njobs - 1].hold_id) {
-		ladder_redis_trouble(f->ladder, t, -EIO, "redis refused a batch with released jobs; rolled back, will retry");
+		ladder_redis_trouble(f->ladder, t, -EIO,
+				     "redis refused a batch with released jobs; rolled back, will retry");
 		return -EIO;
 	}
 	log_warn("redis refused a batch for what it holds; reading fewer rows to find the one it refuses",
@@ -143,7 +145,8 @@ int fault_push(struct fault *f, struct target *t, int rc, size_t nrows)
 	if (rc == REDIS_SINK_WRONGTYPE)
 		snprintf(t->redis.errstr, sizeof(t->redis.errstr),
 			 "a later batch of the transaction has keys of the wrong type; its first batch keeps them");
-	ladder_redis_trouble(f->ladder, t, rc > 0 ? -EIO : rc, "could not push a batch to redis; rolled back, will retry");
+	ladder_redis_trouble(f->ladder, t, rc > 0 ? -EIO : rc,
+			     "could not push a batch to redis; rolled back, will retry");
 	return -EIO;
 }
 
@@ -161,7 +164,6 @@ int fault_commit(struct fault *f, bool epoch_lost)
 	ladder_pg_trouble(f->ladder, "pushed a batch but could not delete it; the fence will delete it");
 	return -EIO;
 }
-
 
 int fault_txn_pg(struct fault *f, bool in_flight)
 {

@@ -1,47 +1,8 @@
-/* The formats by name, the per-row ActiveJob switch, and the queue pushes
- * the layouts share. */
+/* What the formats share: the per-row "serialized" switch and the queue
+ * pushes of the layouts. */
 #include "fmacros.h"
 
 #include "format.h"
-
-const struct format *format_of(enum job_format f)
-{
-	switch (f) {
-	case FORMAT_SIDEKIQ:
-		return &format_sidekiq;
-	case FORMAT_RESQUE:
-		return &format_resque;
-	case FORMAT_ACTIVEJOB:
-		return &format_activejob;
-	case FORMAT_CELERY:
-		return &format_celery;
-	case FORMAT_LARAVEL:
-		return &format_laravel;
-	}
-	return &format_sidekiq;
-}
-
-int format_of_row(enum job_format f, struct span options, const struct format **out, char *reason, size_t rlen)
-{
-	bool sidekiq_layout = f == FORMAT_SIDEKIQ || f == FORMAT_ACTIVEJOB;
-	struct span aj;
-	int rc;
-
-	*out = format_of(f);
-	if ((rc = payload_member(options, "activejob", &aj)) < 0 || aj.n == 0)
-		return rc;
-	if (!sidekiq_layout) {
-		payload_reason(reason, rlen, "options key \"activejob\" needs --format sidekiq or activejob, not %s",
-			       (*out)->name);
-		return JOB_REJECT;
-	}
-	if (payload_kind(aj) != PAYLOAD_BOOLEAN) {
-		payload_reason(reason, rlen, "options key \"activejob\" is not true or false");
-		return JOB_REJECT;
-	}
-	*out = aj.p[0] == 't' ? &format_activejob : &format_sidekiq;
-	return 0;
-}
 
 int format_serialized(struct span options, bool *on, char *reason, size_t rlen)
 {

@@ -136,4 +136,3 @@ int ladder_start(struct ladder *l)
 	}
 	return rc;
 }
-

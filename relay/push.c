@@ -162,7 +162,6 @@ void push_settle(struct push *p)
 	}
 }
 
-
 void push_drop_in_flight(struct push *p)
 {
 	for (size_t i = 0; i < p->nt; i++) {

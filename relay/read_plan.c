@@ -19,8 +19,7 @@
 #define GAP_OLD_READ_MS 500
 #define GAP_OLD_SHARE 10
 
-void read_plan_init(struct read_plan *rp, const struct config *cfg, struct ladder *l, struct gaps *g,
-		    struct narrow *n)
+void read_plan_init(struct read_plan *rp, const struct config *cfg, struct ladder *l, struct gaps *g, struct narrow *n)
 {
 	*rp = (struct read_plan){ .cfg = cfg, .ladder = l, .gaps = g, .narrow = n };
 }

@@ -10,7 +10,7 @@
 #include <sys/time.h>
 
 #include "fence.h"
-#include "format.h"
+#include "formats.h"
 #include "keys.h"
 #include "redis_sink.h"
 

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "clock.h"
+#include "job_build.h"
 #include "log.h"
 #include "release.h"
 
@@ -364,7 +365,7 @@ static int build_released(struct release *rl, struct batch *b)
 		rl->rounds.q[qi].waited_us += hr.held_us;
 		run.n++;
 		run.waited_us += hr.held_us;
-		if ((rc = batch_add(b, &row, rl->ts[t].opts, hr.hold_id)) < 0)
+		if ((rc = job_build_add(b, &row, rl->ts[t].opts, hr.hold_id)) < 0)
 			return rc;
 		rl->released_dead += b->ndead - ndead;
 	}

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "buf.h"
-#include "format.h"
+#include "formats.h"
 #include "keys.h"
 #include "readers.h"
 #include "redis_cmds.h"

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "format.h"
+#include "formats.h"
 #include "log.h"
 #include "redis_policy.h"
 #include "target.h"

@@ -9,6 +9,7 @@
 
 #include "buf.h"
 #include "job.h"
+#include "job_build.h"
 #include "suites.h"
 #include "support/job_rows.h"
 

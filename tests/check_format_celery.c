@@ -11,8 +11,9 @@
 #include <unistd.h>
 
 #include "batch.h"
-#include "format.h"
+#include "formats.h"
 #include "job.h"
+#include "job_build.h"
 #include "pyrepr.h"
 #include "redis_cmds.h"
 #include "suites.h"
@@ -684,7 +685,7 @@ START_TEST(priority_lists)
 		r.id = i + 1;
 		if (i == 6)
 			r.queue = "celery", r.has_run_at = true, r.run_at_us = NOW_US + 5000000;
-		ck_assert_int_eq(batch_add(&b, &r, &o, 0), 0);
+		ck_assert_int_eq(job_build_add(&b, &r, &o, 0), 0);
 	}
 	ck_assert_uint_eq(b.njobs, 7);
 	ck_assert_int_eq(format_celery.commands(&c, &b, "ns:"), 0);

@@ -9,8 +9,9 @@
 
 #include "batch.h"
 #include "buf.h"
-#include "format.h"
+#include "formats.h"
 #include "job.h"
+#include "job_build.h"
 #include "redis_cmds.h"
 #include "suites.h"
 #include "support/job_rows.h"
@@ -501,7 +502,7 @@ static void add_job(struct batch *b, long long id, const char *queue, const char
 	r.queue_len = strlen(queue);
 	r.has_run_at = run_at_us != 0;
 	r.run_at_us = run_at_us;
-	ck_assert_int_eq(batch_add(b, &r, &o, 0), 0);
+	ck_assert_int_eq(job_build_add(b, &r, &o, 0), 0);
 	ck_assert_uint_eq(b->ndead, 0);
 }
 

@@ -8,7 +8,9 @@
 #include <string.h>
 
 #include "buf.h"
+#include "format.h"
 #include "job.h"
+#include "job_build.h"
 #include "payload.h"
 #include "suites.h"
 #include "support/job_rows.h"

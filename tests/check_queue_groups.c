@@ -8,8 +8,9 @@
 #include <string.h>
 
 #include "batch.h"
-#include "format.h"
+#include "formats.h"
 #include "job.h"
+#include "job_build.h"
 #include "queue_groups.h"
 #include "redis_cmds.h"
 #include "suites.h"
@@ -69,7 +70,7 @@ static void many_build(struct many *m, enum job_format f, size_t n, size_t nq, s
 		r.created_at_us = NOW_US;
 		r.has_run_at = is_later(i, later_every);
 		r.run_at_us = NOW_US + 1000000LL * (long long)(1 + i % 3);
-		ck_assert_int_eq(batch_add(&m->b, &r, &o, 0), 0);
+		ck_assert_int_eq(job_build_add(&m->b, &r, &o, 0), 0);
 	}
 	ck_assert_uint_eq(m->b.njobs, n);
 }

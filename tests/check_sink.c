@@ -11,6 +11,7 @@
 #include "batch.h"
 #include "config.h"
 #include "harness.h"
+#include "job_build.h"
 #include "redis_sink.h"
 #include "suites.h"
 
@@ -64,7 +65,7 @@ static void make_batch(struct batch *b, char (*jids)[25], long long first, int n
 		row.args_len = (size_t)snprintf(args, sizeof(args), "[%lld]", first + i);
 		row.has_run_at = scheduled && i % scheduled == 0;
 		row.run_at_us = opts.now_us + 3600LL * 1000000;
-		ck_assert_int_eq(batch_add(b, &row, &opts, 0), 0);
+		ck_assert_int_eq(job_build_add(b, &row, &opts, 0), 0);
 	}
 }
 

@@ -38,14 +38,15 @@ def declared(name):
 
 def module_of(srcs, defined):
     """Each source's module: its own header's, else the header that declares
-    most of the functions it defines, else its own (main, gen_man)."""
+    most of the functions and extern data it defines, else its own (main,
+    gen_man)."""
     heads = {s: declared(s) for s in srcs if os.path.exists("include/%s.h" % s)}
     out = {}
     for s in srcs:
         if s in heads:
             out[s] = s
             continue
-        score = {h: sum(1 for f in defined[s] if re.search(r"\b%s\(" % re.escape(f), text))
+        score = {h: sum(1 for f in defined[s] if re.search(r"\b%s\(|^extern [^;]*\b%s\b" % (re.escape(f), re.escape(f)), text, re.M))
                  for h, text in heads.items()}
         best = max(score, key=lambda h: score[h], default=None)
         out[s] = best if best and score[best] > 0 else s

@@ -11,6 +11,7 @@
 
 #include "buf.h"
 #include "job.h"
+#include "job_build.h"
 #include "payload.h"
 
 /*

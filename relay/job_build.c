@@ -1,4 +1,5 @@
-/* The checks every format shares, then the row's format writes its payload: pure, no I/O. */
+/* The checks every format shares, then the row's format writes its payload
+ * into the batch: pure, no I/O. */
 #include "fmacros.h"
 
 #include <errno.h>
@@ -8,8 +9,8 @@
 #include <jansson.h>
 
 #include "buf.h"
-#include "format.h"
-#include "job.h"
+#include "formats.h"
+#include "job_build.h"
 #include "payload.h"
 
 /* Keys the relay writes itself; letting options set them would forge the job. */
@@ -308,5 +309,34 @@ int job_build(const struct job_row *row, const struct job_opts *opts, struct buf
 	out->run_at_us = in.scheduled ? row->run_at_us : 0;
 	out->off = start;
 	out->len = len;
+	return 0;
+}
+
+int job_build_add(struct batch *b, const struct job_row *row, const struct job_opts *opts, long long hold_id)
+{
+	struct batch_job *j = &b->jobs[b->njobs];
+	struct batch_dead *d = &b->dead[b->ndead];
+	int rc;
+
+	if (b->njobs + b->ndead >= b->cap)
+		return -ENOMEM;
+	rc = job_build(row, opts, &b->payloads, &j->out, d->reason, sizeof(d->reason));
+	if (rc < 0)
+		return rc;
+	if (rc == JOB_REJECT) {
+		d->id = row->id;
+		d->hold_id = hold_id;
+		b->ndead++;
+		return 0;
+	}
+	j->id = row->id;
+	j->hold_id = hold_id;
+	j->tenant = row->tenant;
+	j->tenant_len = row->tenant_len;
+	j->queue = row->queue;
+	j->queue_len = row->queue_len;
+	j->jid = row->jid;
+	j->target = opts->target;
+	b->njobs++;
 	return 0;
 }
