@@ -65,6 +65,8 @@ void ladder_redis_trouble(struct ladder *l, struct target *t, int rc, const char
 /* A connect to t's Redis failed (rc): probed again soon when the server is
  * not there, else as ladder_redis_trouble. */
 void ladder_connect_trouble(struct ladder *l, struct target *t, int rc, const char *what);
+/* Leads, on a session that is still up. */
+bool ladder_leads(const struct ladder *l);
 /* A batch went through: Postgres's back-off starts over. */
 void ladder_pg_ok(struct ladder *l);
 /* Milliseconds until the first target's back-off ends (1 at least). */

@@ -1,5 +1,6 @@
-/* The Postgres side: the leader lock and, on the same session, each batch's
- * read, delete and commit. */
+/* The Postgres side: the session and its leader lock (relay/pg_session.c)
+ * and, on the same session, each batch's read, delete and commit
+ * (relay/pg_source.c). */
 #ifndef STAGEDRAIN_PG_SOURCE_H
 #define STAGEDRAIN_PG_SOURCE_H
 
@@ -20,13 +21,13 @@ struct pg_source {
 	PGconn *conn;
 	const struct config *cfg;
 	bool in_tx;
-	struct pg_read read;   /* the batch pg_source_fetch read, until commit or rollback */
-	bool bound_statements; /* nobody chose a statement_timeout: batches set their own */
-	bool next_prepared;    /* the session has the further reads' statement (pg_source_send_next) */
-	struct buf sql;        /* the statement being sent (fetch, dead move, commit, fence delete), reused */
-	PGresult *fenced;      /* queue, count of the rows the last fence delete took */
-	PGresult *dead_moved;  /* the rows the last dead-row move took, for the warning */
-	struct stop *stop;     /* NULL: statements run to their end; else bounded by its deadline */
+	struct pg_read read;    /* the batch pg_source_fetch read, until commit or rollback */
+	int statement_bound_ms; /* nobody chose a statement_timeout: each batch sets this one; else 0 */
+	bool next_prepared;     /* the session has the further reads' statement (pg_source_send_next) */
+	struct buf sql;         /* the statement being sent (fetch, dead move, commit, fence delete), reused */
+	PGresult *fenced;       /* queue, count of the rows the last fence delete took */
+	PGresult *dead_moved;   /* the rows the last dead-row move took, for the warning */
+	struct stop *stop;      /* NULL: statements run to their end; else bounded by its deadline */
 	char sqlstate[6];
 	char errstr[256];
 };

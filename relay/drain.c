@@ -325,7 +325,7 @@ static void hold_at_stop(struct drain *d)
 {
 	bool up = false, down = false;
 
-	if (d->ladder.state != LADDER_LEADS || pg_source_broken(&d->pg))
+	if (!ladder_leads(&d->ladder))
 		return;
 	for (size_t i = 0; i < d->nt; i++) {
 		up = up || d->t[i].state == TARGET_READY;

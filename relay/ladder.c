@@ -28,6 +28,11 @@ void ladder_init(struct ladder *l)
 	backoff_init(&l->pg_backoff, BACKOFF_BASE_MS, BACKOFF_CAP_MS, (unsigned)getpid());
 }
 
+bool ladder_leads(const struct ladder *l)
+{
+	return l->state == LADDER_LEADS && !pg_source_broken(l->pg);
+}
+
 void ladder_pg_ok(struct ladder *l)
 {
 	backoff_reset(&l->pg_backoff);
