@@ -9,6 +9,7 @@
 #include "batch.h"
 #include "buf.h"
 #include "fmacros.h"
+#include "metrics_text.h"
 
 struct sidekiq_seen;
 
@@ -20,11 +21,8 @@ enum metrics_server { METRICS_PG = 0, METRICS_REDIS, METRICS_NSERVERS };
  * so a table full of distinct queue names cannot blow up a scrape. */
 #define METRICS_MAX_QUEUES 1000
 #define METRICS_OTHER_QUEUE "_other"
-/* A queue label is at most this long: a longer name shows as its first bytes,
- * "...#" and 16 hex digits of a hash of the whole name (so two long names
- * that share a prefix stay two series). */
-#define METRICS_LABEL_MAX 200
-/* The queue labels kept, in bytes all told: past it new queues count under
+/* The queue labels kept (each at most METRICS_LABEL_MAX bytes, metrics_text.h),
+ * in bytes all told: past it new queues count under
  * METRICS_OTHER_QUEUE too, so names cannot make a scrape or the relay big. */
 #define METRICS_LABEL_BUDGET 65536
 
@@ -145,6 +143,8 @@ struct metrics {
 };
 
 extern const double metrics_bucket_bounds[METRICS_NBUCKETS];
+/* Each server's name in the series' labels and in /readyz's reason. */
+extern const char *const metrics_server_names[METRICS_NSERVERS];
 
 int metrics_init(struct metrics *m) SD_MUSTCHECK;
 /* The targets by name, in routes.t order (n of them). */
@@ -208,27 +208,25 @@ void metrics_probe(struct metrics *m, enum metrics_server s, bool ok, const char
 /* A reading where nothing is known yet: every value NAN, no dead queues. */
 void metrics_db_unknown(struct metrics_db *db);
 void metrics_db_reading(struct metrics *m, const struct metrics_db *db);
-/* The label of a queue name: itself, or past METRICS_LABEL_MAX bytes its head,
- * "...#" and a hash of the whole (out holds METRICS_LABEL_MAX + 1). Its length. */
-size_t metrics_short_label(const char *name, size_t len, char *out);
 /* The watcher's reading of staged_jobs_held, n rows by target and queue (read
  * false: none, as on a standby or past the statement timeout: its series are
  * then left out). Pairs seen before and absent now read 0. */
 void metrics_held_reading(struct metrics *m, const struct metrics_held_row *rows, size_t n, bool read);
 /* stagedrain_held_jobs{queue,target} and each target's oldest held job's age; the lock held. 0 or -ENOMEM. */
 int metrics_held_format(const struct metrics *m, struct buf *out) SD_MUSTCHECK;
-/* A label value as the exposition format escapes it: \\, \" and \n. 0 or -ENOMEM. */
-int metrics_put_label(struct buf *out, const char *s, size_t len) SD_MUSTCHECK;
 /* Whether this relay leads (the watcher reads the oldest job only then), and its cursor. */
 bool metrics_leader_cursor(struct metrics *m, long long *cursor);
 
-/* Appends the Prometheus text exposition (format 0.0.4). 0 or -ENOMEM. */
+/* Appends the Prometheus text exposition (format 0.0.4; metrics_series.c). 0 or -ENOMEM. */
 int metrics_format(struct metrics *m, struct buf *out) SD_MUSTCHECK;
+/* Both servers reachable; with routes, Redis is any target that takes jobs
+ * (metrics_ready.c). The lock held. */
+bool metrics_ready_locked(const struct metrics *m);
 /* Ready: both of the drain's connections up and both probes answered. Sets
  * *ready and appends a one-line reason, which says leader or standby and, when
  * not ready, each server's state in a word or two ("redis: unreachable"); with
  * detail, the watcher's error text instead (it may name hosts and ports: for
- * --readyz-detail only). 0 or -ENOMEM. */
+ * --readyz-detail only; metrics_ready.c). 0 or -ENOMEM. */
 int metrics_ready(struct metrics *m, struct buf *out, bool *ready, bool detail) SD_MUSTCHECK;
 
 #endif

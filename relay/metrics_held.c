@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "metrics.h"
+#include "metrics_text.h"
 
 /* The pair's entry, added on first sight; past METRICS_HELD_SERIES the
  * target's METRICS_OTHER_QUEUE one (added even past it: one per target);
@@ -60,9 +61,9 @@ static double target_oldest(const struct metrics *m, const char *t)
 
 int metrics_held_format(const struct metrics *m, struct buf *out)
 {
-	int rc = buf_puts(out, "# HELP stagedrain_held_jobs Jobs waiting in staged_jobs_held, by queue and target "
-			       "(the target down, or the queue at its cap). Leader only.\n"
-			       "# TYPE stagedrain_held_jobs gauge\n");
+	int rc = metrics_put_head(out, "held_jobs", "gauge",
+				  "Jobs waiting in staged_jobs_held, by queue and target (the target down, or "
+				  "the queue at its cap). Leader only.");
 
 	for (size_t i = 0; rc == 0 && m->held_read && i < m->nheld; i++) {
 		const struct metrics_held_row *h = &m->held[i];
@@ -73,9 +74,9 @@ int metrics_held_format(const struct metrics *m, struct buf *out)
 			rc = buf_printf(out, "\"} %lld\n", h->rows);
 	}
 	if (rc == 0)
-		rc = buf_puts(out, "# HELP stagedrain_target_oldest_held_age_seconds Age of the oldest job waiting in "
-				   "staged_jobs_held for the target, since it was staged; 0 when none. Leader only.\n"
-				   "# TYPE stagedrain_target_oldest_held_age_seconds gauge\n");
+		rc = metrics_put_head(out, "target_oldest_held_age_seconds", "gauge",
+				      "Age of the oldest job waiting in staged_jobs_held for the target, since it was "
+				      "staged; 0 when none. Leader only.");
 	for (size_t i = 0; rc == 0 && m->held_read && i < m->ntargets; i++)
 		rc = buf_printf(out, "stagedrain_target_oldest_held_age_seconds{target=\"%s\"} %.3f\n",
 				m->targets[i].name, target_oldest(m, m->targets[i].name));

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "metrics.h"
+#include "metrics_text.h"
 
 void metrics_targets(struct metrics *m, const char *const *names, size_t n)
 {
@@ -97,7 +98,7 @@ bool metrics_targets_ready_locked(const struct metrics *m)
 static int series(const struct metrics *m, struct buf *out, const char *name, const char *type, const char *help,
 		  int (*value)(struct buf *out, const struct metrics_target *t))
 {
-	int rc = buf_printf(out, "# HELP stagedrain_%s %s\n# TYPE stagedrain_%s %s\n", name, help, name, type);
+	int rc = metrics_put_head(out, name, type, help);
 
 	for (size_t i = 0; rc == 0 && i < m->ntargets; i++)
 		if ((rc = buf_printf(out, "stagedrain_%s{target=\"%s\"} ", name, m->targets[i].name)) == 0)
@@ -130,9 +131,9 @@ static int held_value(struct buf *out, const struct metrics_target *t)
  */
 static int push_summary(const struct metrics *m, struct buf *out)
 {
-	int rc = buf_puts(out, "# HELP stagedrain_target_push_seconds Time the target's pushes took, from send to "
-			       "acknowledgement, in committed transactions.\n"
-			       "# TYPE stagedrain_target_push_seconds summary\n");
+	int rc = metrics_put_head(out, "target_push_seconds", "summary",
+				  "Time the target's pushes took, from send to acknowledgement, in committed "
+				  "transactions.");
 
 	for (size_t i = 0; rc == 0 && i < m->ntargets; i++)
 		rc = buf_printf(out,
@@ -146,10 +147,9 @@ static int push_summary(const struct metrics *m, struct buf *out)
 /* Left out for a target not looked at yet, or whose workers register nothing (Laravel). */
 static int elsewhere_gauge(const struct metrics *m, struct buf *out)
 {
-	int rc = buf_puts(out, "# HELP stagedrain_target_workers_elsewhere 1 while the target's workers register in "
-			       "Redis under another key prefix or database and none where it pushes: its jobs wait "
-			       "unread (stagedrain move).\n"
-			       "# TYPE stagedrain_target_workers_elsewhere gauge\n");
+	int rc = metrics_put_head(out, "target_workers_elsewhere", "gauge",
+				  "1 while the target's workers register in Redis under another key prefix or "
+				  "database and none where it pushes: its jobs wait unread (stagedrain move).");
 
 	for (size_t i = 0; rc == 0 && i < m->ntargets; i++)
 		if (m->targets[i].workers_elsewhere >= 0)
