@@ -24,7 +24,7 @@ PYTHON ?= $(shell test -x /usr/bin/python3 && echo /usr/bin/python3 || echo pyth
 # Modules shared by the daemon and the tests; main.c only wires them.
 # A row into a job and its commands: pure, so the fuzzer links them alone.
 JOB_SRC = relay/job_build.c relay/buf.c relay/payload.c relay/format.c relay/formats.c relay/format_sidekiq.c relay/format_resque.c \
-          relay/format_activejob.c relay/format_celery.c relay/format_laravel.c relay/format_laravel_built.c \
+          relay/format_activejob.c relay/format_celery.c relay/celery_codec.c relay/format_laravel.c relay/format_laravel_built.c \
           relay/redis_cmds.c relay/pyrepr.c relay/queue_groups.c
 LIB_SRC = $(JOB_SRC) relay/log.c relay/values.c relay/settings.c relay/redis_url.c relay/config.c relay/config_apply.c relay/config_files.c \
           relay/signals.c relay/usage.c relay/sidekiq_probe.c relay/clock.c relay/pg_session.c relay/pg_source.c \

@@ -5,10 +5,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "celery_codec.h"
 #include "format.h"
-#include "pyrepr.h"
 
 /*
  * The envelope's tail, after the priority: written and read back (by
@@ -22,63 +21,14 @@ static const char *const celery_keys[] = { "kwargs", "priority", "expires", "ser
 /* Those of a row that carries the message Celery built (format_serialized). */
 static const char *const built_keys[] = { "serialized", "headers", "priority", "reply_to", NULL };
 
-/* Celery's saferepr(args or ()) or saferepr(kwargs) of JSON text, as a JSON string. */
-static int put_repr(struct buf *b, struct span json)
-{
-	struct buf text;
-	int rc;
-
-	buf_init(&text);
-	/* send_task's `args or ()`: an empty list becomes a tuple. */
-	if (json.p[0] == '[' && json.p[payload_skip_ws(json, 1)] == ']')
-		rc = buf_puts(&text, "()");
-	else
-		rc = pyrepr_saferepr(&text, json);
-	if (rc == 0)
-		rc = payload_string(b, span_of(text.data, text.len), 0);
-	buf_free(&text);
-	return rc;
-}
-
-/* ---- the body, base64 ---- */
-
-static void b64_quad(const unsigned char *in, size_t n, char *out)
-{
-	static const char a[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-	unsigned long v = (unsigned long)in[0] << 16 | (n > 1 ? (unsigned long)in[1] << 8 : 0) | (n > 2 ? in[2] : 0);
-
-	out[0] = a[v >> 18 & 63];
-	out[1] = a[v >> 12 & 63];
-	out[2] = n > 1 ? a[v >> 6 & 63] : '=';
-	out[3] = n > 2 ? a[v & 63] : '=';
-}
-
-/* Replaces the bytes of b from off on with their base64 (kombu's body_encoding). */
-static int base64_tail(struct buf *b, size_t off)
-{
-	size_t n = b->len - off, enc = (n + 2) / 3 * 4;
-	char chunk[64];
-	int rc = 0;
-
-	for (size_t i = 0; rc == 0 && i < n; i += 48) {
-		size_t take = n - i < 48 ? n - i : 48, w = 0;
-		for (size_t k = 0; k < take; k += 3, w += 4)
-			b64_quad((const unsigned char *)b->data + off + i + k, take - k, chunk + w);
-		rc = buf_append(b, chunk, w);
-	}
-	if (rc < 0)
-		return rc;
-	memmove(b->data + off, b->data + off + n, enc);
-	payload_rewind(b, off + enc);
-	return 0;
-}
+/* ---- the body ---- */
 
 /* The body Celery built ([args, kwargs, embed]), base64. */
 static int put_built_body(struct buf *b, struct span body)
 {
 	size_t off = b->len;
 
-	return payload_compact(b, body, false) < 0 ? -ENOMEM : base64_tail(b, off);
+	return payload_compact(b, body, false) < 0 ? -ENOMEM : celery_codec_base64(b, off);
 }
 
 /* [args, kwargs, embed], Celery's protocol 2 body. */
@@ -92,82 +42,7 @@ static int put_body(struct buf *b, struct span args, struct span kwargs)
 		return -ENOMEM;
 	if (buf_puts(b, ",{\"callbacks\":null,\"errbacks\":null,\"chain\":null,\"chord\":null}]") < 0)
 		return -ENOMEM;
-	return base64_tail(b, off);
-}
-
-/* ---- times ---- */
-
-static long long floor_div(long long a, long long d)
-{
-	long long q = a / d;
-
-	return (a % d != 0 && a < 0) ? q - 1 : q;
-}
-
-/* datetime.isoformat() of an aware UTC time, always with microseconds. */
-static int put_iso(struct buf *b, long long us)
-{
-	time_t secs = (time_t)floor_div(us, 1000000);
-	struct tm tm;
-
-	if (!gmtime_r(&secs, &tm))
-		return -EINVAL;
-	return buf_printf(b, "\"%04d-%02d-%02dT%02d:%02d:%02d.%06lld+00:00\"", tm.tm_year + 1900, tm.tm_mon + 1,
-			  tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, us - floor_div(us, 1000000) * 1000000);
-}
-
-/* Python's datetime stops at year 9999: a later time is one no worker reads. */
-#define MAX_PY_US 253402300799999999LL
-
-static int digits(const char *p, int n, int *v)
-{
-	*v = 0;
-	for (int i = 0; i < n; i++) {
-		if (p[i] < '0' || p[i] > '9')
-			return -1;
-		*v = *v * 10 + (p[i] - '0');
-	}
-	return 0;
-}
-
-/* YYYY-MM-DDTHH:MM:SS[.f{1,6}](Z|+HH:MM|-HH:MM) to epoch microseconds: a
- * naive time would be read in the worker's zone, so the offset is required. */
-static int parse_iso(const char *s, long long *us)
-{
-	int y, mo, d, h, mi, se, oh, om, frac = 0, nf = 0;
-	size_t n = strlen(s), i = 19;
-	struct tm tm = { 0 }, back;
-	time_t secs;
-
-	if (n < 20 || digits(s, 4, &y) || s[4] != '-' || digits(s + 5, 2, &mo) || s[7] != '-' || digits(s + 8, 2, &d) ||
-	    s[10] != 'T' || digits(s + 11, 2, &h) || s[13] != ':' || digits(s + 14, 2, &mi) || s[16] != ':' ||
-	    digits(s + 17, 2, &se))
-		return -1;
-	if (s[i] == '.')
-		for (i++; i < n && s[i] >= '0' && s[i] <= '9' && nf < 6; i++, nf++)
-			frac = frac * 10 + (s[i] - '0');
-	if (s[i - 1] == '.' || y < 1 || mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || se > 59)
-		return -1;
-	for (; nf < 6; nf++)
-		frac *= 10;
-	if (strcmp(s + i, "Z") == 0) {
-		oh = om = 0;
-	} else if (n - i != 6 || (s[i] != '+' && s[i] != '-') || digits(s + i + 1, 2, &oh) || s[i + 3] != ':' ||
-		   digits(s + i + 4, 2, &om) || oh > 23 || om > 59) {
-		return -1;
-	}
-	tm.tm_year = y - 1900;
-	tm.tm_mon = mo - 1;
-	tm.tm_mday = d;
-	tm.tm_hour = h;
-	tm.tm_min = mi;
-	tm.tm_sec = se;
-	secs = timegm(&tm);
-	/* timegm rolls 31 February over into March; Python refuses it. */
-	if (!gmtime_r(&secs, &back) || back.tm_mday != d)
-		return -1;
-	*us = ((long long)secs - (s[i] == '-' ? -1 : 1) * (oh * 3600LL + om * 60LL)) * 1000000LL + frac;
-	return 0;
+	return celery_codec_base64(b, off);
 }
 
 /* ---- options ---- */
@@ -201,20 +76,6 @@ static int check_keys(struct span options, const char *const *keys, const char *
 	return 0;
 }
 
-/* expires' ISO 8601 text, from its JSON string. */
-static int read_iso(struct span v, long long *us, bool *ok)
-{
-	json_error_t err;
-	json_t *s = json_loadb(v.p, v.n, JSON_DECODE_ANY, &err);
-
-	*ok = false;
-	if (!s)
-		return json_error_code(&err) == json_error_out_of_memory ? -ENOMEM : 0;
-	*ok = parse_iso(json_string_value(s), us) == 0;
-	json_decref(s);
-	return 0;
-}
-
 /*
  * expires: seconds after staging (send_task's relative form) or an ISO 8601
  * time with an offset, written back in UTC with six digits: Celery 5.2's
@@ -233,7 +94,7 @@ static int read_expires(struct span v, const struct job_row *row, struct celery_
 		if (ok)
 			co->expires_us = row->created_at_us + (long long)(secs * 1e6 + 0.5);
 	} else if (payload_kind(v) == PAYLOAD_STRING) {
-		rc = read_iso(v, &co->expires_us, &ok);
+		rc = celery_codec_read_iso(v, &co->expires_us, &ok);
 	}
 	if (rc < 0)
 		return rc;
@@ -385,15 +246,15 @@ static int put_headers(struct buf *b, const struct job_in *in, const struct job_
 	    payload_string(b, span_of(row->job_class, row->class_len), 0) < 0 || put_uuid(b, "id", row) < 0 ||
 	    buf_puts(b, ",\"shadow\":null,\"eta\":") < 0)
 		return -ENOMEM;
-	rc = in->scheduled ? put_iso(b, row->run_at_us) : buf_puts(b, "null");
+	rc = in->scheduled ? celery_codec_put_iso(b, row->run_at_us) : buf_puts(b, "null");
 	if (rc == 0)
 		rc = buf_puts(b, ",\"expires\":");
 	if (rc == 0)
-		rc = co->has_expires ? put_iso(b, co->expires_us) : buf_puts(b, "null");
+		rc = co->has_expires ? celery_codec_put_iso(b, co->expires_us) : buf_puts(b, "null");
 	if (rc < 0 || buf_puts(b, ",\"group\":null,\"group_index\":null,\"retries\":0,\"timelimit\":[null,null]") < 0 ||
 	    put_uuid(b, "root_id", row) < 0 || buf_puts(b, ",\"parent_id\":null,\"argsrepr\":") < 0 ||
-	    put_repr(b, in->args) < 0 || buf_puts(b, ",\"kwargsrepr\":") < 0 ||
-	    put_repr(b, co->kwargs.n ? co->kwargs : span_of("{}", 2)) < 0 || buf_puts(b, ",\"origin\":") < 0 ||
+	    celery_codec_repr(b, in->args) < 0 || buf_puts(b, ",\"kwargsrepr\":") < 0 ||
+	    celery_codec_repr(b, co->kwargs.n ? co->kwargs : span_of("{}", 2)) < 0 || buf_puts(b, ",\"origin\":") < 0 ||
 	    payload_string(b, span_of(origin, strlen(origin)), 0) < 0)
 		return -ENOMEM;
 	return buf_puts(b, ",\"ignore_result\":false}");
@@ -425,11 +286,11 @@ static int put_properties(struct buf *b, const struct job_in *in, const struct j
 
 static int check_times(const struct job_in *in, const struct celery_opts *co, char *reason, size_t rlen)
 {
-	if (in->scheduled && in->row->run_at_us > MAX_PY_US) {
+	if (in->scheduled && in->row->run_at_us > CELERY_CODEC_MAX_US) {
 		payload_reason(reason, rlen, "run_at is after the year 9999, which python cannot read");
 		return JOB_REJECT;
 	}
-	if (co->has_expires && (co->expires_us > MAX_PY_US || co->expires_us < -62135596800000000LL)) {
+	if (co->has_expires && (co->expires_us > CELERY_CODEC_MAX_US || co->expires_us < CELERY_CODEC_MIN_US)) {
 		payload_reason(reason, rlen, "options key \"expires\" is outside the years 1 to 9999");
 		return JOB_REJECT;
 	}
