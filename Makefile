@@ -70,7 +70,7 @@ BENCH_ARGS ?=
 
 BIN = $(OUT)/stagedrain
 MAN = $(OUT)/stagedrain.1
-.PHONY: all test test-unit test-integration test-ops test-clients doc-test man-check docker-check image-test \
+.PHONY: all test test-unit test-integration test-ops test-clients doc-test man-check docker-check layers-check image-test \
         install uninstall \
         chaos chaos-caps chaos-routes chaos-steady deps demo fuzz bench clean format format-check help
 
@@ -201,7 +201,12 @@ deps:
 test-unit: deps
 	$(MAKE) $(OUT)/check_unit
 	$(OUT)/check_unit
-	$(MAKE) man-check docker-check
+	$(MAKE) man-check docker-check layers-check
+
+# The relay's structure (docs/development.md): no circle between its modules,
+# no relay/*.c over 600 lines, one batch's way entering at most 12 files.
+layers-check: $(LIB_OBJ) $(OUT)/main.o $(OUT)/gen_man.o
+	$(PYTHON) tests/layers.py $(OUT)
 
 # mandoc's linter on the generated page: any warning fails.
 man-check: $(MAN)
