@@ -70,7 +70,7 @@ BENCH_ARGS ?=
 
 BIN = $(OUT)/stagedrain
 MAN = $(OUT)/stagedrain.1
-.PHONY: all test test-unit test-integration test-ops test-clients doc-test man-check docker-check layers-check image-test \
+.PHONY: all test test-unit test-integration test-servers test-ops test-clients doc-test man-check docker-check layers-check image-test \
         install uninstall \
         chaos chaos-caps chaos-routes chaos-steady deps demo fuzz bench clean format format-check help
 
@@ -207,6 +207,7 @@ test-unit: deps
 # no relay/*.c over 600 lines, one batch's way entering at most 12 files.
 layers-check: $(LIB_OBJ) $(OUT)/main.o $(OUT)/gen_man.o
 	$(PYTHON) tests/layers.py $(OUT)
+	$(PYTHON) tests/layers_test.py -q
 
 # mandoc's linter on the generated page: any warning fails.
 man-check: $(MAN)
@@ -224,26 +225,35 @@ docker-check:
 image-test: deps
 	bash tests/image_test.sh
 
-# The bench is only built here (so it keeps compiling), not run: see `make bench`.
-# The harness starts a throwaway Postgres and Redis, runs the suites, stops them by PID.
+# The suites that need real servers run side by side: TEST_JOBS workers, each
+# with its own throwaway Postgres and Redis (tests/services.sh, stopped by
+# PID), take them one by one (tests/parallel.sh). The bench is only built
+# here (so it keeps compiling), not run: see `make bench`.
+TEST_JOBS ?= 5
+CHECK_RUN = check:$(OUT)/check_integration
+# The client libraries (clients/) with their real frameworks and workers, and
+# every command README.md, docs/*.md and the clients' READMEs mark runnable
+# with the drift checks (tests/doc_test.sh); not again under SAN=1, whose
+# relay the integration suites already run.
+CLIENT_RUNS = $(wildcard clients/*/test/run clients/*/tests/run)
 test-integration: deps
 	$(MAKE) $(BIN) $(OUT)/check_integration $(OUT)/bench/bench
-	STAGEDRAIN_BIN=$(BIN) bash tests/services.sh run $(OUT)/check_integration
+	STAGEDRAIN_BIN=$(BIN) bash tests/parallel.sh $(TEST_JOBS) $(CHECK_RUN)
 
-# The client libraries (clients/) with their real frameworks and workers,
-# against the relay; not again under SAN=1, whose relay the integration suite
-# already runs.
 test-clients: deps
 	$(MAKE) $(BIN)
-	STAGEDRAIN_BIN=$(BIN) bash tests/services.sh run bash tests/clients.sh
+	STAGEDRAIN_BIN=$(BIN) bash tests/parallel.sh $(TEST_JOBS) $(CLIENT_RUNS)
 
-# Every command README.md and docs/*.md mark runnable, and the drift checks
-# (tests/doc_test.sh); not again under SAN=1, like test-clients.
 doc-test: deps
 	$(MAKE) $(BIN)
 	STAGEDRAIN_BIN=$(BIN) bash tests/services.sh run bash tests/doc_test.sh
 
-test: test-unit test-ops test-integration $(if $(SAN),,test-clients doc-test)
+# All of them in one queue.
+test-servers: deps
+	$(MAKE) $(BIN) $(OUT)/check_integration $(OUT)/bench/bench
+	STAGEDRAIN_BIN=$(BIN) bash tests/parallel.sh $(TEST_JOBS) $(if $(SAN),,$(CLIENT_RUNS) tests/doc_test.sh) $(CHECK_RUN)
+
+test: test-unit test-ops test-servers
 
 # make install into a scratch DESTDIR, then man finds the page and the binary runs.
 test-ops: deps
@@ -303,8 +313,9 @@ help:
 	@echo "make            build bin/stagedrain"
 	@echo "make demo       throwaway Postgres+Redis, stage jobs, relay them, show Redis"
 	@echo "make bench      throughput, latency, long-transaction and memory figures (BENCH_ARGS=...)"
-	@echo "make test       unit and integration suites against real servers (SAN=1: ASan+UBSan)"
-	@echo "make doc-test   run every command the docs mark runnable (README.md, docs/*.md)"
+	@echo "make test       unit, integration, client and doc suites against real servers, TEST_JOBS=5 at once"
+	@echo "                (SAN=1: ASan+UBSan, unit and integration only)"
+	@echo "make test-unit / test-integration / test-clients / doc-test   one part of make test"
 	@echo "make image-test build docker/Dockerfile (buildah, mmdebstrap) and run the relay from it (podman)"
 	@echo "make chaos      kill leaders, backends and redis while jobs flow; check redis"
 	@echo "                (CHAOS_JOBS=200000 CHAOS_KILLS=50 CHAOS_BACKEND_KILLS=10 CHAOS_REDIS_RESTARTS=3)"

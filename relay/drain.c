@@ -2,15 +2,17 @@
  * The relay loop: one batch's way, top to bottom. Each step is a module that
  * takes the parts it needs and never calls back up here:
  *
- *   ladder_ensure_ready   lead (the lock), each target READY      ladder.c
+ *   ladder_ensure_ready   lead (the lock), each target READY       ladder.c
  *   read_plan_next        rows, gaps and bytes the read may take   read_plan.c
  *   pg_source_fetch       read: cursor, gaps, snapshot             pg_source.c
  *   build_batch           rows to jobs by format and target,       build.c
- *                         then release holds and releases           (release.c)
+ *                         then release holds and releases          (release.c)
  *   pg_source_move_dead   rows that cannot be jobs, dead-lettered  pg_source.c
  *   push_first            split by target; send, reply, fence      push.c
- *   drain_txn             more batches in the same transaction     pipe.c
+ *   drain_txn             more batches in the same transaction,    drain.c
+ *                         read while Redis pushes the one before   (pipe.c)
  *   pg_source_commit      delete what was pushed, COMMIT           pg_source.c
+ *                         (the session and the lock: pg_session.c)
  *   read_plan_done        the cursor and the gaps advance          read_plan.c
  *   report_batch          counts, metrics, log lines               report.c
  *

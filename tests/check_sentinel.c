@@ -455,24 +455,45 @@ START_TEST(follows_a_failover_over_tls)
 }
 END_TEST
 
+/* One tcase of tests under fixture up (90 s each): its own suite, so the
+ * parallel runs (tests/integration.sh) take the failovers side by side. */
+static Suite *sentinel_suite_of(const char *name, void (*up)(void), const TTest *const *tests)
+{
+	Suite *s = suite_create(name);
+	TCase *tc = tcase_create(name);
+
+	tcase_add_checked_fixture(tc, up, sentinel_down);
+	tcase_set_timeout(tc, 90);
+	for (; *tests; tests++)
+		tcase_add_test(tc, *tests);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
 Suite *sentinel_suite(void)
 {
-	Suite *s = suite_create("sentinel");
-	TCase *tc = tcase_create("sentinel"), *tls;
+	return sentinel_suite_of("sentinel", sentinel_up,
+				 (const TTest *const[]){ follows_a_requested_failover,
+							 follows_the_promotion_after_the_primary_dies, NULL });
+}
 
-	tcase_add_checked_fixture(tc, sentinel_up, sentinel_down);
-	tcase_set_timeout(tc, 90);
-	tcase_add_test(tc, follows_a_requested_failover);
-	tcase_add_test(tc, follows_the_promotion_after_the_primary_dies);
-	tcase_add_test(tc, wait_keeps_jobs_staged_until_a_replica_has_them);
-	tcase_add_test(tc, without_wait_the_cut_loses_jobs);
-	tcase_add_test(tc, a_sentinel_naming_the_replica_does_not_stop_the_start);
-	tcase_add_test(tc, a_sentinel_that_missed_the_failover_does_not_stop_the_drain);
-	suite_add_tcase(s, tc);
-	tls = tcase_create("tls");
-	tcase_add_checked_fixture(tls, sentinel_tls_up, sentinel_down);
-	tcase_set_timeout(tls, 90);
-	tcase_add_test(tls, follows_a_failover_over_tls);
-	suite_add_tcase(s, tls);
-	return s;
+Suite *sentinel_wait_suite(void)
+{
+	return sentinel_suite_of("sentinel_wait", sentinel_up,
+				 (const TTest *const[]){ wait_keeps_jobs_staged_until_a_replica_has_them,
+							 without_wait_the_cut_loses_jobs, NULL });
+}
+
+Suite *sentinel_start_suite(void)
+{
+	return sentinel_suite_of("sentinel_start", sentinel_up,
+				 (const TTest *const[]){ a_sentinel_naming_the_replica_does_not_stop_the_start,
+							 a_sentinel_that_missed_the_failover_does_not_stop_the_drain,
+							 NULL });
+}
+
+Suite *sentinel_tls_suite(void)
+{
+	return sentinel_suite_of("sentinel_tls", sentinel_tls_up,
+				 (const TTest *const[]){ follows_a_failover_over_tls, NULL });
 }
