@@ -56,7 +56,8 @@ INTEG_SRC = tests/integration_main.c tests/harness.c tests/check_relay.c \
 # The Check suites, the chaos programs and the bench all link it; no Check in it.
 SUPPORT_SRC = tests/support/timing.c tests/support/proc.c tests/support/services.c tests/support/sql.c \
               tests/support/redis.c tests/support/logs.c tests/support/relay_keys.c tests/support/celery_body.c \
-              tests/support/job_rows.c tests/support/fake_sentinel.c tests/support/redis_server.c
+              tests/support/job_rows.c tests/support/fake_sentinel.c tests/support/redis_server.c \
+              tests/support/relay_argv.c
 SUPPORT_LIB = $(OUT)/tests/libsupport.a
 
 BENCH_SRC = tests/bench/bench.c tests/bench/util.c tests/bench/proc.c tests/bench/load.c \

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "support/logs.h"
+#include "support/relay_argv.h"
 
 /* Children still running, so the exit clean-up can stop them (by PID). */
 #define MAX_CHILDREN 8
@@ -76,73 +77,26 @@ void relay_start(struct relay *r, const struct bench_env *env, const char *name,
 	relay_start_with(r, env, name, level, NULL);
 }
 
-/* How many words the flag at argv[i] takes: its value is the next word
- * unless it has one after '=' (or none follows), as the relay reads them. */
-static int words_of(const char *const *argv, int n, int i)
-{
-	return strchr(argv[i], '=') || i + 1 >= n || strncmp(argv[i + 1], "--", 2) == 0 ? 1 : 2;
-}
-
-static bool same_flag(const char *a, const char *b)
-{
-	size_t k = strcspn(a, "=");
-
-	return k == strcspn(b, "=") && strncmp(a, b, k) == 0;
-}
-
-/* The relay refuses a flag given twice: of each flag (but --route, which
- * repeats), the last one given is kept, with its value. */
-static void keep_last(const char **argv, int n)
-{
-	int out = 1, w;
-
-	for (int i = 1; i < n; i += w) {
-		bool later = false;
-
-		w = words_of(argv, n, i);
-		for (int j = i + w; j < n && !same_flag(argv[i], "--route"); j += words_of(argv, n, j))
-			later |= same_flag(argv[i], argv[j]);
-		for (int k = 0; k < w && !later; k++)
-			argv[out++] = argv[i + k];
-	}
-	argv[out] = NULL;
-}
-
 /* The scenario's own flags go after --relay-args: what a scenario compares
- * wins (keep_last), and --relay-args beats the bench's own defaults. */
+ * wins (relay_argv_keep_last), and --relay-args beats the bench's own defaults. */
 void relay_start_with(struct relay *r, const struct bench_env *env, const char *name, const char *level,
 		      const char *const *flags)
 {
-	const char *argv[48];
-	char batch[32], *extra = NULL, *save = NULL;
-	int n = 0;
+	struct relay_argv a;
+	char batch[32];
 
 	snprintf(r->log, sizeof(r->log), "%s/%s.log", env->srv.dir, name);
 	snprintf(batch, sizeof(batch), "%d", env->opts->batch_size);
-	argv[n++] = env->opts->bin;
-	argv[n++] = "--pg-url";
-	argv[n++] = env->srv.pg_url;
-	argv[n++] = "--redis-url";
-	argv[n++] = env->srv.redis_url;
-	argv[n++] = "--batch-size";
-	argv[n++] = batch;
-	argv[n++] = "--log-format";
-	argv[n++] = "json";
-	argv[n++] = "--log-level";
-	argv[n++] = level;
-	if (env->opts->relay_args && *env->opts->relay_args) {
-		extra = strdup(env->opts->relay_args);
-		if (!extra)
-			die("out of memory");
-		for (char *t = strtok_r(extra, " ", &save); t && n < 38; t = strtok_r(NULL, " ", &save))
-			argv[n++] = t;
-	}
-	for (size_t i = 0; flags && flags[i] && n < 46; i++)
-		argv[n++] = flags[i];
-	argv[n] = NULL;
-	keep_last(argv, n);
-	child_start(&r->proc, &(struct proc_opts){ .argv = argv, .log = r->log });
-	free(extra); /* the child has its own copy */
+	relay_argv_init(&a, env->opts->bin, env->srv.pg_url, env->srv.redis_url);
+	(void)relay_argv_add(&a, "--batch-size", batch);
+	(void)relay_argv_add(&a, "--log-format", "json");
+	(void)relay_argv_add(&a, "--log-level", level);
+	(void)relay_argv_words(&a, env->opts->relay_args);
+	if (relay_argv_add_list(&a, flags) < 0)
+		die("could not build the relay's command line: %s", strerror(-a.err));
+	relay_argv_keep_last(&a);
+	child_start(&r->proc, &(struct proc_opts){ .argv = a.argv, .log = r->log });
+	relay_argv_free(&a); /* the child has its own copy */
 }
 
 int relay_stop(struct relay *r)
@@ -152,8 +106,7 @@ int relay_stop(struct relay *r)
 
 	if (pid <= 0)
 		return -1;
-	st = proc_stop(&r->proc, SIGTERM, 30000);
-	untrack(pid);
+	st = child_stop(&r->proc, SIGTERM, 30000);
 	if (st < 0)
 		note("relay %d did not stop within 30 s of SIGTERM; killed it", (int)pid);
 	return st;

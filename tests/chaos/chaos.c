@@ -149,27 +149,19 @@ static long long epoch_counter(struct chaos *c)
 
 /* With --caps the relays also get --max-queue-length, and a --queue-limit
  * that leaves one queue uncapped; buf holds those values. */
-static void relay_args(const struct chaos *c, enum routes_set set, const char **args, char buf[2][64])
+static void relay_args(const struct chaos *c, enum routes_set set, struct relay_argv *a, char buf[2][64])
 {
-	size_t n = 0;
-
-	args[n++] = "--batch-size";
-	args[n++] = BATCH_SIZE_TEXT;
-	args[n++] = "--poll-interval";
-	args[n++] = "10ms";
-	args[n++] = "--lock-key";
-	args[n++] = KEYS_LOCK_DEFAULT_TEXT;
+	(void)relay_argv_add(a, "--batch-size", BATCH_SIZE_TEXT);
+	(void)relay_argv_add(a, "--poll-interval", "10ms");
+	(void)relay_argv_add(a, "--lock-key", KEYS_LOCK_DEFAULT_TEXT);
 	if (c->o.caps > 0) {
 		snprintf(buf[0], 64, "%d", c->o.caps);
 		snprintf(buf[1], 64, "%s=0", queues[CAPS_UNCAPPED]);
-		args[n++] = "--max-queue-length";
-		args[n++] = buf[0];
-		args[n++] = "--queue-limit";
-		args[n++] = buf[1];
+		(void)relay_argv_add(a, "--max-queue-length", buf[0]);
+		(void)relay_argv_add(a, "--queue-limit", buf[1]);
 	}
 	if (c->o.routes)
-		routes_args(&c->routes, set, args, &n);
-	args[n] = NULL;
+		routes_args(&c->routes, set, a);
 }
 
 /* --routes: the route set of a relay's start. Route changes between
@@ -192,7 +184,7 @@ static int relay_start(struct chaos *c, int i)
 {
 	struct relay *r = &c->relays[i];
 	enum routes_set set = pick_routes(c);
-	const char *args[24];
+	struct relay_argv a;
 	char buf[2][64];
 	int rc;
 
@@ -204,9 +196,11 @@ static int relay_start(struct chaos *c, int i)
 			return -1;
 	}
 	c->relay_set[i] = set;
-	relay_args(c, set, args, buf);
+	env_relay_argv(&c->env, r, &a);
+	relay_args(c, set, &a, buf);
 	snprintf(r->log, sizeof(r->log), "%s/relay-%03d.log", c->env.srv.dir, ++c->incarnations);
-	rc = env_relay_start(&c->env, r, args, "msg=connected", CONNECT_TIMEOUT_MS);
+	rc = env_relay_start(&c->env, r, &a, "msg=connected", CONNECT_TIMEOUT_MS);
+	relay_argv_free(&a);
 	if (rc == -ECHILD)
 		c->unexpected_exits++;
 	return rc;

@@ -182,28 +182,32 @@ redisReply *env_cmd(struct env *e, const char *fmt, ...)
  * map the backend holding the advisory lock to the process to SIGKILL. */
 struct relay_url {
 	const char *pg_url;
-	char *out;
+	struct relay *r;
 };
 
 static void name_session(void *arg)
 {
 	struct relay_url *u = arg;
 
-	snprintf(u->out, 1200, "%s?application_name=stagedrain-%ld", u->pg_url, (long)getpid());
+	snprintf(u->r->pg_url, sizeof(u->r->pg_url), "%s?application_name=stagedrain-%ld", u->pg_url, (long)getpid());
 }
 
-int env_relay_start(struct env *e, struct relay *r, const char *const *args, const char *ready, int timeout_ms)
+void env_relay_argv(struct env *e, struct relay *r, struct relay_argv *a)
 {
-	char url[1200] = "";
-	struct relay_url u = { e->srv.pg_url, url };
-	const char *argv[32] = { e->bin, "--pg-url", url, "--redis-url", e->srv.redis_url };
-	struct proc_opts o = { .argv = argv, .log = r->log, .child_setup = name_session, .child_arg = &u };
-	size_t n = 5;
+	*r->pg_url = '\0';
+	relay_argv_init(a, e->bin, r->pg_url, e->srv.redis_url);
+}
+
+int env_relay_start(struct env *e, struct relay *r, const struct relay_argv *a, const char *ready, int timeout_ms)
+{
+	struct relay_url u = { e->srv.pg_url, r };
+	struct proc_opts o = { .argv = a->argv, .log = r->log, .child_setup = name_session, .child_arg = &u };
 	int rc;
 
-	for (; args && *args && n + 1 < sizeof(argv) / sizeof(argv[0]); args++)
-		argv[n++] = *args;
-	argv[n] = NULL;
+	if (a->err) {
+		say("could not build a relay's command line: %s", strerror(-a->err));
+		return a->err;
+	}
 	if ((rc = proc_start(&r->proc, &o)) < 0)
 		return rc;
 	if (logs_wait(r->log, ready, 1, timeout_ms, &r->proc))

@@ -15,6 +15,7 @@
 
 #include "support/logs.h"
 #include "support/proc.h"
+#include "support/relay_argv.h"
 #include "support/services.h"
 #include "support/timing.h"
 
@@ -60,6 +61,9 @@ struct env {
 struct relay {
 	struct proc proc;
 	char log[PATH_MAX];
+	/* Its --pg-url, which its argv points at: written by the child, which
+	 * names its session after its own pid (env_relay_argv); "" here. */
+	char pg_url[1200];
 };
 
 /* Forked children that run a function of ours (producers, workers). */
@@ -123,10 +127,15 @@ void env_text(struct env *e, const char *sql, char *out, size_t outlen);
 /* A Redis command on the orchestrator's connection, reconnecting once if Redis
  * was restarted under it; NULL on error (caller frees the reply). */
 redisReply *env_cmd(struct env *e, const char *fmt, ...);
-/* Starts the relay with the servers' URLs and args (NULL-terminated), its
- * output to r->log, and waits until a line of its log holds ready: 0, -ECHILD
- * if it exited, -ETIMEDOUT after timeout_ms or an interrupt (said on stderr). */
-int env_relay_start(struct env *e, struct relay *r, const char *const *args, const char *ready, int timeout_ms);
+/* A relay's command line up to its flags: the binary and the servers' URLs,
+ * the Postgres one naming the session after the relay's pid, so the killer can
+ * map the backend holding the lock to the process. The caller adds flags. */
+void env_relay_argv(struct env *e, struct relay *r, struct relay_argv *a);
+/* Starts the relay with a (from env_relay_argv), its output to r->log, and
+ * waits until a line of its log holds ready: 0, -ECHILD if it exited,
+ * -ETIMEDOUT after timeout_ms or an interrupt, the error of a (a->err) if a
+ * word did not fit (each said on stderr). */
+int env_relay_start(struct env *e, struct relay *r, const struct relay_argv *a, const char *ready, int timeout_ms);
 /* Forks n children that each run fn(arg, i) and exit with its return value.
  * In a child, e's sessions are the parent's: it forgets them (leaves them open). */
 int kids_start(struct kids *k, struct env *e, int n, int (*fn)(void *arg, int i), void *arg);

@@ -49,18 +49,13 @@ bool routes_set_has_r2(enum routes_set set)
 	return set != ROUTES_NO_R2;
 }
 
-void routes_args(const struct routes_chaos *rc, enum routes_set set, const char **args, size_t *n)
+void routes_args(const struct routes_chaos *rc, enum routes_set set, struct relay_argv *a)
 {
-	for (int k = 0; k < ROUTES_EXTRA; k++) {
-		if (k == 1 && !routes_set_has_r2(set))
-			continue;
-		args[(*n)++] = "--route";
-		args[(*n)++] = rc->flag[k];
-	}
-	if (set == ROUTES_EXTRA_R3) {
-		args[(*n)++] = "--route";
-		args[(*n)++] = rc->flag_r3;
-	}
+	for (int k = 0; k < ROUTES_EXTRA; k++)
+		if (k != 1 || routes_set_has_r2(set))
+			(void)relay_argv_add(a, "--route", rc->flag[k]);
+	if (set == ROUTES_EXTRA_R3)
+		(void)relay_argv_add(a, "--route", rc->flag_r3);
 }
 
 int routes_note_removed(struct env *e)

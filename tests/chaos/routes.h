@@ -38,8 +38,8 @@ bool routes_set_has_r2(enum routes_set set);
 
 /* Starts the two Redis in the run's directory; 0 or -1 (said why). */
 int routes_start(struct routes_chaos *rc, struct env *e) SD_MUSTCHECK;
-/* Appends "--route VALUE" for each route of the set to args at *n. */
-void routes_args(const struct routes_chaos *rc, enum routes_set set, const char **args, size_t *n);
+/* Adds "--route VALUE" to a for each route of the set. */
+void routes_args(const struct routes_chaos *rc, enum routes_set set, struct relay_argv *a);
 /* Notes in the checker's chaos_routed that r2's queue may be on the default
  * target (once a relay without r2 started); 0 or -1. */
 int routes_note_removed(struct env *e) SD_MUSTCHECK;

@@ -462,10 +462,15 @@ static int worker_main(void *arg, int idx)
 
 static int relay_start(struct steady *c)
 {
-	static const char *const args[] = { "--lock-key", KEYS_LOCK_DEFAULT_TEXT, NULL };
+	struct relay_argv a;
+	int rc;
 
 	snprintf(c->relay.log, sizeof(c->relay.log), "%s/relay.log", c->env.srv.dir);
-	return env_relay_start(&c->env, &c->relay, args, "msg=\"became leader\"", CONNECT_TIMEOUT_MS);
+	env_relay_argv(&c->env, &c->relay, &a);
+	(void)relay_argv_add(&a, "--lock-key", KEYS_LOCK_DEFAULT_TEXT);
+	rc = env_relay_start(&c->env, &c->relay, &a, "msg=\"became leader\"", CONNECT_TIMEOUT_MS);
+	relay_argv_free(&a);
+	return rc;
 }
 
 /* False once the relay has exited: only start-up may exit, and this run
