@@ -41,7 +41,7 @@ UNIT_SRC = tests/unit_main.c tests/check_config.c tests/check_redis_url.c tests/
            tests/check_backoff.c tests/check_fence.c tests/check_gaps.c tests/check_metrics.c tests/check_rounds.c \
            tests/check_format_activejob.c tests/check_format_celery.c tests/check_format_laravel.c \
            tests/check_queue_groups.c tests/check_cmd_args.c tests/check_status_unit.c tests/check_xmin_remedy.c \
-           tests/check_routes.c tests/check_target.c
+           tests/check_routes.c tests/check_target.c tests/check_relay_argv.c
 INTEG_SRC = tests/integration_main.c tests/harness.c tests/check_relay.c \
             tests/check_faults.c tests/check_leader.c tests/check_e2e.c tests/check_sink.c \
             tests/check_cursor.c tests/check_security.c tests/check_trouble.c tests/check_http.c \

@@ -21,6 +21,7 @@ Suite *cmd_args_suite(void);
 Suite *status_unit_suite(void);
 Suite *target_suite(void);
 Suite *routes_suite(void);
+Suite *relay_argv_suite(void);
 
 Suite *relay_suite(void);
 Suite *faults_suite(void);

@@ -28,6 +28,7 @@ int main(void)
 	srunner_add_suite(sr, status_unit_suite());
 	srunner_add_suite(sr, target_suite());
 	srunner_add_suite(sr, routes_suite());
+	srunner_add_suite(sr, relay_argv_suite());
 	srunner_run_all(sr, CK_NORMAL);
 	failed = srunner_ntests_failed(sr);
 	srunner_free(sr);
