@@ -27,12 +27,8 @@ static void wait_llen(redisContext *r, long long n, int timeout_ms)
 /* The push lands before the delete commits: wait for the table, not Redis. */
 static void wait_staged_empty(PGconn *c)
 {
-	long long t0 = mono_ms(), left;
-
-	while ((left = h_sql(c, "SELECT count(*) FROM staged_jobs")) > 0) {
-		ck_assert_msg(mono_ms() - t0 < 10000, "%lld rows still staged after 10 s", left);
-		sleep_ms(10);
-	}
+	ck_assert_msg(h_wait_staged_empty(c, 10000), "%lld rows still staged after 10 s",
+		      h_sql(c, "SELECT count(*) FROM staged_jobs"));
 }
 
 /* A transaction that staged a job and has not committed yet. */

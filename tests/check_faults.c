@@ -34,12 +34,7 @@ static void wait_first_push(redisContext *r)
 
 static void wait_drained(PGconn *c, int timeout_ms)
 {
-	long long t0 = mono_ms();
-
-	while (h_sql(c, "SELECT count(*) FROM staged_jobs") > 0) {
-		ck_assert_msg(mono_ms() - t0 < timeout_ms, "backlog not drained in time");
-		sleep_ms(50);
-	}
+	ck_assert_msg(h_wait_staged_empty(c, timeout_ms), "backlog not drained in time");
 }
 
 /* Every staged jid is in Redis at least once: at-least-once, nothing lost. */

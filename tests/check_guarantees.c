@@ -21,19 +21,6 @@
 #include "harness.h"
 #include "suites.h"
 
-/* True once staged_jobs holds no row, within timeout_ms. */
-static bool wait_staged_empty(PGconn *c, int timeout_ms)
-{
-	long long t0 = mono_ms();
-
-	while (h_sql(c, "SELECT count(*) FROM staged_jobs") > 0) {
-		if (mono_ms() - t0 > timeout_ms)
-			return false;
-		sleep_ms(10);
-	}
-	return true;
-}
-
 static void stop_relay(struct relay_proc *p)
 {
 	h_relay_kill(p, SIGTERM);
@@ -93,7 +80,7 @@ static void late_filler(bool other)
 	h_sql(m, "COMMIT");
 	RELAY_CHECK(&p, h_wait_len(r, "queue:default", 3, 3000), "M's late commit was never pushed");
 	ck_assert_int_eq(count_class(r, "queue:default", "M"), 1);
-	ck_assert(wait_staged_empty(c, 5000));
+	ck_assert(h_wait_staged_empty(c, 5000));
 	stop_relay(&p);
 	PQfinish(c);
 	PQfinish(n);
@@ -299,7 +286,7 @@ START_TEST(a_push_whose_reply_came_late_is_not_pushed_twice)
 	atomic_store(&px.hold_ms, 1500);
 	h_stage(c, "default", 1, 3);
 	RELAY_CHECK(&p, h_wait_len(r, "queue:default", 3, 10000), "the batch never arrived");
-	RELAY_CHECK(&p, wait_staged_empty(c, 10000), "the batch was never deleted");
+	RELAY_CHECK(&p, h_wait_staged_empty(c, 10000), "the batch was never deleted");
 	sleep_ms(2500); /* the held push has reached Redis by now */
 	ck_assert_int_eq(atomic_load(&px.held), 1);
 	ck_assert(h_log_contains(p.log, "timeout"));
@@ -357,7 +344,7 @@ START_TEST(a_push_held_across_a_redis_that_forgot_is_not_pushed_twice)
 	h_sql(c, "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = 'stagedrain'");
 	h_relay_start(&b, "b", b_args);
 	RELAY_CHECK(&b, h_wait_len(r, "queue:default", 10, 20000), "b did not relay the jobs");
-	RELAY_CHECK(&b, wait_staged_empty(c, 10000), "b did not delete the rows");
+	RELAY_CHECK(&b, h_wait_staged_empty(c, 10000), "b did not delete the rows");
 	ck_assert_int_eq(atomic_load(&px.gated), 1);
 
 	/* A's push reaches Redis now; its answer, passed back, says it ran. */
@@ -399,7 +386,7 @@ START_TEST(a_key_of_the_wrong_type_holds_its_jobs_and_pushes_nothing_twice)
 	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs WHERE queue = 'b'"), 3);
 	freeReplyObject(h_cmd(r, "DEL queue:b"));
 	RELAY_CHECK(&p, h_wait_len(r, "queue:b", 3, 10000), "queue b's jobs did not arrive once the key was fixed");
-	RELAY_CHECK(&p, wait_staged_empty(c, 5000), "rows left behind");
+	RELAY_CHECK(&p, h_wait_staged_empty(c, 5000), "rows left behind");
 	sleep_ms(1000);
 	ck_assert_int_eq(h_cmd_int(r, "LLEN queue:a"), 3);
 	ck_assert_int_eq(h_cmd_int(r, "LLEN queue:b"), 3);
@@ -447,7 +434,7 @@ START_TEST(more_kept_rows_than_a_batch_do_not_stall_the_drain)
 	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs WHERE queue = 'b'"), 35);
 	freeReplyObject(h_cmd(r, "DEL queue:b"));
 	RELAY_CHECK(&p, h_wait_len(r, "queue:b", 35, 15000), "queue b's jobs did not arrive once the key was fixed");
-	RELAY_CHECK(&p, wait_staged_empty(c, 5000), "rows left behind");
+	RELAY_CHECK(&p, h_wait_staged_empty(c, 5000), "rows left behind");
 	h_assert_each_once(c, r, (const char *const[]){ "queue:a", "queue:b", NULL }, "queue:b", 35);
 	stop_relay(&p);
 	PQfinish(c);
@@ -518,7 +505,7 @@ START_TEST(a_dead_row_that_cannot_be_moved_does_not_slow_the_good_ones)
 	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs WHERE job_class = 'Bad'"), 1);
 	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs"), 1);
 	h_sql(c, "GRANT INSERT ON staged_jobs_dead TO sd_nodead");
-	RELAY_CHECK(&p, wait_staged_empty(c, 10000), "the bad row was not moved once it could be");
+	RELAY_CHECK(&p, h_wait_staged_empty(c, 10000), "the bad row was not moved once it could be");
 	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs_dead WHERE job_class = 'Bad'"), 1);
 	ck_assert_int_eq(h_cmd_int(r, "LLEN queue:default"), 9);
 	stop_relay(&p);
@@ -568,7 +555,7 @@ START_TEST(a_batch_stops_at_its_byte_bound_and_loses_nothing)
 	/* Over --max-job-bytes: only its length is read, and it is dead-lettered. */
 	h_sql(c, "INSERT INTO staged_jobs (job_class, args) VALUES ('Huge', jsonb_build_array(repeat('z', 100000)))");
 	RELAY_CHECK(&p, h_wait_len(r, "queue:default", 27, 10000), "jobs did not arrive");
-	RELAY_CHECK(&p, wait_staged_empty(c, 10000), "rows left behind");
+	RELAY_CHECK(&p, h_wait_staged_empty(c, 10000), "rows left behind");
 	stop_relay(&p);
 	ck_assert_int_eq(h_cmd_int(r, "LLEN queue:default"), 27);
 	ck_assert_int_eq(count_class(r, "queue:default", "Late"), 6);
@@ -644,7 +631,7 @@ START_TEST(a_writer_holding_an_xid_does_not_make_every_read_walk_old_gaps)
 	 * 1,500 x 3 reads per round x AFTER = 180,000 entries. */
 	RELAY_CHECK(&p, entries2 - entries1 < 60000, "%lld index entries read after the restart", entries2 - entries1);
 	h_sql(holder, "ROLLBACK");
-	ck_assert(wait_staged_empty(c, 10000));
+	ck_assert(h_wait_staged_empty(c, 10000));
 	ck_assert_int_eq(h_cmd_int(r, "LLEN queue:default"), pushed);
 	stop_relay(&p);
 	PQfinish(holder);
@@ -756,7 +743,7 @@ START_TEST(a_leader_killed_with_batches_in_flight_loses_and_duplicates_nothing)
 	unblock_commits(c);
 	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs"), 5000);
 	h_relay_start(&b, "relay-b", args);
-	RELAY_CHECK(&b, wait_staged_empty(c, 20000), "B left rows behind");
+	RELAY_CHECK(&b, h_wait_staged_empty(c, 20000), "B left rows behind");
 	RELAY_CHECK(&b, h_log_contains(b.log, "fence"), "B did not read A's fence");
 	stop_relay(&b);
 	h_assert_each_once(c, r, (const char *const[]){ "queue:default", NULL }, "queue:default", 5000);
@@ -790,7 +777,7 @@ START_TEST(a_later_batch_meeting_a_key_of_the_wrong_type_pushes_nothing_twice)
 	RELAY_CHECK(&p, h_log_wait(&p, "queue:bad", 5000), "the log does not name the key");
 	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs WHERE queue = 'bad'"), 10);
 	freeReplyObject(h_cmd(r, "DEL queue:bad"));
-	RELAY_CHECK(&p, wait_staged_empty(c, 20000), "rows left behind");
+	RELAY_CHECK(&p, h_wait_staged_empty(c, 20000), "rows left behind");
 	stop_relay(&p);
 	h_assert_each_once(c, r, (const char *const[]){ "queue:default", "queue:bad", NULL }, "queue:default", 2000);
 	PQfinish(c);

@@ -298,6 +298,8 @@ START_TEST(stuck_row_below_the_cursor_shows_its_age)
 
 	h_stage(c, "default", 1, 100);
 	ck_assert_msg(wait_len(r, "queue:default", 100), "the first jobs did not arrive; see %s", p.log);
+	/* Their delete commits after the push: the stuck row takes one of their ids. */
+	ck_assert_msg(h_wait_staged_empty(c, WAIT_MS), "the first jobs stayed staged; see %s", p.log);
 	stuck_id = h_sql(c, "SELECT last_value - 50 FROM staged_jobs_id_seq");
 	t0 = mono_ms();
 	h_sql(c,

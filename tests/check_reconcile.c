@@ -31,12 +31,7 @@ static void wait_llen(redisContext *r, long long n)
 
 static void wait_drained(PGconn *c)
 {
-	long long t0 = mono_ms();
-
-	while (h_sql(c, "SELECT count(*) FROM staged_jobs") > 0) {
-		ck_assert_msg(mono_ms() - t0 < 20000, "staged jobs not drained within 20 s");
-		sleep_ms(20);
-	}
+	ck_assert_msg(h_wait_staged_empty(c, 20000), "staged jobs not drained within 20 s");
 }
 
 /* Copies the value of the one row the query must return (a text) into out. */

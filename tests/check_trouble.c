@@ -29,12 +29,7 @@ static long long staged(PGconn *c)
 
 static void wait_drained(PGconn *c, int timeout_ms)
 {
-	long long t0 = mono_ms();
-
-	while (staged(c) > 0) {
-		ck_assert_msg(mono_ms() - t0 < timeout_ms, "staged jobs not drained in time");
-		sleep_ms(20);
-	}
+	ck_assert_msg(h_wait_staged_empty(c, timeout_ms), "staged jobs not drained in time");
 }
 
 static void wait_first_push(redisContext *r)

@@ -460,6 +460,18 @@ void h_relay_crash(struct relay_proc *p, PGconn *c)
 		sleep_ms(10);
 }
 
+bool h_wait_staged_empty(PGconn *c, int timeout_ms)
+{
+	long long t0 = mono_ms();
+
+	while (h_sql(c, "SELECT count(*) FROM staged_jobs") > 0) {
+		if (mono_ms() - t0 > timeout_ms)
+			return false;
+		sleep_ms(10);
+	}
+	return true;
+}
+
 bool h_wait_len(redisContext *r, const char *key, long long n, int timeout_ms)
 {
 	long long t0 = mono_ms();

@@ -75,6 +75,9 @@ bool h_wait_blocked(PGconn *c, int timeout_ms);
 /* Runs the relay with args to completion (it must exit within 60 s); returns its exit status. */
 int h_relay_run(const char *name, const char *const *args);
 /* True once LLEN key reaches n on r, within timeout_ms. */
+/* True once staged_jobs holds no row within timeout_ms: the relay pushes
+ * before its delete commits, so a job in Redis may still be staged. */
+bool h_wait_staged_empty(PGconn *c, int timeout_ms);
 bool h_wait_len(redisContext *r, const char *key, long long n, int timeout_ms);
 /* True once the relay's log contains text, within timeout_ms. */
 bool h_log_wait(const struct relay_proc *p, const char *text, int timeout_ms);
