@@ -30,8 +30,9 @@ class GeneratorTest < Minitest::Test
   # After a gem update: an app whose migration stops at an older file gets
   # one more migration, for the rest.
   def test_an_app_migrated_through_an_older_file_gets_a_second_migration
+    root = RailsApp.root # makes RailsApp::DIR too, when this test runs first
     Dir.mktmpdir("shop", RailsApp::DIR) do |copy|
-      FileUtils.cp_r("#{RailsApp.root}/.", copy)
+      FileUtils.cp_r("#{root}/.", copy)
       old = migrations(copy).grep(/stagedrain/)[0]
       File.write(old, File.read(old).sub("006_routes", "005_tenants_and_held"))
       out = RailsApp.sh!("bin/rails", "g", "stagedrain:install", chdir: copy)
