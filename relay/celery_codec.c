@@ -135,7 +135,7 @@ static int parse_iso(const char *s, long long *us)
 int celery_codec_read_iso(struct span v, long long *us, bool *ok)
 {
 	json_error_t err;
-	json_t *s = json_loadb(v.p, v.n, JSON_DECODE_ANY, &err);
+	json_t *s = json_loadb(v.p, v.n, JSON_DECODE_ANY | JSON_ALLOW_NUL, &err);
 
 	*ok = false;
 	if (!s)

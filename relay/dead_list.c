@@ -18,7 +18,7 @@ enum { T_QUEUE, T_CLASS, T_REASON, T_ARGS, T_NCOLS };
 static const size_t col_max[T_NCOLS] = { 30, 40, 80, 60 };
 static const char *const col_head[T_NCOLS] = { "QUEUE", "CLASS", "REASON", "ARGS" };
 
-/* Every column as JSON, straight from Postgres: jsonb's numbers stay exactly
+/* Every column as JSON, straight from Postgres: args and options stay exactly
  * as stored (jansson would round 0.1 and refuse big integers). */
 #define LIST_JSON_SQL                                                                                                  \
 	"SELECT row_to_json(d)::text, count(*) OVER () FROM staged_jobs_dead d WHERE " DEAD_WHERE(                     \
@@ -162,7 +162,7 @@ static int put_field(const char *name, const PGresult *res, int col)
 	return rc;
 }
 
-/* Prints pretty JSON under its name, each line indented and made visible. */
+/* Prints JSON as stored under its name, each line indented and made visible. */
 static int put_json(const char *name, const PGresult *res, int col)
 {
 	const char *s = PQgetvalue(res, 0, col);
@@ -185,11 +185,11 @@ static int put_json(const char *name, const PGresult *res, int col)
 
 #define SHOW_SQL                                                                                                       \
 	"SELECT dead_id, id, queue, job_class, reason, jid, uuid, tenant, route, created_at, run_at,"                  \
-	" failed_at, floor(extract(epoch FROM now() - failed_at))::int8, jsonb_pretty(args), jsonb_pretty(options)"    \
+	" failed_at, floor(extract(epoch FROM now() - failed_at))::int8, args::text, options::text"                    \
 	" FROM staged_jobs_dead WHERE dead_id = $1"
 #define SHOW_JSON_SQL "SELECT row_to_json(d)::text FROM staged_jobs_dead d WHERE dead_id = $1"
 
-/* `dead show DEAD_ID [--json]`: every column; args and options pretty. */
+/* `dead show DEAD_ID [--json]`: every column; args and options as stored. */
 int dead_show(struct dead_cmd *d)
 {
 	static const char *const names[] = { "dead_id", "id",     "queue", "job_class",  "reason", "jid",

@@ -22,14 +22,19 @@
 #include "sidekiq_probe.h"
 #include "values.h"
 
-/* A dead row d's options as the replay leaves them: $2's keys removed, then
- * $1's set. Options that are not an object (no job can carry them) become
- * $1's keys alone; without edits they stay as they are. */
+/* A dead row d's options as the replay leaves them: $2's keys and $1's
+ * removed, then $1's added after the rest, each value's text as written and
+ * the keys in their order. Options that are not an object (no job can carry
+ * them) become $1's keys alone; without edits they stay as they are. */
 #define EDITED_OPTIONS                                                                                                 \
-	"CASE WHEN $1::jsonb IS NULL AND $2::jsonb IS NULL THEN d.options"                                             \
-	" WHEN jsonb_typeof(d.options) = 'object' THEN (d.options"                                                     \
-	" - ARRAY(SELECT jsonb_array_elements_text(coalesce($2::jsonb, '[]')))) || coalesce($1::jsonb, '{}')"          \
-	" ELSE coalesce($1::jsonb, '{}') END"
+	"CASE WHEN $1::json IS NULL AND $2::json IS NULL THEN d.options"                                               \
+	" ELSE (SELECT coalesce(json_object_agg(e.key, e.value ORDER BY e.n), '{}') FROM ("                            \
+	"SELECT o.key, o.value, o.n FROM json_each(CASE WHEN json_typeof(d.options) = 'object'"                        \
+	" THEN d.options ELSE '{}' END) WITH ORDINALITY o(key, value, n)"                                             \
+	" WHERE o.key NOT IN (SELECT json_array_elements_text(coalesce($2::json, '[]')))"                              \
+	" AND o.key NOT IN (SELECT json_object_keys(coalesce($1::json, '{}')))"                                        \
+	" UNION ALL SELECT s.key, s.value, 1e18 + s.n FROM json_each(coalesce($1::json, '{}'))"                         \
+	" WITH ORDINALITY s(key, value, n)) e) END"
 /* A dead row d's route as the replay leaves it, by parameter $n (--set-route,
  * --unset-route): NULL keeps it, '' clears it (the rules pick), else that name. */
 #define EDITED_ROUTE(n) "CASE WHEN $" n "::text IS NULL THEN d.route WHEN $" n " = '' THEN NULL ELSE $" n " END"

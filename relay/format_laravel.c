@@ -72,7 +72,7 @@ static int put_php_string(struct buf *b, struct span s)
 }
 
 /*
- * The args text (Postgres' jsonb output) already escapes what PHP escapes
+ * The args text (as the app's json_encode wrote it) already escapes what PHP escapes
  * but "/" (payload_compact adds it) and U+2028/U+2029, which can only sit
  * inside strings: they are widened here, in place, from the end.
  */

@@ -177,9 +177,10 @@ static bool deeper_than(json_t *v, size_t limit)
 }
 
 /*
- * Validates args and returns in *out the exact text to copy: re-serialising
- * would change numbers (0.1, big integers) that jsonb kept exactly. Copying
- * only text jansson accepted keeps the payload valid JSON.
+ * Validates args and returns in *out the exact text to copy: the json column
+ * holds what the app wrote (key order, number spelling, \u0000), and
+ * re-serialising would change it. Copying only text jansson accepted keeps
+ * the payload valid JSON.
  */
 static int check_args(struct span raw, const struct job_opts *opts, struct span *out, char *reason, size_t rlen)
 {
@@ -196,9 +197,9 @@ static int check_args(struct span raw, const struct job_opts *opts, struct span 
 	/* Most args need no parser (and no allocation) to be known good. */
 	if (payload_plain_array(s, JOB_MAX_DEPTH - 1))
 		return 0;
-	/* Duplicate keys too: jsonb never holds one, and a payload that copies
-	 * them would mean whichever value its reader keeps. */
-	rc = load_json("args", s, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &v, reason, rlen);
+	/* Duplicate keys too: json keeps them, and a payload that copies them
+	 * would mean whichever value its reader keeps. */
+	rc = load_json("args", s, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &v, reason, rlen);
 	if (rc != 0)
 		return rc;
 	if (!json_is_array(v)) {
@@ -217,7 +218,7 @@ static int check_args(struct span raw, const struct job_opts *opts, struct span 
 /*
  * Checks options and returns in *out their text, {} for NULL: the formats
  * read values from it and copy them as written, so a number of any size
- * jsonb holds reaches the payload unchanged. Duplicate keys are rejected
+ * reaches the payload as the app wrote it. Duplicate keys are rejected
  * rather than silently merged.
  */
 static int check_options(const char *text, size_t len, struct span *out, char *reason, size_t rlen)
@@ -232,7 +233,8 @@ static int check_options(const char *text, size_t len, struct span *out, char *r
 	*out = trim(span_of(text, len));
 	if (out->n == 2 && memcmp(out->p, "{}", 2) == 0)
 		return 0; /* what staged_jobs holds unless the app said more */
-	rc = load_json("options", *out, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &v, reason, rlen);
+	rc = load_json("options", *out, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &v, reason,
+		       rlen);
 	if (rc != 0)
 		return rc;
 	if (!json_is_object(v)) {

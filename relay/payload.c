@@ -69,7 +69,7 @@ static bool plain_string(struct span s, size_t flags)
 	return true;
 }
 
-/* s is already checked UTF-8 without NULs, so jansson's second check is
+/* s is already checked UTF-8 (a NUL in it is written \u0000), so jansson's second check is
  * skipped; a string it would copy as it is (a class or queue name, mostly)
  * is copied here, without building a jansson string for it. */
 int payload_string(struct buf *b, struct span s, size_t flags)
@@ -334,7 +334,7 @@ bool payload_plain_array(struct span s, size_t max_depth)
 
 /*
  * jansson holds no integer past 64 bits and no double past 1.8e308, both of
- * which jsonb stores; it checks a copy whose numbers are 0s of the same
+ * which a json column keeps; it checks a copy whose numbers are 0s of the same
  * length (its error columns still point into s).
  */
 int payload_load(struct span s, size_t flags, json_t **out, json_error_t *err)
@@ -408,7 +408,7 @@ int payload_string_is(struct span s, struct span want, bool *eq)
 		*eq = s.n == want.n + 2 && memcmp(s.p + 1, want.p, want.n) == 0;
 		return 0;
 	}
-	v = json_loadb(s.p, s.n, JSON_DECODE_ANY, &err);
+	v = json_loadb(s.p, s.n, JSON_DECODE_ANY | JSON_ALLOW_NUL, &err);
 	if (!v)
 		return json_error_code(&err) == json_error_out_of_memory ? -ENOMEM : 0;
 	*eq = json_string_length(v) == want.n && memcmp(json_string_value(v), want.p, want.n) == 0;

@@ -104,7 +104,7 @@ static int repr_tok(struct py_repr *r, enum repr_tok kind, const char *p, size_t
 /* A JSON string token, decoded (jansson already accepted it). */
 static int repr_string(struct py_repr *r, struct span tok)
 {
-	json_t *v = json_loadb(tok.p, tok.n, JSON_DECODE_ANY, NULL);
+	json_t *v = json_loadb(tok.p, tok.n, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
 	int rc;
 
 	if (!v)

@@ -334,8 +334,8 @@ static void assert_has(const char *payload, const char *want)
 	ck_assert_msg(strstr(payload, want) != NULL, "payload lacks %s:\n%s", want, payload);
 }
 
-/* jsonb holds numbers of any size: in args and options each arrives as
- * written, never re-encoded (0.1, 1.0E+2 and -0 too). */
+/* A json column keeps numbers of any size: in args and options each arrives
+ * as written, never re-encoded (0.1, 1.0E+2 and -0 too). */
 START_TEST(numbers_past_64_bits_copied_as_written)
 {
 	const char *big = job_rows_big_numbers();
@@ -365,6 +365,24 @@ START_TEST(numbers_past_64_bits_copied_as_written)
 	p = build_text(&r, &o, &b);
 	snprintf(want, sizeof(want), "{\"class\":\"HardWorker\",\"args\":[%s]}", big);
 	ck_assert_str_eq(p, want);
+	buf_free(&b);
+}
+END_TEST
+
+/* args and options as the app wrote them: keys in their order, -0.0 with its
+ * sign, and a string holding \u0000, which a worker's JSON reader takes. */
+START_TEST(payload_copied_as_written)
+{
+	struct job_row r = good_row();
+	struct job_opts o = sidekiq_opts(7);
+	struct buf b;
+	const char *p;
+
+	SET(r, args, args_len, "[{\"zeta\": 1, \"alpha\": -0.0}, \"nul\\u0000byte\"]");
+	SET(r, options, options_len, "{\"zz\": \"\\u0000\", \"aa\": -0.0}");
+	p = build_text(&r, &o, &b);
+	assert_has(p, "\"args\":[{\"zeta\": 1, \"alpha\": -0.0}, \"nul\\u0000byte\"]");
+	assert_has(p, "\"zz\":\"\\u0000\",\"aa\":-0.0,");
 	buf_free(&b);
 }
 END_TEST
@@ -591,14 +609,13 @@ START_TEST(rejects_args_shape)
 		{ "[1-2]", "args is not valid json: " },
 		{ "[-Infinity]", "args is not valid json: " },
 		{ "[1e400, 1.5e-400,\n 1x]", "args is not valid json: ']' expected near 'x' at line 2 column 3" },
-		{ "[\"\\u0000\"]", "args is not valid json: " },
 		{ "[\"\\ud800\"]", "args is not valid json: " },
 		{ "[\"a\x01\"]", "args is not valid json: " },
 		{ "[\"\xff\"]", "args is not valid json: " },
 		{ "[\"\xc0\xaf\"]", "args is not valid json: " },
 		{ "[\"\xed\xa0\x80\"]", "args is not valid json: " },
 		{ "\xef\xbb\xbf[1]", "args is not valid json: " },
-		/* jsonb never holds one; copied as written it would make the payload ambiguous. */
+		/* json keeps one; copied as written it would make the payload ambiguous. */
 		{ "[{\"a\": 1, \"a\": 2}]", "args is not valid json: duplicate object key" },
 		{ "[[{\"job_id\": 1, \"b\": {}, \"job_id\": 1}]]", "args is not valid json: duplicate object key" },
 	};
@@ -1224,6 +1241,7 @@ Suite *job_suite(void)
 	tcase_add_test(build, args_copied_verbatim);
 	tcase_add_test(build, args_whitespace_trimmed);
 	tcase_add_test(build, numbers_past_64_bits_copied_as_written);
+	tcase_add_test(build, payload_copied_as_written);
 	tcase_add_test(build, options_merged_compactly);
 	tcase_add_test(build, options_retry_overrides_default);
 	tcase_add_test(build, options_empty_object_is_like_null);
