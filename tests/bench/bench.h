@@ -227,13 +227,16 @@ struct naive {
 	volatile int stop;
 	long long moved; /* jobs, or -1 after an error */
 	char err[256];
+	struct drain_cpu cpu; /* self (its thread) and backend, from connect to the end; redis untouched */
 	void *priv;
 };
 long long naive_drain(struct naive *n);
 void naive_start(struct naive *n); /* naive_drain in a thread */
 void naive_join(struct naive *n);
-/* COPY out, LPUSH via redis-cli --pipe, one DELETE, one transaction; returns jobs or -1. */
-long long raw_drain(const struct bench_env *env);
+/* COPY out, LPUSH via redis-cli --pipe, one DELETE, one transaction; returns
+ * jobs or -1. cpu (if given) gets self (the bench thread's and redis-cli's
+ * CPU) and backend (its session's); redis is untouched, the caller's. */
+long long raw_drain(const struct bench_env *env, struct drain_cpu *cpu);
 
 /* ---- table.c ---- */
 enum cmp { CMP_NONE, CMP_LE, CMP_GE };
