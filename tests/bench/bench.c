@@ -339,12 +339,47 @@ static void set_durable(PGconn *c, bool durable)
 	sleep_ms(300); /* the server rereads its settings by then; each contender connects anew */
 }
 
+/* One "<what>, <size> jobs, <fsync> (us)" row: CPU seconds as µs per job. */
+static void cpu_figure(const char *what, const char *h, const char *fs, double sec, long long n)
+{
+	char fig[128];
+
+	snprintf(fig, sizeof(fig), "%s, %s jobs, %s (us)", what, h, fs);
+	table_add("backlog", fig, 2, sec * 1e6 / (double)n);
+}
+
+/* The three drains' CPU per job, each side, and how the relay's compares with the raw limit's. */
+static void backlog_cpu(const struct drain_cpu *raw, const struct drain_cpu *relay, const struct drain_cpu *naive,
+			long long n, const char *h, const char *fs, bool durable)
+{
+	char fig[128];
+
+	cpu_figure("relay CPU per job", h, fs, relay->self, n);
+	cpu_figure("relay's Postgres backend CPU per job", h, fs, relay->backend, n);
+	cpu_figure("Redis CPU per job, relay drain", h, fs, relay->redis, n);
+	cpu_figure("raw limit CPU per job (bench + redis-cli)", h, fs, raw->self, n);
+	cpu_figure("raw limit's Postgres backend CPU per job", h, fs, raw->backend, n);
+	cpu_figure("Redis CPU per job, raw limit", h, fs, raw->redis, n);
+	cpu_figure("naive loop CPU per job (bench thread)", h, fs, naive->self, n);
+	cpu_figure("naive loop's Postgres backend CPU per job", h, fs, naive->backend, n);
+	cpu_figure("Redis CPU per job, naive loop", h, fs, naive->redis, n);
+	snprintf(fig, sizeof(fig), "Postgres backend CPU per job, relay / raw limit, %s jobs, %s", h, fs);
+	table_add("backlog", fig, 2, relay->backend / raw->backend);
+	if (durable)
+		table_target("backlog", fig, CMP_LE, 1.5, "<= 1.50");
+	snprintf(fig, sizeof(fig), "relay + its backend + Redis CPU per job / raw's, %s jobs, %s", h, fs);
+	table_add("backlog", fig, 2,
+		  (relay->self + relay->backend + relay->redis) / (raw->self + raw->backend + raw->redis));
+}
+
 static void backlog_once(int run, long long n, bool durable, bool largest)
 {
 	PGconn *c = pg_connect(&env);
 	redisContext *r = redis_connect(&env);
 	long long t0, hwm;
 	double raw, relay, naive;
+	struct drain_cpu raw_cpu, relay_cpu;
+	int nbackends = 0;
 	struct relay rel;
 	struct naive nv = { .env = &env, .batch_size = env.opts->batch_size };
 	const char *fs = durable ? "fsync on" : "fsync off";
@@ -355,10 +390,12 @@ static void backlog_once(int run, long long n, bool durable, bool largest)
 	note("backlog run %d, %s jobs, %s: raw limit (COPY out, redis-cli --pipe, DELETE)", run + 1, h, fs);
 	bench_reset(&env);
 	stage_backlog(&env, "default", 0, n);
+	raw_cpu.redis = redis_cpu_s(r);
 	t0 = mono_us();
-	if (raw_drain(&env) != n)
+	if (raw_drain(&env, &raw_cpu) != n)
 		die("the raw limit moved a different number of jobs than staged");
 	raw = (double)n * 1e6 / (double)(mono_us() - t0);
+	raw_cpu.redis = redis_cpu_s(r) - raw_cpu.redis;
 	if (redis_int(r, "LLEN queue:default") != n)
 		die("raw limit: queue:default does not hold %lld jobs", n);
 	check_stop();
@@ -366,11 +403,19 @@ static void backlog_once(int run, long long n, bool durable, bool largest)
 	note("backlog run %d, %s jobs, %s: relay", run + 1, h, fs);
 	bench_reset(&env);
 	stage_backlog(&env, "default", 0, n);
+	relay_cpu.redis = redis_cpu_s(r);
 	t0 = mono_us();
 	relay_start(&rel, &env, "backlog", "info");
 	wait_llen(r, "queue:default", n, &rel);
 	relay = (double)n * 1e6 / (double)(mono_us() - t0);
 	hwm = proc_hwm_kib(rel.proc.pid);
+	/* The relay and its sessions began with this drain: their whole CPU time
+	 * is its cost. Backends exit with their session, so read before the stop. */
+	relay_cpu.self = proc_cpu_s(rel.proc.pid);
+	relay_cpu.backend = pg_app_cpu_s(c, "stagedrain%", &nbackends);
+	relay_cpu.redis = redis_cpu_s(r) - relay_cpu.redis;
+	if (nbackends == 0)
+		note("found no Postgres backend of the relay (application_name stagedrain%%)");
 	if (relay_stop(&rel) != 0)
 		die("the relay did not exit cleanly; see %s", rel.log);
 	if (redis_int(r, "LLEN queue:default") != n)
@@ -382,10 +427,12 @@ static void backlog_once(int run, long long n, bool durable, bool largest)
 	note("backlog run %d, %s jobs, %s: naive loop", run + 1, h, fs);
 	bench_reset(&env);
 	stage_backlog(&env, "default", 0, n);
+	nv.cpu.redis = redis_cpu_s(r);
 	t0 = mono_us();
 	if (naive_drain(&nv) != n)
 		die("naive loop: moved %lld of %lld jobs: %s", nv.moved, n, nv.err);
 	naive = (double)n * 1e6 / (double)(mono_us() - t0);
+	nv.cpu.redis = redis_cpu_s(r) - nv.cpu.redis;
 	check_stop();
 	set_durable(c, false);
 
@@ -403,6 +450,7 @@ static void backlog_once(int run, long long n, bool durable, bool largest)
 	table_add("backlog", fig, 2, relay / naive);
 	if (durable)
 		table_target("backlog", fig, CMP_GE, 1.5, ">= 1.50");
+	backlog_cpu(&raw_cpu, &relay_cpu, &nv.cpu, n, h, fs, durable);
 	if (largest && !durable) {
 		snprintf(fig, sizeof(fig), "relay peak RSS, %s backlog (MiB)", h);
 		table_add("memory", fig, 1, hwm < 0 ? NAN : MIB(hwm));

@@ -190,6 +190,23 @@ void load_join_producers(struct load *l);
 void load_finish(struct load *l, int drain_timeout_s);
 void load_free(struct load *l);
 
+/* ---- cpu.c: what a drain costs in CPU ---- */
+/* CPU seconds one drain cost: the drainer itself, its Postgres backend(s), Redis; NAN where unread. */
+struct drain_cpu {
+	double self, backend, redis;
+};
+/* utime + stime of a process (all its threads), in seconds, from /proc/PID/stat; NAN if unreadable. */
+double proc_cpu_s(pid_t pid);
+/* The calling thread's CPU time in seconds. */
+double thread_cpu_s(void);
+/* The CPU seconds of this process's reaped children (getrusage RUSAGE_CHILDREN). */
+double children_cpu_s(void);
+/* proc_cpu_s summed over the Postgres backends whose application_name is LIKE
+ * app_like, c's own left out; NAN if none. *nbackends (if given): how many. */
+double pg_app_cpu_s(PGconn *c, const char *app_like, int *nbackends);
+/* Redis's used_cpu_sys + used_cpu_user (INFO cpu), in seconds; NAN if unread. */
+double redis_cpu_s(redisContext *r);
+
 /* ---- naive.c: the seed design and the raw limit ---- */
 struct naive_stats {
 	long long batches, jobs;
@@ -210,13 +227,16 @@ struct naive {
 	volatile int stop;
 	long long moved; /* jobs, or -1 after an error */
 	char err[256];
+	struct drain_cpu cpu; /* self (its thread) and backend, from connect to the end; redis untouched */
 	void *priv;
 };
 long long naive_drain(struct naive *n);
 void naive_start(struct naive *n); /* naive_drain in a thread */
 void naive_join(struct naive *n);
-/* COPY out, LPUSH via redis-cli --pipe, one DELETE, one transaction; returns jobs or -1. */
-long long raw_drain(const struct bench_env *env);
+/* COPY out, LPUSH via redis-cli --pipe, one DELETE, one transaction; returns
+ * jobs or -1. cpu (if given) gets self (the bench thread's and redis-cli's
+ * CPU) and backend (its session's); redis is untouched, the caller's. */
+long long raw_drain(const struct bench_env *env, struct drain_cpu *cpu);
 
 /* ---- table.c ---- */
 enum cmp { CMP_NONE, CMP_LE, CMP_GE };

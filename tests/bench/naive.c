@@ -128,6 +128,7 @@ long long naive_drain(struct naive *n)
 	size_t *argl = calloc((size_t)n->batch_size + 2, sizeof(*argl));
 	char q[sizeof(NAIVE_SQL) + 16], del[64];
 	struct buf jobs;
+	double self0 = thread_cpu_s(), backend0 = proc_cpu_s(PQbackendPID(c));
 
 	buf_init(&jobs);
 	n->moved = 0;
@@ -194,6 +195,8 @@ long long naive_drain(struct naive *n)
 fail:
 	n->moved = -1;
 out:
+	n->cpu.self = thread_cpu_s() - self0;
+	n->cpu.backend = proc_cpu_s(PQbackendPID(c)) - backend0;
 	buf_free(&jobs);
 	free(offs);
 	free(argv);
@@ -380,9 +383,10 @@ static int pipe_summary(const char *path, long long *errors, long long *replies)
 	return found;
 }
 
-long long raw_drain(const struct bench_env *env)
+long long raw_drain(const struct bench_env *env, struct drain_cpu *cpu)
 {
 	PGconn *c = pg_connect(env);
+	double self0 = thread_cpu_s(), backend0 = proc_cpu_s(PQbackendPID(c)), cli0;
 	char port[16], outlog[600];
 	const char *argv[] = { "redis-cli", "-h", "127.0.0.1", "-p", port, "--pipe", NULL };
 	struct group g = { .n = 0 };
@@ -438,12 +442,18 @@ long long raw_drain(const struct bench_env *env)
 	if (flush_group(&g, &out, &commands) < 0 || write_all(wfd, &out) < 0)
 		die("writing to redis-cli --pipe failed");
 	close(wfd);
+	/* The only child reaped here: what the reaped children's CPU grows by is redis-cli's. */
+	cli0 = children_cpu_s();
 	st = child_wait(&cli, 600000);
 	if (st != 0 || pipe_summary(outlog, &errors, &replies) < 0 || errors != 0 || replies != commands)
 		die("redis-cli --pipe failed (exit %d, errors %lld, replies %lld of %lld); see %s", st, errors, replies,
 		    commands, outlog);
 	sql(c, "DELETE FROM staged_jobs");
 	sql(c, "COMMIT");
+	if (cpu) {
+		cpu->self = thread_cpu_s() - self0 + children_cpu_s() - cli0;
+		cpu->backend = proc_cpu_s(PQbackendPID(c)) - backend0;
+	}
 	buf_free(&out);
 	buf_free(&g.jobs);
 	free(g.offs);

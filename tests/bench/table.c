@@ -94,7 +94,7 @@ static int summarize(const struct row *r, double *med, double *lo, double *hi)
 	return n;
 }
 
-static void print_row(FILE *out, const struct row *r)
+static void print_row(FILE *out, const struct row *r, int width)
 {
 	char med[32], lo[32], hi[32];
 	double m, a, b;
@@ -108,15 +108,20 @@ static void print_row(FILE *out, const struct row *r)
 	fmt(med, sizeof(med), m, r->decimals);
 	fmt(lo, sizeof(lo), a, r->decimals);
 	fmt(hi, sizeof(hi), b, r->decimals);
-	fprintf(out, "%-10s %-52s %12s %12s %12s %4d  %-22s %s\n", r->scenario, r->figure, med, lo, hi, n,
+	fprintf(out, "%-10s %-*s %12s %12s %12s %4d  %-22s %s\n", r->scenario, width, r->figure, med, lo, hi, n,
 		r->target_text, res);
 }
 
 /* Rows grouped by scenario (in order of first appearance), then as added. */
 void table_print(FILE *out)
 {
-	fprintf(out, "%-10s %-52s %12s %12s %12s %4s  %-22s %s\n", "scenario", "figure", "median", "min", "max", "runs",
-		"target", "result");
+	int width = 52; /* the figure column: at least this, else the longest figure */
+
+	for (size_t i = 0; i < nrows; i++)
+		if ((int)strlen(rows[i].figure) > width)
+			width = (int)strlen(rows[i].figure);
+	fprintf(out, "%-10s %-*s %12s %12s %12s %4s  %-22s %s\n", "scenario", width, "figure", "median", "min", "max",
+		"runs", "target", "result");
 	for (size_t i = 0; i < nrows; i++) {
 		bool first = true;
 		for (size_t k = 0; k < i && first; k++)
@@ -125,7 +130,7 @@ void table_print(FILE *out)
 			continue;
 		for (size_t j = i; j < nrows; j++)
 			if (strcmp(rows[j].scenario, rows[i].scenario) == 0)
-				print_row(out, &rows[j]);
+				print_row(out, &rows[j], width);
 	}
 }
 
