@@ -23,7 +23,7 @@ struct pg_source {
 	bool in_tx;
 	struct pg_read read;    /* the batch pg_source_fetch read, until commit or rollback */
 	int statement_bound_ms; /* nobody chose a statement_timeout: each batch sets this one; else 0 */
-	bool next_prepared;     /* the session has the further reads' statement (pg_source_send_next) */
+	bool next_prepared;     /* the session has the reads' statements (pg_read_prepare_sql) */
 	struct buf sql;         /* the statement being sent (fetch, dead move, commit, fence delete), reused */
 	PGresult *fenced;       /* queue, count of the rows the last fence delete took */
 	PGresult *dead_moved;   /* the rows the last dead-row move took, for the warning */

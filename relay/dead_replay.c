@@ -30,10 +30,10 @@
 	"CASE WHEN $1::json IS NULL AND $2::json IS NULL THEN d.options"                                               \
 	" ELSE (SELECT coalesce(json_object_agg(e.key, e.value ORDER BY e.n), '{}') FROM ("                            \
 	"SELECT o.key, o.value, o.n FROM json_each(CASE WHEN json_typeof(d.options) = 'object'"                        \
-	" THEN d.options ELSE '{}' END) WITH ORDINALITY o(key, value, n)"                                             \
+	" THEN d.options ELSE '{}' END) WITH ORDINALITY o(key, value, n)"                                              \
 	" WHERE o.key NOT IN (SELECT json_array_elements_text(coalesce($2::json, '[]')))"                              \
 	" AND o.key NOT IN (SELECT json_object_keys(coalesce($1::json, '{}')))"                                        \
-	" UNION ALL SELECT s.key, s.value, 1e18 + s.n FROM json_each(coalesce($1::json, '{}'))"                         \
+	" UNION ALL SELECT s.key, s.value, 1e18 + s.n FROM json_each(coalesce($1::json, '{}'))"                        \
 	" WITH ORDINALITY s(key, value, n)) e) END"
 /* A dead row d's route as the replay leaves it, by parameter $n (--set-route,
  * --unset-route): NULL keeps it, '' clears it (the rules pick), else that name. */
@@ -232,7 +232,7 @@ static int pick(struct replay *r)
 	if (rc == 0 && (rc = buf_printf(&sql, "SELECT %s", pg_read_columns)) == 0)
 		rc = buf_puts(&sql, PICK_SQL);
 	if (rc == 0)
-		rc = pg_read_rows_tail(&sql, LONG_MAX, ORDER);
+		rc = pg_read_rows_tail(&sql, cfg->max_job_bytes, LONG_MAX, ORDER);
 	if (rc == 0)
 		r->rows = dead_exec(r->d, sql.data, 8, r->params, PGRES_TUPLES_OK, "could not read staged_jobs_dead");
 	buf_free(&sql);

@@ -233,8 +233,7 @@ static int check_options(const char *text, size_t len, struct span *out, char *r
 	*out = trim(span_of(text, len));
 	if (out->n == 2 && memcmp(out->p, "{}", 2) == 0)
 		return 0; /* what staged_jobs holds unless the app said more */
-	rc = load_json("options", *out, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &v, reason,
-		       rlen);
+	rc = load_json("options", *out, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &v, reason, rlen);
 	if (rc != 0)
 		return rc;
 	if (!json_is_object(v)) {

@@ -250,7 +250,7 @@ static int append_read(struct buf *sql, PGconn *conn, const struct rounds *r, co
 			" AND s.target IS NOT DISTINCT FROM c.target"
 			" AND (s.round, s.hold_id) > (c.round, c.hid) ORDER BY s.round, s.hold_id LIMIT c.lim) s",
 			pg_read_columns);
-	return rc ? rc : pg_read_rows_tail(sql, max_bytes, order);
+	return rc ? rc : pg_read_rows_tail(sql, max_job, max_bytes, order);
 }
 
 int pg_held_move_read(struct pg_held *h, struct pg_source *pg, const struct rounds *r, const struct held_move *mv,

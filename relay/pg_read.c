@@ -14,8 +14,14 @@
 /* The snapshot comes first, right after BEGIN: in REPEATABLE READ the first
  * statement's snapshot is the snapshot of every read that follows. */
 #define SNAPSHOT_SQL "SELECT pg_current_snapshot()::text;"
-/* Taken after the snapshot and after the sequence was read: the gaps' bound (gaps.h). */
+/* Taken after the snapshot and after the sequence was read: the gaps' bound
+ * (gaps.h), an xid. A read that finds nothing above the cursor opens no gap,
+ * and then takes none: an idle relay's polls would spend one each. The
+ * bound is needed besides only where the cursor may jump (a first read) and
+ * where a kept gap is read (it becomes an ordinary gap with this bound). */
 #define BOUND_SQL "SELECT pg_current_xact_id()::text"
+#define BOUND_IF_ROWS_SQL                                                                                              \
+	"SELECT CASE WHEN EXISTS (SELECT 1 FROM staged_jobs WHERE id > %lld) THEN pg_current_xact_id()::text END"
 /* On a first read that finds nothing, how far ids were handed out: the cursor
  * jumps there instead of every empty read walking from the table's head. The
  * relay may lack SELECT on the sequence (sql/roles.sql grants it): then NULL. */
@@ -27,11 +33,14 @@
 /* Microseconds as text, or the time itself when it is infinite: no value a
  * timestamptz column holds can make the read fail (pg_read_row decides). */
 #define TIME_US(col)                                                                                                   \
-	"CASE WHEN isfinite(s." col ") THEN floor(extract(epoch FROM s." col ") * 1000000)::text"                      \
-	" ELSE s." col "::text END"
-#define TIMES TIME_US("created_at") " AS created_us, " TIME_US("run_at") " AS run_at_us"
+	"CASE WHEN isfinite(" col ") THEN floor(extract(epoch FROM " col ") * 1000000)::text ELSE " col "::text END"
+/* The times, whether a row follows, and the uuid: converted by Postgres for
+ * a text result, or as stored for a binary one (pg_read_row decodes them:
+ * no numeric arithmetic, no uuid_out, in the reads that carry a backlog). */
+#define TEXT_MIDDLE TIME_US("created_at") ", " TIME_US("run_at") ", more, uuid::text"
+#define BINARY_MIDDLE "created_at, run_at, more, uuid"
 const char pg_read_columns[] =
-	"s.id, s.queue, s.job_class, s.args, s.options, s.jid, " TIMES ", s.uuid::text AS uuid, s.tenant, s.route";
+	"s.id, s.queue, s.job_class, s.args, s.options, s.jid, s.created_at, s.run_at, s.uuid, s.tenant, s.route";
 
 enum {
 	COL_ID,
@@ -75,16 +84,24 @@ static int append_gap_read(struct buf *sql, const struct gaps *g, long long youn
 			any = true;
 	return rc ? rc
 		  : buf_printf(sql,
-			       "}'::int8[]) AS g(lo, hi) CROSS JOIN LATERAL (SELECT %s"
+			       "}'::int8[]) AS g(lo, hi) CROSS JOIN LATERAL (SELECT s.*"
 			       " FROM staged_jobs s WHERE s.id BETWEEN g.lo AND g.hi ORDER BY s.id LIMIT %d) s"
 			       " ORDER BY s.id LIMIT %d) UNION ALL ",
-			       pg_read_columns, limit, limit);
+			       limit, limit);
 }
 
 static bool reads_any_gap(const struct gaps *g, long long young_since)
 {
 	for (size_t i = 0; i < g->n; i++)
 		if (gaps_reads(g, i, young_since))
+			return true;
+	return false;
+}
+
+static bool reads_kept_gap(const struct gaps *g, long long young_since)
+{
+	for (size_t i = 0; i < g->n; i++)
+		if (g->v[i].bound == GAP_KEPT && gaps_reads(g, i, young_since))
 			return true;
 	return false;
 }
@@ -100,98 +117,112 @@ static bool reads_any_gap(const struct gaps *g, long long young_since)
 	" WHEN options_len > %ld THEN 'options are larger than --max-job-bytes: ' || options_len || ' bytes, over %ld'"      \
 	" END"
 
-/* A column as read (name, or the text of a jsonb one, text): NULL when it is
- * over its bound and stays behind. */
-#define PICK(col, text, bound) "CASE WHEN " col "_len > " bound " THEN NULL ELSE " text " END"
-/* Its bytes as read: none when it stays behind. */
-#define FIT(col, bound) "(CASE WHEN " col "_len > " bound " THEN 0 ELSE " col "_len END)"
+/* A column as read: NULL when it is over its bound and stays behind. */
+#define PICK(col, bound) "CASE WHEN " col "_len > " bound " THEN NULL ELSE " col " END"
 
 /* The row's columns, each bounded; then UNFIT_SQL and the extra columns. */
 #define PICK_SQL                                                                                                       \
-	"SELECT id, " PICK("queue", "queue", "%d") ", " PICK("job_class", "job_class", "%d") ", " PICK(                \
-		"args", "args_t", "%ld") ", " PICK("options", "options_t",                                             \
-						   "%ld") ", jid, created_us, run_at_us, more,"                        \
-							  " uuid, " PICK("tenant", "tenant",                           \
-									 "%d") ", " PICK("route", "route", "%d") ", "
-/* What the budget counts of a row: every column as read, and 64 for the rest. */
+	"SELECT id, " PICK("queue", "%d") ", " PICK("job_class", "%d") ", " PICK("args", "%ld") ", " PICK(             \
+		"options", "%ld") ", jid, %s, " PICK("tenant", "%d") ", " PICK("route", "%d") ", "
+/*
+ * A json column's bytes as the relay would get them. Its stored size is
+ * cheap (no copy, no decompression) and never less than its text unless it
+ * is compressed, so only a compressed value, or one whose stored size is
+ * over the bound, has its text counted; for the rest the budget counts the
+ * few bytes of their header too. Casting every value to text to count it
+ * cost more than the rest of the read.
+ */
+#define JSON_LEN(col)                                                                                                  \
+	"CASE WHEN pg_column_compression(u." col ") IS NULL AND pg_column_size(u." col ") <= %ld"                      \
+	" THEN pg_column_size(u." col ") ELSE octet_length(u." col "::text) END"
+/* Each column's bytes, beside the row (LATERAL: the planner folds it in). */
+#define LENS_SQL                                                                                                            \
+	"octet_length(u.queue) AS queue_len, octet_length(u.job_class) AS job_class_len, " JSON_LEN(                        \
+		"args") " AS args_len, coalesce(" JSON_LEN("options") ", 0) AS options_len,"                                \
+								      " coalesce(octet_length(u.tenant), 0) AS tenant_len," \
+								      " coalesce(octet_length(u.route), 0) AS route_len"
+/* A column's bytes as read: none when it stays behind. */
+#define FIT(col, bound) "(CASE WHEN q." col "_len > " bound " THEN 0 ELSE q." col "_len END)"
+/* What the budget counts of a row: every column as read, and 100 for the
+ * rest (the uuid's 36, the times, the framing). */
 #define BYTES_SQL                                                                                                      \
 	FIT("args", "%ld")                                                                                             \
 	" + " FIT("options", "%ld") " + " FIT("queue", "%d") " + " FIT("job_class", "%d") " + " FIT(                   \
-		"tenant",                                                                                              \
-		"%d") " + " FIT("route",                                                                               \
-				"%d") " + coalesce(octet_length(jid), 0) + coalesce(octet_length(uuid), 0) + 64"
-#define LENS_SQL                                                                                                       \
-	"octet_length(t.queue) AS queue_len, octet_length(t.job_class) AS job_class_len,"                              \
-	" octet_length(t.args_t) AS args_len, coalesce(octet_length(t.options_t), 0) AS options_len,"                  \
-	" coalesce(octet_length(t.tenant), 0) AS tenant_len, coalesce(octet_length(t.route), 0) AS route_len"
+		"tenant", "%d") " + " FIT("route", "%d") " + coalesce(octet_length(u.jid), 0) + 100"
 
 /*
  * A column over its bound stays in Postgres (NULL comes instead, and the
  * reason says which and how long): a hostile row costs the relay its short
  * columns, never its long ones. The budget counts every column as read.
- * Each jsonb becomes text once, in the level OFFSET 0 keeps apart; that
- * level is in order already, so the one window (running total, and whether
- * a row follows) sorts nothing.
+ * The planner folds the levels into one pass over the rows as the read gave
+ * them, and the one window (running total, and whether a row follows) sorts
+ * nothing. (A level kept apart with OFFSET 0 costs a copy of every row; one
+ * folded in costs its expressions once per use.)
  */
-int pg_read_rows_head(struct buf *sql, long max_job, const char *extra)
+static int rows_head(struct buf *sql, long max_job, const char *extra, bool binary)
 {
 	const int name = JOB_MAX_NAME_BYTES;
 
 	return buf_printf(sql,
-			  PICK_SQL UNFIT_SQL
-			  "%s FROM (SELECT l.*, sum(l.bytes) OVER win AS total, lead(true, 1, false) OVER win AS more"
-			  " FROM (SELECT m.*, " BYTES_SQL " AS bytes FROM (SELECT t.*, " LENS_SQL
-			  " FROM (SELECT u.*, u.args::text AS args_t, u.options::text AS options_t FROM (",
-			  name, name, max_job, max_job, name, name, /* PICK_SQL */
+			  PICK_SQL UNFIT_SQL "%s FROM (SELECT z.*, sum(z.bytes) OVER win AS total,"
+					     " lead(true, 1, false) OVER win AS more FROM (SELECT u.*, q.*, " BYTES_SQL
+					     " AS bytes FROM (",
+			  name, name, max_job, max_job, binary ? BINARY_MIDDLE : TEXT_MIDDLE, name, name, /* PICK_SQL */
 			  name, name, name, name, name, name, name, name, max_job, max_job, max_job,
 			  max_job, /* UNFIT_SQL */
 			  extra, max_job, max_job, name, name, name, name /* BYTES_SQL */);
 }
 
-/* The tail with the budget as SQL text: a number, or a parameter. */
-static int rows_tail(struct buf *sql, const char *max_bytes, const char *order)
+int pg_read_rows_head(struct buf *sql, long max_job, const char *extra)
 {
-	return buf_printf(sql,
-			  ") u ORDER BY %s OFFSET 0) t) m) l WINDOW win AS (ORDER BY %s ROWS UNBOUNDED PRECEDING)) w"
-			  " WHERE w.total - w.bytes < %s ORDER BY %s;",
-			  order, order, max_bytes, order);
+	return rows_head(sql, max_job, extra, false);
 }
 
-int pg_read_rows_tail(struct buf *sql, long max_bytes, const char *order)
+/* The tail with the budget as SQL text: a number, or a parameter. */
+static int rows_tail(struct buf *sql, long max_job, const char *max_bytes, const char *order)
+{
+	return buf_printf(sql,
+			  ") u CROSS JOIN LATERAL (SELECT " LENS_SQL ") q) z"
+			  " WINDOW win AS (ORDER BY %s ROWS UNBOUNDED PRECEDING)) w"
+			  " WHERE w.total - w.bytes < %s ORDER BY %s;",
+			  max_job, max_job, order, max_bytes, order);
+}
+
+int pg_read_rows_tail(struct buf *sql, long max_job, long max_bytes, const char *order)
 {
 	char bound[24];
 
 	snprintf(bound, sizeof(bound), "%ld", max_bytes);
-	return rows_tail(sql, bound, order);
+	return rows_tail(sql, max_job, bound, order);
 }
 
 /* The rows in id order, within max_bytes: pg_read_rows_head's wrapper round
  * the gaps' and the cursor's reads. */
 static int append_rows(struct buf *sql, const struct config *cfg, const struct gaps *g, long long young_since,
-		       int limit, long max_bytes, const char *prepared)
+		       int limit, long max_bytes, bool prepared)
 {
 	bool gaps = reads_any_gap(g, young_since);
 	int rc;
 
-	/* No gap to read: the statement pg_read_next_sql made, planned once. */
+	/* No gap to read: the statement pg_read_prepare_sql made, planned once. */
 	if (!gaps && prepared)
-		return buf_printf(sql, "EXECUTE %s(%lld, %d, %ld);", prepared, g->cursor, limit, max_bytes);
+		return buf_printf(sql, "EXECUTE " PG_READ_FIRST "(%lld, %d, %ld);", g->cursor, limit, max_bytes);
 	rc = pg_read_rows_head(sql, cfg->max_job_bytes, "");
 
 	if (rc == 0 && gaps && (rc = buf_puts(sql, "SELECT * FROM (")) == 0)
 		rc = append_gap_read(sql, g, young_since, limit);
 	if (rc == 0)
-		rc = buf_printf(sql, "(SELECT %s FROM staged_jobs s WHERE s.id > %lld ORDER BY s.id LIMIT %d)",
-				pg_read_columns, g->cursor, limit);
+		rc = buf_printf(sql, "(SELECT s.* FROM staged_jobs s WHERE s.id > %lld ORDER BY s.id LIMIT %d)",
+				g->cursor, limit);
 	if (rc == 0 && gaps)
 		rc = buf_printf(sql, ") b ORDER BY id LIMIT %d", limit);
-	return rc ? rc : pg_read_rows_tail(sql, max_bytes, "id");
+	return rc ? rc : pg_read_rows_tail(sql, cfg->max_job_bytes, max_bytes, "id");
 }
 
 /* Reads above the cursor, and in the gaps below it: no query starts below the
  * oldest gap, so drained rows' dead index entries are not walked per batch. */
 int pg_read_build(struct pg_read *r, struct buf *sql, const struct config *cfg, const struct gaps *g, int limit,
-		  long long young_since, long max_bytes, const char *prepared)
+		  long long young_since, long max_bytes, bool prepared)
 {
 	int rc = buf_puts(sql, SNAPSHOT_SQL);
 
@@ -201,29 +232,46 @@ int pg_read_build(struct pg_read *r, struct buf *sql, const struct config *cfg, 
 	r->seen = (struct gaps_read){ .young_since = young_since, .retire_below = LLONG_MAX };
 	r->skip = g->cursor == 0;
 	r->tables = 0;
+	r->bound_taken = false;
 	r->bad_snapshot = false;
 	r->due = 0;
 	if (rc == 0)
 		rc = append_rows(sql, cfg, g, young_since, limit, max_bytes, prepared);
 	if (rc == 0 && r->skip)
 		rc = buf_puts(sql, SKIP_SQL);
-	return rc ? rc : buf_puts(sql, BOUND_SQL);
+	if (rc == 0 && (r->skip || reads_kept_gap(g, young_since)))
+		return buf_puts(sql, BOUND_SQL);
+	return rc ? rc : buf_printf(sql, BOUND_IF_ROWS_SQL, g->cursor);
 }
 
-int pg_read_next_sql(struct buf *sql, const struct config *cfg)
+/* The rows above $1, at most $2, within $3 bytes; s.*: a scan that need
+ * not build a row of its own for the levels above. */
+static int prepare_one(struct buf *sql, const struct config *cfg, const char *name, bool binary)
 {
-	int rc = pg_read_rows_head(sql, cfg->max_job_bytes, "");
+	int rc = buf_printf(sql, "PREPARE %s(int8, int8, int8) AS ", name);
 
 	if (rc == 0)
-		rc = buf_printf(sql, "(SELECT %s FROM staged_jobs s WHERE s.id > $1 ORDER BY s.id LIMIT $2)",
-				pg_read_columns);
-	return rc ? rc : rows_tail(sql, "$3", "id");
+		rc = rows_head(sql, cfg->max_job_bytes, "", binary);
+	if (rc == 0)
+		rc = buf_puts(sql, "(SELECT s.* FROM staged_jobs s WHERE s.id > $1 ORDER BY s.id LIMIT $2)");
+	return rc ? rc : rows_tail(sql, cfg->max_job_bytes, "$3", "id");
+}
+
+int pg_read_prepare_sql(struct buf *sql, const struct config *cfg)
+{
+	/* A PREPARE that failed may leave the other behind: start clean. */
+	int rc = buf_puts(sql, "DEALLOCATE ALL;");
+
+	if (rc == 0)
+		rc = prepare_one(sql, cfg, PG_READ_FIRST, false);
+
+	return rc ? rc : prepare_one(sql, cfg, PG_READ_NEXT, true);
 }
 
 int pg_read_build_rows(struct buf *sql, const struct config *cfg, const struct gaps *g, int limit,
 		       long long young_since, long max_bytes)
 {
-	return append_rows(sql, cfg, g, young_since, limit, max_bytes, NULL);
+	return append_rows(sql, cfg, g, young_since, limit, max_bytes, false);
 }
 
 const struct snapshot *pg_read_snapshot(const struct pg_read *r)
@@ -257,19 +305,62 @@ bool pg_read_take(struct pg_read *r, PGresult *res)
 		r->rows = res;
 	else if (t == 2 && r->skip)
 		r->seen.skip_to = PQgetisnull(res, 0, 0) ? 0 : (long long)value_u64(res);
-	else
-		r->seen.bound = value_u64(res);
+	else {
+		r->bound_taken = true;
+		r->seen.bound = value_u64(res); /* 0: none was needed */
+	}
 	return t == 1;
+}
+
+/* A binary int8, timestamptz or the like: 8 bytes, most significant first. */
+static uint64_t be64(const char *p)
+{
+	uint64_t v = 0;
+
+	for (int k = 0; k < 8; k++)
+		v = v << 8 | (unsigned char)p[k];
+	return v;
 }
 
 int pg_read_ids(const PGresult *res, long long **ids, size_t *cap)
 {
 	size_t n = (size_t)PQntuples(res);
+	bool binary = n > 0 && PQfformat(res, COL_ID) == 1;
 	int rc = buf_grow_array((void **)ids, cap, n, sizeof(**ids));
 
 	for (size_t i = 0; rc == 0 && i < n; i++)
-		(*ids)[i] = strtoll(PQgetvalue(res, (int)i, COL_ID), NULL, 10);
+		(*ids)[i] = binary ? (long long)be64(PQgetvalue(res, (int)i, COL_ID))
+				   : strtoll(PQgetvalue(res, (int)i, COL_ID), NULL, 10);
 	return rc;
+}
+
+/* A binary uuid's 16 bytes as its 36 characters, for the formats. */
+static void uuid_text(const unsigned char *b, char out[PG_READ_UUID_SIZE])
+{
+	static const char hex[] = "0123456789abcdef";
+	char *o = out;
+
+	for (int k = 0; k < 16; k++) {
+		if (k == 4 || k == 6 || k == 8 || k == 10)
+			*o++ = '-';
+		*o++ = hex[b[k] >> 4];
+		*o++ = hex[b[k] & 15];
+	}
+	*o = '\0';
+}
+
+/* A binary result's uuids as text, one per row, where pg_read_row finds them. */
+static int note_uuids(struct pg_read *r, size_t n)
+{
+	int rc;
+
+	if (n == 0 || PQfformat(r->rows, COL_UUID) != 1)
+		return 0;
+	if ((rc = buf_grow_array((void **)&r->uuids, &r->uuid_cap, n, sizeof(*r->uuids))) < 0)
+		return rc;
+	for (size_t i = 0; i < n; i++)
+		uuid_text((const unsigned char *)PQgetvalue(r->rows, (int)i, COL_UUID), r->uuids[i]);
+	return 0;
 }
 
 /* The ids read, ascending, and how far the gap read got if its limit or the
@@ -277,13 +368,20 @@ int pg_read_ids(const PGresult *res, long long **ids, size_t *cap)
 static int note_ids(struct pg_read *r, const struct gaps *g, int limit)
 {
 	size_t n = (size_t)PQntuples(r->rows), below = 0;
-	bool cut = n > 0 && strcmp(PQgetvalue(r->rows, (int)n - 1, COL_MORE), "t") == 0;
+	const char *more = n > 0 ? PQgetvalue(r->rows, (int)n - 1, COL_MORE) : "";
+	bool cut = PQfformat(r->rows, COL_MORE) == 1 ? *more == 1 : strcmp(more, "t") == 0;
 	int rc = pg_read_ids(r->rows, &r->ids, &r->cap);
 
+	if (rc == 0)
+		rc = note_uuids(r, n);
 	if (rc < 0)
 		return rc;
 	for (size_t i = 0; i < n; i++)
 		below += r->ids[i] <= g->cursor;
+	/* Rows above the cursor open gaps, which need the bound (same snapshot:
+	 * the bound's condition saw them too). */
+	if (below < n && r->seen.bound == 0)
+		return -EIO;
 	r->seen.ids = r->ids;
 	r->seen.n = n;
 	if (below > 0 && (below >= (size_t)limit || (cut && below == n)))
@@ -295,7 +393,7 @@ int pg_read_finish(struct pg_read *r, const struct gaps *g, int limit)
 {
 	int rc;
 
-	if (!r->rows || r->seen.bound == 0 || r->bad_snapshot)
+	if (!r->rows || !r->bound_taken || r->bad_snapshot)
 		rc = -EIO;
 	else
 		rc = note_ids(r, g, limit);
@@ -308,6 +406,9 @@ int pg_read_nrows(const struct pg_read *r)
 {
 	return r->rows ? PQntuples(r->rows) : 0;
 }
+
+/* Where a binary timestamptz counts from: 2000-01-01, in epoch microseconds. */
+#define PG_EPOCH_US 946684800000000LL
 
 /* A time column's microseconds, or why the row cannot carry it. */
 static long long time_us(const PGresult *r, int i, int col, const char **unfit)
@@ -323,6 +424,15 @@ static long long time_us(const PGresult *r, int i, int col, const char **unfit)
 	char *end;
 	long long us;
 
+	if (PQfformat(r, col) == 1) {
+		int64_t t = (int64_t)be64(text);
+		int kind = t == INT64_MAX ? 0 : t == INT64_MIN ? 1 : 2;
+		if (kind == 2 && !__builtin_add_overflow(t, PG_EPOCH_US, &us))
+			return us;
+		if (!*unfit)
+			*unfit = why[which][kind];
+		return 0;
+	}
 	errno = 0;
 	us = strtoll(text, &end, 10);
 	if (errno == 0 && end != text && *end == '\0')
@@ -335,6 +445,10 @@ static long long time_us(const PGresult *r, int i, int col, const char **unfit)
 void pg_read_row(const struct pg_read *read, int i, struct job_row *row)
 {
 	pg_read_row_of(read->rows, i, read->ids[i], row); /* ids parsed once, when the read noted them */
+	if (PQfformat(read->rows, COL_UUID) == 1) {
+		row->uuid = read->uuids[i];
+		row->uuid_len = PG_READ_UUID_SIZE - 1;
+	}
 }
 
 void pg_read_row_of(const PGresult *r, int i, long long id, struct job_row *row)
@@ -378,5 +492,8 @@ void pg_read_free(struct pg_read *r)
 	free(r->ids);
 	r->ids = NULL;
 	r->cap = 0;
+	free(r->uuids);
+	r->uuids = NULL;
+	r->uuid_cap = 0;
 	snapshot_free(&r->snap);
 }

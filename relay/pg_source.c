@@ -24,12 +24,10 @@ static int abandoned(struct pg_source *pg, const char *what)
 	return -EIO;
 }
 
-/* The further reads' statement, prepared once per session. */
-#define NEXT_STATEMENT "stagedrain_next"
-
 static int take_counted(struct pg_source *pg, const char *what, unsigned long long *count, PGresult **rows);
 
-/* Waited for as any statement of a batch (a table locked against it waits
+/* The reads' statements, prepared once per session (pg_read_prepare_sql),
+ * waited for as any statement of a batch (a table locked against it waits
  * no longer than a stop allows). */
 static int prepare_next(struct pg_source *pg)
 {
@@ -39,9 +37,9 @@ static int prepare_next(struct pg_source *pg)
 	if (pg->next_prepared)
 		return 0;
 	buf_reset(&pg->sql);
-	if (pg_read_next_sql(&pg->sql, pg->cfg) < 0)
+	if (pg_read_prepare_sql(&pg->sql, pg->cfg) < 0)
 		return -ENOMEM;
-	if (!PQsendPrepare(pg->conn, NEXT_STATEMENT, pg->sql.data, 3, NULL))
+	if (!PQsendQuery(pg->conn, pg->sql.data))
 		return pg_source_fail(pg, NULL, what);
 	rc = take_counted(pg, what, NULL, NULL);
 	pg->next_prepared = rc == 0;
@@ -61,7 +59,7 @@ static int build_fetch(struct pg_source *pg, const struct gaps *g, int limit, lo
 	/* LOCAL: it ends with the batch, so the lock wait and migrations keep theirs. */
 	if (rc == 0 && pg->statement_bound_ms)
 		rc = buf_printf(sql, "SET LOCAL statement_timeout = %d;", pg->statement_bound_ms);
-	return rc ? rc : pg_read_build(&pg->read, sql, pg->cfg, g, limit, young_since, max_bytes, NEXT_STATEMENT);
+	return rc ? rc : pg_read_build(&pg->read, sql, pg->cfg, g, limit, young_since, max_bytes, true);
 }
 
 /* Reads every result of the fetch: the read keeps the rows and notes the
@@ -412,7 +410,8 @@ int pg_source_send_next(struct pg_source *pg, long long above, int limit, long m
 	snprintf(l, sizeof(l), "%d", limit);
 	snprintf(m, sizeof(m), "%ld", max_bytes);
 	pg->read.above = above;
-	if (!PQsendQueryPrepared(pg->conn, NEXT_STATEMENT, 3, values, NULL, NULL, 0))
+	/* Binary: ids, times and the uuid as stored (pg_read_row decodes them). */
+	if (!PQsendQueryPrepared(pg->conn, PG_READ_NEXT, 3, values, NULL, NULL, 1))
 		return pg_source_fail(pg, NULL, "could not read staged jobs");
 	return 0;
 }

@@ -640,6 +640,46 @@ START_TEST(a_writer_holding_an_xid_does_not_make_every_read_walk_old_gaps)
 }
 END_TEST
 
+/* The latest xid any transaction took, without taking one. */
+static long long xid_high(PGconn *c)
+{
+	char v[32];
+
+	h_sql_text(c, "SELECT pg_snapshot_xmax(pg_current_snapshot())::text", v, sizeof(v));
+	return atoll(v);
+}
+
+/*
+ * A relay that reads and finds nothing takes no xid: on a quiet database
+ * its polls would otherwise spend one each (ten a second at the default
+ * interval), bringing the wraparound vacuum closer. Also with a gap open
+ * (a rolled-back row) that its reads keep covering, and after a drain.
+ */
+START_TEST(an_idle_relay_takes_no_xid)
+{
+	static const char *const args[] = { "--poll-interval", "10ms", NULL };
+	PGconn *c = h_pg();
+	redisContext *r = h_redis();
+	struct relay_proc p;
+	long long before;
+
+	h_relay_start(&p, "relay", args);
+	RELAY_CHECK(&p, h_log_wait(&p, "leading", 10000), "relay did not lead");
+	h_sql(c, "BEGIN");
+	h_sql(c, "INSERT INTO staged_jobs (job_class, args) VALUES ('Gone', '[0]')");
+	h_sql(c, "ROLLBACK");
+	h_stage(c, "default", 1, 3);
+	RELAY_CHECK(&p, h_wait_len(r, "queue:default", 3, 10000), "jobs did not arrive");
+	ck_assert(h_wait_staged_empty(c, 5000));
+	before = xid_high(c);
+	sleep_ms(1000); /* a hundred idle polls */
+	RELAY_CHECK(&p, xid_high(c) - before <= 1, "idle reads took %lld xids in a second", xid_high(c) - before);
+	stop_relay(&p);
+	PQfinish(c);
+	redisFree(r);
+}
+END_TEST
+
 /* ---- a hot standby ---- */
 
 START_TEST(a_hot_standby_is_never_led)
@@ -803,6 +843,7 @@ Suite *guarantees_suite(void)
 	tcase_add_test(tc, a_dead_row_that_cannot_be_moved_does_not_slow_the_good_ones);
 	tcase_add_test(tc, a_batch_stops_at_its_byte_bound_and_loses_nothing);
 	tcase_add_test(tc, a_writer_holding_an_xid_does_not_make_every_read_walk_old_gaps);
+	tcase_add_test(tc, an_idle_relay_takes_no_xid);
 	tcase_add_test(tc, a_hot_standby_is_never_led);
 	tcase_add_test(tc, a_leader_killed_with_batches_in_flight_loses_and_duplicates_nothing);
 	tcase_add_test(tc, a_later_batch_meeting_a_key_of_the_wrong_type_pushes_nothing_twice);

@@ -209,7 +209,7 @@ START_TEST(rows_that_cannot_be_jobs_go_to_the_dead_table)
 	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs"), 0);
 	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs_dead"), 4);
 	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs_dead WHERE job_class = 'NotArray'"
-				  " AND reason LIKE '%%args%%array%%' AND args = '{\"a\": 1}'"),
+				  " AND reason LIKE '%%args%%array%%' AND args::jsonb = '{\"a\": 1}'"),
 			 1);
 	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs_dead WHERE job_class = ''"
 				  " AND reason LIKE '%%class%%'"),

@@ -54,7 +54,7 @@ START_TEST(rows_go_to_the_target_their_queue_or_route_column_names)
 	ck_assert_int_eq(h_cmd_int(b.r, "EXISTS stagedrain:%lld:b:epoch", 0x73746764726eLL), 1);
 	ck_assert_int_eq(h_cmd_int(r, "EXISTS %s", h_epoch_key()), 1);
 	/* A route no rule defines: dead-lettered with the reason, the rest went on. */
-	h_sql_text(c, "SELECT reason FROM staged_jobs_dead WHERE args = '[302]' AND route = 'nope'", reason,
+	h_sql_text(c, "SELECT reason FROM staged_jobs_dead WHERE args::text = '[302]' AND route = 'nope'", reason,
 		   sizeof(reason));
 	ck_assert_msg(strstr(reason, "route \"nope\"") != NULL, "reason: %s", reason);
 	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs"), 0);
