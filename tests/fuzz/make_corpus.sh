@@ -107,6 +107,10 @@ seed args_trailing_garbage $M "$H" HardWorker default $JID '{}' '[1]]'
 seed args_unterminated $M "$H" HardWorker default $JID '{}' '[1,\n"\303\244'
 seed args_raw_nul $M "$H" HardWorker default $JID '{}' '["a\000b"]'
 seed args_escaped_nul $M "$H" HardWorker default $JID '{}' '["\\u0000"]'
+# As the app wrote them (a json column): key order, -0.0, \u0000 in options, duplicate keys.
+seed args_as_written $((M | V8)) "$H" HardWorker default $JID '{"zz": "\\u0000", "aa": -0.0}' \
+	'[{"zeta": 1, "alpha": -0.0, "nul": "a\\u0000b"}, 1E+2]'
+seed args_duplicate_keys $M "$H" HardWorker default $JID '{}' '[{"a": 1, "a": 2}]'
 seed args_invalid_utf8 $M "$H" HardWorker default $JID '{}' '["\300\257", "\377"]'
 # Nesting: 99 levels fit a job, 100 do not.
 seed args_deep_99 $M "$H" HardWorker default $JID '{}' "$(nest 99)"
