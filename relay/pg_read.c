@@ -18,10 +18,14 @@
  * (gaps.h), an xid. A read that finds nothing above the cursor opens no gap,
  * and then takes none: an idle relay's polls would spend one each. The
  * bound is needed besides only where the cursor may jump (a first read) and
- * where a kept gap is read (it becomes an ordinary gap with this bound). */
+ * where a kept gap is read (it becomes an ordinary gap with this bound).
+ * A scalar subquery, not EXISTS: the planner drops an EXISTS's ORDER BY
+ * and may scan the table from its head, through every row drained since
+ * the last vacuum. */
 #define BOUND_SQL "SELECT pg_current_xact_id()::text"
 #define BOUND_IF_ROWS_SQL                                                                                              \
-	"SELECT CASE WHEN EXISTS (SELECT 1 FROM staged_jobs WHERE id > %lld) THEN pg_current_xact_id()::text END"
+	"SELECT CASE WHEN (SELECT id FROM staged_jobs WHERE id > %lld ORDER BY id LIMIT 1) IS NOT NULL"                \
+	" THEN pg_current_xact_id()::text END"
 /* On a first read that finds nothing, how far ids were handed out: the cursor
  * jumps there instead of every empty read walking from the table's head. The
  * relay may lack SELECT on the sequence (sql/roles.sql grants it): then NULL. */
