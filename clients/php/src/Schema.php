@@ -21,7 +21,7 @@ final class Schema
 
     /**
      * Applies every stagedrain migration up to and including $through (e.g.
-     * "006_routes") that the database has not recorded in
+     * "007_json_payload") that the database has not recorded in
      * stagedrain_migrations, in one transaction (a savepoint inside the
      * migrator's own), serialized with `stagedrain migrate` by its advisory lock.
      *

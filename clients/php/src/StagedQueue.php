@@ -234,10 +234,11 @@ class StagedQueue extends Queue implements QueueContract
     {
         $decoded = $this->checkPayload($payload);
 
-        // The payload travels as one JSON string: json_encode wrote a NUL
-        // (the name of a private or protected property) as the six
-        // characters \u0000, which jsonb holds; the relay unwraps the string
-        // and pushes the payload's bytes unchanged.
+        // args is [payload], the payload text as one JSON string: the form
+        // the relay reads for a payload the framework built ("serialized":
+        // true). It unwraps the string and pushes the payload's bytes as
+        // json_encode wrote them (a NUL in a private or protected property's
+        // name is the six characters \u0000 there), as RedisQueue would.
         $args = json_encode([$payload], JSON_UNESCAPED_UNICODE | JSON_UNESCAPED_SLASHES);
         if ($args === false) {
             throw new NotStageable('cannot stage the payload: '.json_last_error_msg());
@@ -283,7 +284,7 @@ class StagedQueue extends Queue implements QueueContract
             $values = [];
             $bindings = [];
             foreach ($chunk as [$queue, $class, $args, $availableAt, $uuid]) {
-                $values[] = '(?, ?, CAST(? AS jsonb), CAST(? AS jsonb), to_timestamp(CAST(? AS bigint)), CAST(? AS uuid))';
+                $values[] = '(?, ?, CAST(? AS json), CAST(? AS json), to_timestamp(CAST(? AS bigint)), CAST(? AS uuid))';
                 array_push($bindings, $queue, $class, $args, $this->options, $availableAt, $uuid);
             }
             try {

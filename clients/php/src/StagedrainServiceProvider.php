@@ -9,7 +9,7 @@ use Illuminate\Support\ServiceProvider;
 
 /**
  * Registers the queue driver `stagedrain` (auto-discovered through
- * composer.json's extra.laravel.providers); in the console, the migration to
+ * composer.json's extra.laravel.providers); in the console, the migrations to
  * publish (--tag=stagedrain-migrations), the commands stagedrain:prefix and
  * stagedrain:status, and the refusal of `queue:work` on a stagedrain connection.
  */
@@ -34,9 +34,11 @@ class StagedrainServiceProvider extends ServiceProvider
         if (! $this->app->runningInConsole()) {
             return;
         }
-        $this->publishes([
-            dirname(__DIR__).'/database/migrations/create_stagedrain_tables.php' => $this->migrationPath(),
-        ], 'stagedrain-migrations');
+        $migrations = [];
+        foreach (glob(dirname(__DIR__).'/database/migrations/*.php') ?: [] as $file) {
+            $migrations[$file] = $this->migrationPath(basename($file, '.php'));
+        }
+        $this->publishes($migrations, 'stagedrain-migrations');
         $this->commands([Console\PrefixCommand::class, Console\StatusCommand::class]);
 
         $guard = new WorkerGuard($this->app['config']);
@@ -59,14 +61,16 @@ class StagedrainServiceProvider extends ServiceProvider
     }
 
     /**
-     * Where the migration is published: dated now, so it runs after the
-     * app's existing ones; or the name it was published under before, so
-     * publishing again finds it there (and keeps it, without --force).
+     * Where migration $name is published: dated now, so it runs after the
+     * app's existing ones (the package's own, dated alike, run in name order,
+     * create_ before update_); or the name it was published under before, so
+     * publishing again finds it there (and keeps it, without --force). After
+     * a package update, publishing again adds only the newer ones.
      */
-    protected function migrationPath(): string
+    protected function migrationPath(string $name): string
     {
-        $published = glob($this->app->databasePath('migrations/*_create_stagedrain_tables.php')) ?: [];
+        $published = glob($this->app->databasePath("migrations/*_{$name}.php")) ?: [];
 
-        return $published[0] ?? $this->app->databasePath('migrations/'.date('Y_m_d_His').'_create_stagedrain_tables.php');
+        return $published[0] ?? $this->app->databasePath('migrations/'.date('Y_m_d_His')."_{$name}.php");
     }
 }

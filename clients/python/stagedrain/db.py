@@ -4,10 +4,10 @@ from stagedrain.ids import new_jid
 
 # Never id: the app role may not choose it, and its default orders the drain.
 _COLUMNS = "queue, job_class, args, run_at, options, jid, uuid"
-_DBAPI = "INSERT INTO staged_jobs (%s) VALUES (%%s, %%s, %%s::jsonb, %%s, %%s::jsonb, %%s, %%s::uuid)" % _COLUMNS
+_DBAPI = "INSERT INTO staged_jobs (%s) VALUES (%%s, %%s, %%s::json, %%s, %%s::json, %%s, %%s::uuid)" % _COLUMNS
 _NAMED = (
-    "INSERT INTO staged_jobs (%s) VALUES (:queue, :job_class, CAST(:args AS jsonb), :run_at, "
-    "CAST(:options AS jsonb), :jid, CAST(:uuid AS uuid))" % _COLUMNS
+    "INSERT INTO staged_jobs (%s) VALUES (:queue, :job_class, CAST(:args AS json), :run_at, "
+    "CAST(:options AS json), :jid, CAST(:uuid AS uuid))" % _COLUMNS
 )
 
 

@@ -14,7 +14,7 @@ class NotMigrated(StagedrainError):
 
 
 class NotStageable(StagedrainError, ValueError):
-    """The job cannot be a row: its JSON would not survive jsonb, or nothing names its queue."""
+    """The job cannot be a row: its JSON holds NaN or Infinity (not JSON), or nothing names its queue."""
 
 
 def _pgcode(exc):

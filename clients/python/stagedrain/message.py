@@ -1,4 +1,5 @@
 """The row for one task message Celery published: the contract's columns, built from publish()'s arguments."""
+import json
 from datetime import datetime
 
 from celery.utils.time import maybe_make_aware
@@ -6,7 +7,6 @@ from kombu import serialization
 from kombu.utils.json import dumps as kombu_json
 
 from stagedrain.errors import NotStageable
-from stagedrain.jsonb import for_jsonb
 
 
 def _queue(exchange, routing_key, declare):
@@ -28,6 +28,22 @@ def _queue(exchange, routing_key, declare):
         "cannot stage a task routed through exchange %r with routing key %r: only a queue name (or a direct "
         "exchange's queue in task_queues) names the list the relay pushes to" % (name, routing_key)
     )
+
+
+def _json(text, what):
+    """text, as kombu's json wrote it, for a json column; NotStageable if it holds NaN or Infinity.
+
+    Python's json writes those for float("nan") and float("inf"), but they are
+    not JSON: Postgres' json refuses them, and the failed INSERT would abort the
+    caller's transaction. Everything else is stored as written.
+    """
+    if "NaN" in text or "Infinity" in text:  # else no such token, and no parse
+
+        def refuse(token):
+            raise NotStageable("%s: %s is not a JSON number, and Postgres' json refuses it" % (what, token))
+
+        json.loads(text, parse_constant=refuse)
+    return text
 
 
 def _run_at(eta, tz):
@@ -60,8 +76,8 @@ def build_row(body, headers, properties, *, exchange, routing_key, declare, seri
     return {
         "queue": queue,
         "job_class": headers["task"],
-        "args": for_jsonb(args, "task arguments"),
+        "args": _json(args, "task arguments"),
         "run_at": _run_at(headers.get("eta"), tz),
-        "options": for_jsonb(kombu_json(options), "task headers"),
+        "options": _json(kombu_json(options), "task headers"),
         "uuid": headers["id"],
     }

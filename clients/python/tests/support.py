@@ -42,11 +42,11 @@ def admin():
 
 
 def rows(conn):
-    """Every staged row, in staging order, as dicts."""
+    """Every staged row, in staging order, as dicts; args_text and options_text as the json columns hold them."""
     with conn.cursor() as cur:
         cur.execute(
-            "SELECT id, queue, job_class, args, run_at, options, jid, uuid::text AS uuid, tenant, created_at"
-            " FROM staged_jobs ORDER BY id"
+            "SELECT id, queue, job_class, args, run_at, options, jid, uuid::text AS uuid, tenant, created_at,"
+            " args::text AS args_text, options::text AS options_text FROM staged_jobs ORDER BY id"
         )
         names = [d[0] for d in cur.description]
         return [dict(zip(names, r)) for r in cur.fetchall()]

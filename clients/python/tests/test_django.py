@@ -17,7 +17,8 @@ SITE = os.path.join(os.environ["TEST_DIR"], "python-site")  # where tests/run in
 PROJECT = os.path.join(os.environ["TEST_DIR"], "django-project")
 PY = "/usr/bin/python3"
 RELAY = os.environ["STAGEDRAIN_BIN"]
-NAMES = ["001_staged_jobs", "002_cursor", "003_dead_letter_key", "004_job_uuid", "005_tenants_and_held", "006_routes"]
+NAMES = ["001_staged_jobs", "002_cursor", "003_dead_letter_key", "004_job_uuid", "005_tenants_and_held", "006_routes",
+         "007_json_payload"]
 
 
 def setUpModule():
@@ -110,6 +111,7 @@ class MigrationTest(unittest.TestCase):
         url = fresh_database(self)
         out = self.migrate(url)
         self.assertIn("Applying stagedrain.0001_initial... OK", out)
+        self.assertIn("Applying stagedrain.0002_json_payload... OK", out)
         before = ledger(url)
         self.assertEqual([n for n, _ in before], NAMES)
         cols = query(url, "SELECT column_name FROM information_schema.columns WHERE table_name = 'staged_jobs'")
@@ -124,7 +126,21 @@ class MigrationTest(unittest.TestCase):
         before = ledger(url)
         self.migrate(url)
         self.assertEqual(ledger(url), before)
-        self.assertEqual(query(url, "SELECT name FROM django_migrations WHERE app = 'stagedrain'"), [("0001_initial",)])
+        self.assertEqual(query(url, "SELECT name FROM django_migrations WHERE app = 'stagedrain' ORDER BY name"),
+                         [("0001_initial",), ("0002_json_payload",)])
+
+    def test_an_app_migrated_through_0001_gets_json_columns_from_0002(self):
+        # An app that ran this package's first migration (jsonb columns), then updated it.
+        url = fresh_database(self)
+        self.migrate(url, "stagedrain", "0001_initial")
+        types = "SELECT data_type FROM information_schema.columns WHERE table_name = %s AND column_name IN ('args', 'options')"
+        self.assertEqual([n for n, _ in ledger(url)], NAMES[:6])
+        self.assertEqual(query(url, types, ["staged_jobs"]), [("jsonb",), ("jsonb",)])
+        out = self.migrate(url)
+        self.assertIn("Applying stagedrain.0002_json_payload... OK", out)
+        self.assertEqual([n for n, _ in ledger(url)], NAMES)
+        for table in ("staged_jobs", "staged_jobs_dead", "staged_jobs_held"):
+            self.assertEqual(query(url, types, [table]), [("json",), ("json",)], table)
 
     def test_django_migrate_applies_only_the_files_the_ledger_lacks(self):
         url = fresh_database(self)
@@ -145,7 +161,7 @@ class MigrationTest(unittest.TestCase):
         self.assertNotEqual(out.returncode, 0)
         self.assertIn("IrreversibleError: stagedrain's tables are not dropped", out.stderr)
         self.assertEqual(query(url, "SELECT job_class FROM staged_jobs"), [("t.kept",)])
-        self.assertEqual(query(url, "SELECT count(*) FROM django_migrations WHERE app = 'stagedrain'"), [(1,)])
+        self.assertEqual(query(url, "SELECT count(*) FROM django_migrations WHERE app = 'stagedrain'"), [(2,)])
 
     def test_the_models_state_matches_the_migration(self):
         out = manage("makemigrations", "--check", "--dry-run", "stagedrain", env=_env(DATABASE_URL=fresh_database(self)))
@@ -161,6 +177,7 @@ class MigrationTest(unittest.TestCase):
         out = manage("test", "shop", "-v", "2", "--noinput", env=_env(DATABASE_URL=fresh_database(self)))
         self.assertEqual(out.returncode, 0, out.stderr)
         self.assertIn("Applying stagedrain.0001_initial... OK", out.stdout)  # in test_<name>
+        self.assertIn("Applying stagedrain.0002_json_payload... OK", out.stdout)
         self.assertRegex(out.stderr, r"Ran 2 tests in [0-9.]+s\n\nOK")
 
 
@@ -178,8 +195,8 @@ class SchemaTest(unittest.TestCase):
             self.assertEqual(schema.apply(cur, "003_dead_letter_key"), NAMES[:3])
         self.assertEqual([n for n, _ in ledger(url)], NAMES[:3])
         with conn, conn.cursor() as cur:
-            self.assertEqual(schema.apply(cur, "006_routes"), NAMES[3:])
-            self.assertEqual(schema.apply(cur, "006_routes"), [])
+            self.assertEqual(schema.apply(cur, "007_json_payload"), NAMES[3:])
+            self.assertEqual(schema.apply(cur, "007_json_payload"), [])
 
     def test_an_unknown_name_is_refused_before_anything_runs(self):
         from stagedrain import schema
@@ -187,9 +204,9 @@ class SchemaTest(unittest.TestCase):
         url = fresh_database(self)
         conn = psycopg2.connect(url)
         self.addCleanup(conn.close)
-        with self.assertRaisesRegex(RuntimeError, r"no stagedrain migration named '007_nope' in .*/stagedrain/sql"):
+        with self.assertRaisesRegex(RuntimeError, r"no stagedrain migration named '008_nope' in .*/stagedrain/sql"):
             with conn, conn.cursor() as cur:
-                schema.apply(cur, "007_nope")
+                schema.apply(cur, "008_nope")
         self.assertEqual(query(url, "SELECT to_regclass('stagedrain_migrations')"), [(None,)])
 
     def test_a_package_without_its_sql_files_says_so(self):
@@ -208,7 +225,7 @@ class SchemaTest(unittest.TestCase):
         first = psycopg2.connect(url)
         self.addCleanup(first.close)
         cur = first.cursor()
-        schema.apply(cur, "006_routes")  # the transaction stays open
+        schema.apply(cur, "007_json_payload")  # the transaction stays open
         env = _env(DATABASE_URL=url)
         second = subprocess.Popen([PY, "manage.py", "migrate"], cwd=PROJECT, env=env, text=True,
                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT)

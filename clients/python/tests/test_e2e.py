@@ -152,6 +152,17 @@ class EndToEndTest(unittest.TestCase):
             self.assertEqual(runs[r.id]["shape"], shape(want), "task %s%r" % (args, kwargs))
             self.assertEqual(runs[r.id]["queue"], "celery")
 
+    def test_key_order_number_spelling_and_nul_arrive_as_kombu_wrote_them(self):
+        # The json columns keep kombu's text, and the relay pushes it as it is.
+        with transaction.atomic():
+            r = record.apply_async(("a\x00b", -0.0, 1e16, {"zeta": 1, "alpha": {"b": 1, "a": 2}}), {"zz": 1, "aa": "\x00"})
+        self.wait_ran([r.id])
+        got = self.by_id()[r.id]
+        self.assertEqual(got["shape"][0][:3], ["a\x00b", ["float", "-0.0"], ["float", "1e+16"]])
+        self.assertEqual(list(got["args"][3]), ["zeta", "alpha"])
+        self.assertEqual(list(got["args"][3]["alpha"]), ["b", "a"])
+        self.assertEqual(list(got["kwargs"].items()), [("zz", 1), ("aa", "\x00")])
+
     def test_rolled_back_transaction_and_savepoint_never_run(self):
         never, kept = [], []
         try:

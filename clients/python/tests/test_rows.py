@@ -89,18 +89,33 @@ class ColumnsTest(RowTest):
         self.assertEqual([s["args"] for s in rows[2]["args"][2]["chain"]], [[4]])
         self.assertEqual([r["options"]["headers"]["group"] for r in rows[:2]], [g.id, g.id])
 
-    def test_floats_keep_their_fraction_through_jsonb(self):
-        # jsonb prints 1e+16 as 10000000000000000, which json.loads makes an int.
+    def test_args_are_the_text_kombu_wrote(self):
+        # json keeps it as written: the keys in their order, 1e+16 and -0.0 as
+        # Python spells them (json.loads reads each back as the same float).
         with transaction.atomic():
-            record.delay(1e16, 1e-7, 0.1, 2**70, 1.7976931348623157e308)
-        with self.db.cursor() as cur:
-            cur.execute("SELECT args->0 FROM staged_jobs")
-            text = cur.fetchone()[0]
-        self.assertEqual(text, [1e16, 1e-7, 0.1, 2**70, 1.7976931348623157e308])
-        with self.db.cursor() as cur:
-            cur.execute("SELECT (args->0)::text FROM staged_jobs")
-            raw = cur.fetchone()[0]
-        self.assertTrue(raw.startswith("[10000000000000000.0, 0.0000001, 0.1, 1180591620717411303424, 17976931"), raw)
+            record.delay({"zeta": 1, "alpha": {"b": 1, "a": 2}}, 1e16, -0.0, 1e-7, 0.1, 2**70, 1.7976931348623157e308)
+        (row,) = self.rows()
+        self.assertTrue(row["args_text"].startswith(
+            '[[{"zeta": 1, "alpha": {"b": 1, "a": 2}}, 1e+16, -0.0, 1e-07, 0.1, 1180591620717411303424, '
+            "1.7976931348623157e+308], {}, "), row["args_text"])
+        got = row["args"][0]
+        self.assertEqual(list(got[0]), ["zeta", "alpha"])
+        self.assertEqual(list(got[0]["alpha"]), ["b", "a"])
+        self.assertEqual(got[1:], [1e16, -0.0, 1e-7, 0.1, 2**70, 1.7976931348623157e308])
+        self.assertEqual([type(x) for x in got[1:]], [float, float, float, float, int, float])
+        self.assertEqual(str(got[2]), "-0.0")
+
+    def test_nul_character_in_a_string_is_staged(self):
+        # json holds it as the six characters \u0000, which the worker reads back as the character.
+        with transaction.atomic():
+            r = record.apply_async(("a\x00b", [{"x": "\x00"}]), {"k": "\x00"}, headers={"h": "\x00"})
+            six = record.delay("a\\u0000 is six characters, not a NUL")
+        one, two = self.rows()
+        self.assertEqual((one["uuid"], two["uuid"]), (r.id, six.id))
+        self.assertTrue(one["args_text"].startswith('[["a\\u0000b", [{"x": "\\u0000"}]], {"k": "\\u0000"}, '), one["args_text"])
+        self.assertEqual(one["args"][:2], [["a\x00b", [{"x": "\x00"}]], {"k": "\x00"}])
+        self.assertEqual(one["options"]["headers"]["h"], "\x00")
+        self.assertEqual(two["args"][0], ["a\\u0000 is six characters, not a NUL"])
 
     def test_django_model_reads_the_row(self):
         with transaction.atomic():
@@ -117,6 +132,17 @@ class ColumnsTest(RowTest):
         (row,) = self.rows()
         self.assertEqual((row["id"], row["args"], row["options"]), (job.id, [7], {}))
         self.assertEqual((row["jid"], row["uuid"]), (job.jid, str(job.uuid)))
+
+    def test_django_model_keeps_the_json_text(self):
+        with transaction.atomic():
+            job = StagedJob.objects.create(job_class="t.record", args=[{"zeta": 1, "alpha": 2}, 1e16, -0.0],
+                                           options={"b": 1, "a": "\x00"})
+        (row,) = self.rows()
+        self.assertEqual((row["args_text"], row["options_text"]), ('[{"zeta": 1, "alpha": 2}, 1e+16, -0.0]', '{"b": 1, "a": "\\u0000"}'))
+        back = StagedJob.objects.using("admin").get(id=job.id)
+        self.assertEqual((list(back.args[0]), back.args[1:], list(back.options.items())),
+                         (["zeta", "alpha"], [1e16, -0.0], [("b", 1), ("a", "\x00")]))
+        self.assertEqual(StagedJob.objects.using("admin").filter(id=job.id).values_list("args__0__alpha", flat=True)[0], 2)
 
 
 class TransactionTest(RowTest):
@@ -154,21 +180,18 @@ class RefusedTest(RowTest):
             ok = record.delay(2)  # nothing reached Postgres: the transaction is intact
         self.assertEqual([r["uuid"] for r in self.rows()], [ok.id])
 
-    def test_nul_character_raises_value_error_before_the_insert(self):
+    def test_nan_and_infinity_raise_not_stageable_and_the_transaction_goes_on(self):
+        # Python's json writes them, but they are not JSON: Postgres' json refuses them.
         with transaction.atomic():
-            for args, kwargs in ((("a\x00b",), {}), ((), {"k\x00": 1}), (([{"x": "\x00"}],), {})):
-                with self.assertRaisesRegex(ValueError, "NUL"):
-                    record.apply_async(args, kwargs)
-            with self.assertRaisesRegex(NotStageable, "NUL"):
-                record.apply_async((1,), headers={"h": "\x00"})
-            with self.assertRaisesRegex(NotStageable, "surrogate"):
-                record.delay("\ud800")
-            with self.assertRaisesRegex(NotStageable, "NaN"):
-                record.delay(float("nan"))
-            ok = record.delay("a\\u0000 is six characters, not a NUL")
+            for bad in (float("nan"), float("inf"), float("-inf")):
+                with self.assertRaisesRegex(NotStageable, "task arguments: (NaN|-?Infinity) is not a JSON number"):
+                    record.delay([bad])
+            with self.assertRaisesRegex(NotStageable, "task headers: NaN"):
+                record.apply_async((1,), headers={"h": float("nan")})
+            ok = record.delay("NaN", "-Infinity", {"Infinity": 1})  # in strings they are text
         (row,) = self.rows()
         self.assertEqual(row["uuid"], ok.id)
-        self.assertEqual(row["args"][0], ["a\\u0000 is six characters, not a NUL"])
+        self.assertEqual(row["args"][0], ["NaN", "-Infinity", {"Infinity": 1}])
 
     def test_what_the_relay_cannot_push_as_sent_raises_not_stageable(self):
         with transaction.atomic():

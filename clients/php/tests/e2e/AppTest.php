@@ -40,16 +40,23 @@ final class AppTest extends E2ETestCase
     public function test_a_hand_written_class_at_method_row_runs_under_the_real_worker(): void
     {
         $insert = $this->e2e->appDb()->prepare(
-            'INSERT INTO staged_jobs (queue, job_class, args) VALUES (?, ?, CAST(? AS jsonb))'
+            'INSERT INTO staged_jobs (queue, job_class, args) VALUES (?, ?, CAST(? AS json))'
         );
-        $data = [['tag' => $this->tag.'-1', 'n' => 1, 'list' => ['a', 'é', null, 2.5]]];
-        $insert->execute(['default', 'App\Jobs\Recorder@handle', json_encode($data)]);
+        $data = [['tag' => $this->tag.'-1', 'zeta' => 1, 'alpha' => ['b' => 1.0e20, 'a' => -0.0], 'list' => ['a', 'é', null, 2.5, "nul\0here"]]];
+        $args = json_encode($data, JSON_PRESERVE_ZERO_FRACTION);
+        $this->assertStringContainsString('"alpha":{"b":1.0e+20,"a":-0.0}', $args);
+        $this->assertStringContainsString('"nul\\u0000here"', $args);
+        $insert->execute(['default', 'App\Jobs\Recorder@handle', $args]);
         $insert->execute(['x', 'App\Jobs\Recorder@handle', json_encode([['tag' => $this->tag.'-2'], 'second'])]);
 
         $ran = $this->waitRan([$this->tag.'-1', $this->tag.'-2']);
         $one = $ran[$this->tag.'-1'];
         $this->assertSame('recorder', $one['kind']);
-        $this->assertSameObjects($data, $one['data'], 'the row\'s args are the job\'s data (jsonb orders keys its own way)');
+        // The json column keeps the text as written: keys in their order, 1.0e+20 and -0.0 floats, the NUL.
+        $this->assertSame($data, $one['data'], 'the row\'s args are the job\'s data');
+        $this->assertSame(['tag', 'zeta', 'alpha', 'list'], array_keys($one['data'][0]));
+        $this->assertSame(['b', 'a'], array_keys($one['data'][0]['alpha']));
+        $this->assertSame('-0.0', var_export($one['data'][0]['alpha']['a'], true));
         $this->assertSame('App\Jobs\Recorder@handle', $one['payload_job']);
         $this->assertSame('App\Jobs\Recorder', $one['display_name']);
         $this->assertSame('default', $one['queue']);

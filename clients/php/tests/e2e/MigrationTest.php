@@ -73,15 +73,34 @@ final class MigrationTest extends E2ETestCase
         return [sprintf('pgsql:host=%s;port=%d;dbname=%s', $u['host'], $u['port'] ?? 5432, $db), urldecode($u['user'] ?? ''), null, [\PDO::ATTR_ERRMODE => \PDO::ERRMODE_EXCEPTION]];
     }
 
-    private function publish(): string
+    private const ALL = ['001_staged_jobs', '002_cursor', '003_dead_letter_key', '004_job_uuid', '005_tenants_and_held', '006_routes', '007_json_payload'];
+
+    /** The package's migrations, each published once: their names, in the order they run. */
+    private function publish(): array
     {
         [$status, $out, $err] = $this->e2e->exec(['php', 'artisan', 'vendor:publish', '--tag=stagedrain-migrations']);
         $this->assertSame(0, $status, $out.$err);
-        $published = glob($this->e2e->app.'/database/migrations/*_create_stagedrain_tables.php');
-        $this->assertCount(1, $published, 'published once, however often published');
-        $this->assertMatchesRegularExpression('#/\d{4}_\d{2}_\d{2}_\d{6}_create_stagedrain_tables\.php$#', $published[0]);
+        $names = [];
+        foreach (['create_stagedrain_tables', 'update_stagedrain_tables_to_007_json_payload'] as $name) {
+            $published = glob($this->e2e->app."/database/migrations/*_{$name}.php");
+            $this->assertCount(1, $published, 'published once, however often published');
+            $this->assertMatchesRegularExpression('#/\d{4}_\d{2}_\d{2}_\d{6}_'.$name.'\.php$#', $published[0]);
+            $this->assertFileEquals(E2E::clientDir()."/database/migrations/{$name}.php", $published[0]);
+            $names[] = basename($published[0], '.php');
+        }
+        $sorted = $names;
+        sort($sorted, SORT_STRING);
+        $this->assertSame($sorted, $names, 'create_ runs before update_');
 
-        return basename($published[0], '.php');
+        return $names;
+    }
+
+    private function columnTypes(string $db): array
+    {
+        $pdo = new \PDO(...self::pdoArgs($db));
+
+        return $pdo->query("SELECT table_name || '.' || column_name, data_type FROM information_schema.columns"
+            ." WHERE column_name IN ('args', 'options') AND table_name LIKE 'staged_jobs%' ORDER BY 1")->fetchAll(\PDO::FETCH_KEY_PAIR);
     }
 
     public function test_the_package_reads_the_repositorys_sql_through_the_path_install(): void
@@ -90,20 +109,19 @@ final class MigrationTest extends E2ETestCase
         $this->assertTrue(is_link($package), 'composer symlinked the path repository');
         $repo = realpath(E2E::clientDir().'/../../sql');
         $this->assertSame($repo, realpath($package.'/sql'));
-        $this->assertFileEquals($repo.'/006_routes.sql', $package.'/sql/006_routes.sql');
+        $this->assertFileEquals($repo.'/007_json_payload.sql', $package.'/sql/007_json_payload.sql');
     }
 
     public function test_artisan_migrate_then_stagedrain_migrate_applies_each_file_once(): void
     {
-        $migration = $this->publish();
-        $this->assertSame($migration, $this->publish(), 'publishing again keeps the first');
-        $this->assertFileEquals(E2E::clientDir().'/database/migrations/create_stagedrain_tables.php', $this->e2e->app."/database/migrations/{$migration}.php");
+        $migrations = $this->publish();
+        $this->assertSame($migrations, $this->publish(), 'publishing again keeps the first');
 
         [$status, $out, $err] = $this->artisanMigrate(self::DATABASES[0]);
         $this->assertSame(0, $status, $out.$err);
         $applied = $this->applied(self::DATABASES[0]);
-        $this->assertSame(['001_staged_jobs', '002_cursor', '003_dead_letter_key', '004_job_uuid', '005_tenants_and_held', '006_routes'], array_keys($applied));
-        $this->assertSame([$migration], $this->laravelMigrations(self::DATABASES[0]));
+        $this->assertSame(self::ALL, array_keys($applied));
+        $this->assertSame($migrations, $this->laravelMigrations(self::DATABASES[0]));
 
         $this->stagedrainMigrate(self::DATABASES[0]);
         $this->assertSame($applied, $this->applied(self::DATABASES[0]), 'stagedrain migrate applied nothing again');
@@ -116,20 +134,45 @@ final class MigrationTest extends E2ETestCase
         $this->assertNotSame(0, $status);
         $this->assertStringContainsString('the stagedrain migration is irreversible', $out.$err);
         $this->assertSame($applied, $this->applied(self::DATABASES[0]));
-        $this->assertSame([$migration], $this->laravelMigrations(self::DATABASES[0]));
+        $this->assertSame($migrations, $this->laravelMigrations(self::DATABASES[0]));
     }
 
     public function test_stagedrain_migrate_then_artisan_migrate_applies_nothing_again(): void
     {
-        $migration = $this->publish();
+        $migrations = $this->publish();
         $this->stagedrainMigrate(self::DATABASES[1]);
         $applied = $this->applied(self::DATABASES[1]);
-        $this->assertCount(6, $applied);
+        $this->assertSame(self::ALL, array_keys($applied));
 
         [$status, $out, $err] = $this->artisanMigrate(self::DATABASES[1]);
         $this->assertSame(0, $status, $out.$err);
         $this->assertSame($applied, $this->applied(self::DATABASES[1]), 'artisan migrate applied nothing again');
-        $this->assertSame([$migration], $this->laravelMigrations(self::DATABASES[1]));
+        $this->assertSame($migrations, $this->laravelMigrations(self::DATABASES[1]));
+    }
+
+    /**
+     * An app that published and ran the package's first migration (through
+     * 006, jsonb columns) before the package had 007: publishing again adds
+     * the update migration alone, and `migrate` runs it.
+     */
+    public function test_an_app_migrated_through_006_gets_json_columns_from_the_update_migration(): void
+    {
+        [$create, $update] = $this->publish();
+        unlink($this->e2e->app."/database/migrations/{$update}.php");
+        [$status, $out, $err] = $this->artisanMigrate(self::DATABASES[1]);
+        $this->assertSame(0, $status, $out.$err);
+        $this->assertSame(array_slice(self::ALL, 0, 6), array_keys($this->applied(self::DATABASES[1])));
+        $this->assertSame(['jsonb'], array_values(array_unique($this->columnTypes(self::DATABASES[1]))));
+
+        sleep(1); // the update is dated after the create, as a later publish would be
+        $this->assertSame($create, $this->publish()[0], 'the create migration stays where it was');
+        [$status, $out, $err] = $this->artisanMigrate(self::DATABASES[1]);
+        $this->assertSame(0, $status, $out.$err);
+        $this->assertSame(self::ALL, array_keys($this->applied(self::DATABASES[1])));
+        $this->assertCount(6, $this->columnTypes(self::DATABASES[1]));
+        $this->assertSame(['json'], array_values(array_unique($this->columnTypes(self::DATABASES[1]))));
+        $this->assertSame([$create, basename(glob($this->e2e->app.'/database/migrations/*_update_stagedrain_tables_to_007_json_payload.php')[0], '.php')],
+            $this->laravelMigrations(self::DATABASES[1]));
     }
 
     /** The app's role may not create tables: the owner runs migrations. */

@@ -25,10 +25,10 @@ final class PrefixTest extends E2ETestCase
         $this->scenario('many', ['n' => 1], ['STAGEDRAIN_E2E_CHECK_PREFIX' => 'false']);
         $options = $this->e2e->owner()->query('SELECT options::text FROM staged_jobs ORDER BY id')->fetchAll(\PDO::FETCH_COLUMN);
         $this->assertSame([
-            '{"serialized": true, "laravel_prefix": "'.E2E::PREFIX.'"}',
-            '{"serialized": true, "laravel_prefix": "my_shop_database_"}',
-            '{"serialized": true, "laravel_prefix": "jobs:"}',
-            '{"serialized": true}',
+            '{"serialized":true,"laravel_prefix":"'.E2E::PREFIX.'"}',
+            '{"serialized":true,"laravel_prefix":"my_shop_database_"}',
+            '{"serialized":true,"laravel_prefix":"jobs:"}',
+            '{"serialized":true}',
         ], $options);
         $this->e2e->owner()->exec('DELETE FROM staged_jobs');
     }

@@ -40,9 +40,9 @@ final class RowsTest extends E2ETestCase
         $this->expectDead = true;
         $this->e2e->stopRelay();
         $db = $this->e2e->appDb();
-        $recorder = $db->prepare("INSERT INTO staged_jobs (queue, job_class, args) VALUES ('default', 'App\\Jobs\\Recorder@handle', CAST(? AS jsonb))");
+        $recorder = $db->prepare("INSERT INTO staged_jobs (queue, job_class, args) VALUES ('default', 'App\\Jobs\\Recorder@handle', CAST(? AS json))");
         $serialized = $db->prepare(
-            "INSERT INTO staged_jobs (queue, job_class, args, options, uuid) VALUES ('default', ?, CAST(? AS jsonb), '{\"serialized\": true}', CAST(? AS uuid))"
+            "INSERT INTO staged_jobs (queue, job_class, args, options, uuid) VALUES ('default', ?, CAST(? AS json), '{\"serialized\": true}', CAST(? AS uuid))"
         );
         $uuid = '2b5ef4a4-54a6-4b8e-9f0a-0f3b0e6c1d01';
         $recorder->execute([json_encode([['tag' => $this->tag.'-1']])]);

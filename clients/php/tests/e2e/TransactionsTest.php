@@ -25,13 +25,13 @@ final class TransactionsTest extends E2ETestCase
         $this->e2e->stopRelay();
         $got = $this->scenario('commit', ['list' => $list]);
         $rows = $this->e2e->owner()->query(
-            'SELECT job_class, uuid::text AS uuid, options::text AS options, args->>0 AS payload, jsonb_array_length(args) AS n FROM staged_jobs ORDER BY id'
+            'SELECT job_class, uuid::text AS uuid, options::text AS options, args->>0 AS payload, json_array_length(args) AS n FROM staged_jobs ORDER BY id'
         )->fetchAll();
         $this->assertCount(3, $rows);
         foreach ($rows as $i => $row) {
             $n = $i + 1;
             $this->assertSame(['App\Jobs\Typed', $this->e2e->rowOptions(), 1], [$row['job_class'], $row['options'], $row['n']]);
-            // jsonb holds the payload text, where a NUL is the six characters \u0000.
+            // args holds the payload text json_encode wrote, where a NUL is the six characters \u0000.
             $this->assertStringContainsString('\\u0000*\\u0000secret', $row['payload'], 'a protected property\'s name');
             $this->assertStringContainsString('\\u0000App\\\\Jobs\\\\Typed\\u0000hidden', $row['payload'], 'a private one\'s');
             $payload = json_decode($row['payload'], true, 512, JSON_THROW_ON_ERROR);
@@ -116,7 +116,7 @@ final class TransactionsTest extends E2ETestCase
         $this->assertSame([], $this->recordsOf($this->tag.'-a'));
         $rows = $this->e2e->owner()->query(
             "SELECT queue, job_class, options::text AS options, run_at, uuid IS NOT NULL AS has_uuid,"
-            ." jsonb_typeof(args) AS args, jsonb_array_length(args) AS n FROM staged_jobs ORDER BY id"
+            ." json_typeof(args) AS args, json_array_length(args) AS n FROM staged_jobs ORDER BY id"
         )->fetchAll();
         $row = ['queue' => 'default', 'job_class' => 'App\Jobs\Mark', 'options' => $this->e2e->rowOptions(), 'run_at' => null, 'has_uuid' => true, 'args' => 'array', 'n' => 1];
         $this->assertSame([$row, $row, $row], $rows, 'they wait in staged_jobs, one row each');

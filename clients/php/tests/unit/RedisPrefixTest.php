@@ -149,12 +149,12 @@ class RedisPrefixTest extends TestCase
         $this->staged('unchecked')->push(new SendInvoice(['id' => 5], 'e'));
 
         $this->assertSame([
-            '{"serialized": true, "laravel_prefix": "jobs:"}',
-            '{"serialized": true, "laravel_prefix": "shop_database_"}',
-            '{"serialized": true, "laravel_prefix": "shop_database_"}',
-            '{"serialized": true, "laravel_prefix": "shop_database_"}',
-            '{"serialized": true, "laravel_prefix": "shop_database_"}',
-            '{"serialized": true}',
+            '{"serialized":true,"laravel_prefix":"jobs:"}',
+            '{"serialized":true,"laravel_prefix":"shop_database_"}',
+            '{"serialized":true,"laravel_prefix":"shop_database_"}',
+            '{"serialized":true,"laravel_prefix":"shop_database_"}',
+            '{"serialized":true,"laravel_prefix":"shop_database_"}',
+            '{"serialized":true}',
         ], array_column($this->rows(), 'options'));
     }
 

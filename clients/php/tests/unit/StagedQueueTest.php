@@ -54,7 +54,7 @@ class StagedQueueTest extends TestCase
         [$payload] = $queue->payloads;
         $this->assertSame('invoices', $row->queue);
         $this->assertSame(SendInvoice::class, $row->job_class);
-        $this->assertSame('{"serialized": true, "laravel_prefix": "unit_database_"}', $row->options);
+        $this->assertSame('{"serialized":true,"laravel_prefix":"unit_database_"}', $row->options);
         $this->assertNull($row->run_at);
         // args holds createPayload's bytes, unchanged.
         $this->assertSame($payload, self::unwrap($row));
@@ -83,7 +83,7 @@ class StagedQueueTest extends TestCase
         $command = json_decode(self::unwrap($row), true)['data']['command'];
         $this->assertStringContainsString("\0*\0order", $command);
         $this->assertStringContainsString("\0".SendInvoice::class."\0note", $command);
-        // jsonb holds the NUL as the escape json_encode wrote, inside the string.
+        // args holds the NUL as the escape json_encode wrote, inside the payload string.
         $this->assertStringContainsString('\\\\u0000', $row->args);
 
         $back = unserialize($command);
@@ -93,14 +93,20 @@ class StagedQueueTest extends TestCase
 
     public function testStringJobAndData(): void
     {
-        $id = $this->staged()->push('App\Jobs\Mailer@send', ['to' => 'a@example.com', 'n' => 2], 'mail');
+        $queue = $this->recording();
+        $data = ['to' => 'a@example.com', 'n' => 2, 'zeta' => 1, 'alpha' => ['f' => 1.0e20, 's' => "a\0b"]];
+        $id = $queue->push('App\Jobs\Mailer@send', $data, 'mail');
 
         [$row] = $this->rows();
+        // The json column holds [payload] as written: the payload's text (keys
+        // in their order, 1.0e+20, the NUL's escape) is Laravel's.
+        $this->assertSame(json_encode($queue->payloads, JSON_UNESCAPED_UNICODE | JSON_UNESCAPED_SLASHES), $row->args);
+        $this->assertStringContainsString('"alpha":{"f":1.0e+20,"s":"a\\u0000b"}', self::unwrap($row));
         $payload = json_decode(self::unwrap($row), true);
         $this->assertSame('mail', $row->queue);
         $this->assertSame('App\Jobs\Mailer', $row->job_class);
         $this->assertSame('App\Jobs\Mailer@send', $payload['job']);
-        $this->assertSame(['to' => 'a@example.com', 'n' => 2], $payload['data']);
+        $this->assertSame($data, $payload['data']);
         $this->assertSame($id, $payload['id']);
         $this->assertSame($row->uuid, $payload['uuid']);
     }

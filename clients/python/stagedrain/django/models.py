@@ -7,6 +7,17 @@ from django.utils import timezone
 from stagedrain.ids import new_jid
 
 
+class JSONTextField(models.JSONField):
+    """A json column (Django's JSONField means jsonb), read as its text.
+
+    psycopg2 decodes json values itself, which JSONField's from_db_value does
+    not expect; selected as text, the value is decoded by JSONField as from jsonb.
+    """
+
+    def select_format(self, compiler, sql, params):
+        return "(%s)::text" % sql, params
+
+
 class StagedJob(models.Model):
     """One staged job. Django leaves id out of an INSERT (the app role may not set it);
     the other defaults mirror the columns' own, since Django writes every field."""
@@ -14,9 +25,9 @@ class StagedJob(models.Model):
     id = models.BigAutoField(primary_key=True)
     queue = models.TextField(default="default")
     job_class = models.TextField()
-    args = models.JSONField(default=list)
+    args = JSONTextField(default=list)
     run_at = models.DateTimeField(null=True, blank=True)
-    options = models.JSONField(default=dict)
+    options = JSONTextField(default=dict)
     created_at = models.DateTimeField(default=timezone.now)
     jid = models.TextField(default=new_jid)
     uuid = models.UUIDField(default=uuid.uuid4)

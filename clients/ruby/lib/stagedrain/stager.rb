@@ -2,7 +2,6 @@
 
 require "active_record"
 require "stagedrain/errors"
-require "stagedrain/jsonb"
 
 module Stagedrain
   # Writes rows into staged_jobs with one multi-row INSERT on the connection
@@ -12,8 +11,9 @@ module Stagedrain
   module Stager
     COLUMNS = "queue, job_class, args, run_at, options, created_at, jid, uuid"
     # Parameter types are spelled out: in a multi-row VALUES list Postgres
-    # types an untyped parameter as text, which a jsonb column refuses.
-    CASTS = %w[text text jsonb timestamptz jsonb timestamptz text].freeze
+    # types an untyped parameter as text, which a json column refuses. json,
+    # not jsonb: the column keeps the encoder's text as it is.
+    CASTS = %w[text text json timestamptz json timestamptz text].freeze
     # Postgres takes at most 65,535 parameters in one statement.
     ROWS_PER_STATEMENT = 1000
 
@@ -37,8 +37,8 @@ module Stagedrain
     def insert_slice(conn, rows)
       binds = []
       values = rows.map do |row|
-        fields = [row.queue, row.job_class, Jsonb.for_jsonb(row.args_json), timestamp(row.run_at),
-                  Jsonb.for_jsonb(row.options_json), timestamp(row.created_at), row.jid]
+        fields = [row.queue, row.job_class, row.args_json, timestamp(row.run_at), row.options_json,
+                  timestamp(row.created_at), row.jid]
         params = fields.zip(CASTS).map do |value, cast|
           binds << value
           "$#{binds.size}::#{cast}"

@@ -65,10 +65,25 @@ class ActiveJobE2ETest < E2ETest
   end
 
   def test_floats_arrive_as_floats
-    job = ActiveRecord::Base.transaction { TypedJob.perform_later(1.0e20, 3.0e16, 0.5) }
+    job = ActiveRecord::Base.transaction { TypedJob.perform_later(1.0e20, 3.0e16, 0.5, -0.0) }
     rec = wait_ran([job.job_id])[job.job_id]
 
-    assert_equal [{"Float" => 1.0e20}, {"Float" => 3.0e16}, {"Float" => 0.5}], rec["args"]
+    assert_equal [{"Float" => 1.0e20}, {"Float" => 3.0e16}, {"Float" => 0.5}, {"Float" => -0.0}], rec["args"]
+    assert_equal "-0.0", rec["args"][3]["Float"].to_s
+  end
+
+  # perform receives a Hash with its keys in the order the app wrote them,
+  # and a NUL inside a string as the character.
+  def test_key_order_and_nul_arrive_as_written
+    job = ActiveRecord::Base.transaction do
+      TypedJob.perform_later({"zeta" => 1, "alpha" => {"b" => 1, "a" => 2}}, "a\u0000b", z: 1, a: "\u0000")
+    end
+    rec = wait_ran([job.job_id])[job.job_id]
+
+    zeta_alpha = [[{"String" => "zeta"}, {"Integer" => 1}],
+                  [{"String" => "alpha"}, {"Hash" => [[{"String" => "b"}, {"Integer" => 1}], [{"String" => "a"}, {"Integer" => 2}]]}]]
+    assert_equal [{"Hash" => zeta_alpha}, {"String" => "a\u0000b"}], rec["args"]
+    assert_equal({"Hash" => [[{"Symbol" => "z"}, {"Integer" => 1}], [{"Symbol" => "a"}, {"String" => "\u0000"}]]}, rec["kwargs"])
   end
 
   def test_a_thousand_jobs_of_one_transaction_run_in_staging_order

@@ -32,8 +32,8 @@ class SidekiqE2ETest < E2ETest
     Sidekiq.client_middleware.remove(Trace)
   end
 
-  # A Float arrives a Float (jsonb would make 1.0e+20 an Integer), and a jid
-  # the caller chose is the one the worker runs under.
+  # A Float arrives a Float, and a jid the caller chose is the one the worker
+  # runs under.
   def test_floats_and_a_custom_jid_arrive_as_pushed
     own = SecureRandom.hex(12)
     jids = ActiveRecord::Base.transaction do
@@ -47,6 +47,22 @@ class SidekiqE2ETest < E2ETest
     assert_equal [Float, Float, Float, Integer], recs[jids[0]]["args"].map(&:class)
     assert_equal [own, [1.0e20]], [recs[own]["item"]["jid"], recs[own]["args"]]
     assert_instance_of Float, recs[own]["args"][0]
+  end
+
+  # The worker receives the text Sidekiq wrote: a Hash's keys in their order,
+  # -0.0 and 1.0e+16 as Floats, a NUL inside a string as the character (in a
+  # value: the relay's JSON reader, jansson, refuses one in an object key).
+  def test_key_order_number_spelling_and_nul_arrive_as_written
+    args = [{"zeta" => 1, "alpha" => 2, "mid" => {"b" => [1.0e16], "a" => -0.0}}, "a\u0000b", {"k" => "\u0000"}]
+    jid = ActiveRecord::Base.transaction { PlainJob.set(tags: ["t\u0000"]).perform_async(*args) }
+    rec = wait_ran([jid])[jid]
+
+    assert_equal args, rec["args"]
+    assert_equal %w[zeta alpha mid], rec["args"][0].keys
+    assert_equal %w[b a], rec["args"][0]["mid"].keys
+    assert_equal ["1.0e+16", "-0.0"], [rec["args"][0]["mid"]["b"][0].to_s, rec["args"][0]["mid"]["a"].to_s]
+    assert_equal ["a\u0000b", "\u0000"], [rec["args"][1], rec["args"][2]["k"]]
+    assert_equal ["t\u0000"], rec["item"]["tags"]
   end
 
   def test_a_thousand_jobs_of_one_transaction_run_in_staging_order

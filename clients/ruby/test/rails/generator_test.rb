@@ -16,14 +16,14 @@ class GeneratorTest < Minitest::Test
     assert_equal 1, files.size
     text = File.read(files[0])
     assert_match(/^class CreateStagedrainTables < ActiveRecord::Migration\[6\.1\]$/, text)
-    assert_includes text, %(Stagedrain::Schema.migrate(connection, through: "006_routes"))
+    assert_includes text, %(Stagedrain::Schema.migrate(connection, through: "007_json_payload"))
     assert_includes text, "raise ActiveRecord::IrreversibleMigration"
   end
 
   def test_run_again_it_writes_nothing
     before = migrations
     out = RailsApp.rails!("g", "stagedrain:install")
-    assert_match(/identical .*through 006_routes/, out)
+    assert_match(/identical .*through 007_json_payload/, out)
     assert_equal before, migrations
   end
 
@@ -34,12 +34,12 @@ class GeneratorTest < Minitest::Test
     Dir.mktmpdir("shop", RailsApp::DIR) do |copy|
       FileUtils.cp_r("#{root}/.", copy)
       old = migrations(copy).grep(/stagedrain/)[0]
-      File.write(old, File.read(old).sub("006_routes", "005_tenants_and_held"))
+      File.write(old, File.read(old).sub("007_json_payload", "006_routes"))
       out = RailsApp.sh!("bin/rails", "g", "stagedrain:install", chdir: copy)
-      added = migrations(copy).grep(/update_stagedrain_tables_to_006_routes/)
+      added = migrations(copy).grep(/update_stagedrain_tables_to_007_json_payload/)
       assert_equal 1, added.size, out
-      assert_match(/^class UpdateStagedrainTablesTo006Routes < /, File.read(added[0]))
-      assert_includes File.read(added[0]), %(through: "006_routes")
+      assert_match(/^class UpdateStagedrainTablesTo007JsonPayload < /, File.read(added[0]))
+      assert_includes File.read(added[0]), %(through: "007_json_payload")
     end
   end
 end

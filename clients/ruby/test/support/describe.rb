@@ -29,9 +29,9 @@ module Describe
     end
   end
 
-  # Sorted: a staged job's Hash arrives with equal contents but not in its
-  # key order, since jsonb keeps object keys sorted (shorter first).
+  # In the Hash's own order: a staged job's Hash arrives with its keys in the
+  # order the app wrote them.
   def pairs(hash)
-    hash.map { |k, v| [call(k), call(v)] }.sort_by { |k, _| JSON.generate(k) }
+    hash.map { |k, v| [call(k), call(v)] }
   end
 end

@@ -28,8 +28,11 @@ module RowHelpers
     SQL
   end
 
+  # args and options decoded, and as the json columns hold them (args_text,
+  # options_text): the text the framework's encoder wrote.
   def decode(row)
     row.merge("id" => row["id"].to_i, "args" => JSON.parse(row["args"]), "options" => JSON.parse(row["options"]),
+              "args_text" => row["args"], "options_text" => row["options"],
               "run_at" => row["run_at"]&.to_f, "created_at" => row["created_at"].to_f)
   end
 

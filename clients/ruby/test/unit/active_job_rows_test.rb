@@ -80,27 +80,46 @@ class ActiveJobRowsTest < RowTest
     assert_equal [["next"]], rows.map { |r| r["args"][0]["arguments"] }
   end
 
-  # jsonb would store 1.0e+20 as 100000000000000000000, an Integer to JSON.parse.
-  def test_floats_stay_floats
-    TypedJob.perform_later(1.0e20, -1.0e16, 2.5e-05, 7, {"f" => 1.0e300})
-    args = rows[0]["args"][0]["arguments"]
+  # args holds the text JSON.generate wrote: the Hash's keys in their order,
+  # each Float spelled as Ruby spells it, so the worker's JSON.parse reads a
+  # Float (1.0e+20, -0.0) where the app passed one.
+  def test_args_are_the_text_activejob_wrote
+    job = TypedJob.perform_later({"zeta" => 1, "alpha" => 2}, 1.0e20, -1.0e16, -0.0, 2.5e-05, 7, {"f" => 1.0e300})
+    row, = rows
 
-    assert_equal [1.0e20, -1.0e16, 2.5e-05, 7], args[0, 4]
-    assert_equal [Float, Float, Float, Integer], args[0, 4].map(&:class)
-    assert_instance_of Float, args[4]["f"]
+    # (serialize again gives another enqueued_at; merge keeps its place.)
+    assert_equal JSON.generate([job.serialize.merge("enqueued_at" => row["args"][0]["enqueued_at"])]), row["args_text"]
+    assert_includes row["args_text"], '"arguments":[{"zeta":1,"alpha":2,"_aj_symbol_keys":[]},1.0e+20,-1.0e+16,-0.0,2.5e-05,7,'
+    args = row["args"][0]["arguments"]
+    assert_equal %w[zeta alpha _aj_symbol_keys], args[0].keys
+    assert_equal [1.0e20, -1.0e16, -0.0, 2.5e-05, 7], args[1, 5]
+    assert_equal [Float, Float, Float, Float, Integer], args[1, 5].map(&:class)
+    assert_equal "-0.0", args[3].to_s
+    assert_instance_of Float, args[6]["f"]
   end
 
-  def test_a_nul_character_raises_before_the_insert
+  # json keeps a NUL inside a string as the six characters \u0000, and every
+  # worker's JSON reader gives the character back. A text column (the queue)
+  # cannot hold one: that still raises before the INSERT.
+  def test_a_nul_character_in_an_argument_is_staged
+    TypedJob.perform_later("a\u0000b", {"k" => "\u0000"})
+
+    assert_includes rows[0]["args_text"], '["a\\u0000b",{"k":"\\u0000"'
+    assert_equal ["a\u0000b", {"k" => "\u0000", "_aj_symbol_keys" => []}], rows[0]["args"][0]["arguments"]
+    # The six characters \u0000 are ordinary text.
+    admin.exec("DELETE FROM staged_jobs")
+    TypedJob.perform_later("\\u0000", "\\\\u0000")
+    assert_equal ["\\u0000", "\\\\u0000"], rows[0]["args"][0]["arguments"]
+  end
+
+  def test_a_nul_character_in_the_queue_raises_before_the_insert
     sent = inserts do
-      err = assert_raises(ArgumentError) { TypedJob.perform_later("a\u0000b") }
-      assert_match(/NUL character.*jsonb/, err.message)
-      assert_raises(ArgumentError) { TypedJob.perform_later({"k\u0000" => 1}) }
+      err = assert_raises(ArgumentError) { TypedJob.set(queue: "q\u0000").perform_later(1) }
+      assert_match(/the queue "q\\u0000" contains the NUL character/, err.message)
     end
 
     assert_empty sent
-    # The six characters \u0000 are ordinary text.
-    TypedJob.perform_later("\\u0000", "\\\\u0000")
-    assert_equal ["\\u0000", "\\\\u0000"], rows[0]["args"][0]["arguments"]
+    assert_empty rows
   end
 
   def test_a_missing_table_says_to_migrate
@@ -118,7 +137,7 @@ class ActiveJobRowsTest < RowTest
 
   def test_a_failed_insert_leaves_no_provider_job_id
     job = TypedJob.new(1)
-    assert_raises(ArgumentError) { TypedJob.new("\u0000").enqueue }
+    assert_raises(ArgumentError) { TypedJob.new(1).enqueue(queue: "q\u0000") }
     assert_raises(Stagedrain::NotMigrated) do
       ActiveRecord::Base.transaction do
         ActiveRecord::Base.connection.execute("SET LOCAL search_path = ''")

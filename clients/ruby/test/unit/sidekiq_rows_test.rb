@@ -137,33 +137,48 @@ class SidekiqRowsTest < RowTest
     assert_empty rows
   end
 
-  def test_a_nul_character_raises_before_the_insert
-    sent = inserts do
-      assert_raises(ArgumentError) { PlainJob.perform_async("a\u0000b") }
-      assert_raises(ArgumentError) { PlainJob.set(tags: ["\u0000"]).perform_async(1) }
-      # Nor can a text column.
-      assert_raises(ArgumentError) { PlainJob.set(queue: "q\u0000").perform_async(1) }
-    end
+  # A NUL inside a string is staged: json keeps Sidekiq's \u0000 escape. The
+  # queue is a text column, which cannot hold one: that raises before the
+  # INSERT, and the caller's transaction goes on.
+  def test_a_nul_character_in_arguments_and_options_is_staged
+    jid = PlainJob.set(tags: ["t\u0000"]).perform_async("a\u0000b", {"k" => "\u0000"})
+    row, = rows
 
-    assert_empty sent
-    assert_empty rows
+    assert_equal [jid, '["a\\u0000b",{"k":"\\u0000"}]'], row.values_at("jid", "args_text")
+    assert_equal ["a\u0000b", {"k" => "\u0000"}], row["args"]
+    assert_equal ["t\u0000"], row["options"]["tags"]
   end
 
-  # jsonb stores 1.0e+20 as 100000000000000000000, which JSON.parse reads as
-  # an Integer: the row must hold a spelling that stays a Float.
-  FLOATS = [1.0e20, 1.0e16, -1.0e100, 2.5e-05, 1.0e-05, 1.5, 100.0].freeze
+  def test_a_nul_character_in_the_queue_raises_before_the_insert
+    sent = inserts do
+      ActiveRecord::Base.transaction do
+        assert_raises(ArgumentError) { PlainJob.set(queue: "q\u0000").perform_async(1) }
+        PlainJob.perform_async(2)
+      end
+    end
 
-  def test_floats_stay_floats_in_args_and_options
-    jid = Sidekiq::Client.push("class" => PlainJob, "args" => [*FLOATS, 12, "1.0e+20", {"1.0e+20" => 1.0e20}],
-                               "big" => 1.0e20)
+    assert_equal 1, sent.size
+    assert_equal [[2]], rows.map { |r| r["args"] }
+  end
+
+  # The row holds the text Sidekiq.dump_json wrote: the keys of a Hash in
+  # their order, and each Float in Ruby's spelling (1.0e+20, -0.0), which
+  # the worker's JSON.parse reads back as the same Float.
+  FLOATS = [1.0e20, 1.0e16, -1.0e100, 2.5e-05, 1.0e-05, 1.5, 100.0, -0.0].freeze
+
+  def test_args_and_options_are_the_text_sidekiq_wrote
+    args = [{"zeta" => 1, "alpha" => 2, "mid" => {"b" => 1, "a" => 2}}, *FLOATS, 12, "1.0e+20", {"1.0e+20" => 1.0e20}]
+    jid = Sidekiq::Client.push("class" => PlainJob, "args" => args, "big" => 1.0e20, "zz" => 1, "aa" => 2)
     row, = rows
 
     assert_equal jid, row["jid"]
-    assert_equal [*FLOATS, 12, "1.0e+20", {"1.0e+20" => 1.0e20}], row["args"]
-    assert_equal [Float] * FLOATS.size + [Integer, String, Hash], row["args"].map(&:class)
-    assert_instance_of Float, row["args"].last["1.0e+20"]
-    assert_instance_of Float, row["options"]["big"]
-    assert_equal 1.0e20, row["options"]["big"]
+    assert_equal Sidekiq.dump_json(args), row["args_text"]
+    assert_equal '[{"zeta":1,"alpha":2,"mid":{"b":1,"a":2}},1.0e+20,1.0e+16,-1.0e+100,2.5e-05,1.0e-05,1.5,100.0,-0.0,' \
+                 '12,"1.0e+20",{"1.0e+20":1.0e+20}]', row["args_text"]
+    assert_equal '{"retry":true,"big":1.0e+20,"zz":1,"aa":2,"activejob":false}', row["options_text"]
+    assert_equal args, row["args"]
+    assert_equal [Float] * FLOATS.size + [Integer, String, Hash], row["args"].drop(1).map(&:class)
+    assert_equal "-0.0", row["args"][FLOATS.size].to_s
   end
 
   # Sidekiq takes a jid the caller chose. One the staged_jobs table can hold

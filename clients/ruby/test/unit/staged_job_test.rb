@@ -25,11 +25,15 @@ class StagedJobTest < RowTest
     assert_equal "a" * 24, job.jid
   end
 
-  def test_floats_stay_floats
-    Stagedrain::StagedJob.create!(job_class: "HardJob", args: [1.0e20, 3], options: {"f" => 1.0e16})
+  # args and options hold ActiveRecord's JSON text: keys in their order, a
+  # Float in Ruby's spelling, so it comes back a Float.
+  def test_args_and_options_keep_their_text
+    Stagedrain::StagedJob.create!(job_class: "HardJob", args: [{"zeta" => 1, "alpha" => 2}, 1.0e20, -0.0, 3],
+                                  options: {"f" => 1.0e16, "b" => 1, "a" => 2})
 
-    assert_equal [[Float, Integer], Float], [rows[0]["args"].map(&:class), rows[0]["options"]["f"].class]
-    assert_equal [1.0e20, 3], rows[0]["args"]
+    assert_equal ['[{"zeta":1,"alpha":2},1.0e+20,-0.0,3]', '{"f":1.0e+16,"b":1,"a":2}'],
+                 rows[0].values_at("args_text", "options_text")
+    assert_equal [[Hash, Float, Float, Integer], Float], [rows[0]["args"].map(&:class), rows[0]["options"]["f"].class]
   end
 
   private

@@ -125,10 +125,10 @@ final class E2E
         ];
     }
 
-    /** The options (jsonb text) of the rows the app stages. */
+    /** The options of the rows the app stages, as json_encode wrote them. */
     public function rowOptions(): string
     {
-        return '{"serialized": true, "laravel_prefix": "'.self::PREFIX.'"}';
+        return '{"serialized":true,"laravel_prefix":"'.self::PREFIX.'"}';
     }
 
     /** The environment of everything the app runs: artisan, the worker. */

@@ -50,25 +50,6 @@ abstract class E2ETestCase extends TestCase
         return $this->e2e->scenario($name, $input + ['tag' => $this->tag], $env);
     }
 
-    /** assertSame, but the keys of JSON objects in any order. */
-    protected function assertSameObjects($expected, $actual, string $message = ''): void
-    {
-        $this->assertSame(self::sortKeys($expected), self::sortKeys($actual), $message);
-    }
-
-    private static function sortKeys($v)
-    {
-        if (! is_array($v)) {
-            return $v;
-        }
-        $v = array_map([self::class, 'sortKeys'], $v);
-        if (array_keys($v) !== range(0, count($v) - 1)) {
-            ksort($v, SORT_STRING);
-        }
-
-        return $v;
-    }
-
     /** Every record the worker wrote so far, oldest first. */
     protected function records(): array
     {
