@@ -11,6 +11,7 @@
 #include "gaps.h"
 #include "fmacros.h"
 #include "job.h"
+#include "read_bounds.h"
 
 /* A uuid's text and its NUL. */
 #define PG_READ_UUID_SIZE 37
@@ -75,23 +76,6 @@ int pg_read_nrows(const struct pg_read *r);
 /* Fills row from the i-th row read; pointers stay valid until pg_read_clear. */
 void pg_read_row(const struct pg_read *r, int i, struct job_row *row);
 
-/* The columns a read of job rows selects from a table aliased s (staged_jobs
- * or staged_jobs_held), for the wrapper below. */
-extern const char pg_read_columns[];
-/* The columns of a job row such a read returns, before extra's. */
-#define PG_READ_NCOLS 13
-/*
- * The wrapper round a read of job rows (the subquery goes between head and
- * tail): the rows in order while their text, every column counted, stays
- * within max_bytes (the first always comes); args or options over max_job
- * bytes, and a queue, class or tenant over JOB_MAX_NAME_BYTES, stay in
- * Postgres: only the reason naming the column and its length comes (the row
- * is dead-lettered); more says whether a row the budget left out follows.
- * extra: more of the subquery's columns, after the row's PG_READ_NCOLS
- * (", round, hold_id"). 0 or -ENOMEM.
- */
-int pg_read_rows_head(struct buf *sql, long max_job, const char *extra) SD_MUSTCHECK;
-int pg_read_rows_tail(struct buf *sql, long max_job, long max_bytes, const char *order) SD_MUSTCHECK;
 /* Parses the id of every row of such a read into *ids, of *cap elements,
  * grown as needed. 0 or -ENOMEM. */
 int pg_read_ids(const PGresult *res, long long **ids, size_t *cap) SD_MUSTCHECK;

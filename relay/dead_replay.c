@@ -42,16 +42,18 @@
 #define PICKED                                                                                                         \
 	"staged_jobs_dead d WHERE " DEAD_WHERE("3", "4", "5", "6") " AND ($7::int8[] IS NULL OR d.dead_id = ANY($7))"
 
-/* The rows picked, as the relay's read would see them (pg_read's wrapper: the
- * same bounds, the same reasons). A NULL jid or uuid (rows dead-lettered
- * before they existed) gets a new one on the way; a stand-in passes the check. */
+/* The rows picked, as the relay's read would see them (read_bounds' wrapper:
+ * the same bounds, the same reasons; their bytes counted here, none being
+ * stored). A NULL jid or uuid (rows dead-lettered before they existed) gets
+ * a new one on the way; a stand-in passes the check. */
 #define PICK_SQL                                                                                                       \
-	", s.dead_id, s.reason FROM (SELECT d.dead_id, d.id, d.queue, d.job_class, d.args,"                            \
+	", s.dead_id, s.reason FROM (SELECT t.*, " READ_BOUNDS_ROW_BYTES("t") " AS row_bytes FROM ("                   \
+	"SELECT d.dead_id, d.id, d.queue, d.job_class, d.args,"                                                        \
 	" " EDITED_OPTIONS " AS options, coalesce(d.jid, '000000000000000000000000') AS jid,"                          \
 	" d.created_at, d.run_at, coalesce(d.uuid, '00000000-0000-4000-8000-000000000000'::uuid) AS uuid,"             \
-	" d.tenant, " EDITED_ROUTE("8") " AS route, d.reason FROM " PICKED ") s"
+	" d.tenant, " EDITED_ROUTE("8") " AS route, d.reason FROM " PICKED ") t) s"
 #define ORDER "id, dead_id"
-enum { COL_DEAD_ID = PG_READ_NCOLS, COL_REASON };
+enum { COL_DEAD_ID = READ_BOUNDS_NCOLS, COL_REASON };
 
 /*
  * One row moved: deleting it is what claims it (a second replay's DELETE waits
@@ -228,11 +230,11 @@ static int pick(struct replay *r)
 	int rc;
 
 	buf_init(&sql);
-	rc = pg_read_rows_head(&sql, cfg->max_job_bytes, ", dead_id, reason");
-	if (rc == 0 && (rc = buf_printf(&sql, "SELECT %s", pg_read_columns)) == 0)
+	rc = read_bounds_head(&sql, cfg->max_job_bytes, ", dead_id, reason", false);
+	if (rc == 0 && (rc = buf_printf(&sql, "SELECT %s", read_bounds_columns)) == 0)
 		rc = buf_puts(&sql, PICK_SQL);
 	if (rc == 0)
-		rc = pg_read_rows_tail(&sql, cfg->max_job_bytes, LONG_MAX, ORDER);
+		rc = read_bounds_tail_n(&sql, LONG_MAX, ORDER);
 	if (rc == 0)
 		r->rows = dead_exec(r->d, sql.data, 8, r->params, PGRES_TUPLES_OK, "could not read staged_jobs_dead");
 	buf_free(&sql);

@@ -9,7 +9,7 @@
 #include "pg_read.h"
 
 /* The columns after a job row's, in a released row. */
-enum { COL_ROUND = PG_READ_NCOLS, COL_HOLD_ID, COL_HELD_US, COL_TARGET };
+enum { COL_ROUND = READ_BOUNDS_NCOLS, COL_HOLD_ID, COL_HELD_US, COL_TARGET };
 
 void pg_held_init(struct pg_held *h)
 {
@@ -223,7 +223,7 @@ static int append_read(struct buf *sql, PGconn *conn, const struct rounds *r, co
 		       long max_job, long max_bytes)
 {
 	static const char order[] = "ord, round, hold_id";
-	int rc = pg_read_rows_head(sql, max_job, ", round, hold_id, held_us, target");
+	int rc = read_bounds_head(sql, max_job, ", round, hold_id, held_us, target", false);
 
 	if (rc == 0)
 		rc = buf_puts(sql, "SELECT s.*, c.ord FROM unnest(");
@@ -249,8 +249,8 @@ static int append_read(struct buf *sql, PGconn *conn, const struct rounds *r, co
 			" AS held_us, s.target FROM staged_jobs_held s WHERE s.queue = c.queue"
 			" AND s.target IS NOT DISTINCT FROM c.target"
 			" AND (s.round, s.hold_id) > (c.round, c.hid) ORDER BY s.round, s.hold_id LIMIT c.lim) s",
-			pg_read_columns);
-	return rc ? rc : pg_read_rows_tail(sql, max_job, max_bytes, order);
+			read_bounds_columns);
+	return rc ? rc : read_bounds_tail_n(sql, max_bytes, order);
 }
 
 int pg_held_move_read(struct pg_held *h, struct pg_source *pg, const struct rounds *r, const struct held_move *mv,

@@ -34,18 +34,6 @@
 	" THEN pg_sequence_last_value(q.seq::regclass) END"                                                            \
 	" FROM (SELECT pg_get_serial_sequence('staged_jobs', 'id') AS seq) q;"
 
-/* Microseconds as text, or the time itself when it is infinite: no value a
- * timestamptz column holds can make the read fail (pg_read_row decides). */
-#define TIME_US(col)                                                                                                   \
-	"CASE WHEN isfinite(" col ") THEN floor(extract(epoch FROM " col ") * 1000000)::text ELSE " col "::text END"
-/* The times, whether a row follows, and the uuid: converted by Postgres for
- * a text result, or as stored for a binary one (pg_read_row decodes them:
- * no numeric arithmetic, no uuid_out, in the reads that carry a backlog). */
-#define TEXT_MIDDLE TIME_US("created_at") ", " TIME_US("run_at") ", more, uuid::text"
-#define BINARY_MIDDLE "created_at, run_at, more, uuid"
-const char pg_read_columns[] =
-	"s.id, s.queue, s.job_class, s.args, s.options, s.jid, s.created_at, s.run_at, s.uuid, s.tenant, s.route";
-
 enum {
 	COL_ID,
 	COL_QUEUE,
@@ -110,98 +98,8 @@ static bool reads_kept_gap(const struct gaps *g, long long young_since)
 	return false;
 }
 
-/* The first column over its bound, as the row's dead-letter reason; NULL when
- * none is. Checked in the order the job is built. */
-#define UNFIT_SQL                                                                                                            \
-	"CASE WHEN queue_len > %d THEN 'queue is ' || queue_len || ' bytes, over the %d-byte limit of a queue name'"         \
-	" WHEN job_class_len > %d THEN 'job_class is ' || job_class_len || ' bytes, over the %d-byte limit of a class name'" \
-	" WHEN tenant_len > %d THEN 'tenant is ' || tenant_len || ' bytes, over the %d-byte limit of a tenant'"              \
-	" WHEN route_len > %d THEN 'route is ' || route_len || ' bytes, over the %d-byte limit of a route name'"             \
-	" WHEN args_len > %ld THEN 'args are larger than --max-job-bytes: ' || args_len || ' bytes, over %ld'"               \
-	" WHEN options_len > %ld THEN 'options are larger than --max-job-bytes: ' || options_len || ' bytes, over %ld'"      \
-	" END"
-
-/* A column as read: NULL when it is over its bound and stays behind. */
-#define PICK(col, bound) "CASE WHEN " col "_len > " bound " THEN NULL ELSE " col " END"
-
-/* The row's columns, each bounded; then UNFIT_SQL and the extra columns. */
-#define PICK_SQL                                                                                                       \
-	"SELECT id, " PICK("queue", "%d") ", " PICK("job_class", "%d") ", " PICK("args", "%ld") ", " PICK(             \
-		"options", "%ld") ", jid, %s, " PICK("tenant", "%d") ", " PICK("route", "%d") ", "
-/*
- * A json column's bytes as the relay would get them. Its stored size is
- * cheap (no copy, no decompression) and never less than its text unless it
- * is compressed, so only a compressed value, or one whose stored size is
- * over the bound, has its text counted; for the rest the budget counts the
- * few bytes of their header too. Casting every value to text to count it
- * cost more than the rest of the read.
- */
-#define JSON_LEN(col)                                                                                                  \
-	"CASE WHEN pg_column_compression(u." col ") IS NULL AND pg_column_size(u." col ") <= %ld"                      \
-	" THEN pg_column_size(u." col ") ELSE octet_length(u." col "::text) END"
-/* Each column's bytes, beside the row (LATERAL: the planner folds it in). */
-#define LENS_SQL                                                                                                            \
-	"octet_length(u.queue) AS queue_len, octet_length(u.job_class) AS job_class_len, " JSON_LEN(                        \
-		"args") " AS args_len, coalesce(" JSON_LEN("options") ", 0) AS options_len,"                                \
-								      " coalesce(octet_length(u.tenant), 0) AS tenant_len," \
-								      " coalesce(octet_length(u.route), 0) AS route_len"
-/* A column's bytes as read: none when it stays behind. */
-#define FIT(col, bound) "(CASE WHEN q." col "_len > " bound " THEN 0 ELSE q." col "_len END)"
-/* What the budget counts of a row: every column as read, and 100 for the
- * rest (the uuid's 36, the times, the framing). */
-#define BYTES_SQL                                                                                                      \
-	FIT("args", "%ld")                                                                                             \
-	" + " FIT("options", "%ld") " + " FIT("queue", "%d") " + " FIT("job_class", "%d") " + " FIT(                   \
-		"tenant", "%d") " + " FIT("route", "%d") " + coalesce(octet_length(u.jid), 0) + 100"
-
-/*
- * A column over its bound stays in Postgres (NULL comes instead, and the
- * reason says which and how long): a hostile row costs the relay its short
- * columns, never its long ones. The budget counts every column as read.
- * The planner folds the levels into one pass over the rows as the read gave
- * them, and the one window (running total, and whether a row follows) sorts
- * nothing. (A level kept apart with OFFSET 0 costs a copy of every row; one
- * folded in costs its expressions once per use.)
- */
-static int rows_head(struct buf *sql, long max_job, const char *extra, bool binary)
-{
-	const int name = JOB_MAX_NAME_BYTES;
-
-	return buf_printf(sql,
-			  PICK_SQL UNFIT_SQL "%s FROM (SELECT z.*, sum(z.bytes) OVER win AS total,"
-					     " lead(true, 1, false) OVER win AS more FROM (SELECT u.*, q.*, " BYTES_SQL
-					     " AS bytes FROM (",
-			  name, name, max_job, max_job, binary ? BINARY_MIDDLE : TEXT_MIDDLE, name, name, /* PICK_SQL */
-			  name, name, name, name, name, name, name, name, max_job, max_job, max_job,
-			  max_job, /* UNFIT_SQL */
-			  extra, max_job, max_job, name, name, name, name /* BYTES_SQL */);
-}
-
-int pg_read_rows_head(struct buf *sql, long max_job, const char *extra)
-{
-	return rows_head(sql, max_job, extra, false);
-}
-
-/* The tail with the budget as SQL text: a number, or a parameter. */
-static int rows_tail(struct buf *sql, long max_job, const char *max_bytes, const char *order)
-{
-	return buf_printf(sql,
-			  ") u CROSS JOIN LATERAL (SELECT " LENS_SQL ") q) z"
-			  " WINDOW win AS (ORDER BY %s ROWS UNBOUNDED PRECEDING)) w"
-			  " WHERE w.total - w.bytes < %s ORDER BY %s;",
-			  max_job, max_job, order, max_bytes, order);
-}
-
-int pg_read_rows_tail(struct buf *sql, long max_job, long max_bytes, const char *order)
-{
-	char bound[24];
-
-	snprintf(bound, sizeof(bound), "%ld", max_bytes);
-	return rows_tail(sql, max_job, bound, order);
-}
-
-/* The rows in id order, within max_bytes: pg_read_rows_head's wrapper round
- * the gaps' and the cursor's reads. */
+/* The rows in id order, within max_bytes: read_bounds' wrapper round the
+ * gaps' and the cursor's reads. */
 static int append_rows(struct buf *sql, const struct config *cfg, const struct gaps *g, long long young_since,
 		       int limit, long max_bytes, bool prepared)
 {
@@ -211,7 +109,7 @@ static int append_rows(struct buf *sql, const struct config *cfg, const struct g
 	/* No gap to read: the statement pg_read_prepare_sql made, planned once. */
 	if (!gaps && prepared)
 		return buf_printf(sql, "EXECUTE " PG_READ_FIRST "(%lld, %d, %ld);", g->cursor, limit, max_bytes);
-	rc = pg_read_rows_head(sql, cfg->max_job_bytes, "");
+	rc = read_bounds_head(sql, cfg->max_job_bytes, "", false);
 
 	if (rc == 0 && gaps && (rc = buf_puts(sql, "SELECT * FROM (")) == 0)
 		rc = append_gap_read(sql, g, young_since, limit);
@@ -220,7 +118,7 @@ static int append_rows(struct buf *sql, const struct config *cfg, const struct g
 				g->cursor, limit);
 	if (rc == 0 && gaps)
 		rc = buf_printf(sql, ") b ORDER BY id LIMIT %d", limit);
-	return rc ? rc : pg_read_rows_tail(sql, cfg->max_job_bytes, max_bytes, "id");
+	return rc ? rc : read_bounds_tail_n(sql, max_bytes, "id");
 }
 
 /* Reads above the cursor, and in the gaps below it: no query starts below the
@@ -255,10 +153,10 @@ static int prepare_one(struct buf *sql, const struct config *cfg, const char *na
 	int rc = buf_printf(sql, "PREPARE %s(int8, int8, int8) AS ", name);
 
 	if (rc == 0)
-		rc = rows_head(sql, cfg->max_job_bytes, "", binary);
+		rc = read_bounds_head(sql, cfg->max_job_bytes, "", binary);
 	if (rc == 0)
 		rc = buf_puts(sql, "(SELECT s.* FROM staged_jobs s WHERE s.id > $1 ORDER BY s.id LIMIT $2)");
-	return rc ? rc : rows_tail(sql, cfg->max_job_bytes, "$3", "id");
+	return rc ? rc : read_bounds_tail(sql, "$3", "id");
 }
 
 int pg_read_prepare_sql(struct buf *sql, const struct config *cfg)
