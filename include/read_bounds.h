@@ -36,7 +36,7 @@ int read_bounds_tail(struct buf *sql, const char *max_bytes, const char *order) 
  * staged or held row), for a subquery of rows that have none stored. */
 #define READ_BOUNDS_ROW_BYTES(p)                                                                                       \
 	"(coalesce(octet_length(" p ".queue), 0)::int8 + coalesce(octet_length(" p ".job_class), 0)"                   \
-	" + coalesce(octet_length(" p ".args::text), 0) + coalesce(octet_length(" p ".options::text), 0)"            \
+	" + coalesce(octet_length(" p ".args::text), 0) + coalesce(octet_length(" p ".options::text), 0)"              \
 	" + coalesce(octet_length(" p ".jid), 0) + coalesce(octet_length(" p ".tenant), 0)"                            \
 	" + coalesce(octet_length(" p ".route), 0))"
 /* read_bounds_tail with a number. */

@@ -75,7 +75,8 @@ static int put_unfit(struct buf *sql, long small, long name, long job)
 		const struct bounded *c = &columns[i];
 		long bound = c->noun ? name : job;
 		if ((rc = buf_puts(sql, " WHEN ")) == 0 && (rc = put_len(sql, c, bound)) == 0 &&
-		    (rc = buf_printf(sql, " > %ld THEN '%s' || ", bound, c->what)) == 0 && (rc = put_len(sql, c, bound)) == 0)
+		    (rc = buf_printf(sql, " > %ld THEN '%s' || ", bound, c->what)) == 0 &&
+		    (rc = put_len(sql, c, bound)) == 0)
 			rc = c->noun ? buf_printf(sql, " || ' bytes, over the %ld-byte limit of a %s'", bound, c->noun)
 				     : buf_printf(sql, " || ' bytes, over %ld'", bound);
 	}
