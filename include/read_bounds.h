@@ -18,9 +18,8 @@ extern const char read_bounds_columns[];
 #define READ_BOUNDS_NCOLS 13
 
 /*
- * The wrapper round a subquery of job rows (it goes between head and tail),
- * which gives each row's row_bytes (sql/007: its text in bytes, stored when
- * the row was written): the rows in order while their bytes stay within
+ * The wrapper round a subquery of job rows (it goes between head and tail):
+ * the rows in order while their text, every column counted, stays within
  * max_bytes (the first always comes); args or options over max_job bytes,
  * and a queue, class, tenant or route over JOB_MAX_NAME_BYTES, stay in
  * Postgres: only the reason naming the column and its length comes (the row
@@ -32,13 +31,6 @@ extern const char read_bounds_columns[];
  */
 int read_bounds_head(struct buf *sql, long max_job, const char *extra, bool binary) SD_MUSTCHECK;
 int read_bounds_tail(struct buf *sql, const char *max_bytes, const char *order) SD_MUSTCHECK;
-/* row_bytes computed from a table aliased p (what sql/007 stores with a
- * staged or held row), for a subquery of rows that have none stored. */
-#define READ_BOUNDS_ROW_BYTES(p)                                                                                       \
-	"(coalesce(octet_length(" p ".queue), 0)::int8 + coalesce(octet_length(" p ".job_class), 0)"                   \
-	" + coalesce(octet_length(" p ".args::text), 0) + coalesce(octet_length(" p ".options::text), 0)"              \
-	" + coalesce(octet_length(" p ".jid), 0) + coalesce(octet_length(" p ".tenant), 0)"                            \
-	" + coalesce(octet_length(" p ".route), 0))"
 /* read_bounds_tail with a number. */
 int read_bounds_tail_n(struct buf *sql, long max_bytes, const char *order) SD_MUSTCHECK;
 

@@ -43,16 +43,13 @@
 	"staged_jobs_dead d WHERE " DEAD_WHERE("3", "4", "5", "6") " AND ($7::int8[] IS NULL OR d.dead_id = ANY($7))"
 
 /* The rows picked, as the relay's read would see them (read_bounds' wrapper:
- * the same bounds, the same reasons; their bytes counted here, none being
- * stored). A NULL jid or uuid (rows dead-lettered before they existed) gets
- * a new one on the way; a stand-in passes the check. */
-#define PICK_SQL                                                                                                        \
-	", s.dead_id, s.reason FROM (SELECT t.*, " READ_BOUNDS_ROW_BYTES(                                               \
-		"t") " AS row_bytes FROM ("                                                                             \
-		     "SELECT d.dead_id, d.id, d.queue, d.job_class, d.args,"                                            \
-		     " " EDITED_OPTIONS " AS options, coalesce(d.jid, '000000000000000000000000') AS jid,"              \
-		     " d.created_at, d.run_at, coalesce(d.uuid, '00000000-0000-4000-8000-000000000000'::uuid) AS uuid," \
-		     " d.tenant, " EDITED_ROUTE("8") " AS route, d.reason FROM " PICKED ") t) s"
+ * the same bounds, the same reasons). A NULL jid or uuid (rows dead-lettered
+ * before they existed) gets a new one on the way; a stand-in passes the check. */
+#define PICK_SQL                                                                                                       \
+	", s.dead_id, s.reason FROM (SELECT d.dead_id, d.id, d.queue, d.job_class, d.args,"                            \
+	" " EDITED_OPTIONS " AS options, coalesce(d.jid, '000000000000000000000000') AS jid,"                          \
+	" d.created_at, d.run_at, coalesce(d.uuid, '00000000-0000-4000-8000-000000000000'::uuid) AS uuid,"             \
+	" d.tenant, " EDITED_ROUTE("8") " AS route, d.reason FROM " PICKED ") s"
 #define ORDER "id, dead_id"
 enum { COL_DEAD_ID = READ_BOUNDS_NCOLS, COL_REASON };
 

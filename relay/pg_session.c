@@ -118,8 +118,7 @@ bool pg_source_broken(const struct pg_source *pg)
 	"  WHERE t.attrelid = 'staged_jobs'::regclass AND t.attname = 'tenant' AND NOT t.attisdropped),"                  \
 	" EXISTS (SELECT FROM pg_attribute r WHERE r.attrelid IN ('staged_jobs'::regclass, 'staged_jobs_dead'::regclass)" \
 	"  AND r.attname = 'route' AND NOT r.attisdropped HAVING count(*) = 2),"                                          \
-	" EXISTS (SELECT FROM pg_attribute b WHERE b.attrelid = 'staged_jobs'::regclass AND b.attname = 'row_bytes'"      \
-	"  AND NOT b.attisdropped) AND (SELECT atttypid FROM pg_attribute j WHERE j.attrelid = 'staged_jobs'::regclass"   \
+	" (SELECT atttypid FROM pg_attribute j WHERE j.attrelid = 'staged_jobs'::regclass"                                \
 	"  AND j.attname = 'args') = 'json'::regtype,"                                                                    \
 	" to_regclass('staged_jobs_held') IS NULL"                                                                        \
 	"  OR (has_table_privilege('staged_jobs_held', 'SELECT') AND has_table_privilege('staged_jobs_held', 'INSERT')"   \
@@ -142,8 +141,7 @@ static const struct schema_need {
 	  "staged_jobs has no tenant column or staged_jobs_held is missing (migration 005): run `stagedrain migrate`",
 	  "", false },
 	{ "t", "staged_jobs has no route column (migration 006): run `stagedrain migrate`", "", false },
-	{ "t", "staged_jobs has no row_bytes column or its args are not json (migration 007): run `stagedrain migrate`",
-	  "", false },
+	{ "t", "staged_jobs.args is not json (migration 007): run `stagedrain migrate`", "", false },
 	{ "t",
 	  "the relay's role may not SELECT, INSERT and DELETE on staged_jobs_held: "
 	  "run sql/roles.sql again (after migration 005)",

@@ -6,8 +6,24 @@
 #include "job.h"
 #include "read_bounds.h"
 
-const char read_bounds_columns[] = "s.id, s.queue, s.job_class, s.args, s.options, s.jid, s.created_at, s.run_at,"
-				   " s.uuid, s.tenant, s.route, s.row_bytes";
+const char read_bounds_columns[] =
+	"s.id, s.queue, s.job_class, s.args, s.options, s.jid, s.created_at, s.run_at, s.uuid, s.tenant, s.route";
+
+/*
+ * A row's text in bytes, at least: a text column's length is known without
+ * reading it (compressed or not), a json column's stored size is its text's
+ * and a header's unless it is compressed, when only its text can tell. No
+ * copy, no decompression for the rows that are neither big nor compressed.
+ * Stored with the row (a generated column) it cost the producers more than
+ * the read saved.
+ */
+#define JSON_SIZE(col)                                                                                                 \
+	"(CASE WHEN pg_column_compression(t." col ") IS NULL THEN pg_column_size(t." col ")"                           \
+	" ELSE octet_length(t." col "::text) END)"
+#define ROW_BYTES                                                                                                      \
+	"octet_length(t.queue)::int8 + octet_length(t.job_class) + " JSON_SIZE("args") " + coalesce(" JSON_SIZE(       \
+		"options") ", 0) + coalesce(octet_length(t.jid), 0) + coalesce(octet_length(t.tenant), 0)"             \
+			   " + coalesce(octet_length(t.route), 0)"
 
 /* Microseconds as text, or the time itself when it is infinite: no value a
  * timestamptz column holds can make the read fail (pg_read_row decides). */
@@ -54,7 +70,7 @@ static int put_len(struct buf *sql, const struct bounded *c, long bound)
 /*
  * A column as read: NULL when it is over its bound and stays behind. A row
  * whose whole text is within the smallest bound has no column over any:
- * most rows, decided by one comparison of a number stored with the row.
+ * most rows, decided by one comparison of row_bytes.
  */
 static int put_pick(struct buf *sql, const struct bounded *c, long small, long bound)
 {
@@ -87,9 +103,9 @@ static int put_unfit(struct buf *sql, long small, long name, long job)
  * The budget counts each row's row_bytes and 100 for the rest (the uuid's
  * 36, the times, the framing), a column that stays behind too. One window
  * over the rows as the subquery gave them (a running total, and whether a
- * row follows) sorts nothing. Lengths computed per column and row cost more
- * than the rest of the read; the stored row_bytes left them to the rows
- * past the small bound.
+ * row follows) sorts nothing. Each column's own length is measured only in
+ * the rows past the small bound: measured in every row, the lengths cost
+ * more than the rest of the read.
  */
 int read_bounds_head(struct buf *sql, long max_job, const char *extra, bool binary)
 {
@@ -108,14 +124,15 @@ int read_bounds_head(struct buf *sql, long max_job, const char *extra, bool bina
 	return rc ? rc
 		  : buf_printf(sql,
 			       "%s FROM (SELECT u.*, sum(u.row_bytes + 100) OVER win AS total,"
-			       " lead(true, 1, false) OVER win AS more FROM (",
+			       " lead(true, 1, false) OVER win AS more FROM (SELECT t.*, " ROW_BYTES
+			       " AS row_bytes FROM (",
 			       extra);
 }
 
 int read_bounds_tail(struct buf *sql, const char *max_bytes, const char *order)
 {
 	return buf_printf(sql,
-			  ") u WINDOW win AS (ORDER BY %s ROWS UNBOUNDED PRECEDING)) w"
+			  ") t) u WINDOW win AS (ORDER BY %s ROWS UNBOUNDED PRECEDING)) w"
 			  " WHERE w.total - (w.row_bytes + 100) < %s ORDER BY %s;",
 			  order, max_bytes, order);
 }

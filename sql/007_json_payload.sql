@@ -8,19 +8,13 @@
 -- assignment cast. staged_jobs_dead and staged_jobs_held follow, so a row
 -- moves between the tables unchanged.
 --
--- row_bytes, stored with each staged and held row, is its text in bytes as
--- the relay reads it (the same sum as READ_BOUNDS_ROW_BYTES in
--- include/read_bounds.h): the relay's read keeps within its byte budget, and
--- finds the rows no column of which can be over its bound, by this one
--- number instead of measuring every column of every row it reads.
---
 -- Cost of the upgrade: each table still holding jsonb is rewritten under an
 -- ACCESS EXCLUSIVE lock (an app's INSERT waits for it), in this migration's
 -- one transaction. staged_jobs is drained, so that is its few staged rows;
 -- a large staged_jobs_dead or staged_jobs_held takes longer (1.6 million
 -- small rows took 2.5 s on a 2-core machine): purge what you no longer need
 -- first (`stagedrain dead purge`). A column that is json already is left
--- alone; adding row_bytes rewrites staged_jobs and staged_jobs_held once more.
+-- alone.
 DO $$
 DECLARE
     c record;
@@ -39,11 +33,3 @@ BEGIN
     ALTER TABLE staged_jobs ALTER COLUMN options SET DEFAULT '{}'::json;
 END
 $$;
-ALTER TABLE staged_jobs ADD COLUMN IF NOT EXISTS row_bytes int8 GENERATED ALWAYS AS (
-    octet_length(queue)::int8 + octet_length(job_class) + octet_length(args::text)
-    + coalesce(octet_length(options::text), 0) + coalesce(octet_length(jid), 0)
-    + coalesce(octet_length(tenant), 0) + coalesce(octet_length(route), 0)) STORED;
-ALTER TABLE staged_jobs_held ADD COLUMN IF NOT EXISTS row_bytes int8 GENERATED ALWAYS AS (
-    octet_length(queue)::int8 + octet_length(job_class) + octet_length(args::text)
-    + coalesce(octet_length(options::text), 0) + coalesce(octet_length(jid), 0)
-    + coalesce(octet_length(tenant), 0) + coalesce(octet_length(route), 0)) STORED;

@@ -632,19 +632,10 @@ static void add_costs(const char *what, int rows, double on, double off, bool ju
 		table_target("schema", fig, CMP_LE, 5, "<= 5");
 }
 
-/* row_bytes as sql/007 adds it, and without it. */
-static const char row_bytes_on[] =
-	"ALTER TABLE staged_jobs ADD COLUMN IF NOT EXISTS row_bytes int8 GENERATED ALWAYS AS ("
-	"octet_length(queue)::int8 + octet_length(job_class) + octet_length(args::text)"
-	" + coalesce(octet_length(options::text), 0) + coalesce(octet_length(jid), 0)"
-	" + coalesce(octet_length(tenant), 0) + coalesce(octet_length(route), 0)) STORED";
-static const char row_bytes_off[] = "ALTER TABLE staged_jobs DROP COLUMN IF EXISTS row_bytes";
-
 /*
  * What the relay asks of the schema costs the producers: the id default that
- * takes the xid first (migration 002) and the stored row_bytes (migration
- * 007), each judged against the 5% target; and the opt-in NOTIFY trigger of
- * sql/notify.sql, shown for those who consider it.
+ * takes the xid first (migration 002), judged against the 5% target; and the
+ * opt-in NOTIFY trigger of sql/notify.sql, shown for those who consider it.
  */
 static void scenario_trigger(int run)
 {
@@ -670,11 +661,6 @@ static void scenario_trigger(int run)
 		compare(c, run, rows, id_on, id_off, &on, &off);
 		sql(c, "%s", id_on);
 		add_costs("xid-first id default", rows, on, off, true);
-		note("schema run %d: unthrottled %s producers, stored row_bytes on and off", run + 1,
-		     rows == 1 ? "single-row" : "100-row");
-		compare(c, run, rows, row_bytes_on, row_bytes_off, &on, &off);
-		sql(c, "%s", row_bytes_on);
-		add_costs("stored row_bytes", rows, on, off, true);
 		on = off = NAN;
 		if (n) {
 			note("schema run %d: unthrottled %s producers, optional notify trigger on and off", run + 1,
@@ -985,9 +971,8 @@ int main(int argc, char **argv)
 
 	est = opts.runs *
 	      ((want("backlog") ? (opts.jobs + BACKLOG_SMALL) * 6 / 20000 : 0) +
-	       (want("steady") ? 4 * (opts.steady_seconds + 5) : 0) +
-	       (want("trigger") ? 12 * opts.trigger_seconds : 0) + (want("long") ? 2 * 60 * opts.minutes : 0) +
-	       (want("memory") ? opts.big_jobs / 20000 : 0) +
+	       (want("steady") ? 4 * (opts.steady_seconds + 5) : 0) + (want("trigger") ? 8 * opts.trigger_seconds : 0) +
+	       (want("long") ? 2 * 60 * opts.minutes : 0) + (want("memory") ? opts.big_jobs / 20000 : 0) +
 	       (want("xid-holder") ? (list_has(opts.xid_holders, "idle") + list_has(opts.xid_holders, "prepared")) *
 					     (2 * opts.xid_seconds + 35 + opts.xid_backlog / 50000)
 				   : 0) +
