@@ -9,22 +9,6 @@
 const char read_bounds_columns[] =
 	"s.id, s.queue, s.job_class, s.args, s.options, s.jid, s.created_at, s.run_at, s.uuid, s.tenant, s.route";
 
-/*
- * A row's text in bytes, at least: a text column's length is known without
- * reading it (compressed or not), a json column's stored size is its text's
- * and a header's unless it is compressed, when only its text can tell. No
- * copy, no decompression for the rows that are neither big nor compressed.
- * Stored with the row (a generated column) it cost the producers more than
- * the read saved.
- */
-#define JSON_SIZE(col)                                                                                                 \
-	"(CASE WHEN pg_column_compression(t." col ") IS NULL THEN pg_column_size(t." col ")"                           \
-	" ELSE octet_length(t." col "::text) END)"
-#define ROW_BYTES                                                                                                      \
-	"octet_length(t.queue)::int8 + octet_length(t.job_class) + " JSON_SIZE("args") " + coalesce(" JSON_SIZE(       \
-		"options") ", 0) + coalesce(octet_length(t.jid), 0) + coalesce(octet_length(t.tenant), 0)"             \
-			   " + coalesce(octet_length(t.route), 0)"
-
 /* Microseconds as text, or the time itself when it is infinite: no value a
  * timestamptz column holds can make the read fail (pg_read_row decides). */
 #define TIME_US(col)                                                                                                   \
@@ -49,14 +33,26 @@ static const struct bounded columns[] = {
 	{ "args", "args are larger than --max-job-bytes: ", NULL },
 	{ "options", "options are larger than --max-job-bytes: ", NULL },
 };
-enum { C_QUEUE, C_CLASS, C_TENANT, C_ROUTE, C_ARGS, C_OPTIONS };
+enum { C_QUEUE, C_CLASS, C_TENANT, C_ROUTE, C_ARGS, C_OPTIONS, C_N };
 
 /*
- * A column's bytes as the relay would get them, exactly. A json column's
- * stored size is its text's and a header's where it is uncompressed (and
- * within the bound it is trusted up to), else its text is counted. Only a
- * row past the small bound below needs them.
+ * A column's bytes, at least, cheaply: a text column's length is known
+ * without reading it (compressed or not); a json column's stored size is
+ * its text's and a header's unless it is compressed, when only its text
+ * can tell. No copy and no decompression for the rows that are neither.
  */
+static int put_size(struct buf *sql, const struct bounded *c)
+{
+	if (c->noun)
+		return buf_printf(sql, "coalesce(octet_length(t.%s), 0)", c->col);
+	return buf_printf(sql,
+			  "coalesce(CASE WHEN pg_column_compression(t.%s) IS NULL THEN pg_column_size(t.%s)"
+			  " ELSE octet_length(t.%s::text) END, 0)",
+			  c->col, c->col, c->col);
+}
+
+/* A column's bytes exactly: its stored size is trusted only where it is
+ * within the bound (then its text is too). */
 static int put_len(struct buf *sql, const struct bounded *c, long bound)
 {
 	if (c->noun)
@@ -67,14 +63,40 @@ static int put_len(struct buf *sql, const struct bounded *c, long bound)
 			  c->col, c->col, bound, c->col, c->col);
 }
 
+static long bound_of(const struct bounded *c, long name, long job)
+{
+	return c->noun ? name : job;
+}
+
 /*
- * A column as read: NULL when it is over its bound and stays behind. A row
- * whose whole text is within the smallest bound has no column over any:
- * most rows, decided by one comparison of row_bytes.
+ * Per row: all_bytes, every column's size, which decides whether a row is
+ * small enough that no column can be over its bound; row_bytes, what the
+ * budget counts, the columns that stay behind left out (a hostile row
+ * costs the batch nothing, so a batch takes all of them at once).
  */
+static int put_sizes(struct buf *sql, long name, long job)
+{
+	int rc = buf_puts(sql, "SELECT t.*, coalesce(octet_length(t.jid), 0)");
+
+	for (int i = 0; rc == 0 && i < C_N; i++)
+		if ((rc = buf_puts(sql, " + ")) == 0)
+			rc = put_size(sql, &columns[i]);
+	if (rc == 0)
+		rc = buf_puts(sql, " AS all_bytes, coalesce(octet_length(t.jid), 0)");
+	for (int i = 0; rc == 0 && i < C_N; i++) {
+		long bound = bound_of(&columns[i], name, job);
+		if ((rc = buf_puts(sql, " + (CASE WHEN ")) == 0 && (rc = put_size(sql, &columns[i])) == 0 &&
+		    (rc = buf_printf(sql, " > %ld THEN 0 ELSE ", bound)) == 0 && (rc = put_size(sql, &columns[i])) == 0)
+			rc = buf_puts(sql, " END)");
+	}
+	return rc ? rc : buf_puts(sql, " AS row_bytes FROM (");
+}
+
+/* A column as read: NULL when it is over its bound and stays behind. A
+ * small row has no column over any: most rows, by one comparison. */
 static int put_pick(struct buf *sql, const struct bounded *c, long small, long bound)
 {
-	int rc = buf_printf(sql, "CASE WHEN row_bytes <= %ld THEN %s WHEN ", small, c->col);
+	int rc = buf_printf(sql, "CASE WHEN all_bytes <= %ld THEN %s WHEN ", small, c->col);
 
 	if (rc == 0)
 		rc = put_len(sql, c, bound);
@@ -85,11 +107,11 @@ static int put_pick(struct buf *sql, const struct bounded *c, long small, long b
  * when none is. Checked in the order the job is built. */
 static int put_unfit(struct buf *sql, long small, long name, long job)
 {
-	int rc = buf_printf(sql, "CASE WHEN row_bytes <= %ld THEN NULL", small);
+	int rc = buf_printf(sql, "CASE WHEN all_bytes <= %ld THEN NULL", small);
 
-	for (size_t i = 0; rc == 0 && i < sizeof(columns) / sizeof(columns[0]); i++) {
+	for (int i = 0; rc == 0 && i < C_N; i++) {
 		const struct bounded *c = &columns[i];
-		long bound = c->noun ? name : job;
+		long bound = bound_of(c, name, job);
 		if ((rc = buf_puts(sql, " WHEN ")) == 0 && (rc = put_len(sql, c, bound)) == 0 &&
 		    (rc = buf_printf(sql, " > %ld THEN '%s' || ", bound, c->what)) == 0 &&
 		    (rc = put_len(sql, c, bound)) == 0)
@@ -101,11 +123,10 @@ static int put_unfit(struct buf *sql, long small, long name, long job)
 
 /*
  * The budget counts each row's row_bytes and 100 for the rest (the uuid's
- * 36, the times, the framing), a column that stays behind too. One window
- * over the rows as the subquery gave them (a running total, and whether a
- * row follows) sorts nothing. Each column's own length is measured only in
- * the rows past the small bound: measured in every row, the lengths cost
- * more than the rest of the read.
+ * 36, the times, the framing). One window over the rows as the subquery
+ * gave them (a running total, and whether a row follows) sorts nothing.
+ * Each column's exact length is taken only in the rows past the small
+ * bound: taken in every row, the lengths cost more than the rest of the read.
  */
 int read_bounds_head(struct buf *sql, long max_job, const char *extra, bool binary)
 {
@@ -114,19 +135,19 @@ int read_bounds_head(struct buf *sql, long max_job, const char *extra, bool bina
 
 	for (int i = C_QUEUE; rc == 0 && i <= C_OPTIONS; i++)
 		if (i != C_TENANT && i != C_ROUTE)
-			rc = put_pick(sql, &columns[i], small, columns[i].noun ? name : max_job);
+			rc = put_pick(sql, &columns[i], small, bound_of(&columns[i], name, max_job));
 	if (rc == 0)
 		rc = buf_printf(sql, "jid, %s, ", binary ? BINARY_MIDDLE : TEXT_MIDDLE);
 	for (int i = C_TENANT; rc == 0 && i <= C_ROUTE; i++)
 		rc = put_pick(sql, &columns[i], small, name);
 	if (rc == 0)
 		rc = put_unfit(sql, small, name, max_job);
-	return rc ? rc
-		  : buf_printf(sql,
-			       "%s FROM (SELECT u.*, sum(u.row_bytes + 100) OVER win AS total,"
-			       " lead(true, 1, false) OVER win AS more FROM (SELECT t.*, " ROW_BYTES
-			       " AS row_bytes FROM (",
-			       extra);
+	if (rc == 0)
+		rc = buf_printf(sql,
+				"%s FROM (SELECT u.*, sum(u.row_bytes + 100) OVER win AS total,"
+				" lead(true, 1, false) OVER win AS more FROM (",
+				extra);
+	return rc ? rc : put_sizes(sql, name, max_job);
 }
 
 int read_bounds_tail(struct buf *sql, const char *max_bytes, const char *order)
