@@ -127,6 +127,10 @@ static int put_unfit(struct buf *sql, long small, long name, long job)
  * gave them (a running total, and whether a row follows) sorts nothing.
  * Each column's exact length is taken only in the rows past the small
  * bound: taken in every row, the lengths cost more than the rest of the read.
+ * The sizes' level is kept apart (OFFSET 0), so each is taken once a row:
+ * folded into the levels above, every use took it again (0.4 ms more per
+ * 1,000 rows, and a compressed value decompressed once per use), more than
+ * the sort of rows already in order this costs.
  */
 int read_bounds_head(struct buf *sql, long max_job, const char *extra, bool binary)
 {
@@ -153,7 +157,7 @@ int read_bounds_head(struct buf *sql, long max_job, const char *extra, bool bina
 int read_bounds_tail(struct buf *sql, const char *max_bytes, const char *order)
 {
 	return buf_printf(sql,
-			  ") t) u WINDOW win AS (ORDER BY %s ROWS UNBOUNDED PRECEDING)) w"
+			  ") t OFFSET 0) u WINDOW win AS (ORDER BY %s ROWS UNBOUNDED PRECEDING)) w"
 			  " WHERE w.total - (w.row_bytes + 100) < %s ORDER BY %s;",
 			  order, max_bytes, order);
 }

@@ -303,6 +303,8 @@ START_TEST(each_missing_migration_is_named)
 		{ "002_cursor.sql", "(migration 004): run `stagedrain migrate`" },
 		{ "003_dead_letter_key.sql", "(migration 004): run `stagedrain migrate`" },
 		{ "004_job_uuid.sql", "(migration 005): run `stagedrain migrate`" },
+		{ "005_tenants_and_held.sql", "(migration 006): run `stagedrain migrate`" },
+		{ "006_routes.sql", "staged_jobs.args is not json (migration 007): run `stagedrain migrate`" },
 	};
 	PGconn *c = h_pg();
 	char out[4096], url[512];
