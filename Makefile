@@ -24,11 +24,11 @@ PYTHON ?= $(shell test -x /usr/bin/python3 && echo /usr/bin/python3 || echo pyth
 # Modules shared by the daemon and the tests; main.c only wires them.
 # A row into a job and its commands: pure, so the fuzzer links them alone.
 JOB_SRC = relay/job_build.c relay/buf.c relay/payload.c relay/format.c relay/formats.c relay/format_sidekiq.c relay/format_resque.c \
-          relay/format_activejob.c relay/format_celery.c relay/celery_codec.c relay/format_laravel.c relay/format_laravel_built.c \
+          relay/format_activejob.c relay/format_celery.c relay/celery_codec.c relay/format_laravel.c relay/format_laravel_built.c relay/format_bullmq.c relay/format_bullmq_script.c \
           relay/redis_cmds.c relay/pyrepr.c relay/queue_groups.c
 LIB_SRC = $(JOB_SRC) relay/log.c relay/values.c relay/settings.c relay/redis_url.c relay/config.c relay/config_apply.c relay/config_files.c \
           relay/signals.c relay/usage.c relay/sidekiq_probe.c relay/clock.c relay/pg_session.c relay/pg_source.c \
-          relay/redis_tls.c relay/redis_io.c relay/redis_sentinel.c relay/redis_conn.c relay/redis_sink.c relay/redis_policy.c relay/drain.c relay/pipe.c relay/build.c relay/push.c relay/fault.c relay/read_plan.c relay/report.c relay/ladder_start.c relay/migrate.c relay/backoff.c relay/batch.c relay/fence.c relay/gaps.c relay/snapshot.c \
+          relay/redis_tls.c relay/redis_io.c relay/redis_sentinel.c relay/redis_conn.c relay/redis_sink.c relay/push_script.c relay/redis_policy.c relay/drain.c relay/pipe.c relay/build.c relay/push.c relay/fault.c relay/read_plan.c relay/report.c relay/ladder_start.c relay/migrate.c relay/backoff.c relay/batch.c relay/fence.c relay/gaps.c relay/snapshot.c \
           relay/metrics.c relay/metrics_text.c relay/metrics_series.c relay/metrics_ready.c relay/watch.c relay/http.c relay/pg_conn.c relay/pg_read.c relay/read_bounds.c relay/queue_limits.c relay/rounds.c relay/backpressure.c relay/pg_held.c relay/release.c relay/release_routes.c relay/ladder.c \
           relay/once.c relay/narrow.c relay/stop.c relay/http_deadline.c relay/http_lograte.c \
           relay/lock_holder.c relay/routes.c relay/target.c relay/target_connect.c relay/metrics_targets.c relay/metrics_held.c relay/watch_held.c \

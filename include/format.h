@@ -48,6 +48,10 @@ struct format {
 	 * list for queue would be a key its workers keep for something else
 	 * (NULL: no queue name can be). */
 	int (*check_queue)(struct span queue, char *reason, size_t rlen);
+	/* Lua the push script runs before its commands (push_script.h): the
+	 * procedures this layout's commands name, for a push that must decide
+	 * as it writes (BullMQ's add); NULL: plain Redis commands only. */
+	const char *script;
 };
 
 /* A queue name in a reason: its first FORMAT_SHOWN bytes, "..." after a

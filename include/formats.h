@@ -7,7 +7,8 @@
 
 #include "format.h"
 
-extern const struct format format_sidekiq, format_resque, format_activejob, format_celery, format_laravel;
+extern const struct format format_sidekiq, format_resque, format_activejob, format_celery, format_laravel,
+	format_bullmq;
 
 /* The relay's format: its layout in Redis, and every row's payload unless the
  * row says otherwise (format_of_row). */

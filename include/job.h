@@ -9,7 +9,7 @@
 #include "fmacros.h"
 
 /* The layout a job takes in redis, as that worker library's own client writes it. */
-enum job_format { FORMAT_SIDEKIQ = 0, FORMAT_RESQUE, FORMAT_ACTIVEJOB, FORMAT_CELERY, FORMAT_LARAVEL };
+enum job_format { FORMAT_SIDEKIQ = 0, FORMAT_RESQUE, FORMAT_ACTIVEJOB, FORMAT_CELERY, FORMAT_LARAVEL, FORMAT_BULLMQ };
 
 /* Which Rails wrote the ActiveJob payload: 6.1 and 7.0 write times to the
  * second with no scheduled_at; 7.1 and later nine digits and scheduled_at. */

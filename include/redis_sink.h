@@ -23,7 +23,8 @@ struct redis_sink {
 	char epoch_value[64]; /* the whole epoch, "<count>:<token>" (keys.h), checked by each push */
 	char found
 		[96]; /* what the last epoch or fence read found instead of the relay's own, and replaced; "" if nothing */
-	struct buf bad; /* keys of the wrong type the last push found: "key\0type\0" each */
+	struct buf bad;    /* keys of the wrong type the last push found: "key\0type\0" each */
+	struct buf script; /* the push script for the target's format: built at the first push */
 	size_t nbad;
 	struct redis_cmds one; /* one job's commands, to compare their keys with the bad ones */
 	char errstr[256];

@@ -38,6 +38,7 @@ struct config {
 	int sidekiq_version; /* 6 or 7: float seconds; 8: integer milliseconds; SIDEKIQ_VERSION_AUTO */
 	enum rails_version rails_version;
 	char *laravel_prefix; /* NULL: none; the key prefix of --format laravel */
+	char *bullmq_prefix;  /* --format bullmq: BullMQ's prefix option; the keys start PREFIX: */
 	char *key_prefix;     /* "" or "ns:"; from --namespace, "resque:" by default for resque */
 	int batch_size;
 	long max_job_bytes;

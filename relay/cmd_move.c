@@ -276,6 +276,11 @@ static int parse(struct move_cmd *m)
 	m->from_db = m->cfg->redis.db;
 	if (m->a.nwords > 0)
 		return say(CMD_EXIT_USAGE, "move takes no words; --queue NAME picks a queue");
+	/* A BullMQ job is a hash, its id in a list or a set, its events in a
+	 * stream: no list move carries it. */
+	if (m->cfg->format == FORMAT_BULLMQ)
+		return say(CMD_EXIT_USAGE, "move does not move bullmq's jobs: run a relay with the old --bullmq-prefix "
+					   "until its workers drained them");
 	if (db && (value_parse_i64(db, &v) < 0 || v < 0 || v > 15))
 		return say(CMD_EXIT_USAGE, "--from-db is a database number, 0 to 15");
 	if (db)

@@ -39,6 +39,7 @@ static const size_t config_strings[] = {
 	offsetof(struct config, redis_tls_key_file),
 	offsetof(struct config, redis_tls_server_name),
 	offsetof(struct config, laravel_prefix),
+	offsetof(struct config, bullmq_prefix),
 	offsetof(struct config, key_prefix),
 	offsetof(struct config, http_addr),
 	offsetof(struct config, http_host),
@@ -245,8 +246,10 @@ static bool route_keeps(const struct config *route, const struct setting *s, con
 	case ROUTE_OWN:
 		return false;
 	case ROUTE_FORMAT:
-		/* Laravel's key prefix is --laravel-prefix, which the route may give. */
-		return !format_given && !(s->type == V_NS && route->format == FORMAT_LARAVEL);
+		/* Laravel's and BullMQ's key prefixes are settings of their own,
+		 * which the route may give. */
+		return !format_given &&
+		       !(s->type == V_NS && (route->format == FORMAT_LARAVEL || route->format == FORMAT_BULLMQ));
 	}
 	return true;
 }

@@ -60,6 +60,17 @@ static int apply_namespace(struct config *cfg, const char *raw, char *why, size_
 					  "is not used with --format laravel: set --laravel-prefix instead");
 		return value_set_str(&cfg->key_prefix, cfg->laravel_prefix ? cfg->laravel_prefix : "");
 	}
+	/* BullMQ's keys are PREFIX:QUEUE:...: its prefix is never empty of its colon. */
+	if (cfg->format == FORMAT_BULLMQ) {
+		const char *p = cfg->bullmq_prefix ? cfg->bullmq_prefix : "bull";
+		if (raw)
+			return value_fail(why, len, -EINVAL,
+					  "is not used with --format bullmq: set --bullmq-prefix instead");
+		if (!(cfg->key_prefix = malloc(strlen(p) + 2)))
+			return -ENOMEM;
+		snprintf(cfg->key_prefix, strlen(p) + 2, "%s:", p);
+		return 0;
+	}
 	if (!raw)
 		raw = cfg->format == FORMAT_RESQUE ? "resque" : "";
 	for (const char *p = raw; *p; p++)

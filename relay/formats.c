@@ -16,6 +16,8 @@ const struct format *format_of(enum job_format f)
 		return &format_celery;
 	case FORMAT_LARAVEL:
 		return &format_laravel;
+	case FORMAT_BULLMQ:
+		return &format_bullmq;
 	}
 	return &format_sidekiq;
 }

@@ -152,7 +152,8 @@ int readers_read(struct redis_conn *c, const struct config *cfg, struct readers 
 	int rc;
 
 	*out = (struct readers){ .verdict = READERS_UNKNOWN };
-	if (cfg->format == FORMAT_LARAVEL)
+	/* Laravel's and BullMQ's workers register nowhere the relay reads. */
+	if (cfg->format == FORMAT_LARAVEL || cfg->format == FORMAT_BULLMQ)
 		return 0;
 	if ((rc = registered(c, cfg->format, cfg->key_prefix, &here)) < 0)
 		return rc;

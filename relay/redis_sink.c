@@ -12,6 +12,7 @@
 #include "fence.h"
 #include "formats.h"
 #include "keys.h"
+#include "push_script.h"
 #include "redis_sink.h"
 
 void redis_sink_init(struct redis_sink *rs, const struct config *cfg)
@@ -22,6 +23,7 @@ void redis_sink_init(struct redis_sink *rs, const struct config *cfg)
 	cmds_init(&rs->cmds);
 	cmds_init(&rs->one);
 	buf_init(&rs->bad);
+	buf_init(&rs->script);
 }
 
 void redis_sink_stop_on(struct redis_sink *rs, struct stop *stop)
@@ -47,6 +49,7 @@ void redis_sink_free(struct redis_sink *rs)
 	cmds_free(&rs->cmds);
 	cmds_free(&rs->one);
 	buf_free(&rs->bad);
+	buf_free(&rs->script);
 	free(rs->argv);
 	free(rs->argvlen);
 	memset(rs, 0, sizeof(*rs));
@@ -102,59 +105,6 @@ static int add_fence(struct redis_sink *rs, const struct batch *b, bool more)
 	return cmds_tail(&rs->cmds, off);
 }
 
-/*
- * The script runs atomically in Redis: it pushes only while ARGV[1] is still
- * the epoch's whole value (keys.h), count and token. A new leader takes
- * a new epoch before it reads the fence, so a push from a relay that lost its
- * session (or whose reply was lost: the relay takes a new epoch then too)
- * either landed before that read, and the fence names it, or is refused; it
- * can never land after. The token makes this hold across a Redis that lost
- * its data: its count starts again at 1, but no token comes back, so a late
- * push of an epoch "1" taken before the loss is refused like any other. (An
- * epoch key of the wrong type reads as ""; so does a missing one.)
- *
- * A Redis script is not rolled back when a command in it fails: a key of the
- * wrong type half-way would leave the pushes before it applied and the fence
- * unwritten, and the batch would be pushed again. So the script first checks
- * the type of every key it will write and, if any is wrong, writes nothing and
- * answers WRONGTYPE with each bad key and its type. Past that check no
- * command can fail (an OOM refusal can only come on the first write), so the
- * batch lands whole or not at all, and the fence's SET, last, exists only if
- * its batch's pushes do.
- */
-static const char push_script[] =
-	"local function text(k)\n"
-	"  local v = redis.pcall('GET', k)\n"
-	"  if type(v) == 'string' then return v end\n"
-	"  return ''\n"
-	"end\n"
-	"if text(KEYS[1]) .. ':' .. text(KEYS[2]) ~= ARGV[1] then\n"
-	"  return redis.error_reply('STALE epoch ' .. ARGV[1] .. ' is not current')\n"
-	"end\n"
-	"local want = { LPUSH = 'list', RPUSH = 'list', SADD = 'set', ZADD = 'zset', APPEND = 'string' }\n"
-	"local bad, seen = { 'WRONGTYPE' }, {}\n"
-	"local i = 2\n"
-	"while i <= #ARGV do\n"
-	"  local key, t = ARGV[i + 2], want[ARGV[i]]\n"
-	"  if t and not seen[key] then\n"
-	"    seen[key] = true\n"
-	"    local have = redis.call('TYPE', key).ok\n"
-	"    if have ~= 'none' and have ~= t then\n"
-	"      bad[#bad + 1] = key\n"
-	"      bad[#bad + 1] = have\n"
-	"    end\n"
-	"  end\n"
-	"  i = i + 2 + tonumber(ARGV[i + 1])\n"
-	"end\n"
-	"if #bad > 1 then return bad end\n"
-	"i = 2\n"
-	"while i <= #ARGV do\n"
-	"  local n = tonumber(ARGV[i + 1])\n"
-	"  redis.call(ARGV[i], unpack(ARGV, i + 2, i + 1 + n))\n"
-	"  i = i + 2 + n\n"
-	"end\n"
-	"return 'OK'\n";
-
 /* The batch's commands; b NULL: none, a push of nothing (redis_sink_probe). */
 static int build_commands(struct redis_sink *rs, const struct batch *b, bool more)
 {
@@ -162,7 +112,10 @@ static int build_commands(struct redis_sink *rs, const struct batch *b, bool mor
 	int rc;
 
 	cmds_reset(c);
-	if ((rc = cmds_begin(c, "EVAL")) < 0 || (rc = cmds_ref(c, push_script, sizeof(push_script) - 1)) < 0 ||
+	/* Built once, for the target's format (push_script.h). */
+	if (rs->script.len == 0 && (rc = push_script_build(&rs->script, format_of(rs->cfg->format)->script)) < 0)
+		return rc;
+	if ((rc = cmds_begin(c, "EVAL")) < 0 || (rc = cmds_ref(c, rs->script.data, rs->script.len)) < 0 ||
 	    (rc = CMDS_LIT(c, "2")) < 0 || (rc = arg_own_key(rs, KEYS_EPOCH)) < 0 ||
 	    (rc = arg_own_key(rs, KEYS_EPOCH_TOKEN)) < 0 ||
 	    (rc = cmds_ref(c, rs->epoch_value, strlen(rs->epoch_value))) < 0)
@@ -408,7 +361,9 @@ static bool is_bad(const struct redis_sink *rs, const char *key, size_t len)
 }
 
 /* Lays out the commands of a batch of j alone, as the format would, and
- * looks for a bad key among their keys (each command's first argument). */
+ * looks for a bad key among their arguments: a command's key is its first,
+ * a procedure's are its first few (a value that equals a bad key can only
+ * keep a job that could have gone, never push one wrongly). */
 bool redis_sink_blocked(struct redis_sink *rs, const struct batch *b, const struct batch_job *j)
 {
 	struct batch one = *b;
@@ -421,9 +376,11 @@ bool redis_sink_blocked(struct redis_sink *rs, const struct batch *b, const stru
 	if (format_of(rs->cfg->format)->commands(&rs->one, &one, rs->cfg->key_prefix) < 0)
 		return true; /* out of memory: keep the job rather than push it wrongly */
 	for (size_t k = 0; k < rs->one.ncmds; k++) {
-		key = cmds_arg(&rs->one, k, 1, &len);
-		if (is_bad(rs, key, len))
-			return true;
+		for (size_t a = 1; a < rs->one.cmds[k].argc; a++) {
+			key = cmds_arg(&rs->one, k, a, &len);
+			if (is_bad(rs, key, len))
+				return true;
+		}
 	}
 	return false;
 }

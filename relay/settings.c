@@ -17,9 +17,13 @@ const struct choice settings_commands[] = {
 	{ NULL, 0, NULL },
 };
 static const struct choice formats[] = {
-	{ "sidekiq", FORMAT_SIDEKIQ, NULL },     { "resque", FORMAT_RESQUE, NULL },
-	{ "activejob", FORMAT_ACTIVEJOB, NULL }, { "celery", FORMAT_CELERY, NULL },
-	{ "laravel", FORMAT_LARAVEL, NULL },     { NULL, 0, NULL },
+	{ "sidekiq", FORMAT_SIDEKIQ, NULL },
+	{ "resque", FORMAT_RESQUE, NULL },
+	{ "activejob", FORMAT_ACTIVEJOB, NULL },
+	{ "celery", FORMAT_CELERY, NULL },
+	{ "laravel", FORMAT_LARAVEL, NULL },
+	{ "bullmq", FORMAT_BULLMQ, NULL },
+	{ NULL, 0, NULL },
 };
 static const struct choice sidekiq_versions[] = {
 	{ "auto", SIDEKIQ_VERSION_AUTO, NULL }, { "6", 6, NULL }, { "7", 7, NULL }, { "8", 8, NULL }, { NULL, 0, NULL },
@@ -152,17 +156,23 @@ const struct setting settings[] = {
 	  .formats = SETTING_FORMAT(FORMAT_LARAVEL),
 	  .help = "--format laravel: the redis connection's prefix (config/database.php, "
 		  "REDIS_PREFIX), written before queues:NAME as is; empty for none" },
+	{ .flag = "bullmq-prefix", .env = "STAGEDRAIN_BULLMQ_PREFIX", .type = V_STR,
+	  .metavar = "PREFIX", .def = "bull", .off = OFF(bullmq_prefix), .route = ROUTE_FORMAT,
+	  .formats = SETTING_FORMAT(FORMAT_BULLMQ),
+	  .help = "--format bullmq: BullMQ's prefix option (a hash tag such as {bull} included); "
+		  "the keys are PREFIX:QUEUE:..." },
 	{ .flag = "namespace", .env = "STAGEDRAIN_NAMESPACE", .type = V_NS, .metavar = "NAME",
 	  .off = OFF(key_prefix), .def_doc = "none (\"resque\" for resque)", .route = ROUTE_FORMAT,
 	  .help = "key prefix as redis-namespace writes it: NAME:queue:default; the colon "
-		  "is added, and an empty NAME means no prefix (laravel: --laravel-prefix)" },
+		  "is added, and an empty NAME means no prefix (laravel: --laravel-prefix; bullmq: "
+		  "--bullmq-prefix)" },
 	{ .flag = "route", .env = "STAGEDRAIN_ROUTE", .type = V_ROUTE, .metavar = "ROUTE", .def_doc = "none",
 	  .help = "send some queues to another redis or format: \"NAME QUEUES [--SETTING VALUE ...]\", e.g. "
 		  "\"bulk bulk,report-* --redis-url redis://r2:6379/0\"; QUEUES are comma-separated names "
 		  "or globs (*, ?, [...]), or - for none, and a row's route column may name the route too; "
 		  "SETTINGS are --redis-url (required), --redis-password-file, --redis-tls-*, "
 		  "--redis-wait-*, --max-redis-memory, --format, --namespace, --sidekiq-version, "
-		  "--rails-version and --laravel-prefix (without --format: the relay's format and its "
+		  "--rails-version, --laravel-prefix and --bullmq-prefix (without --format: the relay's format and its "
 		  "settings; redis settings are never the relay's); the first matching pattern wins, "
 		  "other queues go to --redis-url; repeat for more routes, or separate them with "
 		  "newlines or ; in the variable (a ; in a url's password does not separate)" },

@@ -1,0 +1,85 @@
+/* The push script (push_script.h), which the sink sends with every batch. */
+#include "fmacros.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "push_script.h"
+
+/*
+ * The script runs atomically in Redis: it pushes only while ARGV[1] is still
+ * the epoch's whole value (keys.h), count and token. A new leader takes
+ * a new epoch before it reads the fence, so a push from a relay that lost its
+ * session (or whose reply was lost: the relay takes a new epoch then too)
+ * either landed before that read, and the fence names it, or is refused; it
+ * can never land after. The token makes this hold across a Redis that lost
+ * its data: its count starts again at 1, but no token comes back, so a late
+ * push of an epoch "1" taken before the loss is refused like any other. (An
+ * epoch key of the wrong type reads as ""; so does a missing one.)
+ *
+ * A Redis script is not rolled back when a command in it fails: a key of the
+ * wrong type half-way would leave the pushes before it applied and the fence
+ * unwritten, and the batch would be pushed again. So the script first checks
+ * the type of every key it will write (a procedure checks its own keys, and
+ * the values it reads back) and, if any is wrong, writes nothing and answers
+ * WRONGTYPE with each bad key and its type. Past that check no command can
+ * fail (an OOM refusal can only come on the first write), so the batch lands
+ * whole or not at all, and the fence's SET, last, exists only if its
+ * batch's pushes do.
+ */
+static const char head[] =
+	"local function text(k)\n"
+	"  local v = redis.pcall('GET', k)\n"
+	"  if type(v) == 'string' then return v end\n"
+	"  return ''\n"
+	"end\n"
+	"if text(KEYS[1]) .. ':' .. text(KEYS[2]) ~= ARGV[1] then\n"
+	"  return redis.error_reply('STALE epoch ' .. ARGV[1] .. ' is not current')\n"
+	"end\n"
+	"local want = { LPUSH = 'list', RPUSH = 'list', SADD = 'set', ZADD = 'zset', APPEND = 'string' }\n"
+	"local bad, seen, refused = { 'WRONGTYPE' }, {}, {}\n"
+	"local function refuse(key, what)\n"
+	"  if refused[key] then return end\n"
+	"  refused[key] = true\n"
+	"  bad[#bad + 1] = key\n"
+	"  bad[#bad + 1] = what\n"
+	"end\n"
+	"local function check_type(key, t)\n"
+	"  if seen[key] then return end\n"
+	"  seen[key] = true\n"
+	"  local have = redis.call('TYPE', key).ok\n"
+	"  if have ~= 'none' and have ~= t then refuse(key, have) end\n"
+	"end\n"
+	"local procs = {}\n";
+
+static const char tail[] = "local i = 2\n"
+			   "while i <= #ARGV do\n"
+			   "  local n, p = tonumber(ARGV[i + 1]), procs[ARGV[i]]\n"
+			   "  if p then\n"
+			   "    p.check(i + 2, n)\n"
+			   "  elseif want[ARGV[i]] then\n"
+			   "    check_type(ARGV[i + 2], want[ARGV[i]])\n"
+			   "  end\n"
+			   "  i = i + 2 + n\n"
+			   "end\n"
+			   "if #bad > 1 then return bad end\n"
+			   "i = 2\n"
+			   "while i <= #ARGV do\n"
+			   "  local n, p = tonumber(ARGV[i + 1]), procs[ARGV[i]]\n"
+			   "  if p then\n"
+			   "    p.run(i + 2, n)\n"
+			   "  else\n"
+			   "    redis.call(ARGV[i], unpack(ARGV, i + 2, i + 1 + n))\n"
+			   "  end\n"
+			   "  i = i + 2 + n\n"
+			   "end\n"
+			   "return 'OK'\n";
+
+int push_script_build(struct buf *out, const char *procs)
+{
+	buf_reset(out);
+	if (buf_append(out, head, sizeof(head) - 1) < 0 || (procs && buf_puts(out, procs) < 0) ||
+	    buf_append(out, tail, sizeof(tail) - 1) < 0)
+		return -ENOMEM;
+	return 0;
+}
