@@ -39,7 +39,7 @@ LIB_SRC = $(JOB_SRC) relay/log.c relay/values.c relay/settings.c relay/redis_url
 LIB_OBJ = $(LIB_SRC:relay/%.c=$(OUT)/%.o) $(OUT)/sql_embed.o
 UNIT_SRC = tests/unit_main.c tests/check_config.c tests/check_redis_url.c tests/check_job.c tests/check_buf.c \
            tests/check_backoff.c tests/check_fence.c tests/check_gaps.c tests/check_metrics.c tests/check_rounds.c \
-           tests/check_format_activejob.c tests/check_format_celery.c tests/check_format_laravel.c \
+           tests/check_format_activejob.c tests/check_format_celery.c tests/check_format_laravel.c tests/check_format_bullmq.c \
            tests/check_queue_groups.c tests/check_cmd_args.c tests/check_status_unit.c tests/check_xmin_remedy.c \
            tests/check_routes.c tests/check_target.c tests/check_relay_argv.c
 INTEG_SRC = tests/integration_main.c tests/harness.c tests/check_relay.c \

@@ -405,6 +405,13 @@ START_TEST(namespace_defaults_follow_format)
 	load_ok(&cfg, ARGV("--format", "laravel", "--laravel-prefix", ""));
 	ck_assert_str_eq(cfg.key_prefix, "");
 	config_free(&cfg);
+	/* BullMQ's keys are PREFIX:QUEUE:..., its prefix "bull" unless given; a hash tag is kept. */
+	load_ok(&cfg, ARGV("--format", "bullmq"));
+	ck_assert_str_eq(cfg.key_prefix, "bull:");
+	config_free(&cfg);
+	load_ok(&cfg, ARGV("--format", "bullmq", "--bullmq-prefix", "{bull}"));
+	ck_assert_str_eq(cfg.key_prefix, "{bull}:");
+	config_free(&cfg);
 }
 END_TEST
 
@@ -623,7 +630,7 @@ static const struct err_case {
 	  "invalid --lock-key \" 5\": not a signed 64-bit integer (decimal, or hex with 0x)" },
 	/* choices */
 	{ NULL, NULL, { "--format", "rq" },
-	  "invalid --format \"rq\": must be one of sidekiq, resque, activejob, celery, laravel" },
+	  "invalid --format \"rq\": must be one of sidekiq, resque, activejob, celery, laravel, bullmq" },
 	{ NULL, NULL, { "--rails-version", "6.0" },
 	  "invalid --rails-version \"6.0\": must be one of 6.1, 7.0, 7.1, 7.2, 8.0" },
 	{ NULL, NULL, { "--format", "laravel", "--namespace", "app" },
@@ -632,9 +639,13 @@ static const struct err_case {
 	  "invalid --sidekiq-version \"5\" (from STAGEDRAIN_SIDEKIQ_VERSION): must be one of auto, 6, 7, 8" },
 	{ NULL, NULL, { "--sidekiq-version", "07" },
 	  "invalid --sidekiq-version \"07\": must be one of auto, 6, 7, 8" },
+	{ NULL, NULL, { "--format", "bullmq", "--namespace", "app" },
+	  "invalid --namespace \"app\": is not used with --format bullmq: set --bullmq-prefix instead" },
 	/* settings of another format */
 	{ NULL, NULL, { "--laravel-prefix", "shop_" },
 	  "--laravel-prefix is only used with --format laravel, not sidekiq" },
+	{ NULL, NULL, { "--format", "laravel", "--bullmq-prefix", "q" },
+	  "--bullmq-prefix is only used with --format bullmq, not laravel" },
 	{ "STAGEDRAIN_SIDEKIQ_VERSION", "8", { "--format", "celery" },
 	  "--sidekiq-version (from STAGEDRAIN_SIDEKIQ_VERSION) is only used with --format sidekiq or activejob, "
 	  "not celery" },
@@ -652,7 +663,7 @@ static const struct err_case {
 	/* a newline from the environment cannot split the message */
 	{ "STAGEDRAIN_FORMAT", "a\nb", { NULL },
 	  "invalid --format \"a?b\" (from STAGEDRAIN_FORMAT): must be one of sidekiq, resque, activejob, "
-	  "celery, laravel" },
+	  "celery, laravel, bullmq" },
 	/* namespace */
 	{ NULL, NULL, { "--namespace", "app:" },
 	  "invalid --namespace \"app:\": must not end with ':' (the colon is added)" },
@@ -808,7 +819,7 @@ START_TEST(error_message_is_bounded)
 	memset(value, 'x', sizeof(value) - 1);
 	value[sizeof(value) - 1] = '\0';
 	ck_assert_int_eq(load(&cfg, err, ARGV("--format", value)), -EINVAL);
-	ck_assert(strstr(err, "...\": must be one of sidekiq, resque, activejob, celery, laravel"));
+	ck_assert(strstr(err, "...\": must be one of sidekiq, resque, activejob, celery, laravel, bullmq"));
 	ck_assert_uint_lt(strlen(err), 200);
 	/* A short or missing err buffer is truncated or skipped, never overrun. */
 	ck_assert_int_eq(config_load(&cfg, 3, (char **)ARGV("--format", value), tiny, sizeof(tiny)), -EINVAL);
@@ -851,7 +862,7 @@ START_TEST(man_page_lists_every_setting)
 	}
 	for (const char *const *v = all_vars; *v; v++)
 		ck_assert_msg(strstr(text, *v), "man page lacks %s", *v);
-	ck_assert(strstr(text, ".It Fl -format Ar sidekiq | resque | activejob | celery | laravel\n"));
+	ck_assert(strstr(text, ".It Fl -format Ar sidekiq | resque | activejob | celery | laravel | bullmq\n"));
 	ck_assert(strstr(text, "From 100ms to 1h.\n"));
 	/* Text never starts a line with a control character, so no sentence
 	 * turns into an unknown macro; the one backslash in the examples is escaped. */

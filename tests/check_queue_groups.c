@@ -104,6 +104,8 @@ static size_t list_of(const struct many *m, size_t i, char *key, size_t size)
 	case FORMAT_LARAVEL:
 		n = snprintf(key, size, j->out.scheduled ? "queues:%s:delayed" : "queues:%s", q);
 		break;
+	case FORMAT_BULLMQ: /* one command a queue, its keys in its head: tests/check_format_bullmq.c */
+		break;
 	}
 	return (size_t)n;
 }

@@ -208,7 +208,7 @@ static const struct err_case {
 	  ":password@ for a password alone)" },
 	{ { "--route", "two q --redis-url redis://h --format rq" },
 	  "--route \"two q --redis-url redis://h --format rq\": invalid --format \"rq\": must be one of sidekiq, "
-	  "resque, activejob, celery, laravel" },
+	  "resque, activejob, celery, laravel, bullmq" },
 	{ { "--route", "two q --redis-url redis://h --redis-wait-replicas 101" },
 	  "--route \"two q --redis-url redis://h --redis-wait-replicas 101\": invalid --redis-wait-replicas \"101\": "
 	  "must be between 0 and 100" },
@@ -261,7 +261,7 @@ static const struct err_case {
 	  "--route \"shard2 q --format celery ...@h\": unexpected \"...@h\": settings are --SETTING VALUE" },
 	{ { "--route", "shard2 q --redis-url redis://h --format redis://:hunter2@h" },
 	  "--route \"shard2 q --redis-url redis://h --format redis://...@h\": invalid --format \"redis://...@h\": "
-	  "must be one of sidekiq, resque, activejob, celery, laravel" },
+	  "must be one of sidekiq, resque, activejob, celery, laravel, bullmq" },
 	{ { "--route", "redis://:hunter2@h q --redis-url redis://h" },
 	  "--route \"redis://...@h q --redis-url redis://h\": bad name \"redis://...@h\": use letters, digits, '_', "
 	  "'-' and '.'" },

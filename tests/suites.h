@@ -14,6 +14,7 @@ Suite *gaps_suite(void);
 Suite *rounds_suite(void);
 Suite *metrics_suite(void);
 Suite *laravel_format_suite(void);
+Suite *bullmq_format_suite(void);
 Suite *activejob_format_suite(void);
 Suite *celery_format_suite(void);
 Suite *queue_groups_suite(void);

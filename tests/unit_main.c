@@ -20,6 +20,7 @@ int main(void)
 	srunner_add_suite(sr, rounds_suite());
 	srunner_add_suite(sr, metrics_suite());
 	srunner_add_suite(sr, laravel_format_suite());
+	srunner_add_suite(sr, bullmq_format_suite());
 	srunner_add_suite(sr, activejob_format_suite());
 	srunner_add_suite(sr, celery_format_suite());
 	srunner_add_suite(sr, queue_groups_suite());
