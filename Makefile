@@ -47,7 +47,7 @@ INTEG_SRC = tests/integration_main.c tests/harness.c tests/check_relay.c \
             tests/check_cursor.c tests/check_security.c tests/check_trouble.c tests/check_http.c \
             tests/check_reconcile.c tests/check_guarantees.c tests/check_tls.c tests/check_sentinel.c \
             tests/check_sidekiq_version.c tests/check_formats.c tests/check_e2e_activejob.c \
-            tests/check_e2e_celery.c tests/check_e2e_laravel.c tests/check_release.c \
+            tests/check_e2e_celery.c tests/check_e2e_laravel.c tests/check_e2e_bullmq.c tests/check_release.c \
             tests/check_e2e_capped.c tests/check_once.c tests/check_startup.c tests/check_stop.c \
             tests/check_status.c tests/check_dead.c tests/check_xmin.c tests/check_routed.c tests/check_route_change.c \
             tests/check_e2e_routes.c tests/check_misconfig.c

@@ -720,21 +720,6 @@ END_TEST
 /* ---- issue 25: a transaction of several batches, overlapped ---- */
 
 /* A COMMIT that waits, at its deferred trigger, for the lock `hold` takes. */
-static void block_commits(PGconn *c)
-{
-	h_sql(c, "CREATE OR REPLACE FUNCTION test_hold_commit() RETURNS trigger LANGUAGE plpgsql AS"
-		 " $$ BEGIN PERFORM pg_advisory_xact_lock_shared(42425); RETURN NULL; END $$");
-	h_sql(c, "DROP TRIGGER IF EXISTS test_hold_commit ON staged_jobs");
-	h_sql(c, "CREATE CONSTRAINT TRIGGER test_hold_commit AFTER DELETE ON staged_jobs DEFERRABLE INITIALLY DEFERRED"
-		 " FOR EACH ROW EXECUTE FUNCTION test_hold_commit()");
-}
-
-static void unblock_commits(PGconn *c)
-{
-	h_sql(c, "DROP TRIGGER IF EXISTS test_hold_commit ON staged_jobs");
-	h_sql(c, "DROP FUNCTION IF EXISTS test_hold_commit()");
-}
-
 /* How many jobs the fence names. */
 static long long fence_jobs(redisContext *r)
 {
@@ -767,7 +752,7 @@ START_TEST(a_leader_killed_with_batches_in_flight_loses_and_duplicates_nothing)
 
 	h_stage(c, "default", 1, 5000);
 	h_snapshot_expected(c);
-	block_commits(c);
+	h_block_commits(c);
 	h_sql(lock, "SELECT pg_advisory_lock(42425)");
 	h_relay_start(&a, "relay-a", args);
 	/* Several batches of one transaction in Redis, none committed. */
@@ -780,7 +765,7 @@ START_TEST(a_leader_killed_with_batches_in_flight_loses_and_duplicates_nothing)
 	ck_assert_int_eq(fence_jobs(r), pushed);
 	h_relay_crash(&a, c);
 	h_sql(lock, "SELECT pg_advisory_unlock(42425)");
-	unblock_commits(c);
+	h_unblock_commits(c);
 	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs"), 5000);
 	h_relay_start(&b, "relay-b", args);
 	RELAY_CHECK(&b, h_wait_staged_empty(c, 20000), "B left rows behind");

@@ -438,6 +438,21 @@ double h_metric_sample(const char *page, const char *series)
 	return NAN;
 }
 
+void h_block_commits(PGconn *c)
+{
+	h_sql(c, "CREATE OR REPLACE FUNCTION test_hold_commit() RETURNS trigger LANGUAGE plpgsql AS"
+		 " $$ BEGIN PERFORM pg_advisory_xact_lock_shared(42425); RETURN NULL; END $$");
+	h_sql(c, "DROP TRIGGER IF EXISTS test_hold_commit ON staged_jobs");
+	h_sql(c, "CREATE CONSTRAINT TRIGGER test_hold_commit AFTER DELETE ON staged_jobs DEFERRABLE INITIALLY DEFERRED"
+		 " FOR EACH ROW EXECUTE FUNCTION test_hold_commit()");
+}
+
+void h_unblock_commits(PGconn *c)
+{
+	h_sql(c, "DROP TRIGGER IF EXISTS test_hold_commit ON staged_jobs");
+	h_sql(c, "DROP FUNCTION IF EXISTS test_hold_commit()");
+}
+
 bool h_wait_blocked(PGconn *c, int timeout_ms)
 {
 	long long t0 = mono_ms();

@@ -70,6 +70,12 @@ void h_relay_crash(struct relay_proc *p, PGconn *c);
 		}                                                                                                      \
 	} while (0)
 
+/* Holds every COMMIT that deletes from staged_jobs while the test's session
+ * holds pg_advisory_lock(H_COMMIT_LOCK): a relay waits there with its
+ * batches pushed, as one that crashes between push and commit would be. */
+#define H_COMMIT_LOCK 42425
+void h_block_commits(PGconn *c);
+void h_unblock_commits(PGconn *c);
 /* True once the relay's session waits on a lock, within timeout_ms. */
 bool h_wait_blocked(PGconn *c, int timeout_ms);
 /* Runs the relay with args to completion (it must exit within 60 s); returns its exit status. */

@@ -35,6 +35,7 @@ static const struct {
 	{ "sidekiq_version", sidekiq_version_suite },
 	{ "formats", formats_suite },
 	{ "laravel_e2e", laravel_e2e_suite },
+	{ "bullmq_e2e", bullmq_e2e_suite },
 	{ "activejob_e2e", activejob_e2e_suite },
 	{ "celery_e2e", celery_e2e_suite },
 	{ "release", release_suite },

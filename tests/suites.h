@@ -43,6 +43,7 @@ Suite *sentinel_tls_suite(void);
 Suite *sidekiq_version_suite(void);
 Suite *formats_suite(void);
 Suite *laravel_e2e_suite(void);
+Suite *bullmq_e2e_suite(void);
 Suite *activejob_e2e_suite(void);
 Suite *celery_e2e_suite(void);
 Suite *release_suite(void);
