@@ -273,9 +273,8 @@ static int bullmq_payload(const struct job_in *in, const struct job_opts *opts, 
 }
 
 /* The keys a queue's add writes or reads, in the order the script takes them. */
-static const char *const queue_keys[] = {
-	"wait", "meta", "events", "marker", "delayed", "prioritized", "pc", "active"
-};
+static const char *const queue_keys[] = { "wait",        "meta", "events", "marker", "delayed",
+					  "prioritized", "pc",   "active", "paused" };
 #define BQ_HEAD (1 + sizeof(queue_keys) / sizeof(queue_keys[0]) + 1)
 #define BQ_VALUES 8
 

@@ -7,8 +7,14 @@
  * as BullMQ's do, so Redis spells them the same way.
  *
  * One command a queue (format_bullmq.c): its keys (wait, meta, events, marker,
- * delayed, prioritized, pc, active), the job key prefix, then eight values a
- * job: id, name, data, opts, timestamp, delay, priority, lifo ("1" or "0").
+ * delayed, prioritized, pc, active, paused), the job key prefix, then eight
+ * values a job: id, name, data, opts, timestamp, delay, priority, lifo ("1"
+ * or "0").
+ *
+ * A paused queue: 6.7 adds to wait with no marker. BullMQ 5.x's pause renamed
+ * wait to paused, its add pushes to paused, and its resume renames paused
+ * back over wait: so while a paused list exists the job goes there, which
+ * both read (6.7's resume moves a paused list left by 5.x into wait).
  *
  * The keys' types and the counts BullMQ's own scripts read back (meta's
  * opts.maxLenEvents, the priority counter pc) are checked before any write;
@@ -21,13 +27,13 @@
 #include "format_bullmq.h"
 
 const char format_bullmq_script[] =
-	"local BQ_KEYS, BQ_VALUES = 9, 8\n"
+	"local BQ_KEYS, BQ_VALUES = 10, 8\n"
 	"local bq_max, bq_held = {}, {}\n"
 	"local function bq_count(key, v, what)\n"
 	"  if v and not (string.match(v, '^%-?%d+$') and #v <= 15) then refuse(key, what) end\n"
 	"end\n"
 	"local function bq_check(i, n)\n"
-	"  local kinds = { 'list', 'hash', 'stream', 'zset', 'zset', 'zset', 'string', 'list' }\n"
+	"  local kinds = { 'list', 'hash', 'stream', 'zset', 'zset', 'zset', 'string', 'list', 'list' }\n"
 	"  for k = 1, #kinds do check_type(ARGV[i + k - 1], kinds[k]) end\n"
 	"  local meta, pc = ARGV[i + 1], ARGV[i + 6]\n"
 	"  if redis.call('TYPE', meta).ok == 'hash' then\n"
@@ -75,9 +81,10 @@ const char format_bullmq_script[] =
 	"local function bq_add(k, j)\n"
 	"  local wait, meta, events, marker = ARGV[k], ARGV[k + 1], ARGV[k + 2], ARGV[k + 3]\n"
 	"  local delayed, prioritized, pc, active = ARGV[k + 4], ARGV[k + 5], ARGV[k + 6], ARGV[k + 7]\n"
+	"  local paused = ARGV[k + 8]\n"
 	"  local id, name, data, opts = ARGV[j], ARGV[j + 1], ARGV[j + 2], ARGV[j + 3]\n"
 	"  local ts, delay, prio = tonumber(ARGV[j + 4]), tonumber(ARGV[j + 5]), tonumber(ARGV[j + 6])\n"
-	"  local max, job = bq_events_max(meta), ARGV[k + 8] .. id\n"
+	"  local max, job = bq_events_max(meta), ARGV[k + 9] .. id\n"
 	/* A custom id that exists is not added again (handleDuplicatedJob). */
 	"  if redis.call('EXISTS', job) == 1 then\n"
 	"    redis.call('XADD', events, 'MAXLEN', '~', max, '*', 'event', 'duplicated', 'jobId', id)\n"
@@ -99,7 +106,9 @@ const char format_bullmq_script[] =
 	"    local n = redis.call('INCR', pc)\n"
 	"    redis.call('ZADD', prioritized, prio * 0x100000000 + n % 0x100000000, id)\n"
 	"  else\n"
-	"    redis.call(ARGV[j + 7] == '1' and 'RPUSH' or 'LPUSH', wait, id)\n"
+	"    local list = wait\n"
+	"    if held and redis.call('EXISTS', paused) == 1 then list = paused end\n"
+	"    redis.call(ARGV[j + 7] == '1' and 'RPUSH' or 'LPUSH', list, id)\n"
 	"  end\n"
 	"  if not held then redis.call('ZADD', marker, 0, '0') end\n"
 	"  redis.call('XADD', events, 'MAXLEN', '~', max, '*', 'event', 'waiting', 'jobId', id)\n"

@@ -137,7 +137,8 @@ START_TEST(keys_are_bullmqs)
 }
 END_TEST
 
-/* A paused queue (6.7): the job waits in wait, with no marker, until resume(). */
+/* A paused queue (6.7): the job waits in wait, with no marker, until resume();
+ * a real Worker's resume() is in clients/node's tests. */
 START_TEST(a_paused_queue_gets_no_marker)
 {
 	PGconn *c = (h_reset(), h_pg());
@@ -151,6 +152,14 @@ START_TEST(a_paused_queue_gets_no_marker)
 	ck_assert_int_eq(h_cmd_int(r, "ZCARD " Q "prioritized"), 1);
 	ck_assert_int_eq(h_cmd_int(r, "EXISTS " Q "marker"), 0);
 	ck_assert_int_eq(h_cmd_int(r, "EXISTS " Q "paused"), 0);
+	/* A queue BullMQ 5.x paused keeps its waiting jobs in paused, which its
+	 * resume renames over wait: the job goes there, not to wait. */
+	freeReplyObject(h_cmd(r, "RENAME " Q "wait " Q "paused"));
+	stage(c, "n5", "[]", NULL);
+	ck_assert_int_eq(h_relay_run("relay-bullmq", once), 0);
+	ck_assert_int_eq(h_cmd_int(r, "LLEN " Q "paused"), 2);
+	ck_assert_int_eq(h_cmd_int(r, "EXISTS " Q "wait"), 0);
+	ck_assert_int_eq(h_cmd_int(r, "EXISTS " Q "marker"), 0);
 	redisFree(r);
 	PQfinish(c);
 }

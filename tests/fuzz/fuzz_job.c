@@ -3,6 +3,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,7 +33,7 @@
  *                 for megabyte inputs, while the seeds that use it keep it
  *   29      1     size for 'H'
  *   30      1     format: bits 0-2 0 sidekiq or resque (by bit 0 above),
- *                 1 activejob, 2 celery, 3 laravel, 4-7 as 0; bit 3 Rails 6.1
+ *                 1 activejob, 2 celery, 3 laravel, 4 bullmq, 5-7 as 0; bit 3 Rails 6.1
  *                 (else 7.1); bit 4 no uuid (a NULL column)
  *   31      1     separator
  *   32      ...   class SEP queue SEP jid SEP options SEP args
@@ -58,6 +59,8 @@ static enum job_format pick_format(const uint8_t *hdr)
 		return FORMAT_CELERY;
 	case 3:
 		return FORMAT_LARAVEL;
+	case 4:
+		return FORMAT_BULLMQ;
 	default:
 		return hdr[0] & 0x01 ? FORMAT_RESQUE : FORMAT_SIDEKIQ;
 	}
@@ -452,6 +455,56 @@ static void check_laravel(const struct job_row *row, json_t *job, struct span pa
 	json_decref(args);
 }
 
+/* A number BullMQ's script reads with tonumber: all of the value, finite. */
+static bool lua_number(const char *p, size_t n)
+{
+	char text[64], *end;
+	double v;
+
+	if (n == 0 || n >= sizeof(text))
+		return false;
+	memcpy(text, p, n);
+	text[n] = '\0';
+	v = strtod(text, &end);
+	return *end == '\0' && isfinite(v);
+}
+
+/*
+ * BullMQ's values, each ended by a nul: id (not empty, no nul), name (the
+ * class), data (the one value of args, or {}), opts (the options object),
+ * timestamp, delay and priority (numbers), lifo (0 or 1).
+ */
+static void check_bullmq(const struct job_row *row, struct span payload)
+{
+	struct span v[8];
+	const char *p = payload.p, *end = payload.p + payload.n;
+	json_t *args = row_args(row), *data, *opts;
+
+	for (int i = 0; i < 8; i++) {
+		const char *nul = i < 7 ? memchr(p, '\0', (size_t)(end - p)) : end;
+		CHECK(nul != NULL, "fewer than eight values");
+		v[i] = span_of(p, (size_t)(nul - p));
+		p = nul + (i < 7);
+	}
+	CHECK(memchr(v[7].p, '\0', v[7].n) == NULL, "more than eight values");
+	CHECK(v[0].n > 0, "empty id");
+	CHECK(v[1].n == row->class_len && memcmp(v[1].p, row->job_class, v[1].n) == 0, "name differs");
+	data = parse(v[2].p, v[2].n, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES);
+	CHECK(data != NULL, "data is not strict json");
+	CHECK(json_array_size(args) == 1
+		      ? json_equal(data, json_array_get(args, 0))
+		      : json_array_size(args) == 0 && json_is_object(data) && json_object_size(data) == 0,
+	      "data is not args' one value");
+	opts = parse(v[3].p, v[3].n, JSON_REJECT_DUPLICATES);
+	CHECK(opts != NULL && json_is_object(opts), "opts is not a strict json object");
+	for (int i = 4; i < 7; i++)
+		CHECK(lua_number(v[i].p, v[i].n), "timestamp, delay or priority is not a finite number");
+	CHECK(v[7].n == 1 && (v[7].p[0] == '0' || v[7].p[0] == '1'), "lifo is not 0 or 1");
+	json_decref(opts);
+	json_decref(data);
+	json_decref(args);
+}
+
 /* Whether the row's own options make it an ActiveJob job in a Sidekiq relay. */
 static bool row_is_activejob(const struct job_row *row, enum job_format f)
 {
@@ -473,7 +526,13 @@ static void check_payload(const struct job_row *row, const struct job_opts *opts
 {
 	/* A Laravel payload the framework built may nest as deep as PHP reads. */
 	bool built = opts->format == FORMAT_LARAVEL && row_serialized(row);
-	json_t *job = parse(payload, out->len, JSON_REJECT_DUPLICATES);
+	json_t *job;
+
+	if (opts->format == FORMAT_BULLMQ) {
+		check_bullmq(row, span_of(payload, out->len));
+		return;
+	}
+	job = parse(payload, out->len, JSON_REJECT_DUPLICATES);
 
 	if (!job)
 		fprintf(stderr, "fuzz_job: payload: %.*s\n", (int)out->len, payload);
@@ -492,6 +551,8 @@ static void check_payload(const struct job_row *row, const struct job_opts *opts
 		break;
 	case FORMAT_LARAVEL:
 		check_laravel(row, job, span_of(payload, out->len));
+		break;
+	case FORMAT_BULLMQ:
 		break;
 	case FORMAT_SIDEKIQ:
 	case FORMAT_ACTIVEJOB:
@@ -577,7 +638,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		CHECK(opts.max_job_bytes <= 0 || out.len <= (size_t)opts.max_job_bytes, "over max_job_bytes");
 		CHECK(out.scheduled == (row.has_run_at && row.run_at_us > opts.now_us), "scheduled is wrong");
 		CHECK(out.run_at_us == (out.scheduled ? row.run_at_us : 0), "run_at_us is wrong");
-		CHECK(memchr(b.data + out.off, '\0', out.len) == NULL, "raw nul byte in payload");
+		CHECK(opts.format == FORMAT_BULLMQ || memchr(b.data + out.off, '\0', out.len) == NULL,
+		      "raw nul byte in payload");
 		check_payload(&row, &opts, &out, b.data + out.off);
 	}
 	buf_free(&b);

@@ -26,7 +26,7 @@ le()
 }
 
 # The format byte (fuzz_job.c): 0 sidekiq or resque by the RESQUE flag,
-# 1 activejob, 2 celery, 3 laravel; +8 Rails 6.1; +16 no uuid.
+# 1 activejob, 2 celery, 3 laravel, 4 bullmq; +8 Rails 6.1; +16 no uuid.
 FMT=0
 # fseed FMT NAME ...: seed in that format.
 fseed()
@@ -141,7 +141,7 @@ seed clock_extremes_v8 $((V8 | NOOPT)) \
 	"0 9223372036854775807 0 $((-9223372036854775807 - 1)) 0 0 255" HardWorker default $JID '' '[]'
 
 # The other formats: ActiveJob (also per row in a Sidekiq relay), Celery, Laravel.
-AJ=1 CELERY=2 LARAVEL=3 RAILS61=8 NOUUID=16
+AJ=1 CELERY=2 LARAVEL=3 BULLMQ=4 RAILS61=8 NOUUID=16
 fseed $AJ activejob_basic $M "$H" SendInvoiceJob default $JID '{"priority": 5, "retry": 3}' \
 	'[1, {"a": {"b": []}}, {"_aj_globalid": "gid://shop/Order/7"}, "x"]'
 fseed $((AJ | RAILS61)) activejob_61_scheduled $((M | RUN_AT)) "$FUTURE" SendInvoiceJob mailers $JID '{}' '[{}]'
@@ -166,6 +166,13 @@ fseed $LARAVEL laravel_basic $M "$H" 'App\\Jobs\\SendReceipt@handle' default $JI
 	'["a/b", "\303\244", {"n": 1.0}]'
 fseed $LARAVEL laravel_delayed $((M | RUN_AT)) "$FUTURE" 'App\\Jobs\\Ping' low $JID '{"maxTries": 3}' '[]'
 fseed $LARAVEL laravel_unknown_option $M "$H" 'App\\Jobs\\Ping@handle' low $JID '{"tries": 3}' '[]'
+fseed $BULLMQ bullmq_basic $M "$H" welcome emails $JID '{"attempts": 3, "backoff": {"type": "fixed", "delay": 10}}' \
+	'[{"z": 1, "a": "x\\u0000y", "n": -0.0}]'
+fseed $BULLMQ bullmq_options $((M | RUN_AT)) "$FUTURE" later emails $JID \
+	'{"jobId": "order-\\u00e9", "priority": 7, "lifo": true, "timestamp": 1.7e12}' '[[1, 2]]'
+fseed $BULLMQ bullmq_run_at $((M | RUN_AT)) "$FUTURE" later emails $JID '{"attempts": 1}' '[]'
+fseed $BULLMQ bullmq_integer_id $M "$H" n emails $JID '{"jobId": "12345678901234567000"}' '[1]'
+fseed $BULLMQ bullmq_bad $M "$H" n 'a:b' $JID '{"repeat": {"every": 1}}' '[1, 2]'
 # A payload clients/php staged (Laravel's createPayload): a protected property's \u0000, "\/".
 LVPAYLOAD='{\\"uuid\\":\\"0b8e4f1c-2a3d-4e5f-8a9b-0c1d2e3f4a5b\\",\\"displayName\\":\\"App\\\\\\\\Jobs\\\\\\\\Send\\",\\"job\\":\\"Illuminate\\\\\\\\Queue\\\\\\\\CallQueuedHandler@call\\",\\"backoff\\":\\"1,2\\",\\"data\\":{\\"commandName\\":\\"App\\\\\\\\Jobs\\\\\\\\Send\\",\\"command\\":\\"O:13:\\\\\\"App\\\\\\\\Jobs\\\\\\\\Send\\\\\\":1:{s:6:\\\\\\"\\\\u0000*\\\\u0000a\\\\\\";s:3:\\\\\\"a\\\\/b\\\\\\";}\\"},\\"id\\":\\"k3\\",\\"attempts\\":0}'
 fseed $LARAVEL laravel_serialized $((M | RUN_AT)) "$FUTURE" 'App\\Jobs\\Send' default $JID '{"serialized": true}' \
