@@ -1,0 +1,2 @@
+// require('stagedrain'): the same as require('stagedrain/bullmq').
+export * from './bullmq';

@@ -1,0 +1,3 @@
+'use strict';
+// require('stagedrain'): the same as require('stagedrain/bullmq'), BullMQ being the one stack so far.
+module.exports = require('./bullmq');
