@@ -102,9 +102,18 @@ START_TEST(keys_are_bullmqs)
 	stage(c, "later-too", "[3]", "{\"jobId\":\"e\",\"attempts\":0,\"delay\":60000}");
 	stage(c, "low", "[4]", "{\"jobId\":\"f\",\"attempts\":0,\"priority\":3}");
 	stage(c, "high", "[5]", "{\"jobId\":\"g\",\"attempts\":0,\"priority\":1}");
+	/* Rows BullMQ would refuse: dead-lettered with the reason, the drain goes on. */
+	h_sql(c, "INSERT INTO staged_jobs (queue, job_class) VALUES ('a:b', 'colon')");
+	stage(c, "two-values", "[1, 2]", NULL);
+	stage(c, "bad-delay", "[]", "{\"delay\":\"soon\"}");
 	ck_assert_int_eq(h_relay_run("relay-bullmq", once), 0);
 	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs"), 0);
-	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs_dead"), 0);
+	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs_dead WHERE"
+				  " (job_class = 'colon' AND reason LIKE '%%contains '':'', which BullMQ refuses%%')"
+				  " OR (job_class = 'two-values' AND reason LIKE 'args is not [data]%%')"
+				  " OR (job_class = 'bad-delay' AND reason LIKE '%%\"delay\" is a string%%')"),
+			 3);
+	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs_dead"), 3);
 
 	/* storeJob's hash: data and opts as the app wrote them. */
 	assert_reply(r,

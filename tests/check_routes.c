@@ -589,6 +589,15 @@ START_TEST(format_settings_follow_the_format)
 	ck_assert_int_eq(target(&cfg, 4)->format, FORMAT_CELERY);
 	ck_assert_str_eq(target(&cfg, 4)->key_prefix, "");
 	config_free(&cfg);
+
+	/* BullMQ's the same with --bullmq-prefix: a Node service's queues beside a Sidekiq app's. */
+	load_ok(&cfg, ARGV("--route", "node q.* --redis-url redis://h --format bullmq", "--route",
+			   "tagged t.* --redis-url redis://h --format bullmq --bullmq-prefix {jobs}"));
+	ck_assert_str_eq(target(&cfg, 0)->key_prefix, "");
+	ck_assert_int_eq(target(&cfg, 1)->format, FORMAT_BULLMQ);
+	ck_assert_str_eq(target(&cfg, 1)->key_prefix, "bull:");
+	ck_assert_str_eq(target(&cfg, 2)->key_prefix, "{jobs}:");
+	config_free(&cfg);
 }
 END_TEST
 

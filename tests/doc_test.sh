@@ -220,7 +220,7 @@ check_links() {
 check_intro() {
 	local intro f
 	intro=$(awk '/^## / { exit } { print }' README.md)
-	for f in Sidekiq Resque ActiveJob Celery Laravel; do
+	for f in Sidekiq Resque ActiveJob Celery Laravel BullMQ; do
 		grep -qw "$f" <<<"$intro" || fail "README.md's introduction does not name $f"
 	done
 }
