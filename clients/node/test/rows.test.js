@@ -281,6 +281,7 @@ describe('what add() refuses, staging nothing', () => {
     ['a string removeOnComplete', 'n', {}, { removeOnComplete: 'yes' }, /opts\.removeOnComplete must be/],
     ['an array removeOnFail', 'n', {}, { removeOnFail: [1] }, /opts\.removeOnFail must be/],
     ['options that are not an object', 'n', {}, 'fast', /opts must be an object/],
+    ['options that are an array', 'n', {}, [{ delay: 1 }], /opts must be an object/],
     ...['class', 'args', 'queue', 'jid', 'created_at', 'enqueued_at', 'at'].map((k) => [
       `the relay's own options key ${k}`, 'n', {}, { [k]: 'x' }, new RegExp(`opts\\.${k}: the relay writes`)]),
     ['options nesting deeper than 100 levels', 'n', {}, { mine: deepOpts }, /options nest deeper than 100/],
@@ -354,6 +355,7 @@ describe('what add() refuses, staging nothing', () => {
     assert.throws(() => new StagedQueue('q'), { name: 'TypeError', message: /StagedQueue needs opts\.db/ });
     assert.throws(() => new StagedQueue('q', { db: {} }), /StagedQueue needs opts\.db/);
     assert.throws(() => new StagedQueue('q', { db: app, prefix: 5 }), /opts\.prefix must be a string/);
+    assert.throws(() => new StagedQueue('q', { db: app, defaultJobOptions: 'fast' }), /defaultJobOptions must be an object/);
   });
 });
 

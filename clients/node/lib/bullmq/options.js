@@ -184,7 +184,7 @@ function storedOptions(opts) {
  * stored and the custom id ('' or undefined: none).
  */
 function jobOpts(defaults, callOpts, name, dataText, bulk) {
-  if (given(callOpts) && typeof callOpts !== 'object') fail('opts must be an object');
+  if (given(callOpts) && (typeof callOpts !== 'object' || Array.isArray(callOpts))) fail('opts must be an object');
   const jobId = callOpts ? callOpts.jobId : undefined;
   checkJobIdShape(jobId);
   const { opts, repeatJobKey } = jobOptions(merge(defaults, callOpts, bulk));

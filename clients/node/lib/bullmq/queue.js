@@ -66,11 +66,15 @@ class StagedQueue {
           'or an object with query(text, values)',
       );
     }
+    const defaults = opts.defaultJobOptions;
+    if (defaults !== undefined && (typeof defaults !== 'object' || defaults === null || Array.isArray(defaults))) {
+      throw new TypeError('opts.defaultJobOptions must be an object');
+    }
     const prefix = opts.prefix === undefined ? 'bull' : opts.prefix;
     if (typeof prefix !== 'string') throw new TypeError('opts.prefix must be a string');
     this.name = name;
     this.prefix = prefix;
-    this.#jobsOpts = { ...opts.defaultJobOptions };
+    this.#jobsOpts = { ...defaults };
     this.#handle = h;
   }
 
