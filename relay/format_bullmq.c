@@ -129,13 +129,19 @@ static int check_numbers(const struct bq_opts *o, char *reason, size_t rlen)
 static int read_opts(struct span options, struct bq_opts *o, char *reason, size_t rlen)
 {
 	struct span key, v;
+	double ts;
 	size_t i = 0;
 	int rc = 0;
 
 	*o = (struct bq_opts){ 0 };
 	while (rc == 0 && payload_next(options, &i, &key, &v))
 		rc = check_option(o, key, v, reason, rlen);
-	return rc ? rc : check_numbers(o, reason, rlen);
+	if (rc == 0)
+		rc = check_numbers(o, reason, rlen);
+	/* BullMQ's Job takes opts.timestamp only when it is truthy: 0 is "now". */
+	if (rc == 0 && o->timestamp.n && (rc = payload_double(o->timestamp, &ts)) == 0 && ts == 0)
+		o->timestamp = span_of("", 0);
+	return rc;
 }
 
 /* The data: the one value of args, or {} for []. */

@@ -106,6 +106,9 @@ START_TEST(options_bullmq_reads)
 	/* A three-part id (BullMQ's repeatable jobs' shape) is allowed. */
 	r = bullmq_row("n", "[1]", "{\"jobId\": \"a:b:c\"}");
 	assert_values(&r, "a:b:c|n|1|{\"jobId\": \"a:b:c\"}|1699999999123|0|0|0");
+	/* A timestamp of 0 is "now" to BullMQ: the add() call's, created_at. */
+	r = bullmq_row("n", "[1]", "{\"timestamp\": 0}");
+	assert_values(&r, UUID "|n|1|{\"timestamp\": 0}|1699999999123|0|0|0");
 	/* Options BullMQ does not know are kept, as BullMQ keeps them. */
 	r = bullmq_row("n", "[1]", "{\"mine\": [1, 2]}");
 	assert_values(&r, UUID "|n|1|{\"mine\": [1, 2]}|1699999999123|0|0|0");

@@ -270,7 +270,6 @@ describe('what add() refuses, staging nothing', () => {
     ['a string priority', 'n', {}, { priority: '3' }, /Priority should not be float|opts\.priority/],
     ['a negative priority', 'n', {}, { priority: -1 }, /Priority should be between 0 and 2097151/],
     ['a string timestamp', 'n', {}, { timestamp: '5' }, /opts\.timestamp must be a finite number/],
-    ['a zero timestamp', 'n', {}, { timestamp: 0 }, /opts\.timestamp of 0/],
     ['a string attempts', 'n', {}, { attempts: '3' }, /opts\.attempts must be a finite number/],
     ['a string keepLogs', 'n', {}, { keepLogs: '3' }, /opts\.keepLogs must be a finite number/],
     ['a string stackTraceLimit', 'n', {}, { stackTraceLimit: '3' }, /opts\.stackTraceLimit must be a finite number/],

@@ -123,8 +123,6 @@ function validateForRelay(opts, repeatJobKey) {
       fail(`opts.${key} must be a finite number, not ${String(opts[key])}`);
     }
   }
-  // BullMQ takes a timestamp of 0 as "now" but keeps the 0 in opts, which the relay would use.
-  if (opts.timestamp === 0) fail('opts.timestamp of 0: leave it out to mean the time of the add() call');
   if (given(opts.priority) && opts.priority < 0) fail(`Priority should be between 0 and ${PRIORITY_LIMIT}`);
   if (given(opts.lifo) && typeof opts.lifo !== 'boolean') fail('opts.lifo must be true or false');
   if (given(opts.jobId) && opts.jobId.includes('\0')) fail('opts.jobId contains a nul character');
