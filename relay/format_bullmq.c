@@ -15,6 +15,7 @@
 #include "fmacros.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -113,14 +114,15 @@ static int check_numbers(const struct bq_opts *o, char *reason, size_t rlen)
 		return rc;
 	if (o->priority.n && (rc = finite_number(o->priority, "priority", &d, reason, rlen)) != 0)
 		return rc;
-	if (o->priority.n && trunc(d) != d) {
-		payload_reason(reason, rlen, "options key \"priority\" is %.*s: BullMQ's priority is an integer",
-			       (int)(o->priority.n > 40 ? 40 : o->priority.n), o->priority.p);
+	/* Checked in this order, the cast below is within a long long's range. */
+	if (o->priority.n && (d > BULLMQ_PRIORITY_LIMIT || d < -BULLMQ_PRIORITY_LIMIT)) {
+		payload_reason(reason, rlen, "options key \"priority\" is outside BullMQ's limit %d",
+			       BULLMQ_PRIORITY_LIMIT);
 		return JOB_REJECT;
 	}
-	if (o->priority.n && d > BULLMQ_PRIORITY_LIMIT) {
-		payload_reason(reason, rlen, "options key \"priority\" is over BullMQ's limit %d",
-			       BULLMQ_PRIORITY_LIMIT);
+	if (o->priority.n && (double)(long long)d != d) {
+		payload_reason(reason, rlen, "options key \"priority\" is %.*s: BullMQ's priority is an integer",
+			       (int)(o->priority.n > 40 ? 40 : o->priority.n), o->priority.p);
 		return JOB_REJECT;
 	}
 	return 0;
@@ -213,6 +215,18 @@ static long long floor_div(long long a, long long d)
 	return (a % d != 0 && a < 0) ? q - 1 : q;
 }
 
+/* The whole ms at or after ms (no libm: the binary links libc alone);
+ * beyond a long long's range, which no run_at reaches, clamped. */
+static long long ceil_ms(double ms)
+{
+	long long whole;
+
+	if (!(ms > -9e18 && ms < 9e18))
+		return ms > 0 ? LLONG_MAX / 2 : 0;
+	whole = (long long)ms;
+	return (double)whole < ms ? whole + 1 : whole;
+}
+
 /* opts as written; a row scheduled by run_at (written by hand) without a
  * delay of its own gets the delay to it, as if BullMQ's add had been given it. */
 static int put_opts(struct buf *out, struct span options, long long run_delay)
@@ -236,7 +250,7 @@ static int put_values(struct buf *out, const struct job_in *in, const struct bq_
 	if (o->timestamp.n && payload_double(o->timestamp, &from) < 0)
 		return -ENOMEM;
 	if (!o->delay.n && row->has_run_at)
-		run_delay = (long long)ceil((double)row->run_at_us / 1000.0 - from);
+		run_delay = ceil_ms((double)row->run_at_us / 1000.0 - from);
 	if (buf_append(out, "", 1) < 0 || buf_append(out, row->job_class, row->class_len) < 0 ||
 	    buf_append(out, "", 1) < 0 || buf_append(out, data.p, data.n) < 0 || buf_append(out, "", 1) < 0 ||
 	    put_opts(out, in->options, run_delay) < 0 || buf_append(out, "", 1) < 0)

@@ -157,7 +157,7 @@ START_TEST(rejects_what_bullmq_refuses)
 		{ "[1]", "{\"delay\": \"5000\"}", "\"delay\" is a string" },
 		{ "[1]", "{\"delay\": 1e400}", "past what a double holds" },
 		{ "[1]", "{\"priority\": 1.5}", "priority is an integer" },
-		{ "[1]", "{\"priority\": 2097152}", "over BullMQ's limit 2097151" },
+		{ "[1]", "{\"priority\": 2097152}", "outside BullMQ's limit 2097151" },
 		{ "[1]", "{\"lifo\": 1}", "\"lifo\" is a number" },
 		{ "[1]", "{\"attempts\": \"3\"}", "\"attempts\" is a string" },
 		{ "[1]", "{\"removeOnComplete\": \"yes\"}", "\"removeOnComplete\" is a string" },
