@@ -89,6 +89,10 @@ bool payload_plain_array(struct span s, size_t max_depth);
 size_t payload_string_end(struct span s, size_t i);
 size_t payload_value_end(struct span s, size_t i);
 
+/* a / d rounded toward minus infinity (d > 0): microseconds to whole
+ * milliseconds or seconds, before 1970 too. */
+long long payload_floor_div(long long a, long long d);
+
 /* The UUID text a row was staged with (36 characters, from the uuid column). */
 #define PAYLOAD_UUID_LEN 36
 

@@ -14,7 +14,8 @@
  * procs[NAME] = { check = f(i, n), run = f(i, n) }, given the index of the
  * command's first argument in ARGV and their count. A command named NAME
  * then runs as run, after every command's check passed. check names a key
- * of the wrong type with check_type(key, want), or one whose value the
+ * of the wrong type with check_type(key, want), which returns the key's type
+ * (read once a script), or one whose value the
  * procedure cannot use with refuse(key, what): the script then writes
  * nothing and answers WRONGTYPE with those keys. 0 or -ENOMEM.
  */

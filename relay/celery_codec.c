@@ -61,23 +61,16 @@ int celery_codec_base64(struct buf *b, size_t off)
 
 /* ---- times ---- */
 
-static long long floor_div(long long a, long long d)
-{
-	long long q = a / d;
-
-	return (a % d != 0 && a < 0) ? q - 1 : q;
-}
-
 /* datetime.isoformat() of an aware UTC time, always with microseconds. */
 int celery_codec_put_iso(struct buf *b, long long us)
 {
-	time_t secs = (time_t)floor_div(us, 1000000);
+	time_t secs = (time_t)payload_floor_div(us, 1000000);
 	struct tm tm;
 
 	if (!gmtime_r(&secs, &tm))
 		return -EINVAL;
 	return buf_printf(b, "\"%04d-%02d-%02dT%02d:%02d:%02d.%06lld+00:00\"", tm.tm_year + 1900, tm.tm_mon + 1,
-			  tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, us - floor_div(us, 1000000) * 1000000);
+			  tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, us - payload_floor_div(us, 1000000) * 1000000);
 }
 
 static int digits(const char *p, int n, int *v)

@@ -27,9 +27,11 @@
 /* BullMQ's PRIORITY_LIMIT, 2^21 - 1. */
 #define BULLMQ_PRIORITY_LIMIT 2097151
 
-/* The options this layout reads, as spans of the options text (n == 0: absent). */
+/* The options this layout reads, as spans of the options text (n == 0:
+ * absent), and the numbers among them read once (check_numbers). */
 struct bq_opts {
 	struct span job_id, timestamp, delay, priority, lifo, size_limit;
+	double ts, size;
 };
 
 /* What an option's value may be: payload_kind bits. */
@@ -102,13 +104,16 @@ static int finite_number(struct span v, const char *name, double *out, char *rea
 	return rc;
 }
 
-/* Job.validateOptions' checks of priority, and the numbers the script reads. */
-static int check_numbers(const struct bq_opts *o, char *reason, size_t rlen)
+/* Job.validateOptions' checks of priority, and the numbers the script reads:
+ * each read once, the timestamp and sizeLimit kept in o. */
+static int check_numbers(struct bq_opts *o, char *reason, size_t rlen)
 {
 	double d;
 	int rc = 0;
 
-	if (o->timestamp.n && (rc = finite_number(o->timestamp, "timestamp", &d, reason, rlen)) != 0)
+	if (o->timestamp.n && (rc = finite_number(o->timestamp, "timestamp", &o->ts, reason, rlen)) != 0)
+		return rc;
+	if (o->size_limit.n && (rc = payload_double(o->size_limit, &o->size)) < 0)
 		return rc;
 	if (o->delay.n && (rc = finite_number(o->delay, "delay", &d, reason, rlen)) != 0)
 		return rc;
@@ -131,7 +136,6 @@ static int check_numbers(const struct bq_opts *o, char *reason, size_t rlen)
 static int read_opts(struct span options, struct bq_opts *o, char *reason, size_t rlen)
 {
 	struct span key, v;
-	double ts;
 	size_t i = 0;
 	int rc = 0;
 
@@ -141,7 +145,7 @@ static int read_opts(struct span options, struct bq_opts *o, char *reason, size_
 	if (rc == 0)
 		rc = check_numbers(o, reason, rlen);
 	/* BullMQ's Job takes opts.timestamp only when it is truthy: 0 is "now". */
-	if (rc == 0 && o->timestamp.n && (rc = payload_double(o->timestamp, &ts)) == 0 && ts == 0)
+	if (rc == 0 && o->timestamp.n && o->ts == 0)
 		o->timestamp = span_of("", 0);
 	return rc;
 }
@@ -208,13 +212,6 @@ static int put_id(struct buf *out, const struct job_in *in, struct span job_id, 
 	return buf_append(out, in->row->uuid, in->row->uuid_len);
 }
 
-static long long floor_div(long long a, long long d)
-{
-	long long q = a / d;
-
-	return (a % d != 0 && a < 0) ? q - 1 : q;
-}
-
 /* The whole ms at or after ms (no libm: the binary links libc alone);
  * beyond a long long's range, which no run_at reaches, clamped. */
 static long long ceil_ms(double ms)
@@ -244,11 +241,9 @@ static int put_opts(struct buf *out, struct span options, long long run_delay)
 static int put_values(struct buf *out, const struct job_in *in, const struct bq_opts *o, struct span data)
 {
 	const struct job_row *row = in->row;
-	long long ts = floor_div(row->created_at_us, 1000), run_delay = 0;
-	double from = (double)ts;
+	long long ts = payload_floor_div(row->created_at_us, 1000), run_delay = 0;
+	double from = o->timestamp.n ? o->ts : (double)ts;
 
-	if (o->timestamp.n && payload_double(o->timestamp, &from) < 0)
-		return -ENOMEM;
 	if (!o->delay.n && row->has_run_at)
 		run_delay = ceil_ms((double)row->run_at_us / 1000.0 - from);
 	if (buf_append(out, "", 1) < 0 || buf_append(out, row->job_class, row->class_len) < 0 ||
@@ -273,17 +268,14 @@ static int bullmq_payload(const struct job_in *in, const struct job_opts *opts, 
 {
 	struct bq_opts o;
 	struct span data;
-	double limit;
 	int rc;
 
 	(void)opts;
 	if ((rc = read_opts(in->options, &o, reason, rlen)) != 0 ||
 	    (rc = read_data(in->args, &data, reason, rlen)) != 0)
 		return rc;
-	if (o.size_limit.n && (rc = payload_double(o.size_limit, &limit)) < 0)
-		return rc;
 	/* Job.validateOptions: the data's JSON text within sizeLimit bytes. */
-	if (o.size_limit.n && limit > 0 && (double)data.n > limit) {
+	if (o.size_limit.n && o.size > 0 && (double)data.n > o.size) {
 		payload_reason(reason, rlen, "the job's data is %zu bytes, over its sizeLimit", data.n);
 		return JOB_REJECT;
 	}

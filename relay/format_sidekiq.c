@@ -22,13 +22,6 @@ int sidekiq_check_jid(const struct job_row *row, char *reason, size_t rlen)
 	return JOB_REJECT;
 }
 
-static long long floor_div(long long a, long long d)
-{
-	long long q = a / d;
-
-	return (a % d != 0 && a < 0) ? q - 1 : q;
-}
-
 /* Sidekiq 6 and 7 write Time#to_f; 8 writes integer milliseconds. */
 static int put_stamp(struct buf *b, const struct job_opts *opts, const char *key, long long us)
 {
@@ -38,7 +31,7 @@ static int put_stamp(struct buf *b, const struct job_opts *opts, const char *key
 	if ((rc = payload_key(b, key)) < 0)
 		return rc;
 	if (opts->sidekiq_version >= 8)
-		return buf_put_int(b, floor_div(us, 1000));
+		return buf_put_int(b, payload_floor_div(us, 1000));
 	job_format_epoch(num, sizeof(num), us);
 	return buf_puts(b, num);
 }

@@ -502,3 +502,10 @@ size_t payload_value_end(struct span s, size_t i)
 	} while (depth > 0 && i < s.n);
 	return i;
 }
+
+long long payload_floor_div(long long a, long long d)
+{
+	long long q = a / d;
+
+	return (a % d != 0 && a < 0) ? q - 1 : q;
+}

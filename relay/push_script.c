@@ -45,10 +45,11 @@ static const char head[] =
 	"  bad[#bad + 1] = what\n"
 	"end\n"
 	"local function check_type(key, t)\n"
-	"  if seen[key] then return end\n"
-	"  seen[key] = true\n"
-	"  local have = redis.call('TYPE', key).ok\n"
-	"  if have ~= 'none' and have ~= t then refuse(key, have) end\n"
+	"  if not seen[key] then\n"
+	"    seen[key] = redis.call('TYPE', key).ok\n"
+	"    if seen[key] ~= 'none' and seen[key] ~= t then refuse(key, seen[key]) end\n"
+	"  end\n"
+	"  return seen[key]\n"
 	"end\n"
 	"local procs = {}\n";
 
