@@ -28,10 +28,10 @@ JOB_SRC = relay/job_build.c relay/buf.c relay/payload.c relay/format.c relay/for
           relay/redis_cmds.c relay/pyrepr.c relay/queue_groups.c
 LIB_SRC = $(JOB_SRC) relay/log.c relay/values.c relay/settings.c relay/redis_url.c relay/config.c relay/config_apply.c relay/config_files.c \
           relay/signals.c relay/usage.c relay/sidekiq_probe.c relay/clock.c relay/pg_session.c relay/pg_source.c \
-          relay/redis_tls.c relay/redis_io.c relay/redis_sentinel.c relay/redis_conn.c relay/redis_sink.c relay/push_script.c relay/redis_policy.c relay/drain.c relay/pipe.c relay/build.c relay/push.c relay/fault.c relay/read_plan.c relay/report.c relay/ladder_start.c relay/migrate.c relay/backoff.c relay/batch.c relay/fence.c relay/gaps.c relay/snapshot.c \
+          relay/redis_tls.c relay/redis_io.c relay/redis_sentinel.c relay/redis_conn.c relay/redis_cluster.c relay/redis_sink.c relay/cluster_sink.c relay/cluster_push.c relay/push_script.c relay/redis_policy.c relay/drain.c relay/pipe.c relay/build.c relay/push.c relay/fault.c relay/read_plan.c relay/report.c relay/ladder_start.c relay/migrate.c relay/backoff.c relay/batch.c relay/fence.c relay/gaps.c relay/snapshot.c \
           relay/metrics.c relay/metrics_text.c relay/metrics_series.c relay/metrics_ready.c relay/watch.c relay/http.c relay/pg_conn.c relay/pg_read.c relay/read_bounds.c relay/queue_limits.c relay/rounds.c relay/backpressure.c relay/pg_held.c relay/release.c relay/release_routes.c relay/ladder.c \
           relay/once.c relay/narrow.c relay/stop.c relay/http_deadline.c relay/http_lograte.c \
-          relay/lock_holder.c relay/routes.c relay/target.c relay/target_connect.c relay/metrics_targets.c relay/metrics_held.c relay/watch_held.c \
+          relay/lock_holder.c relay/routes.c relay/target.c relay/target_connect.c relay/metrics_targets.c relay/metrics_cluster.c relay/metrics_held.c relay/watch_held.c \
           relay/commands.c relay/cmd_args.c \
           relay/cmd_status.c relay/status_judge.c relay/status_read.c relay/status_print.c relay/status_horizon.c relay/status_targets.c \
           relay/cmd_dead.c relay/dead_cmd.c relay/cmd_held.c relay/dead_list.c relay/dead_replay.c relay/dead_text.c relay/xmin_holders.c \
@@ -41,7 +41,7 @@ UNIT_SRC = tests/unit_main.c tests/check_config.c tests/check_redis_url.c tests/
            tests/check_backoff.c tests/check_fence.c tests/check_gaps.c tests/check_metrics.c tests/check_rounds.c \
            tests/check_format_activejob.c tests/check_format_celery.c tests/check_format_laravel.c tests/check_format_bullmq.c \
            tests/check_queue_groups.c tests/check_cmd_args.c tests/check_status_unit.c tests/check_xmin_remedy.c \
-           tests/check_routes.c tests/check_target.c tests/check_relay_argv.c
+           tests/check_routes.c tests/check_target.c tests/check_relay_argv.c tests/check_cluster_unit.c
 INTEG_SRC = tests/integration_main.c tests/harness.c tests/check_relay.c \
             tests/check_faults.c tests/check_leader.c tests/check_e2e.c tests/check_sink.c \
             tests/check_cursor.c tests/check_security.c tests/check_trouble.c tests/check_http.c \

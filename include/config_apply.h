@@ -16,4 +16,9 @@
 int config_apply_value(struct config *cfg, const struct setting *s, const char *raw, char *why,
 		       size_t len) SD_MUSTCHECK;
 
+/* A redis-cluster:// url with what a cluster target cannot do: its
+ * format's workers cannot read a cluster, or a cap or memory bound (which
+ * read one list or one INFO). 0 or -EINVAL with why. */
+int config_check_cluster(const struct config *cfg, char *why, size_t len) SD_MUSTCHECK;
+
 #endif

@@ -52,6 +52,16 @@ struct format {
 	 * procedures this layout's commands name, for a push that must decide
 	 * as it writes (BullMQ's add); NULL: plain Redis commands only. */
 	const char *script;
+	/* On a Redis Cluster (redis_cluster.h): what stands between the key
+	 * prefix and a queue's name in every key of that queue, so that a hash
+	 * tag in "<prefix><infix><queue>" puts them all in one slot. NULL: a
+	 * layout whose keys a cluster cannot hold together (one set for every
+	 * queue, as Sidekiq's queues). */
+	const char *cluster_infix;
+	/* Appends to keys (one command's arguments) the keys command k of c
+	 * reads or writes, for a procedure (NULL: a plain command's key is its
+	 * first argument). */
+	int (*cluster_keys)(struct redis_cmds *keys, const struct redis_cmds *c, size_t k);
 };
 
 /* A queue name in a reason: its first FORMAT_SHOWN bytes, "..." after a
@@ -108,6 +118,12 @@ int laravel_built_payload(const struct job_in *in, struct buf *out, char *reason
  * number within a double's range (its pop script re-encodes the job with
  * Redis' cjson after the LPOP). 0, JOB_REJECT or -ENOMEM. */
 int laravel_check_json(struct span json, int max_depth, char *reason, size_t rlen) SD_MUSTCHECK;
+
+/* On a Redis Cluster: 0 when "<prefix><f's infix><queue>" holds a hash tag
+ * (redis_cluster.h), so every key of the queue shares one slot; else
+ * JOB_REJECT with a reason that says where to put one. */
+int format_check_cluster_queue(const struct format *f, const char *prefix, struct span queue, char *reason,
+			       size_t rlen) SD_MUSTCHECK;
 
 /* Which of a batch's jobs a command takes. */
 enum format_which { FORMAT_NOW, FORMAT_LATER, FORMAT_ALL };

@@ -53,6 +53,7 @@ struct job_opts {
 	/* The target's key prefix (--namespace, --laravel-prefix): where its
 	 * workers must read. NULL: no row's recorded prefix is checked. */
 	const char *key_prefix;
+	bool cluster; /* a Redis Cluster target: a queue's keys need a hash tag */
 };
 
 /* Where one built job sits in the batch buffer. */

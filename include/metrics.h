@@ -95,6 +95,23 @@ struct metrics_held_row {
 /* Targets named in the metrics at most (routes.h); past it they count in none. */
 #define METRICS_MAX_TARGETS 64
 
+/* Masters of a cluster target named in the metrics at most. */
+#define METRICS_CLUSTER_NODES 32
+
+/* A Redis Cluster target's figures (metrics_cluster.c). */
+struct metrics_cluster {
+	bool on; /* the target is a cluster */
+	unsigned masters, connected;
+	unsigned unsettled; /* slots whose jobs wait held: their master unreachable, or failing over */
+	unsigned unserved;  /* slots no master serves in the last map */
+	unsigned long long refreshes, redirects;
+	size_t nnodes;
+	struct {
+		char addr[64];
+		bool up;
+	} nodes[METRICS_CLUSTER_NODES];
+};
+
 /* One target's figures (metrics_targets.c). Route names are plain (routes.h). */
 struct metrics_target {
 	char name[72];
@@ -103,6 +120,7 @@ struct metrics_target {
 	double push_seconds;   /* its pushes' time, summed */
 	long long held;        /* its jobs waiting in staged_jobs_held */
 	int workers_elsewhere; /* 1: its workers register elsewhere, none where it pushes; 0 not; -1 unknown */
+	struct metrics_cluster cluster;
 };
 
 struct metrics {
@@ -164,6 +182,14 @@ bool metrics_targets_ready_locked(const struct metrics *m);
 void metrics_target_readers(struct metrics *m, size_t i, bool elsewhere);
 /* The targets' series; the lock held. 0 or -ENOMEM. */
 int metrics_targets_format(const struct metrics *m, struct buf *out) SD_MUSTCHECK;
+/* A cluster target's figures, as the ladder last saw them. */
+void metrics_target_cluster(struct metrics *m, size_t i, const struct metrics_cluster *c);
+/* The cluster targets' series. */
+int metrics_cluster_format(const struct metrics *m, struct buf *out) SD_MUSTCHECK;
+/* False while a cluster target holds jobs for slots no master it reaches serves. */
+bool metrics_cluster_ready_locked(const struct metrics *m);
+/* Why not, for /readyz. */
+int metrics_cluster_reason(const struct metrics *m, struct buf *out) SD_MUSTCHECK;
 void metrics_free(struct metrics *m);
 
 /* A batch Redis accepted: its jobs by queue, counted once the commit is done.

@@ -3,8 +3,13 @@
 #ifndef STAGEDRAIN_PUSH_SCRIPT_H
 #define STAGEDRAIN_PUSH_SCRIPT_H
 
+#include <stddef.h>
+
+#include <hiredis/hiredis.h>
+
 #include "buf.h"
 #include "fmacros.h"
+#include "redis_cmds.h"
 
 /*
  * Writes the push script into out: KEYS the epoch's two keys, ARGV[1] the
@@ -20,5 +25,39 @@
  * nothing and answers WRONGTYPE with those keys. 0 or -ENOMEM.
  */
 int push_script_build(struct buf *out, const char *procs) SD_MUSTCHECK;
+
+/* An EVAL of the push script as argument vectors: a head (EVAL, the
+ * script, its keys, the epoch), then each command as name, argument count,
+ * arguments. The vectors point into the commands' memory: valid until
+ * those change. */
+struct push_argv {
+	const char **argv;
+	size_t *len;
+	size_t n, cap;
+};
+
+void push_argv_free(struct push_argv *a);
+/* The EVAL: head's arguments as they are (EVAL, the script, its keys, the
+ * epoch), then each of body's commands as name, count (written into body's
+ * scratch), arguments. 0 or -ENOMEM. */
+int push_argv_build(struct push_argv *a, const struct redis_cmds *head, struct redis_cmds *body) SD_MUSTCHECK;
+
+/* redis_sink_push found keys of the wrong type and wrote nothing. */
+#define REDIS_SINK_WRONGTYPE 1
+/* Redis refused the push for what it holds, it seems: an error reply that is
+ * not about Redis's state (OOM, READONLY, LOADING ...), or a connection
+ * dropped before the reply (not a timeout). errstr says which; the connection
+ * is closed and the push's outcome is as after -EIO. */
+#define REDIS_SINK_REFUSED 2
+
+/* An error answer to the push script: -ESTALE (a newer epoch was taken),
+ * -EIO (one of Redis's state, whatever the batch holds: OOM, READONLY,
+ * LOADING ...), or REDIS_SINK_REFUSED (the batch itself may have caused it:
+ * worth narrowing). */
+int push_script_error(const char *err);
+/* Keeps the bad keys of a WRONGTYPE answer (key, type, key, type ...) in
+ * bad as "key\0type\0" each, their number in *nbad: 0, -ENOMEM, or -EINVAL
+ * when it names none. */
+int push_script_wrongtype(const redisReply *r, struct buf *bad, size_t *nbad) SD_MUSTCHECK;
 
 #endif

@@ -22,13 +22,19 @@ struct redis_conn {
 };
 
 void redis_conn_init(struct redis_conn *c, const struct config *cfg);
-/* (Re)connects: asks the sentinels for the master when the url names them,
- * then TLS, AUTH, SELECT, ROLE (behind sentinels: a master only) and PING.
+/* (Re)connects: asks the sentinels for the master when the url names them
+ * (a cluster url: its first seed that answers), then TLS, AUTH, SELECT, ROLE
+ * (behind sentinels: a master only) and PING.
  * -EIO with errstr and blame; -EINVAL when a TLS file cannot be used. */
 int redis_conn_connect(struct redis_conn *c) SD_MUSTCHECK;
+/* Connects to one node of the url's cluster (or any server) at host:port,
+ * with the url's TLS and credentials, as redis_conn_connect. */
+int redis_conn_connect_to(struct redis_conn *c, const char *host, int port) SD_MUSTCHECK;
 bool redis_conn_connected(const struct redis_conn *c);
 /* Queues a command (argvlen NULL: strlen of each). */
 int redis_conn_append(struct redis_conn *c, int argc, const char **argv, const size_t *argvlen) SD_MUSTCHECK;
+/* Queues a command already in RESP (redisFormatCommandArgv's). */
+int redis_conn_append_raw(struct redis_conn *c, const char *cmd, size_t len) SD_MUSTCHECK;
 /* Sends what is queued (a reply is asked for later); a fault closes the
  * connection: -EIO with errstr. */
 int redis_conn_flush(struct redis_conn *c) SD_MUSTCHECK;

@@ -44,6 +44,8 @@ int redis_io_connect(struct redis_io *io, const char *host, int port, const char
 bool redis_io_is_open(const struct redis_io *io);
 /* Queues a command; nothing is sent until a reply is asked for. */
 int redis_io_append(struct redis_io *io, int argc, const char **argv, const size_t *argvlen) SD_MUSTCHECK;
+/* Queues a command already in RESP (redisFormatCommandArgv's). 0 or -ENOMEM. */
+int redis_io_append_raw(struct redis_io *io, const char *cmd, size_t len) SD_MUSTCHECK;
 /* Sends what is queued, waiting at most the timeout, without reading. */
 int redis_io_flush(struct redis_io *io) SD_MUSTCHECK;
 /* Sends what is queued and reads the next reply, waiting at most the

@@ -9,18 +9,21 @@
 #include "config.h"
 #include "fmacros.h"
 #include "redis_cmds.h"
+#include "push_script.h"
 #include "redis_conn.h"
 
+struct cluster_sink;
+
 struct redis_sink {
-	struct redis_conn conn;
+	struct redis_conn conn;       /* a lone Redis's (a cluster's: its first seed that answers, for status) */
+	struct cluster_sink *cluster; /* a redis-cluster:// url's pushes, epochs and fences; else NULL */
 	const struct config *cfg;
 	struct redis_cmds cmds; /* the batch being pushed, as its format lays it out */
+	struct redis_cmds head; /* its EVAL's head: the script, the epoch's keys and value */
 	bool sent;              /* a push went out whose reply is not read yet */
-	const char **argv;
-	size_t *argvlen;
-	size_t argvcap;
-	long long epoch;      /* this leader's epoch's count, written into each batch's fence */
-	char epoch_value[64]; /* the whole epoch, "<count>:<token>" (keys.h), checked by each push */
+	struct push_argv argv;  /* the batch's EVAL */
+	long long epoch;        /* this leader's epoch's count, written into each batch's fence */
+	char epoch_value[64];   /* the whole epoch, "<count>:<token>" (keys.h), checked by each push */
 	char found
 		[96]; /* what the last epoch or fence read found instead of the relay's own, and replaced; "" if nothing */
 	struct buf bad;    /* keys of the wrong type the last push found: "key\0type\0" each */
@@ -34,14 +37,9 @@ struct redis_sink {
  * and -ETIMEDOUT when fewer than --redis-wait-replicas replicas acknowledged
  * (errstr says how many; the connection stays open). */
 
-/* redis_sink_push found keys of the wrong type and wrote nothing. */
-#define REDIS_SINK_WRONGTYPE 1
-/* Redis refused the push for what it holds, it seems: an error reply that is
- * not about Redis's state (OOM, READONLY, LOADING ...), or a connection
- * dropped before the reply (not a timeout). errstr says which; the connection
- * is closed and the push's outcome is as after -EIO. */
-#define REDIS_SINK_REFUSED 2
+/* REDIS_SINK_WRONGTYPE and REDIS_SINK_REFUSED: push_script.h. */
 
+/* Out of memory for a cluster url's slots, the sink never connects (-ENOMEM). */
 void redis_sink_init(struct redis_sink *rs, const struct config *cfg);
 /* Every wait of the sink's connection ends by stop's deadline too
  * (redis_io_stop_on): a push cut short by it fails like one that timed out. */
@@ -85,5 +83,17 @@ int redis_sink_new_epoch(struct redis_sink *rs) SD_MUSTCHECK;
 int redis_sink_get_fence(struct redis_sink *rs, struct buf *out) SD_MUSTCHECK;
 void redis_sink_close(struct redis_sink *rs);
 void redis_sink_free(struct redis_sink *rs);
+
+/* A Redis Cluster's slots (cluster_sink.h); for a lone Redis these do nothing:
+ * a push failed (epoch) or its transaction rolled back, and what its slots must settle again; */
+void redis_sink_fall_back(struct redis_sink *rs, bool epoch);
+/* the transaction committed; */
+void redis_sink_committed(struct redis_sink *rs);
+/* some slots are not settled; */
+bool redis_sink_partial(const struct redis_sink *rs);
+/* slots wait to be settled again (a master failed over, a migration); */
+bool redis_sink_wants_settle(const struct redis_sink *rs);
+/* whether a queue's jobs may go now (its slot settled). */
+bool redis_sink_queue_up(struct redis_sink *rs, const char *queue, size_t len);
 
 #endif

@@ -13,8 +13,8 @@ struct redis_addr {
 	int port;
 };
 
-/* Where Redis is, parsed from redis://, rediss://, unix://, redis-sentinel://
- * or rediss-sentinel:// URLs. */
+/* Where Redis is, parsed from redis://, rediss://, unix://, redis-sentinel://,
+ * rediss-sentinel://, redis-cluster:// or rediss-cluster:// URLs. */
 struct redis_target {
 	bool is_unix;
 	bool tls;   /* rediss:// or rediss-sentinel://: TLS to every server */
@@ -25,6 +25,10 @@ struct redis_target {
 	struct redis_addr *sentinels;
 	size_t nsentinels;
 	char *master_name;
+	/* Cluster: cluster is true, and the slot map is asked of these (any nodes of it). */
+	bool cluster;
+	struct redis_addr *seeds;
+	size_t nseeds;
 	int db;
 	char *user;     /* NULL: no ACL user name */
 	char *password; /* NULL: no AUTH */
@@ -41,7 +45,7 @@ int redis_target_parse_with_password(struct redis_target *t, const char *url, co
 				     size_t errlen) SD_MUSTCHECK;
 void redis_target_free(struct redis_target *t);
 /* Writes a printable address with no credentials, for logs: host:port/db,
- * unix:/path?db=N, or sentinel:h1:p1,h2:p2/master/db. */
+ * unix:/path?db=N, sentinel:h1:p1,h2:p2/master/db, or cluster:h1:p1,h2:p2. */
 void redis_target_describe(const struct redis_target *t, char *out, size_t outlen);
 /* host:port, [v6]:port for an IPv6 address. */
 void redis_addr_describe(const char *host, int port, char *out, size_t outlen);

@@ -34,6 +34,11 @@ struct release_target {
 	struct backpressure *bp;     /* reads its capped queues' lengths */
 	struct redis_conn *conn;     /* on its connection */
 	const struct job_opts *opts; /* builds its released jobs */
+	/* On a Redis Cluster, some slots may be unsettled (partial) while the
+	 * rest go: whether a queue's jobs may go now (NULL: all, when up). */
+	bool partial;
+	bool (*queue_up)(void *arg, const char *queue, size_t len);
+	void *arg;
 };
 
 struct release {

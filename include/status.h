@@ -37,6 +37,7 @@ struct status_target {
 	long long held;         /* its rows in staged_jobs_held */
 	double held_oldest_s;   /* the oldest one's age since it was staged (created_at); meaningless when held is 0 */
 	struct readers readers; /* whether its workers read where it pushes (UNKNOWN: unread) */
+	char cluster[160];      /* a cluster target: its state, masters and slots served; "" otherwise */
 };
 
 /* Why a part is unread when its server answered but this role may not see it

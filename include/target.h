@@ -79,6 +79,8 @@ void target_free(struct target *t);
 void target_fall_back(struct target *t, enum target_state to);
 /* Its jobs may go to Redis in this batch. */
 bool target_up(const struct target *t);
+/* Its jobs of queue may go (t: the target; on a cluster, the queue's slot is settled). */
+bool target_queue_up(void *t, const char *queue, size_t len);
 /* b's jobs grouped by target (n targets), each target's in their order:
  * b->jobs itself when they are (one target), else a copy in *scratch (of
  * *cap). b keeps its order, which its delete relies on. NULL: no memory. */
@@ -90,6 +92,8 @@ void target_view(struct target *t, const struct batch *b, const struct batch_job
  * they named), noted; a change is logged: a failover. m: the default
  * target's server shows in the metrics. */
 void target_note_server(struct target *t, struct metrics *m);
+/* A cluster target's masters, slot map and unsettled slots, shown in the metrics. */
+void target_show_cluster(const struct target *t, struct metrics *m);
 /* Warns once per policy seen when its Redis may evict any key (an allkeys-*
  * maxmemory-policy: the relay's epoch and fence, the workers' jobs). */
 void target_check_eviction(struct target *t);

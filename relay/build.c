@@ -41,11 +41,13 @@ static void begin_targets(struct build *bd)
 			.origin = bd->origin,
 			.target = i,
 			.key_prefix = t->cfg->key_prefix,
+			.cluster = t->cfg->redis.cluster,
 		};
 		/* A lone target that went down since the ladder saw it up
 		 * fails its push (the batch rolls back, as ever); with others
 		 * up, its rows wait held while theirs go. */
 		bd->rts[i].up = bd->nt == 1 || target_up(t);
+		bd->rts[i].partial = redis_sink_partial(&t->redis);
 	}
 }
 

@@ -429,6 +429,8 @@ int config_route(struct config *route, const struct config *base, const char *na
 		rc = check_formats(route, picks, why, len);
 	if (rc == 0)
 		rc = check_tls(route, why, len);
+	if (rc == 0)
+		rc = config_check_cluster(route, why, len);
 	free_picks(picks);
 	if (rc < 0)
 		config_free(route);
@@ -554,6 +556,8 @@ int config_load(struct config *cfg, int argc, char **argv, char *err, size_t err
 		rc = check_formats(cfg, picks, err, errlen);
 	if (rc == 0 && !cfg->help && !cfg->version)
 		rc = check_tls(cfg, err, errlen);
+	if (rc == 0)
+		rc = config_check_cluster(cfg, err, errlen);
 	if (rc == 0)
 		note_argv_passwords(cfg, picks);
 	if (rc == 0 && routes_init(&cfg->routes, cfg) < 0)

@@ -11,6 +11,7 @@
 #include <libpq-fe.h>
 
 #include "config_apply.h"
+#include "formats.h"
 #include "settings.h"
 #include "values.h"
 
@@ -271,4 +272,26 @@ int config_apply_value(struct config *cfg, const struct setting *s, const char *
 		return 0;
 	}
 	return -EINVAL;
+}
+
+int config_check_cluster(const struct config *cfg, char *why, size_t len)
+{
+	const struct format *f = format_of(cfg->format);
+
+	if (!cfg->redis.cluster)
+		return 0;
+	if (!f->cluster_infix)
+		return value_fail(why, len, -EINVAL,
+				  "--redis-url: a redis-cluster:// target takes --format bullmq or laravel, whose "
+				  "workers read a cluster; %s keeps keys every queue shares, which a cluster spreads "
+				  "over its masters",
+				  f->name);
+	if (cfg->max_queue_length > 0 || cfg->queue_limits.n > 0)
+		return value_fail(why, len, -EINVAL,
+				  "--max-queue-length and --queue-limits are not supported on a redis-cluster:// "
+				  "target yet");
+	if (cfg->max_redis_memory > 0)
+		return value_fail(why, len, -EINVAL,
+				  "--max-redis-memory is not supported on a redis-cluster:// target yet");
+	return 0;
 }

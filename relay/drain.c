@@ -44,9 +44,12 @@ static void init_targets(struct drain *d)
 	for (size_t i = 0; i < r->n; i++) {
 		struct target *t = &d->t[i];
 		target_init(t, i, r->t[i].name, r->t[i].cfg, &d->stopping);
-		d->rts[i] = (struct release_target){
-			.name = t->route, .bp = &t->bp, .conn = &t->redis.conn, .opts = &t->opts
-		};
+		d->rts[i] = (struct release_target){ .name = t->route,
+						     .bp = &t->bp,
+						     .conn = &t->redis.conn,
+						     .opts = &t->opts,
+						     .queue_up = t->cfg->redis.cluster ? target_queue_up : NULL,
+						     .arg = t };
 	}
 	d->nt = r->n;
 	release_targets(&d->release, d->rts, d->nt);

@@ -2,6 +2,8 @@
  * pushes of the layouts. */
 #include "fmacros.h"
 
+#include <string.h>
+
 #include "format.h"
 
 int format_serialized(struct span options, bool *on, char *reason, size_t rlen)
@@ -93,4 +95,40 @@ int format_push_queues(struct redis_cmds *c, const struct batch *b, const char *
 		       const char *infix, enum format_which which)
 {
 	return format_per_queue(c, b, which, cmd, prefix, infix, "", format_add_payload);
+}
+
+static int format_no_tag(struct span queue, char *reason, size_t rlen);
+
+/* The i-th byte of the text made of n pieces put end to end. */
+static char piece_byte(const struct span *p, size_t n, size_t i)
+{
+	for (size_t k = 0; k < n; i -= p[k].n, k++)
+		if (i < p[k].n)
+			return p[k].p[i];
+	return '\0';
+}
+
+int format_check_cluster_queue(const struct format *f, const char *prefix, struct span queue, char *reason, size_t rlen)
+{
+	const struct span p[] = { span_of(prefix, strlen(prefix)), span_of(f->cluster_infix, strlen(f->cluster_infix)),
+				  queue };
+	size_t len = p[0].n + p[1].n + p[2].n, open = len;
+
+	for (size_t i = 0; i < len; i++) {
+		char c = piece_byte(p, 3, i);
+		if (open == len && c == '{')
+			open = i;
+		else if (open < len && c == '}')
+			return i > open + 1 ? 0 : format_no_tag(queue, reason, rlen);
+	}
+	return format_no_tag(queue, reason, rlen);
+}
+
+static int format_no_tag(struct span queue, char *reason, size_t rlen)
+{
+	payload_reason(reason, rlen,
+		       "queue \"%.*s%s\" has no hash tag for Redis Cluster: its keys would fall in different slots "
+		       "(put one in the queue's name, {%.*s%s}, or in the key prefix)",
+		       FORMAT_SHOW(queue), FORMAT_SHOW(queue));
+	return JOB_REJECT;
 }

@@ -353,6 +353,25 @@ static int bullmq_check_queue(struct span q, char *reason, size_t rlen)
 	return JOB_REJECT;
 }
 
+/* A bullmq.add's keys, for a cluster's EVAL: its queue's, and each job's hash
+ * (the job key prefix and the job's id, its first value). */
+static int bullmq_cluster_keys(struct redis_cmds *keys, const struct redis_cmds *c, size_t k)
+{
+	size_t nq = sizeof(queue_keys) / sizeof(queue_keys[0]), plen, len;
+	const char *prefix = cmds_arg(c, k, nq + 1, &plen), *arg;
+	int rc = 0;
+
+	for (size_t a = 1; rc == 0 && a <= nq; a++) {
+		arg = cmds_arg(c, k, a, &len);
+		rc = cmds_fmt(keys, "%.*s", (int)len, arg); /* a copy: c's scratch moves */
+	}
+	for (size_t a = BQ_HEAD; rc == 0 && a < c->cmds[k].argc; a += BQ_VALUES) {
+		arg = cmds_arg(c, k, a, &len);
+		rc = cmds_fmt(keys, "%.*s%.*s", (int)plen, prefix, (int)len, arg);
+	}
+	return rc;
+}
+
 const struct format format_bullmq = {
 	.name = "bullmq",
 	.payload = bullmq_payload,
@@ -360,6 +379,8 @@ const struct format format_bullmq = {
 	.lists = bullmq_lists,
 	.check_queue = bullmq_check_queue,
 	.script = format_bullmq_script,
+	.cluster_infix = "",
+	.cluster_keys = bullmq_cluster_keys,
 };
 
 /* JS's String(Number(digits)) for digits of a number under 1e21: the

@@ -409,4 +409,5 @@ const struct format format_laravel = {
 	.commands = laravel_commands,
 	.lists = laravel_lists,
 	.check_queue = laravel_check_queue,
+	.cluster_infix = "queues:",
 };

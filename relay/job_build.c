@@ -290,6 +290,9 @@ int job_build(const struct job_row *row, const struct job_opts *opts, struct buf
 	/* The relay's layout names the keys, whichever payload the row takes. */
 	if (rc == 0 && format_of(opts->format)->check_queue)
 		rc = format_of(opts->format)->check_queue(span_of(row->queue, row->queue_len), reason, reasonlen);
+	if (rc == 0 && opts->cluster)
+		rc = format_check_cluster_queue(format_of(opts->format), opts->key_prefix ? opts->key_prefix : "",
+						span_of(row->queue, row->queue_len), reason, reasonlen);
 	if (rc == 0)
 		rc = format_of_row(opts->format, in.options, &f, reason, reasonlen);
 	if (rc == 0) {

@@ -444,11 +444,15 @@ static void follow_failover(struct target *t)
  * it is READY. A fault is logged, and the target waits its back-off. */
 static bool climb(struct ladder *l, struct target *t)
 {
+	target_show_cluster(t, l->metrics);
 	if (target_connecting(t)) {
 		if (!reconnect_redis(l, t))
 			return false;
 	} else {
 		follow_failover(t);
+		/* A cluster's slots that could not be settled: tried again now and then. */
+		if (t->state == TARGET_READY && redis_sink_wants_settle(&t->redis))
+			t->state = TARGET_NEED_FENCE;
 		if (t->state == TARGET_READY && redis_sink_connected(&t->redis))
 			return true;
 		if (clock_mono_ms() < t->retry_ms || pg_source_broken(l->pg))

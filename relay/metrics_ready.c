@@ -12,7 +12,7 @@ bool metrics_ready_locked(const struct metrics *m)
 		if (!m->connected[s] || !m->probed[s] || !m->probe_ok[s])
 			return false;
 	}
-	return true;
+	return metrics_cluster_ready_locked(m);
 }
 
 /* One server's reason: short by default, since /readyz answers anyone; the
@@ -43,6 +43,8 @@ int metrics_ready(struct metrics *m, struct buf *out, bool *ready, bool detail)
 	rc = buf_printf(out, "%s %s", *ready ? "ready" : "not ready", role);
 	for (int s = 0; rc == 0 && !*ready && s < METRICS_NSERVERS; s++)
 		rc = ready_reason(m, s, out, detail);
+	if (rc == 0 && !*ready)
+		rc = metrics_cluster_reason(m, out);
 	if (rc == 0)
 		rc = buf_puts(out, "\n");
 	pthread_mutex_unlock(&m->lock);

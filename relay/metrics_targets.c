@@ -175,5 +175,5 @@ int metrics_targets_format(const struct metrics *m, struct buf *out)
 		rc = push_summary(m, out);
 	if (rc == 0)
 		rc = elsewhere_gauge(m, out);
-	return rc;
+	return rc == 0 ? metrics_cluster_format(m, out) : rc;
 }

@@ -155,6 +155,7 @@ void push_settle(struct push *p)
 		if (!t->pushed)
 			continue;
 		t->pushed = false;
+		redis_sink_committed(&t->redis);
 		backoff_reset(&t->backoff);
 		t->relayed += t->txn_jobs;
 		metrics_target_pushed(p->metrics, i, t->txn_jobs, (double)t->push_us / 1e6);

@@ -2,6 +2,7 @@
 #include "fmacros.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "push_script.h"
@@ -83,4 +84,98 @@ int push_script_build(struct buf *out, const char *procs)
 	    buf_append(out, tail, sizeof(tail) - 1) < 0)
 		return -ENOMEM;
 	return 0;
+}
+
+void push_argv_free(struct push_argv *a)
+{
+	free(a->argv);
+	free(a->len);
+	*a = (struct push_argv){ NULL, NULL, 0, 0 };
+}
+
+/* argv and len always have the same capacity. */
+static int grow(struct push_argv *a, size_t need)
+{
+	size_t cap = a->cap ? a->cap : 64;
+	const char **argv;
+	size_t *len;
+
+	if (need <= a->cap)
+		return 0;
+	while (cap < need)
+		cap *= 2;
+	if (!(argv = realloc(a->argv, cap * sizeof(*argv))))
+		return -ENOMEM;
+	a->argv = argv;
+	if (!(len = realloc(a->len, cap * sizeof(*len))))
+		return -ENOMEM;
+	a->len = len;
+	a->cap = cap;
+	return 0;
+}
+
+int push_argv_build(struct push_argv *a, const struct redis_cmds *head, struct redis_cmds *body)
+{
+	size_t counts = body->scratch.len, total = 0;
+	const char *count;
+	int rc = 0;
+
+	a->n = 0;
+	for (size_t k = 0; rc == 0 && k < body->ncmds; k++)
+		if ((rc = buf_printf(&body->scratch, "%zu", body->cmds[k].argc - 1)) == 0)
+			rc = buf_append(&body->scratch, "", 1);
+	for (size_t k = 0; k < head->ncmds; k++)
+		total += head->cmds[k].argc;
+	for (size_t k = 0; k < body->ncmds; k++)
+		total += body->cmds[k].argc + 1;
+	if (rc < 0 || (rc = grow(a, total)) < 0)
+		return rc;
+	for (size_t k = 0; k < head->ncmds; k++)
+		for (size_t i = 0; i < head->cmds[k].argc; i++, a->n++)
+			a->argv[a->n] = cmds_arg(head, k, i, &a->len[a->n]);
+	/* scratch no longer moves: pointers into it stay valid until the send. */
+	count = body->scratch.data + counts;
+	for (size_t k = 0; k < body->ncmds; k++) {
+		for (size_t i = 0; i < body->cmds[k].argc; i++) {
+			a->argv[a->n] = cmds_arg(body, k, i, &a->len[a->n]);
+			a->n++;
+			if (i == 0) {
+				a->argv[a->n] = count;
+				a->len[a->n] = strlen(count);
+				count += a->len[a->n++] + 1;
+			}
+		}
+	}
+	return 0;
+}
+
+/* Error codes Redis answers for its own state, whatever the batch holds. */
+static const char *const state_errors[] = {
+	"OOM ",      "READONLY ",    "LOADING ", "BUSY ",   "MASTERDOWN ", "MISCONF ",  "NOREPLICAS ",
+	"TRYAGAIN ", "CLUSTERDOWN ", "NOAUTH ",  "NOPERM ", "WRONGPASS ",  "NOSCRIPT ", "UNBLOCKED ",
+};
+
+int push_script_error(const char *err)
+{
+	if (strncmp(err, "STALE ", 6) == 0)
+		return -ESTALE;
+	for (size_t i = 0; i < sizeof(state_errors) / sizeof(state_errors[0]); i++)
+		if (strncmp(err, state_errors[i], strlen(state_errors[i])) == 0)
+			return -EIO;
+	return REDIS_SINK_REFUSED;
+}
+
+int push_script_wrongtype(const redisReply *r, struct buf *bad, size_t *nbad)
+{
+	buf_reset(bad);
+	*nbad = 0;
+	for (size_t i = 1; i + 1 < r->elements; i += 2) {
+		const redisReply *k = r->element[i], *t = r->element[i + 1];
+		if (k->type != REDIS_REPLY_STRING || t->type != REDIS_REPLY_STRING)
+			continue;
+		if (buf_append(bad, k->str, k->len + 1) < 0 || buf_append(bad, t->str, t->len + 1) < 0)
+			return -ENOMEM;
+		(*nbad)++;
+	}
+	return *nbad ? 0 : -EINVAL;
 }

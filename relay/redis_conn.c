@@ -90,6 +90,15 @@ int redis_conn_append(struct redis_conn *c, int argc, const char **argv, const s
 	return 0;
 }
 
+int redis_conn_append_raw(struct redis_conn *c, const char *cmd, size_t len)
+{
+	if (!redis_io_is_open(&c->io))
+		return conn_fail(c, NULL, "not connected to redis");
+	if (redis_io_append_raw(&c->io, cmd, len) < 0)
+		return conn_fail(c, NULL, "out of memory");
+	return 0;
+}
+
 int redis_conn_flush(struct redis_conn *c)
 {
 	if (redis_io_flush(&c->io) < 0)
@@ -248,6 +257,13 @@ int redis_conn_connect(struct redis_conn *c)
 	c->blame = NULL;
 	if (t->tls && !c->tls.ctx && (rc = load_tls(c)) < 0)
 		return rc;
+	/* A cluster's seed nodes: the first that answers (the cluster sink
+	 * connects to each master itself, redis_conn_connect_to). */
+	for (size_t k = 0; t->cluster && k < t->nseeds; k++)
+		if ((rc = redis_conn_connect_to(c, t->seeds[k].host, t->seeds[k].port)) == 0 || c->blame)
+			return rc;
+	if (t->cluster)
+		return rc;
 	for (size_t k = 0; k < tries; k++) {
 		if (!t->is_unix && (rc = find_server(c, host, sizeof(host), &port)) < 0)
 			return rc; /* no sentinel answered */
@@ -261,4 +277,19 @@ int redis_conn_connect(struct redis_conn *c)
 bool redis_conn_master_moved(struct redis_conn *c)
 {
 	return c->cfg->redis.master_name && redis_sentinel_switched(&c->sentinel);
+}
+
+int redis_conn_connect_to(struct redis_conn *c, const char *host, int port)
+{
+	const struct redis_target *t = &c->cfg->redis;
+	char addr[200];
+	int rc;
+
+	redis_io_close(&c->io);
+	c->blame = NULL;
+	if (t->tls && !c->tls.ctx && (rc = load_tls(c)) < 0)
+		return rc;
+	redis_addr_describe(host, port, addr, sizeof(addr));
+	snprintf(c->where, sizeof(c->where), "%s", addr);
+	return connect_to(c, host, port);
 }

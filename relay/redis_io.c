@@ -234,6 +234,11 @@ int redis_io_append(struct redis_io *io, int argc, const char **argv, const size
 	return rc;
 }
 
+int redis_io_append_raw(struct redis_io *io, const char *cmd, size_t len)
+{
+	return buf_append(&io->out, cmd, len);
+}
+
 /* Writes what is queued before deadline. */
 static int flush(struct redis_io *io, long long deadline)
 {

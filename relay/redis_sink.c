@@ -9,6 +9,7 @@
 #include <sys/random.h>
 #include <sys/time.h>
 
+#include "cluster_sink.h"
 #include "fence.h"
 #include "formats.h"
 #include "keys.h"
@@ -21,37 +22,86 @@ void redis_sink_init(struct redis_sink *rs, const struct config *cfg)
 	rs->cfg = cfg;
 	redis_conn_init(&rs->conn, cfg);
 	cmds_init(&rs->cmds);
+	cmds_init(&rs->head);
 	cmds_init(&rs->one);
 	buf_init(&rs->bad);
 	buf_init(&rs->script);
+	if (cfg->redis.cluster && (rs->cluster = malloc(sizeof(*rs->cluster))) &&
+	    cluster_sink_init(rs->cluster, cfg, &rs->bad, &rs->nbad) < 0) {
+		cluster_sink_free(rs->cluster);
+		free(rs->cluster);
+		rs->cluster = NULL;
+	}
 }
 
 void redis_sink_stop_on(struct redis_sink *rs, struct stop *stop)
 {
 	redis_io_stop_on(&rs->conn.io, stop);
+	if (rs->cluster)
+		cluster_sink_stop_on(rs->cluster, stop);
 }
 
 bool redis_sink_connected(const struct redis_sink *rs)
 {
-	return redis_conn_connected(&rs->conn);
+	return rs->cluster ? cluster_sink_connected(rs->cluster) : redis_conn_connected(&rs->conn);
 }
 
 void redis_sink_close(struct redis_sink *rs)
 {
 	redis_conn_close(&rs->conn);
+	if (rs->cluster)
+		cluster_sink_close(rs->cluster);
+}
+
+void redis_sink_fall_back(struct redis_sink *rs, bool epoch)
+{
+	if (rs->cluster)
+		cluster_sink_fall_back(rs->cluster, epoch);
+}
+
+void redis_sink_committed(struct redis_sink *rs)
+{
+	if (rs->cluster)
+		cluster_sink_committed(rs->cluster);
+}
+
+bool redis_sink_partial(const struct redis_sink *rs)
+{
+	return rs->cluster && rs->cluster->unsettled > 0;
+}
+
+bool redis_sink_wants_settle(const struct redis_sink *rs)
+{
+	return rs->cluster && cluster_sink_wants_settle(rs->cluster);
+}
+
+bool redis_sink_queue_up(struct redis_sink *rs, const char *queue, size_t len)
+{
+	return !rs->cluster || cluster_sink_queue_up(rs->cluster, rs->cfg->key_prefix, queue, len);
+}
+
+/* A cluster's failure: its errstr is the sink's. */
+static int cluster_rc(struct redis_sink *rs, int rc)
+{
+	if (rc != 0)
+		snprintf(rs->errstr, sizeof(rs->errstr), "%s", rs->cluster->errstr);
+	return rc;
 }
 
 void redis_sink_free(struct redis_sink *rs)
 {
 	if (!rs)
 		return;
+	if (rs->cluster)
+		cluster_sink_free(rs->cluster);
+	free(rs->cluster);
 	redis_conn_free(&rs->conn);
 	cmds_free(&rs->cmds);
+	cmds_free(&rs->head);
 	cmds_free(&rs->one);
 	buf_free(&rs->bad);
 	buf_free(&rs->script);
-	free(rs->argv);
-	free(rs->argvlen);
+	push_argv_free(&rs->argv);
 	memset(rs, 0, sizeof(*rs));
 }
 
@@ -70,6 +120,10 @@ static int sink_fail(struct redis_sink *rs, const char *fmt, ...)
 
 int redis_sink_connect(struct redis_sink *rs)
 {
+	if (rs->cfg->redis.cluster && !rs->cluster)
+		return -ENOMEM;
+	if (rs->cluster)
+		return cluster_rc(rs, cluster_sink_connect(rs->cluster));
 	if (redis_conn_connect(&rs->conn) < 0) {
 		snprintf(rs->errstr, sizeof(rs->errstr), "%s", rs->conn.errstr);
 		return -EIO;
@@ -81,12 +135,17 @@ int redis_sink_connect(struct redis_sink *rs)
 
 /* The relay's own keys sit under the job prefix and the lock key, so relay
  * groups sharing a Redis do not overwrite each other's fence. */
-static int arg_own_key(struct redis_sink *rs, const char *name)
+static int own_key_in(struct redis_cmds *c, const struct redis_sink *rs, const char *name)
 {
 	if (rs->cfg->route_name)
-		return cmds_fmt(&rs->cmds, KEYS_ROUTE_OWN_FMT, rs->cfg->key_prefix, rs->cfg->lock_key,
-				rs->cfg->route_name, name);
-	return cmds_fmt(&rs->cmds, KEYS_OWN_FMT, rs->cfg->key_prefix, rs->cfg->lock_key, name);
+		return cmds_fmt(c, KEYS_ROUTE_OWN_FMT, rs->cfg->key_prefix, rs->cfg->lock_key, rs->cfg->route_name,
+				name);
+	return cmds_fmt(c, KEYS_OWN_FMT, rs->cfg->key_prefix, rs->cfg->lock_key, name);
+}
+
+static int arg_own_key(struct redis_sink *rs, const char *name)
+{
+	return own_key_in(&rs->cmds, rs, name);
 }
 
 /* SET fence, or APPEND to it for a batch of a transaction whose earlier
@@ -108,17 +167,18 @@ static int add_fence(struct redis_sink *rs, const struct batch *b, bool more)
 /* The batch's commands; b NULL: none, a push of nothing (redis_sink_probe). */
 static int build_commands(struct redis_sink *rs, const struct batch *b, bool more)
 {
-	struct redis_cmds *c = &rs->cmds;
+	struct redis_cmds *c = &rs->cmds, *h = &rs->head;
 	int rc;
 
 	cmds_reset(c);
+	cmds_reset(h);
 	/* Built once, for the target's format (push_script.h). */
 	if (rs->script.len == 0 && (rc = push_script_build(&rs->script, format_of(rs->cfg->format)->script)) < 0)
 		return rc;
-	if ((rc = cmds_begin(c, "EVAL")) < 0 || (rc = cmds_ref(c, rs->script.data, rs->script.len)) < 0 ||
-	    (rc = CMDS_LIT(c, "2")) < 0 || (rc = arg_own_key(rs, KEYS_EPOCH)) < 0 ||
-	    (rc = arg_own_key(rs, KEYS_EPOCH_TOKEN)) < 0 ||
-	    (rc = cmds_ref(c, rs->epoch_value, strlen(rs->epoch_value))) < 0)
+	if ((rc = cmds_begin(h, "EVAL")) < 0 || (rc = cmds_ref(h, rs->script.data, rs->script.len)) < 0 ||
+	    (rc = CMDS_LIT(h, "2")) < 0 || (rc = own_key_in(h, rs, KEYS_EPOCH)) < 0 ||
+	    (rc = own_key_in(h, rs, KEYS_EPOCH_TOKEN)) < 0 ||
+	    (rc = cmds_ref(h, rs->epoch_value, strlen(rs->epoch_value))) < 0)
 		return rc;
 	if (!b)
 		return 0;
@@ -128,75 +188,17 @@ static int build_commands(struct redis_sink *rs, const struct batch *b, bool mor
 
 /* ---- sending: one EVAL of the push script, one reply ---- */
 
-/* argv and argvlen always have the same capacity. */
-static int grow_argv(struct redis_sink *rs, size_t need)
-{
-	size_t cap = rs->argvcap ? rs->argvcap : 64;
-	const char **argv;
-	size_t *lens;
-
-	if (need <= rs->argvcap)
-		return 0;
-	while (cap < need)
-		cap *= 2;
-	if (!(argv = realloc(rs->argv, cap * sizeof(*argv))))
-		return -ENOMEM;
-	rs->argv = argv;
-	if (!(lens = realloc(rs->argvlen, cap * sizeof(*lens))))
-		return -ENOMEM;
-	rs->argvlen = lens;
-	rs->argvcap = cap;
-	return 0;
-}
-
-/* Command 0 is EVAL's head (EVAL, script, 1, epoch key, epoch); each command
- * after it goes in as name, argument count, arguments. */
+/* EVAL's head (EVAL, script, 2, epoch keys, epoch), then each command as
+ * name, argument count, arguments. */
 static int append_eval(struct redis_sink *rs)
 {
-	struct redis_cmds *c = &rs->cmds;
-	size_t counts = c->scratch.len, total = 0, n = 0;
-	const char *count;
-	int rc = 0;
+	int rc = push_argv_build(&rs->argv, &rs->head, &rs->cmds);
 
-	for (size_t k = 1; rc == 0 && k < c->ncmds; k++)
-		if ((rc = buf_printf(&c->scratch, "%zu", c->cmds[k].argc - 1)) == 0)
-			rc = buf_append(&c->scratch, "", 1);
-	for (size_t k = 0; k < c->ncmds; k++)
-		total += c->cmds[k].argc + (k > 0);
-	if (rc < 0 || (rc = grow_argv(rs, total)) < 0)
+	if (rc < 0)
 		return rc;
-	/* scratch no longer moves: pointers into it stay valid until the send. */
-	count = c->scratch.data + counts;
-	for (size_t k = 0; k < c->ncmds; k++) {
-		for (size_t a = 0; a < c->cmds[k].argc; a++) {
-			rs->argv[n] = cmds_arg(c, k, a, &rs->argvlen[n]);
-			n++;
-			if (k > 0 && a == 0) {
-				rs->argv[n] = count;
-				rs->argvlen[n] = strlen(count);
-				count += rs->argvlen[n++] + 1;
-			}
-		}
-	}
-	if (redis_conn_append(&rs->conn, (int)n, rs->argv, rs->argvlen) < 0)
+	if (redis_conn_append(&rs->conn, (int)rs->argv.n, rs->argv.argv, rs->argv.len) < 0)
 		return sink_fail(rs, "could not queue the batch for redis: %s", rs->conn.errstr);
 	return 0;
-}
-
-/* Keeps the bad keys of a WRONGTYPE answer: key, type, key, type ... */
-static int note_wrong_types(struct redis_sink *rs, const redisReply *r)
-{
-	buf_reset(&rs->bad);
-	rs->nbad = 0;
-	for (size_t i = 1; i + 1 < r->elements; i += 2) {
-		const redisReply *k = r->element[i], *t = r->element[i + 1];
-		if (k->type != REDIS_REPLY_STRING || t->type != REDIS_REPLY_STRING)
-			continue;
-		if (buf_append(&rs->bad, k->str, k->len + 1) < 0 || buf_append(&rs->bad, t->str, t->len + 1) < 0)
-			return -ENOMEM;
-		rs->nbad++;
-	}
-	return rs->nbad ? REDIS_SINK_WRONGTYPE : sink_fail(rs, "redis answered the batch with a malformed WRONGTYPE");
 }
 
 /* WAIT N timeout, queued after the command whose writes it waits for. */
@@ -232,24 +234,6 @@ static int read_wait(struct redis_sink *rs)
 	return rc;
 }
 
-/* Error codes Redis answers for its own state, whatever the batch holds. */
-static const char *const state_errors[] = {
-	"OOM ",      "READONLY ",    "LOADING ", "BUSY ",   "MASTERDOWN ", "MISCONF ",  "NOREPLICAS ",
-	"TRYAGAIN ", "CLUSTERDOWN ", "NOAUTH ",  "NOPERM ", "WRONGPASS ",  "NOSCRIPT ", "UNBLOCKED ",
-};
-
-/* An error reply the batch itself may have caused (REDIS_SINK_REFUSED) or
- * one of Redis's state (-EIO): only the former is worth narrowing. */
-static int error_code(const char *err)
-{
-	if (strncmp(err, "STALE ", 6) == 0)
-		return -ESTALE;
-	for (size_t i = 0; i < sizeof(state_errors) / sizeof(state_errors[0]); i++)
-		if (strncmp(err, state_errors[i], strlen(state_errors[i])) == 0)
-			return -EIO;
-	return REDIS_SINK_REFUSED;
-}
-
 /* A push that lost its connection: Redis may have dropped it for what the
  * batch holds (a protocol error over proto-max-bulk-len), unless it just did
  * not answer in time, or the relay abandoned it to stop. */
@@ -270,10 +254,12 @@ static int read_push(struct redis_sink *rs)
 	if (redis_conn_reply(&rs->conn, &r, 0) < 0)
 		return push_lost(rs);
 	if (r->type == REDIS_REPLY_ERROR)
-		rc = error_code(r->str);
+		rc = push_script_error(r->str);
 	else if (r->type == REDIS_REPLY_ARRAY && r->elements > 0 && r->element[0]->type == REDIS_REPLY_STRING &&
 		 strcmp(r->element[0]->str, "WRONGTYPE") == 0)
-		rc = note_wrong_types(rs, r);
+		rc = push_script_wrongtype(r, &rs->bad, &rs->nbad) == 0
+			     ? REDIS_SINK_WRONGTYPE
+			     : sink_fail(rs, "redis answered the batch with a malformed WRONGTYPE");
 	if (rc != 0 && r->type == REDIS_REPLY_ERROR)
 		sink_fail(rs, "redis refused the batch: %s", r->str);
 	freeReplyObject(r);
@@ -285,6 +271,8 @@ int redis_sink_send(struct redis_sink *rs, const struct batch *b, bool more)
 	int rc;
 
 	rs->sent = false;
+	if (rs->cluster)
+		return cluster_rc(rs, cluster_sink_send(rs->cluster, b));
 	if (!redis_sink_connected(rs))
 		return sink_fail(rs, "not connected to redis");
 	if (b->njobs == 0)
@@ -307,6 +295,8 @@ int redis_sink_reply(struct redis_sink *rs)
 	bool wait = rs->cfg->redis_wait_replicas > 0;
 	int rc, wrc = 0;
 
+	if (rs->cluster)
+		return cluster_rc(rs, cluster_sink_reply(rs->cluster));
 	if (!rs->sent)
 		return 0; /* an empty batch */
 	rs->sent = false;
@@ -328,6 +318,8 @@ int redis_sink_probe(struct redis_sink *rs)
 {
 	int rc;
 
+	if (rs->cluster)
+		return cluster_rc(rs, cluster_sink_probe(rs->cluster));
 	if (!redis_sink_connected(rs))
 		return sink_fail(rs, "not connected to redis");
 	if ((rc = build_commands(rs, NULL, false)) < 0 || (rc = append_eval(rs)) < 0)
@@ -497,6 +489,10 @@ int redis_sink_new_epoch(struct redis_sink *rs)
 	int rc;
 
 	rs->found[0] = '\0';
+	if (rs->cluster) {
+		rs->epoch++; /* this relay's takeovers of the cluster target, for the logs; each slot counts its own */
+		return cluster_rc(rs, cluster_sink_new_epoch(rs->cluster));
+	}
 	if (new_token(rs, token) < 0 || append_own_key_eval(rs, epoch_script, epoch_keys, token) < 0 ||
 	    !(r = own_key_reply(rs, "taking an epoch")))
 		return -EIO;
@@ -514,6 +510,8 @@ int redis_sink_get_fence(struct redis_sink *rs, struct buf *out)
 
 	buf_reset(out);
 	rs->found[0] = '\0';
+	if (rs->cluster)
+		return cluster_rc(rs, cluster_sink_settle(rs->cluster, out));
 	if (append_own_key_eval(rs, fence_script, fence_keys, NULL) < 0 || (wait && append_wait(rs) < 0))
 		return -EIO;
 	if (!(r = own_key_reply(rs, "reading the fence")))

@@ -1,6 +1,7 @@
 /* Redis URLs: redis:// and rediss://[[user]:password@]host[:port][/db],
  * unix://[[user]:password@]/path[?query], and redis-sentinel:// or
- * rediss-sentinel://[[user]:password@]host1[:port1],host2[:port2]/MASTER_NAME[/db]. */
+ * rediss-sentinel://[[user]:password@]host1[:port1],host2[:port2]/MASTER_NAME[/db], and
+ * redis-cluster:// or rediss-cluster://[[user]:password@]host1[:port1],host2[:port2][/]. */
 #include "fmacros.h"
 
 #include <ctype.h>
@@ -165,11 +166,31 @@ static int parse_tcp(struct redis_target *t, char *s, char *err, size_t errlen)
 	return 0;
 }
 
+/* host1[:port1],host2[:port2],... into a new array of *n addresses. */
+static int parse_hosts(char *s, int def_port, struct redis_addr **out, size_t *n, char *err, size_t errlen)
+{
+	char *one, *next;
+	size_t cap = 1;
+	int rc;
+
+	for (const char *p = s; *p; p++)
+		cap += *p == ',';
+	if (!(*out = calloc(cap, sizeof(**out))))
+		return -ENOMEM;
+	/* Not strtok: "h1,,h2" is a mistake to report, not two hosts. */
+	for (one = s; one; one = next) {
+		if ((next = strchr(one, ',')))
+			*next++ = '\0';
+		if ((rc = parse_addr(&(*out)[(*n)++], one, def_port, err, errlen)) < 0)
+			return rc;
+	}
+	return 0;
+}
+
 /* host1[:port1],host2[:port2],.../MASTER_NAME[/db] after an optional userinfo. */
 static int parse_sentinel(struct redis_target *t, char *s, char *err, size_t errlen)
 {
-	char *name, *db, *one, *next;
-	size_t n = 1;
+	char *name, *db;
 	int rc;
 
 	if ((rc = parse_credentials(t, &s, err, errlen)) < 0)
@@ -183,20 +204,30 @@ static int parse_sentinel(struct redis_target *t, char *s, char *err, size_t err
 		*db++ = '\0';
 	if (db && *db && (rc = parse_db(db, &t->db, err, errlen)) < 0)
 		return rc;
-	for (const char *p = s; *p; p++)
-		n += *p == ',';
-	if (!(t->sentinels = calloc(n, sizeof(*t->sentinels))))
-		return -ENOMEM;
-	/* Not strtok: "h1,,h2" is a mistake to report, not two hosts. */
-	for (one = s; one; one = next) {
-		if ((next = strchr(one, ',')))
-			*next++ = '\0';
-		if ((rc = parse_addr(&t->sentinels[t->nsentinels++], one, 26379, err, errlen)) < 0)
-			return rc;
-	}
+	if ((rc = parse_hosts(s, 26379, &t->sentinels, &t->nsentinels, err, errlen)) < 0)
+		return rc;
 	if (pct_decode(name) < 0)
 		return value_fail(err, errlen, -EINVAL, "bad percent-encoding in master name");
 	return value_set_str(&t->master_name, name);
+}
+
+/* host1[:port1],host2[:port2],...[/] after an optional userinfo: any nodes
+ * of the cluster, asked for its slot map. A cluster has database 0 only. */
+static int parse_cluster(struct redis_target *t, char *s, char *err, size_t errlen)
+{
+	char *path;
+	int rc;
+
+	if ((rc = parse_credentials(t, &s, err, errlen)) < 0)
+		return rc;
+	if (strchr(s, '?'))
+		return value_fail(err, errlen, -EINVAL, "a redis-cluster:// url takes no query parameters");
+	if ((path = strchr(s, '/')))
+		*path++ = '\0';
+	if (path && *path && strcmp(path, "0") != 0)
+		return value_fail(err, errlen, -EINVAL, "a Redis Cluster has database 0 only");
+	t->cluster = true;
+	return parse_hosts(s, 6379, &t->seeds, &t->nseeds, err, errlen);
 }
 
 /* db=N&password=P after a unix socket path. */
@@ -258,6 +289,8 @@ static const struct scheme {
 	{ "unix://", false, parse_unix },
 	{ "redis-sentinel://", false, parse_sentinel },
 	{ "rediss-sentinel://", true, parse_sentinel },
+	{ "redis-cluster://", false, parse_cluster },
+	{ "rediss-cluster://", true, parse_cluster },
 };
 
 static int parse_url(struct redis_target *t, const char *url, char *err, size_t errlen)
@@ -276,8 +309,8 @@ static int parse_url(struct redis_target *t, const char *url, char *err, size_t 
 			sc = &schemes[i];
 	if (!sc)
 		return value_fail(err, errlen, -EINVAL,
-				  "unsupported scheme (expected redis://, rediss://, unix://, redis-sentinel:// "
-				  "or rediss-sentinel://)");
+				  "unsupported scheme (expected redis://, rediss://, unix://, redis-sentinel://, "
+				  "rediss-sentinel://, redis-cluster:// or rediss-cluster://)");
 	if (!(copy = strdup(url)))
 		return value_fail(err, errlen, -ENOMEM, "out of memory");
 	t->tls = sc->tls;
@@ -319,6 +352,9 @@ void redis_target_free(struct redis_target *t)
 	for (size_t i = 0; i < t->nsentinels; i++)
 		free(t->sentinels[i].host);
 	free(t->sentinels);
+	for (size_t i = 0; i < t->nseeds; i++)
+		free(t->seeds[i].host);
+	free(t->seeds);
 	free(t->master_name);
 	free(t->user);
 	free(t->password);
@@ -331,6 +367,20 @@ void redis_addr_describe(const char *host, int port, char *out, size_t outlen)
 	snprintf(out, outlen, strchr(host, ':') ? "[%s]:%d" : "%s:%d", host, port);
 }
 
+/* what then h1:p1,h2:p2 into out: the length written. */
+static size_t describe_addrs(char *out, size_t outlen, const char *what, const struct redis_addr *a, size_t na)
+{
+	size_t n = (size_t)snprintf(out, outlen, "%s", what);
+
+	for (size_t i = 0; i < na && n < outlen; i++) {
+		if (i > 0 && n + 1 < outlen)
+			out[n++] = ',';
+		redis_addr_describe(a[i].host, a[i].port, out + n, outlen - n);
+		n += strlen(out + n);
+	}
+	return n < outlen ? n : outlen;
+}
+
 void redis_target_describe(const struct redis_target *t, char *out, size_t outlen)
 {
 	size_t n = 0;
@@ -339,19 +389,17 @@ void redis_target_describe(const struct redis_target *t, char *out, size_t outle
 		snprintf(out, outlen, "unix:%s?db=%d", t->path ? t->path : "", t->db);
 		return;
 	}
+	if (t->cluster) {
+		describe_addrs(out, outlen, "cluster:", t->seeds, t->nseeds);
+		return;
+	}
 	if (!t->master_name) {
 		redis_addr_describe(t->host ? t->host : "", t->port, out, outlen);
 		n = strlen(out);
 		snprintf(out + n, outlen - n, "/%d", t->db);
 		return;
 	}
-	n = (size_t)snprintf(out, outlen, "sentinel:");
-	for (size_t i = 0; i < t->nsentinels && n < outlen; i++) {
-		if (i > 0 && n + 1 < outlen)
-			out[n++] = ',';
-		redis_addr_describe(t->sentinels[i].host, t->sentinels[i].port, out + n, outlen - n);
-		n += strlen(out + n);
-	}
+	n = describe_addrs(out, outlen, "sentinel:", t->sentinels, t->nsentinels);
 	if (n < outlen)
 		snprintf(out + n, outlen - n, "/%s/%d", t->master_name, t->db);
 }

@@ -65,12 +65,24 @@ void release_targets(struct release *rl, const struct release_target *ts, size_t
 	rl->nts = n;
 }
 
+/* Target t's jobs of queue may go now: it is up and, on a cluster, the queue's slot settled. */
+static bool queue_up(const struct release *rl, size_t t, const char *queue, size_t len)
+{
+	const struct release_target *rt = &rl->ts[t];
+
+	return rt->up && (!rt->queue_up || rt->queue_up(rt->arg, queue, len));
+}
+
 /* Its rows may be released now: its target is here, up, its fence settled. */
 static bool key_up(const struct release *rl, const char *key, size_t len)
 {
-	size_t t = release_key_target(rl, key, len);
+	size_t t = release_key_target(rl, key, len), tlen, qlen;
+	const char *target, *queue;
 
-	return t != RELEASE_KEY_GONE && rl->ts[t].up;
+	if (t == RELEASE_KEY_GONE)
+		return false;
+	rounds_key_split(key, len, &target, &tlen, &queue, &qlen);
+	return queue_up(rl, t, queue, qlen);
 }
 
 void release_forget(struct release *rl)
@@ -109,7 +121,7 @@ int release_load(struct release *rl, struct pg_source *pg, struct metrics *m)
 bool release_needed(const struct release *rl)
 {
 	for (size_t i = 0; i < rl->nts; i++)
-		if (!rl->ts[i].up)
+		if (!rl->ts[i].up || rl->ts[i].partial)
 			return true;
 	return rl->capped || rounds_held(&rl->rounds) > 0;
 }
@@ -181,7 +193,7 @@ static int job_key(struct release *rl, const struct batch_job *j, const char **k
 static long queue_of(struct release *rl, const struct batch_job *j)
 {
 	const struct config *cfg = rl->cfg;
-	bool up = rl->ts[j->target].up;
+	bool up = queue_up(rl, j->target, j->queue, j->queue_len);
 	const char *key;
 	size_t len;
 	long cap, qi;
@@ -222,7 +234,8 @@ static int classify(struct release *rl, const struct batch *b)
 		rl->jq[i] = queue_of(rl, &b->jobs[i]);
 		if (rl->jq[i] == -ENOMEM)
 			return -ENOMEM;
-		if (rl->jq[i] >= 0 && r->q[rl->jq[i]].cap > 0 && rl->ts[b->jobs[i].target].up)
+		if (rl->jq[i] >= 0 && r->q[rl->jq[i]].cap > 0 &&
+		    queue_up(rl, b->jobs[i].target, b->jobs[i].queue, b->jobs[i].queue_len))
 			rc = add_measured(rl, (size_t)rl->jq[i]);
 	}
 	for (size_t qi = 0; rc == 0 && qi < r->nq; qi++) {
@@ -262,7 +275,7 @@ static int decide(struct release *rl, struct batch *b)
 	for (size_t i = 0; i < njobs; i++) {
 		struct batch_job *j = &b->jobs[i];
 		long long round;
-		bool up = rl->ts[j->target].up;
+		bool up = queue_up(rl, j->target, j->queue, j->queue_len);
 		if (rl->jq[i] < 0 || (up && (rl->hold_only || rounds_admit(&rl->rounds, (size_t)rl->jq[i])))) {
 			b->jobs[n++] = *j;
 			continue;
@@ -356,7 +369,7 @@ static int build_released(struct release *rl, struct batch *b)
 				 (int)(row.route_len < 100 ? row.route_len : 100), row.route);
 			row.unfit = row.unfit ? row.unfit : why;
 			t = release_key_target(rl, rl->key.data, rl->key.len);
-		} else if (!rl->ts[t].up) {
+		} else if (!queue_up(rl, t, row.queue, row.queue_len)) {
 			take_back(rl, b, &run);
 			skip = qi;
 			continue;

@@ -133,7 +133,10 @@ static void print_redis(FILE *out, const struct status *s)
 	fprintf(out, LABEL "%s", "redis", s->redis_where);
 	if (s->master_name)
 		fprintf(out, " (sentinel master %s)", s->master_name);
-	fprintf(out, ", tls %s%s\n", s->redis_tls ? "on" : "off", s->redis_ok ? "" : ", not reachable");
+	fprintf(out, ", tls %s%s", s->redis_tls ? "on" : "off", s->redis_ok ? "" : ", not reachable");
+	if (s->ntargets > 0 && s->targets[0].cluster[0])
+		fprintf(out, ", %s", s->targets[0].cluster);
+	fputc('\n', out);
 }
 
 /* One line per target, when there are several (routes, or held rows a route since removed waits for). */
@@ -148,6 +151,8 @@ static void print_target(FILE *out, const struct status_target *t)
 		fputs("no route of this name now", out);
 	else
 		fprintf(out, "%s, %s", t->where, t->reached ? "reachable" : "not reachable");
+	if (t->cluster[0])
+		fprintf(out, ", %s", t->cluster);
 	fprintf(out, ", %s held", held);
 	if (t->held > 0)
 		fprintf(out, ", oldest %s", age);
@@ -306,7 +311,7 @@ static json_t *targets_json(const struct status *s)
 
 	for (size_t i = 0; a && i < s->ntargets; i++) {
 		const struct status_target *t = &s->targets[i];
-		if (json_array_append_new(a, json_pack("{s:s, s:b, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "name", t->name,
+		if (json_array_append_new(a, json_pack("{s:s, s:b, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "name", t->name,
 						       "configured", t->cfg != NULL, "address",
 						       str_or_null(t->tried, t->where), "reachable",
 						       t->tried ? json_boolean(t->reached) : json_null(), "error",
@@ -315,7 +320,8 @@ static json_t *targets_json(const struct status *s)
 						       real_or_null(s->queues_read && t->held > 0, t->held_oldest_s),
 						       "workers", workers_json(&t->readers), "workers_where",
 						       str_or_null(t->readers.verdict == READERS_ELSEWHERE,
-								   t->readers.where))) < 0) {
+								   t->readers.where),
+						       "cluster", str_or_null(t->cluster[0], t->cluster))) < 0) {
 			json_decref(a);
 			return NULL;
 		}

@@ -105,6 +105,31 @@ static int read_lengths(struct status *s, size_t t, struct redis_conn *c)
 	return rc == -ENOMEM ? rc : 0;
 }
 
+/* A cluster's state as a seed node sees it (CLUSTER INFO): one line. */
+static void read_cluster(struct status_target *x, struct redis_conn *c)
+{
+	const char *argv[] = { "CLUSTER", "INFO" };
+	char state[32] = "?";
+	long long ok = -1, masters = -1;
+	redisReply *r = NULL;
+	const char *p;
+
+	if (redis_conn_command(c, 2, argv, NULL, &r) < 0 || r->type != REDIS_REPLY_STRING) {
+		snprintf(x->cluster, sizeof(x->cluster), "CLUSTER INFO failed: %.100s", c->errstr);
+		freeReplyObject(r);
+		return;
+	}
+	if ((p = strstr(r->str, "cluster_state:")))
+		sscanf(p, "cluster_state:%31[a-z]", state);
+	if ((p = strstr(r->str, "cluster_slots_ok:")))
+		sscanf(p, "cluster_slots_ok:%lld", &ok);
+	if ((p = strstr(r->str, "cluster_size:")))
+		sscanf(p, "cluster_size:%lld", &masters);
+	snprintf(x->cluster, sizeof(x->cluster), "cluster_state %s, %lld masters, %lld of 16384 slots served", state,
+		 masters, ok);
+	freeReplyObject(r);
+}
+
 /* Target t's Redis: connected to once, bounded by --redis-timeout. */
 static int read_target(struct status *s, const struct config *cfg, size_t t)
 {
@@ -116,6 +141,8 @@ static int read_target(struct status *s, const struct config *cfg, size_t t)
 	redis_conn_init(&c, x->cfg);
 	if (redis_conn_connect(&c) < 0) {
 		failed(x, &c);
+	} else if (x->cfg->redis.cluster) {
+		read_cluster(x, &c); /* its queues' lengths are each on their slot's master */
 	} else {
 		if (t == 0)
 			read_epoch(s, cfg, &c);

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cluster_sink.h"
 #include "formats.h"
 #include "log.h"
 #include "redis_policy.h"
@@ -47,6 +48,8 @@ void target_fall_back(struct target *t, enum target_state to)
 {
 	if (t->state > to)
 		t->state = to;
+	/* On a cluster, the slots this concerns (all, or those it pushed to). */
+	redis_sink_fall_back(&t->redis, to == TARGET_NEED_EPOCH);
 }
 
 bool target_up(const struct target *t)
@@ -54,6 +57,11 @@ bool target_up(const struct target *t)
 	/* The state first: a target connecting (its redis the connector's) is
 	 * never READY. */
 	return t->state == TARGET_READY && !t->paused && redis_sink_connected(&t->redis);
+}
+
+bool target_queue_up(void *t, const char *queue, size_t len)
+{
+	return redis_sink_queue_up(&((struct target *)t)->redis, queue, len);
 }
 
 void target_view(struct target *t, const struct batch *b, const struct batch_job *grouped)
@@ -86,6 +94,30 @@ const struct batch_job *target_group(const struct batch *b, size_t n, struct bat
 			if (b->jobs[i].target == t)
 				(*scratch)[at++] = b->jobs[i];
 	return *scratch;
+}
+
+void target_show_cluster(const struct target *t, struct metrics *m)
+{
+	const struct cluster_sink *cs = t->redis.cluster;
+	struct metrics_cluster c = { .on = true };
+	size_t up = 0;
+
+	if (!cs)
+		return;
+	c.masters = (unsigned)redis_cluster_masters(&cs->cl, &up);
+	c.connected = (unsigned)up;
+	c.unsettled = (unsigned)cs->unsettled;
+	c.unserved = (unsigned)cs->cl.unserved;
+	c.refreshes = (unsigned long long)cs->cl.refreshes;
+	c.redirects = (unsigned long long)cs->cl.redirects;
+	for (size_t i = 0; i < cs->cl.nnodes && c.nnodes < METRICS_CLUSTER_NODES; i++) {
+		const struct cluster_node *n = cs->cl.nodes[i];
+		if (!n->in_map)
+			continue;
+		redis_addr_describe(n->host, n->port, c.nodes[c.nnodes].addr, sizeof(c.nodes[c.nnodes].addr));
+		c.nodes[c.nnodes++].up = redis_conn_connected(&n->conn);
+	}
+	metrics_target_cluster(m, t->index, &c);
 }
 
 void target_note_server(struct target *t, struct metrics *m)

@@ -644,6 +644,17 @@ static const struct err_case {
 	/* settings of another format */
 	{ NULL, NULL, { "--laravel-prefix", "shop_" },
 	  "--laravel-prefix is only used with --format laravel, not sidekiq" },
+	/* a Redis Cluster target */
+	{ NULL, NULL, { "--redis-url", "redis-cluster://h1:7000" },
+	  "--redis-url: a redis-cluster:// target takes --format bullmq or laravel, whose workers read a cluster; "
+	  "sidekiq keeps keys every queue shares, which a cluster spreads over its masters" },
+	{ NULL, NULL, { "--redis-url", "redis-cluster://h1:7000", "--format", "celery" },
+	  "--redis-url: a redis-cluster:// target takes --format bullmq or laravel, whose workers read a cluster; "
+	  "celery keeps keys every queue shares, which a cluster spreads over its masters" },
+	{ "STAGEDRAIN_FORMAT", "bullmq", { "--redis-url", "redis-cluster://h1:7000", "--max-queue-length", "9" },
+	  "--max-queue-length and --queue-limits are not supported on a redis-cluster:// target yet" },
+	{ "STAGEDRAIN_MAX_REDIS_MEMORY", "90", { "--redis-url", "redis-cluster://h1", "--format", "laravel" },
+	  "--max-redis-memory is not supported on a redis-cluster:// target yet" },
 	{ NULL, NULL, { "--format", "laravel", "--bullmq-prefix", "q" },
 	  "--bullmq-prefix is only used with --format bullmq, not laravel" },
 	{ "STAGEDRAIN_SIDEKIQ_VERSION", "8", { "--format", "celery" },

@@ -43,6 +43,9 @@ static const struct url_case {
 	  NULL },
 	{ "rediss-sentinel://u:p%40ss@s1:1/my%20master/3", "sentinel:s1:1/my master/3", "u", "p@ss" },
 	{ "redis-sentinel://:pw@s1/m/", "sentinel:s1:26379/m/0", NULL, "pw" },
+	{ "redis-cluster://h1:7000,h2:7001,[::1]:7", "cluster:h1:7000,h2:7001,[::1]:7", NULL, NULL },
+	{ "rediss-cluster://u:p%40ss@h1/", "cluster:h1:6379", "u", "p@ss" },
+	{ "redis-cluster://:pw@h1:7000/0", "cluster:h1:7000", NULL, "pw" },
 };
 
 START_TEST(redis_urls_parse)
@@ -61,6 +64,8 @@ START_TEST(redis_urls_parse)
 	ck_assert(t.is_unix == (strncmp(uc->url, "unix:", 5) == 0));
 	ck_assert(t.tls == (strncasecmp(uc->url, "rediss", 6) == 0));
 	ck_assert((t.master_name != NULL) == (strstr(uc->url, "-sentinel:") != NULL));
+	ck_assert(t.cluster == (strstr(uc->url, "-cluster:") != NULL));
+	ck_assert(!t.cluster || (t.nseeds > 0 && t.seeds[0].host));
 	redis_target_free(&t);
 	redis_target_free(&t);
 }
@@ -95,11 +100,15 @@ static const struct bad_url {
 	const char *url, *msg;
 } bad_urls[] = {
 	{ "", "empty url" },
-	{ "http://h", "unsupported scheme (expected redis://, rediss://, unix://, redis-sentinel:// or "
-		      "rediss-sentinel://)" },
+	{ "http://h", "unsupported scheme (expected redis://, rediss://, unix://, redis-sentinel://, "
+		      "rediss-sentinel://, redis-cluster:// or rediss-cluster://)" },
 	{ "rediss://:hunter2@h:0", BAD_PORT },
 	{ "redis-sentinel://:hunter2@h1,h2", NO_MASTER },
 	{ "redis-sentinel://h1/", NO_MASTER },
+	{ "redis-cluster://h1:7000/3", "a Redis Cluster has database 0 only" },
+	{ "redis-cluster://h1?password=x", "a redis-cluster:// url takes no query parameters" },
+	{ "redis-cluster://h1,,h2", "missing host" },
+	{ "redis-cluster://:hunter2@h1:0", BAD_PORT },
 	{ "redis-sentinel://h1//0", NO_MASTER },
 	{ "redis-sentinel:///m", "missing host" },
 	{ "redis-sentinel://h1,,h2/m", "missing host" },

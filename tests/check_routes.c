@@ -196,7 +196,7 @@ static const struct err_case {
 	  "--route \"two q --redis-url redis://h celery\": unexpected \"celery\": settings are --SETTING VALUE" },
 	{ { "--route", "two q --redis-url gopher://:hunter2@h" },
 	  "--route \"two q --redis-url gopher://...@h\": invalid --redis-url: unsupported scheme (expected "
-	  "redis://, rediss://, unix://, redis-sentinel:// or rediss-sentinel://)" },
+	  "redis://, rediss://, unix://, redis-sentinel://, rediss-sentinel://, redis-cluster:// or rediss-cluster://)" },
 	{ { "--route", "two q --redis-url=redis://u:hunter2@h:99999/0" },
 	  "--route \"two q --redis-url=redis://...@h:99999/0\": invalid --redis-url: port must be a number from 1 "
 	  "to 65535" },

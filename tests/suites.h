@@ -7,6 +7,7 @@
 Suite *buf_suite(void);
 Suite *config_suite(void);
 Suite *redis_url_suite(void);
+Suite *cluster_unit_suite(void);
 Suite *job_suite(void);
 Suite *backoff_suite(void);
 Suite *fence_suite(void);

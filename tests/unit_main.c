@@ -13,6 +13,7 @@ int main(void)
 
 	srunner_add_suite(sr, config_suite());
 	srunner_add_suite(sr, redis_url_suite());
+	srunner_add_suite(sr, cluster_unit_suite());
 	srunner_add_suite(sr, job_suite());
 	srunner_add_suite(sr, backoff_suite());
 	srunner_add_suite(sr, fence_suite());
