@@ -39,6 +39,30 @@
 #   services.sh sentinel-revive DIR
 #                                 start that one again (the sentinels make it a replica)
 #   services.sh sentinel-stop DIR stop them all
+#   services.sh cluster-start DIR [no-coverage]
+#                                 a Redis Cluster: three masters, a replica each
+#                                 (ports in DIR/cluster-n{1..6}.port, seeds in
+#                                 DIR/cluster.url and TEST_CLUSTER_URL in DIR/env);
+#                                 no-coverage: cluster-require-full-coverage no
+#   services.sh cluster-master-of DIR SLOT
+#                                 print the port of the master that serves SLOT now
+#   services.sh cluster-kill DIR PORT
+#                                 SIGKILL that node (noting the slots it served)
+#   services.sh cluster-wait-promoted DIR PORT
+#                                 wait until other masters serve the killed node's
+#                                 slots and the cluster is ok; print their ports
+#   services.sh cluster-revive DIR PORT
+#                                 start it again: it rejoins as a replica
+#   services.sh cluster-reshard DIR FROM_PORT TO_PORT SLOTS
+#                                 move SLOTS slots between masters (redis-cli --cluster)
+#   services.sh cluster-move-slot DIR SLOT TO_PORT
+#                                 move one slot and its keys by hand, in batches of
+#                                 CLUSTER_MIGRATE_COUNT (10), CLUSTER_MIGRATE_PAUSE_MS
+#                                 apart (0): clients get ASK meanwhile
+#   services.sh cluster-stop DIR  stop them all; `stop` stops them too
+#
+# `run` starts no cluster (six servers are costly) unless SERVICES_CLUSTER is
+# set: yes, or no-coverage as for cluster-start.
 set -euo pipefail
 
 pgbin() {
@@ -434,7 +458,7 @@ sentinel_start() {
 		[ "$ok" = 0 ] || return 0
 		sleep 0.1
 	done
-	echo "services.sh: sentinels did not see the replica and each other in 30 s" >&2
+	echo "services.sh: sentinels did not see the replica and each other in $CLUSTER_WAIT s" >&2
 	exit 1
 }
 
@@ -486,6 +510,408 @@ sentinel_stop() {
 	for n in 1 2; do redis_stop "$d" "r$n"; done
 }
 
+# Redis Cluster's servers: DIR/cluster/nN (N = 1..6: its dir, with nodes.conf
+# and the AOF), DIR/cluster/nN.conf (what cluster-revive starts it with again),
+# nN.pid, nN.log; its port in DIR/cluster-nN.port. Each node's bus port is a
+# free_port of its own (cluster-port), not port + 10000, which may fall in the
+# kernel's ephemeral range. cluster-node-timeout is 1 s: a failover takes a
+# few seconds, not fifteen.
+CLUSTER_NODES=6
+CLUSTER_WAIT=30 # seconds: every cluster-* wait gives up after that
+
+# ccli PORT ARGS...: redis-cli to the cluster node on PORT.
+ccli() {
+	local port=$1
+	shift
+	redis-cli -h 127.0.0.1 -p "$port" "$@"
+}
+
+# cluster_pong PORT: true once the node on PORT answers PING, within 5 s (not
+# await_pong: a sentinel-tls-start in the same DIR would make that speak TLS).
+cluster_pong() {
+	for _ in $(seq 1 50); do
+		[ "$(ccli "$1" ping 2>/dev/null)" != PONG ] || return 0
+		sleep 0.1
+	done
+	return 1
+}
+
+# cluster_node_conf DIR N PORT BUSPORT COVERAGE: node N's configuration file.
+cluster_node_conf() {
+	local d=$1/cluster n=$2
+	mkdir -p "$d/n$n"
+	cat <<-CONF
+	port $3
+	cluster-port $4
+	bind 127.0.0.1
+	daemonize yes
+	pidfile $d/n$n.pid
+	logfile $d/n$n.log
+	dir $d/n$n
+	cluster-enabled yes
+	cluster-config-file nodes.conf
+	cluster-node-timeout 1000
+	cluster-require-full-coverage $5
+	appendonly yes
+	appendfsync always
+	save ""
+	repl-diskless-sync-delay 0
+	CONF
+}
+
+# cluster_node DIR N COVERAGE: starts node N on two free ports (client and
+# bus); a port found free can be taken before the server binds it: another
+# pair is tried, twice.
+cluster_node() {
+	local dir=$1 n=$2 d=$1/cluster port bus try
+	for try in 1 2 3; do
+		port=$(free_port)
+		bus=$(free_port)
+		[ "$bus" != "$port" ] || continue
+		cluster_node_conf "$dir" "$n" "$port" "$bus" "$3" >"$d/n$n.conf"
+		redis-server "$d/n$n.conf" >/dev/null
+		if cluster_pong "$port"; then
+			echo "$port" >"$dir/cluster-n$n.port"
+			return
+		fi
+		redis_stop "$d" "n$n"
+		[ "$try" != 3 ] || { tail -n 5 "$d/n$n.log" >&2; exit 1; }
+	done
+}
+
+# pid_alive PID: true while PID runs; a zombie counts as gone (its sockets are
+# closed), since this machine's init may take a second to reap it.
+pid_alive() {
+	local state
+	state=$(awk '{ print $3 }' "/proc/$1/stat" 2>/dev/null) || return 1
+	[ -n "$state" ] && [ "$state" != Z ]
+}
+
+# cluster_alive DIR N: true while node N runs.
+cluster_alive() {
+	local pidfile=$1/cluster/n$2.pid
+	[ -f "$pidfile" ] && pid_alive "$(cat "$pidfile")"
+}
+
+# cluster_live DIR: the ports of the nodes that run, one per line.
+cluster_live() {
+	local n
+	for n in $(seq 1 "$CLUSTER_NODES"); do
+		! cluster_alive "$1" "$n" || cat "$1/cluster-n$n.port"
+	done
+}
+
+# cluster_which DIR PORT: the N of the node on PORT.
+cluster_which() {
+	local dir=$1 port=$2 n
+	for n in $(seq 1 "$CLUSTER_NODES"); do
+		[ "$(cat "$dir/cluster-n$n.port" 2>/dev/null)" != "$port" ] || { echo "$n"; return; }
+	done
+	echo "services.sh: no cluster node on port $port" >&2
+	exit 1
+}
+
+# On CLUSTER NODES' text: owner[slot] = the id of the master that serves the
+# slot in that node's view; open slots ([slot->-id], [slot-<-id]) are left out,
+# and so are masters flagged fail or fail? when SKIPFAIL is set.
+# shellcheck disable=SC2016 # awk's own $ fields
+CLUSTER_MAP_AWK='
+$3 ~ /master/ && !(skipfail && $3 ~ /fail/) {
+	for (i = 9; i <= NF; i++) {
+		if ($i ~ /^\[/) continue
+		n = split($i, r, "-")
+		for (s = r[1]; s <= r[n]; s++) owner[s] = $1
+	}
+}'
+
+# cluster_map PORT: node PORT's slot map, one "FIRST-LAST ID" line per range.
+cluster_map() {
+	ccli "$1" cluster nodes 2>/dev/null | awk "$CLUSTER_MAP_AWK"'
+	END {
+		for (s = 0; s < 16384; s++) {
+			if (owner[s] == cur && s > 0) continue
+			if (s > 0 && cur != "") print first "-" s - 1, cur
+			first = s; cur = owner[s]
+		}
+		if (cur != "") print first "-16383", cur
+	}'
+}
+
+# cluster_myself PORT: the myself line of node PORT's CLUSTER NODES.
+cluster_myself() {
+	ccli "$1" cluster nodes 2>/dev/null | awk '$3 ~ /myself/'
+}
+
+# cluster_holds SLOT: true if the CLUSTER NODES line on stdin is a master's
+# that serves SLOT.
+cluster_holds() {
+	awk -v slot="$1" '
+	$3 ~ /master/ {
+		for (i = 9; i <= NF; i++) {
+			if ($i ~ /^\[/) continue
+			n = split($i, r, "-")
+			if (slot + 0 >= r[1] + 0 && slot + 0 <= r[n] + 0) found = 1
+		}
+	}
+	END { exit !found }'
+}
+
+# Ready when every node says cluster_state:ok and knows all six, and every
+# replica's link to its master is up.
+cluster_start() {
+	local dir=$1 coverage=yes n p hosts=() ok info end
+	[ "${2:-}" != no-coverage ] || coverage=no
+	cluster_stop "$dir" # a test that failed may have left them running
+	rm -rf "$dir/cluster"
+	mkdir -p "$dir/cluster"
+	for n in $(seq 1 "$CLUSTER_NODES"); do
+		cluster_node "$dir" "$n" "$coverage"
+		hosts+=("127.0.0.1:$(cat "$dir/cluster-n$n.port")")
+	done
+	redis-cli --cluster create "${hosts[@]}" --cluster-replicas 1 --cluster-yes \
+		>"$dir/cluster/create.log" 2>&1 || { tail -n 20 "$dir/cluster/create.log" >&2; exit 1; }
+	end=$((SECONDS + CLUSTER_WAIT))
+	while [ "$SECONDS" -lt "$end" ]; do
+		ok=1
+		for n in $(seq 1 "$CLUSTER_NODES"); do
+			p=$(cat "$dir/cluster-n$n.port")
+			info=$(ccli "$p" cluster info 2>/dev/null) || info=
+			[[ "$info" == *cluster_state:ok* && "$info" == *cluster_known_nodes:6* ]] || ok=0
+			info=$(ccli "$p" info replication 2>/dev/null) || info=
+			[[ "$info" == *role:master* || "$info" == *master_link_status:up* ]] || ok=0
+		done
+		if [ "$ok" = 1 ]; then
+			echo "redis-cluster://${hosts[0]},${hosts[1]},${hosts[2]}" >"$dir/cluster.url"
+			# For a test script under `run`: the seeds with the other TEST_* variables.
+			if [ -f "$dir/env" ]; then
+				sed -i '/^export TEST_CLUSTER_URL=/d' "$dir/env"
+				echo "export TEST_CLUSTER_URL=$(cat "$dir/cluster.url")" >>"$dir/env"
+			fi
+			return 0
+		fi
+		sleep 0.1
+	done
+	echo "services.sh: the cluster was not ok (state, six known nodes, replica links) in $CLUSTER_WAIT s:" >&2
+	for n in $(seq 1 "$CLUSTER_NODES"); do
+		p=$(cat "$dir/cluster-n$n.port")
+		echo "n$n port $p: $(ccli "$p" cluster info 2>&1 | grep -E 'cluster_state|known_nodes' | tr -d '\r' | tr '\n' ' ')" \
+			"$(ccli "$p" info replication 2>&1 | grep -E '^(role|master_link_status)' | tr -d '\r' | tr '\n' ' ')" >&2
+	done
+	exit 1
+}
+
+# The port of the node that serves SLOT now, in its own view (the map of a
+# node that has not heard of a failover yet may name a dead master). Exits 1
+# if no running master serves it (its master is dead and not replaced yet).
+cluster_master_of() {
+	local dir=$1 slot=$2 p
+	for p in $(cluster_live "$dir"); do
+		if cluster_myself "$p" | cluster_holds "$slot"; then
+			echo "$p"
+			return 0
+		fi
+	done
+	echo "services.sh: no running cluster master serves slot $slot" >&2
+	exit 1
+}
+
+# SIGKILLs node PORT and waits until it is gone; first notes its id and the
+# slots it served (DIR/cluster/nN.killed) for cluster-wait-promoted.
+cluster_kill() {
+	local dir=$1 n pid
+	n=$(cluster_which "$dir" "$2")
+	cluster_alive "$dir" "$n" || { echo "services.sh: cluster node on port $2 is not running" >&2; exit 1; }
+	cluster_myself "$2" | awk '{ printf "%s", $1; if ($3 ~ /master/) for (i = 9; i <= NF; i++) if ($i !~ /^\[/) printf " %s", $i; print "" }' \
+		>"$dir/cluster/n$n.killed"
+	pid=$(cat "$dir/cluster/n$n.pid")
+	kill -9 "$pid"
+	for _ in $(seq 1 100); do
+		if ! pid_alive "$pid" && ! (exec 3<>"/dev/tcp/127.0.0.1/$2") 2>/dev/null; then
+			rm -f "$dir/cluster/n$n.pid"
+			return 0
+		fi
+		sleep 0.1
+	done
+	echo "services.sh: cluster node on port $2 (pid $pid) did not die in 10 s" >&2
+	exit 1
+}
+
+# Waits until every running node says cluster_state:ok and, in its map, every
+# slot the killed node PORT served belongs to another master not flagged
+# failing; prints that master's port (one line per master, if several).
+cluster_wait_promoted() {
+	local dir=$1 n id ranges p ok view end
+	n=$(cluster_which "$dir" "$2")
+	[ -f "$dir/cluster/n$n.killed" ] || { echo "services.sh: cluster-kill did not kill port $2" >&2; exit 1; }
+	read -r id ranges <"$dir/cluster/n$n.killed" || true
+	end=$((SECONDS + CLUSTER_WAIT))
+	while [ "$SECONDS" -lt "$end" ]; do
+		ok=1
+		for p in $(cluster_live "$dir"); do
+			[[ "$(ccli "$p" cluster info 2>/dev/null)" == *cluster_state:ok* ]] || { ok=0; break; }
+			view=$(ccli "$p" cluster nodes 2>/dev/null | awk -v skipfail=1 -v dead="$id" -v ranges="$ranges" "$CLUSTER_MAP_AWK"'
+			END {
+				k = split(ranges, rs, " ")
+				for (j = 1; j <= k; j++) {
+					n = split(rs[j], r, "-")
+					for (s = r[1]; s <= r[n]; s++) {
+						if (owner[s] == "" || owner[s] == dead) { print "no"; exit }
+						ids[owner[s]] = 1
+					}
+				}
+				for (o in ids) print o
+			}')
+			[ "$view" != no ] || { ok=0; break; }
+		done
+		if [ "$ok" = 1 ]; then
+			[ -z "$view" ] && return 0
+			for id in $view; do
+				for p in $(cluster_live "$dir"); do
+					[ "$(ccli "$p" cluster myid)" != "$id" ] || echo "$p"
+				done
+			done
+			return 0
+		fi
+		sleep 0.1
+	done
+	echo "services.sh: the slots of cluster node $2 ($ranges) were not served by another master with cluster_state:ok in $CLUSTER_WAIT s" >&2
+	exit 1
+}
+
+# Starts node PORT again with its configuration and nodes.conf. If another
+# master serves its old slots now, it rejoins as that one's replica: waits
+# until its link is up. If none does (it was a master and no replica took
+# over), it serves them again: waits until it says so. Either way, until it
+# says cluster_state:ok and no running node flags it failing.
+cluster_revive() {
+	local dir=$1 port=$2 n id ranges='' role=slave info p end
+	n=$(cluster_which "$dir" "$port")
+	[ ! -f "$dir/cluster/n$n.killed" ] || read -r id ranges <"$dir/cluster/n$n.killed" || true
+	if [ -n "$ranges" ]; then
+		role=master
+		for p in $(cluster_live "$dir"); do
+			! cluster_myself "$p" | cluster_holds "${ranges%%-*}" || role=slave
+		done
+	fi
+	if ! cluster_alive "$dir" "$n"; then
+		redis-server "$dir/cluster/n$n.conf" >/dev/null
+		cluster_pong "$port" || { tail -n 5 "$dir/cluster/n$n.log" >&2; exit 1; }
+	fi
+	rm -f "$dir/cluster/n$n.killed"
+	id=$(ccli "$port" cluster myid)
+	end=$((SECONDS + CLUSTER_WAIT))
+	while [ "$SECONDS" -lt "$end" ]; do
+		info=$(ccli "$port" info replication 2>/dev/null) || info=
+		if [[ "$info" == *role:$role* ]] &&
+			{ [ "$role" = master ] || [[ "$info" == *master_link_status:up* ]]; } &&
+			{ [ "$role" = slave ] || cluster_myself "$port" | cluster_holds "${ranges%%-*}"; } &&
+			[[ "$(ccli "$port" cluster info 2>/dev/null)" == *cluster_state:ok* ]] &&
+			! for p in $(cluster_live "$dir"); do ccli "$p" cluster nodes; done 2>/dev/null |
+			awk -v id="$id" '$1 == id && $3 ~ /fail/ { bad = 1 } END { exit !bad }'; then
+			return 0
+		fi
+		sleep 0.1
+	done
+	echo "services.sh: cluster node on port $port was not a ready $role in $CLUSTER_WAIT s" >&2
+	exit 1
+}
+
+# Waits until every running node has the same slot map and no slot is open
+# (importing or migrating) anywhere.
+cluster_agree() {
+	local dir=$1 p first view ok end
+	end=$((SECONDS + CLUSTER_WAIT))
+	while [ "$SECONDS" -lt "$end" ]; do
+		ok=1 first=
+		for p in $(cluster_live "$dir"); do
+			view=$(cluster_map "$p")
+			[ -n "$first" ] || first=$view
+			[ "$view" = "$first" ] || ok=0
+			! cluster_myself "$p" | grep -q '\[' || ok=0
+		done
+		[ "$ok" = 0 ] || return 0
+		sleep 0.1
+	done
+	echo "services.sh: the cluster nodes did not agree on the slot map in $CLUSTER_WAIT s" >&2
+	exit 1
+}
+
+# Moves SLOTS slots from master FROM_PORT to master TO_PORT with redis-cli's
+# own resharding (keys and all), then waits until every node agrees.
+cluster_reshard() {
+	local dir=$1 from=$2 to=$3 slots=$4 log=$1/cluster/reshard.log
+	redis-cli --cluster reshard "127.0.0.1:$from" --cluster-from "$(ccli "$from" cluster myid)" \
+		--cluster-to "$(ccli "$to" cluster myid)" --cluster-slots "$slots" --cluster-yes \
+		>"$log" 2>&1 || { tail -n 20 "$log" >&2; exit 1; }
+	cluster_agree "$dir"
+}
+
+# ccli_ok PORT ARGS...: the command must answer OK (or, for MIGRATE, NOKEY: the
+# key went away meanwhile).
+ccli_ok() {
+	local out
+	out=$(ccli "$@" 2>&1)
+	case "$out" in
+	OK | NOKEY) ;;
+	*)
+		echo "services.sh: port $1: ${*:2}: $out" >&2
+		exit 1
+		;;
+	esac
+}
+
+# Moves one slot with its keys to master TO_PORT by hand, as redis-cli does it:
+# the target IMPORTING, the source MIGRATING, MIGRATE of CLUSTER_MIGRATE_COUNT
+# keys at a time (default 10), then SETSLOT NODE on the target, the source and
+# every other master. CLUSTER_MIGRATE_PAUSE_MS, when set, is slept once the
+# slot is open and after each batch: meanwhile the source answers ASK for the
+# slot's keys it no longer has.
+cluster_move_slot() {
+	local dir=$1 slot=$2 to=$3 from src dst pause count p keys
+	pause=$(awk -v ms="${CLUSTER_MIGRATE_PAUSE_MS:-0}" 'BEGIN { printf "%.3f", ms / 1000 }')
+	count=${CLUSTER_MIGRATE_COUNT:-10}
+	from=$(cluster_master_of "$dir" "$slot")
+	[ "$from" != "$to" ] || return 0
+	src=$(ccli "$from" cluster myid)
+	dst=$(ccli "$to" cluster myid)
+	ccli_ok "$to" cluster setslot "$slot" importing "$src"
+	ccli_ok "$from" cluster setslot "$slot" migrating "$dst"
+	sleep "$pause"
+	while :; do
+		mapfile -t keys < <(ccli "$from" cluster getkeysinslot "$slot" "$count")
+		if [ "${#keys[@]}" = 0 ] || [ -z "${keys[0]}" ]; then break; fi
+		ccli_ok "$from" migrate 127.0.0.1 "$to" "" 0 5000 keys "${keys[@]}"
+		sleep "$pause"
+	done
+	ccli_ok "$to" cluster setslot "$slot" node "$dst"
+	ccli_ok "$from" cluster setslot "$slot" node "$dst"
+	for p in $(cluster_live "$dir"); do
+		if [ "$p" != "$to" ] && [ "$p" != "$from" ] && [[ "$(ccli "$p" role)" == master* ]]; then
+			ccli_ok "$p" cluster setslot "$slot" node "$dst"
+		fi
+	done
+	cluster_agree "$dir"
+}
+
+# SIGTERM to all six at once, then waits for each, SIGKILL after 10 s.
+cluster_stop() {
+	local dir=$1 d=$1/cluster n pids=()
+	for n in $(seq 1 "$CLUSTER_NODES"); do
+		if cluster_alive "$dir" "$n"; then
+			pids[n]=$(cat "$d/n$n.pid")
+			kill "${pids[n]}" 2>/dev/null || true
+		fi
+	done
+	for n in "${!pids[@]}"; do
+		for _ in $(seq 1 100); do
+			pid_alive "${pids[n]}" || break
+			sleep 0.1
+		done
+		! pid_alive "${pids[n]}" || kill -9 "${pids[n]}" 2>/dev/null || true
+		rm -f "$d/n$n.pid"
+	done
+}
+
 start() {
 	local dir=$1
 	chmod 755 "$dir"
@@ -507,6 +933,7 @@ start() {
 }
 
 stop() {
+	cluster_stop "$1"
 	sentinel_stop "$1"
 	tls_stop "$1"
 	pg_stop "$1" pgfo1
@@ -525,6 +952,7 @@ run)
 	trap 'stop "$dir"; rm -rf "$dir"' EXIT
 	trap 'exit 130' INT TERM
 	start "$dir"
+	[ -z "${SERVICES_CLUSTER:-}" ] || cluster_start "$dir" "$SERVICES_CLUSTER"
 	# shellcheck disable=SC1091
 	. "$dir/env"
 	"$@"
@@ -552,12 +980,20 @@ sentinel-cut) sentinel_cut "$1" ;;
 sentinel-kill) sentinel_kill "$1" ;;
 sentinel-revive) sentinel_revive "$1" ;;
 sentinel-stop) sentinel_stop "$1" ;;
+cluster-start) cluster_start "$1" "${2:-}" ;;
+cluster-master-of) cluster_master_of "$1" "$2" ;;
+cluster-kill) cluster_kill "$1" "$2" ;;
+cluster-wait-promoted) cluster_wait_promoted "$1" "$2" ;;
+cluster-revive) cluster_revive "$1" "$2" ;;
+cluster-reshard) cluster_reshard "$1" "$2" "$3" "$4" ;;
+cluster-move-slot) cluster_move_slot "$1" "$2" "$3" ;;
+cluster-stop) cluster_stop "$1" ;;
 pgfo-stop)
 	pg_stop "$1" pgfo1
 	pg_stop "$1" pgfo2
 	;;
 *)
-	sed -n '2,39p' "$0" >&2
+	sed -n '2,65p' "$0" >&2
 	exit 2
 	;;
 esac

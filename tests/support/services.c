@@ -12,11 +12,78 @@
 /* Start-up and shutdown are bounded by services.sh's own timeouts: this is a backstop. */
 #define SCRIPT_TIMEOUT_MS 600000
 
+/* A bound on a verb's arguments after DIR (cluster-reshard takes three). */
+#define MAX_ARGS 8
+
 int services_run(const struct services *s, const char *verb, const char *log)
 {
-	const char *argv[] = { "bash", s->script, verb, s->dir, NULL };
+	return services_run_args(s, verb, NULL, log);
+}
 
+int services_run_args(const struct services *s, const char *verb, const char *const *args, const char *log)
+{
+	const char *argv[4 + MAX_ARGS + 1] = { "bash", s->script, verb, s->dir };
+	int n = 4;
+
+	for (; args && *args; args++) {
+		if (n == 4 + MAX_ARGS) {
+			fprintf(stderr, "services.sh %s: more than %d arguments\n", verb, MAX_ARGS);
+			return -1;
+		}
+		argv[n++] = *args;
+	}
+	argv[n] = NULL;
 	return proc_run(argv, log, SCRIPT_TIMEOUT_MS);
+}
+
+/* sh puts the verb's stdout into a file in DIR and leaves its stderr alone,
+ * so a failure's cause reaches the test's output (proc_run's log takes both). */
+int services_output(const struct services *s, const char *verb, const char *const *args, char *out, size_t len)
+{
+	const char *argv[8 + MAX_ARGS + 1] = { "sh", "-c", "f=$1; shift; exec \"$@\" >\"$f\"", "sh" };
+	char path[600];
+	size_t got;
+	int n = 4, st;
+	FILE *f;
+
+	if (len == 0)
+		return -1;
+	snprintf(path, sizeof(path), "%s/services-output.txt", s->dir);
+	argv[n++] = path;
+	argv[n++] = "bash";
+	argv[n++] = s->script;
+	argv[n++] = verb;
+	argv[n++] = s->dir;
+	for (; args && *args; args++) {
+		if (n == 8 + MAX_ARGS) {
+			fprintf(stderr, "services.sh %s: more than %d arguments\n", verb, MAX_ARGS);
+			return -1;
+		}
+		argv[n++] = *args;
+	}
+	argv[n] = NULL;
+	st = proc_run(argv, NULL, SCRIPT_TIMEOUT_MS);
+	if (!(f = fopen(path, "r"))) {
+		fprintf(stderr, "services.sh %s wrote no %s: %s\n", verb, path, strerror(errno));
+		return -1;
+	}
+	got = fread(out, 1, len - 1, f);
+	fclose(f);
+	out[got] = '\0';
+	while (got > 0 && out[got - 1] == '\n')
+		out[--got] = '\0';
+	return st == 0 ? 0 : -1;
+}
+
+int services_cluster_master_of(const struct services *s, int slot)
+{
+	char arg[16], port[32];
+	const char *args[] = { arg, NULL };
+
+	snprintf(arg, sizeof(arg), "%d", slot);
+	if (services_output(s, "cluster-master-of", args, port, sizeof(port)) < 0)
+		return -1;
+	return atoi(port) > 0 ? atoi(port) : -1;
 }
 
 /* DIR/env, which services.sh start wrote: export TEST_PG_URL=... and so on. */

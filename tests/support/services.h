@@ -6,6 +6,7 @@
 #include "fmacros.h"
 
 #include <stdbool.h>
+#include <stddef.h>
 
 struct services {
 	char script[512]; /* tests/services.sh */
@@ -26,6 +27,15 @@ int services_attach(struct services *s) SD_MUSTCHECK;
 /* `bash services.sh VERB DIR` (redis-stop, pg-restart, ...), output to log
  * (NULL: inherited); its exit status, or -1. */
 int services_run(const struct services *s, const char *verb, const char *log);
+/* `bash services.sh VERB DIR ARGS...` (cluster-kill DIR PORT, ...): args is
+ * NULL-terminated (NULL: none); otherwise as services_run. */
+int services_run_args(const struct services *s, const char *verb, const char *const *args, const char *log);
+/* The same, its standard output (trailing newline cut) into out (at most
+ * len - 1 bytes), its standard error to stderr; 0, or -1 if it failed. */
+int services_output(const struct services *s, const char *verb, const char *const *args, char *out, size_t len);
+/* `services.sh cluster-master-of DIR SLOT`: the port of the master that
+ * serves slot now, or -1 if none runs (or cluster-start did not run). */
+int services_cluster_master_of(const struct services *s, int slot);
 /* `bin migrate --pg-url ...`, output to DIR/migrate.log (appended, so every
  * run stays readable); its exit status, or -1. */
 int services_migrate(const struct services *s, const char *bin);
