@@ -50,7 +50,7 @@ INTEG_SRC = tests/integration_main.c tests/harness.c tests/check_relay.c \
             tests/check_e2e_celery.c tests/check_e2e_laravel.c tests/check_e2e_bullmq.c tests/check_release.c \
             tests/check_e2e_capped.c tests/check_once.c tests/check_startup.c tests/check_stop.c \
             tests/check_status.c tests/check_dead.c tests/check_xmin.c tests/check_routed.c tests/check_route_change.c \
-            tests/check_e2e_routes.c tests/check_misconfig.c
+            tests/check_e2e_routes.c tests/check_misconfig.c tests/check_cluster.c
 
 # The test support library: processes, the throwaway servers, SQL, Redis, logs.
 # The Check suites, the chaos programs and the bench all link it; no Check in it.

@@ -27,6 +27,8 @@
 /* Unsettled slots are tried again this often (their master failed over, a
  * migration answered TRYAGAIN): back within that of the cluster serving them. */
 #define CLUSTER_RETRY_MS 200
+/* ... doubling while none of them settles, up to this. */
+#define CLUSTER_RETRY_MAX_MS 2000
 
 /* One slot's part of a batch, sent to its master. */
 struct cluster_part {
@@ -46,7 +48,8 @@ struct cluster_sink {
 	char token[KEYS_EPOCH_TOKEN_LEN + 1];
 	size_t unsettled;   /* slots with count 0 */
 	long long retry_ms; /* unsettled slots are tried again from then */
-	long long settles;  /* slots settled, in all */
+	long long retry_wait_ms;
+	long long settles; /* slots settled, in all */
 	struct batch_job *grouped;
 	size_t capgrouped;
 	unsigned *slot_of; /* per job of the batch being sent */

@@ -64,6 +64,8 @@ struct target {
 	struct job_opts opts;         /* how its jobs are built, this batch */
 	bool paused;                  /* --max-redis-memory pauses it */
 	bool pushed;                  /* pushed in the open transaction: its fence names rows not committed */
+	bool resettle;                /* a cluster's unsettled slots tried again, the rest settled */
+	size_t unsettled;             /* a cluster's slots not settled, as last logged */
 	bool in_flight;               /* a push sent whose reply is not read yet (pipe.c) */
 	long long txn_jobs;           /* jobs it acknowledged in the open transaction */
 	struct batch part;            /* its jobs of the batch: a view, owning nothing */
@@ -92,6 +94,8 @@ void target_view(struct target *t, const struct batch *b, const struct batch_job
  * they named), noted; a change is logged: a failover. m: the default
  * target's server shows in the metrics. */
 void target_note_server(struct target *t, struct metrics *m);
+/* A cluster's unsettled slots, logged when their number changes. */
+void target_note_unsettled(struct target *t);
 /* A cluster target's masters, slot map and unsettled slots, shown in the metrics. */
 void target_show_cluster(const struct target *t, struct metrics *m);
 /* Warns once per policy seen when its Redis may evict any key (an allkeys-*

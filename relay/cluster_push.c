@@ -274,8 +274,15 @@ static int part_reply(struct cluster_sink *cs, struct cluster_part *p, enum agai
 	} else if (r->type == REDIS_REPLY_ARRAY && r->elements > 0 && r->element[0]->type == REDIS_REPLY_STRING &&
 		   strcmp(r->element[0]->str, "WRONGTYPE") == 0) {
 		rc = push_script_wrongtype(r, cs->bad, cs->nbad) == 0 ? REDIS_SINK_WRONGTYPE : -EIO;
-	} else if (r->type != REDIS_REPLY_ERROR) {
+	} else if ((r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS) && strcmp(r->str, "OK") == 0) {
 		cs->done[p->slot] = cs->pushed[p->slot] = true;
+	} else if (r->type != REDIS_REPLY_ERROR) {
+		snprintf(cs->errstr, sizeof(cs->errstr),
+			 "redis at %.100s answered slot %u's part with what the push "
+			 "script does not",
+			 conn->where, p->slot);
+		redis_conn_close(conn); /* the replies after it cannot be trusted */
+		rc = -EIO;
 	}
 	freeReplyObject(r);
 	return rc;

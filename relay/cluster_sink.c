@@ -95,7 +95,10 @@ void cluster_sink_free(struct cluster_sink *cs)
 
 static int cs_fail(struct cluster_sink *cs, const char *what, const char *why)
 {
-	snprintf(cs->errstr, sizeof(cs->errstr), "%.100s: %.100s", what, why);
+	char cause[sizeof(cs->errstr)];
+
+	snprintf(cause, sizeof(cause), "%s", why); /* why may be errstr itself */
+	snprintf(cs->errstr, sizeof(cs->errstr), "%.100s: %.150s", what, cause);
 	return -EIO;
 }
 
@@ -270,6 +273,8 @@ static int settle_window(struct cluster_sink *cs, struct cluster_node *n, unsign
 		if (cs->count[s] == 0 && cs->cl.owner[s] == n->index && (rc = append_settle(cs, &n->conn, s)) == 0)
 			sl[k++] = s;
 	*from = s;
+	if (k == 0)
+		return rc;
 	if (rc == 0 && wait)
 		rc = cluster_sink_wait(cs, &n->conn, true);
 	if (rc == 0 && k && redis_conn_flush(&n->conn) < 0)
@@ -285,6 +290,7 @@ static int settle_window(struct cluster_sink *cs, struct cluster_node *n, unsign
 
 int cluster_sink_settle(struct cluster_sink *cs, struct buf *out)
 {
+	long long settled = cs->settles;
 	int rc = 0;
 
 	buf_reset(out);
@@ -297,15 +303,22 @@ int cluster_sink_settle(struct cluster_sink *cs, struct buf *out)
 		if (!n->in_map)
 			continue;
 		/* A master that cannot be reached keeps its slots unsettled. */
-		if (redis_cluster_node_connect(&cs->cl, n) < 0)
+		if (redis_cluster_node_connect(&cs->cl, n) < 0) {
+			snprintf(cs->errstr, sizeof(cs->errstr), "%s", cs->cl.errstr);
 			continue;
+		}
 		while (redis_conn_connected(&n->conn) && from < CLUSTER_SLOTS)
 			if ((rc = settle_window(cs, n, &from, out)) < 0)
 				break;
 	}
 	if (rc == -ENOMEM)
 		return rc;
-	cs->retry_ms = clock_mono_ms() + CLUSTER_RETRY_MS;
+	/* Slots that stay unsettled (a master down, a new one without the
+	 * replicas WAIT asks for) are tried again less often while nothing changes. */
+	cs->retry_wait_ms = cs->settles > settled || cs->retry_wait_ms == 0 ? CLUSTER_RETRY_MS
+			    : cs->retry_wait_ms * 2 > CLUSTER_RETRY_MAX_MS  ? CLUSTER_RETRY_MAX_MS
+									    : cs->retry_wait_ms * 2;
+	cs->retry_ms = clock_mono_ms() + cs->retry_wait_ms;
 	if (cs->unsettled == CLUSTER_SLOTS)
 		return cs_fail(cs, "no slot of the redis cluster could be settled",
 			       cs->errstr[0] ? cs->errstr : cs->cl.errstr);

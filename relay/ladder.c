@@ -351,7 +351,12 @@ static bool settle_fence(struct ladder *l, struct target *t)
 	backoff_reset(&t->backoff);
 	t->retry_ms = 0;
 	metrics_target_up(l->metrics, t->index, true);
-	release_forget(l->release); /* read it again: the fence may have deleted released rows */
+	/* Read it again: the fence may have deleted released rows (and a
+	 * cluster's slots settled again now and then leave it as it was). */
+	if (!t->resettle || deleted > 0)
+		release_forget(l->release);
+	t->resettle = false;
+	target_note_unsettled(t);
 	count_fenced(l, deleted);
 	metrics_target_fenced(l->metrics, t->index, deleted);
 	if (deleted > 0)
@@ -451,8 +456,10 @@ static bool climb(struct ladder *l, struct target *t)
 	} else {
 		follow_failover(t);
 		/* A cluster's slots that could not be settled: tried again now and then. */
-		if (t->state == TARGET_READY && redis_sink_wants_settle(&t->redis))
+		if (t->state == TARGET_READY && redis_sink_wants_settle(&t->redis)) {
 			t->state = TARGET_NEED_FENCE;
+			t->resettle = true;
+		}
 		if (t->state == TARGET_READY && redis_sink_connected(&t->redis))
 			return true;
 		if (clock_mono_ms() < t->retry_ms || pg_source_broken(l->pg))

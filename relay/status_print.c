@@ -311,8 +311,8 @@ static json_t *targets_json(const struct status *s)
 
 	for (size_t i = 0; a && i < s->ntargets; i++) {
 		const struct status_target *t = &s->targets[i];
-		if (json_array_append_new(a, json_pack("{s:s, s:b, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "name", t->name,
-						       "configured", t->cfg != NULL, "address",
+		if (json_array_append_new(a, json_pack("{s:s, s:b, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "name",
+						       t->name, "configured", t->cfg != NULL, "address",
 						       str_or_null(t->tried, t->where), "reachable",
 						       t->tried ? json_boolean(t->reached) : json_null(), "error",
 						       str_or_null(t->tried && !t->reached, t->err), "held",

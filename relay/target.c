@@ -96,6 +96,22 @@ const struct batch_job *target_group(const struct batch *b, size_t n, struct bat
 	return *scratch;
 }
 
+void target_note_unsettled(struct target *t)
+{
+	const struct cluster_sink *cs = t->redis.cluster;
+
+	if (!cs || cs->unsettled == t->unsettled)
+		return;
+	if (cs->unsettled)
+		log_warn("hash slots of the redis cluster cannot take jobs now; their queues' jobs wait in "
+			 "staged_jobs_held, and the slots are tried again",
+			 LOGF(F_INT("slots", (long long)cs->unsettled), F_STR("error", cs->errstr),
+			      F_STR("target", t->name)));
+	else
+		log_info("every hash slot of the redis cluster takes jobs again", LOGF(F_STR("target", t->name)));
+	t->unsettled = cs->unsettled;
+}
+
 void target_show_cluster(const struct target *t, struct metrics *m)
 {
 	const struct cluster_sink *cs = t->redis.cluster;

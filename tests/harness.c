@@ -23,7 +23,7 @@ const char *h_env(const char *name)
 }
 
 /* This run's servers, as `services.sh run` named them in the environment. */
-static const struct services *servers(void)
+const struct services *h_servers(void)
 {
 	static struct services s;
 
@@ -44,7 +44,7 @@ PGconn *h_pg(void)
 redisContext *h_redis(void)
 {
 	char err[REDIS_ERRLEN];
-	redisContext *r = redis_open(servers()->redis_port, 0, err);
+	redisContext *r = redis_open(h_servers()->redis_port, 0, err);
 
 	ck_assert_msg(r != NULL, "test redis: %s", err);
 	return r;
@@ -221,7 +221,7 @@ const char *h_epoch_key(void)
 
 void h_services(const char *subcmd)
 {
-	ck_assert_msg(services_run(servers(), subcmd, NULL) == 0, "services.sh %s failed", subcmd);
+	ck_assert_msg(services_run(h_servers(), subcmd, NULL) == 0, "services.sh %s failed", subcmd);
 }
 
 int h_port(const char *name)

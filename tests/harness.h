@@ -15,6 +15,7 @@
 #include "support/logs.h"
 #include "support/proc.h"
 #include "support/redis.h"
+#include "support/services.h"
 #include "support/sql.h"
 #include "support/timing.h"
 
@@ -26,6 +27,8 @@ struct relay_proc {
 
 const char *h_env(const char *name);
 PGconn *h_pg(void);
+/* The servers of this run (services.sh run's). */
+const struct services *h_servers(void);
 redisContext *h_redis(void);
 /* Fails the test with msg: what a failed statement or command does here. */
 void h_fail(const char *msg);
