@@ -96,8 +96,9 @@ const struct setting settings[] = {
 	  .off = OFF(redis_url), .secret = true, .route = ROUTE_OWN,
 	  .help = "redis to push jobs to: redis://[[user]:password@]host[:port][/db], "
 		  "rediss://... for TLS, unix://[[user]:password@]/path/to/redis.sock[?db=N], "
-		  "or through sentinels: redis-sentinel://[[user]:password@]h1[:p1],h2[:p2]/MASTER[/db] "
-		  "(rediss-sentinel:// for TLS)" },
+		  "through sentinels: redis-sentinel://[[user]:password@]h1[:p1],h2[:p2]/MASTER[/db] "
+		  "(rediss-sentinel:// for TLS), or a Redis Cluster (--format bullmq or laravel): "
+		  "redis-cluster://[[user]:password@]h1[:p1],h2[:p2] (rediss-cluster:// for TLS)" },
 	{ .flag = "redis-url-file", .env = "STAGEDRAIN_REDIS_URL_FILE", .type = V_FILE,
 	  .metavar = "PATH", .def_doc = "none", .file_for = "redis-url",
 	  .help = "read --redis-url from this file, e.g. a mounted secret; one trailing "

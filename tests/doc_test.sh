@@ -201,7 +201,8 @@ slugs() {
 # and, with #anchor, a heading in it.
 check_links() {
 	local page link path anchor target
-	for page in README.md docs/*.md clients/*/README.md; do
+	# DOC_PAGES="docs/a.md docs/b.md": only those pages (a quick look while writing them).
+for page in ${DOC_PAGES:-README.md docs/*.md clients/*/README.md}; do
 		while IFS= read -r link; do
 			path=${link%%#*} anchor=
 			[ "$path" = "$link" ] || anchor=${link#*#}
@@ -226,7 +227,8 @@ check_intro() {
 }
 
 n=0
-for page in README.md docs/*.md clients/*/README.md; do
+# DOC_PAGES="docs/a.md docs/b.md": only those pages (a quick look while writing them).
+for page in ${DOC_PAGES:-README.md docs/*.md clients/*/README.md}; do
 	n=$((n + 1))
 	run_page "$page" "$n"
 done
