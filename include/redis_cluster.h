@@ -15,6 +15,9 @@
 
 #define CLUSTER_SLOTS 16384
 #define CLUSTER_NO_NODE 0xffff
+/* A master that could not be reached is not tried again sooner (as a lone
+ * target's probe, target.h). */
+#define CLUSTER_NODE_RETRY_MS 500
 
 /* One master the map names. */
 struct cluster_node {
@@ -53,10 +56,10 @@ void redis_cluster_stop_on(struct redis_cluster *c, struct stop *stop);
  * file, as redis_conn_connect). */
 int redis_cluster_refresh(struct redis_cluster *c) SD_MUSTCHECK;
 /* The connection to the master serving slot, connected (at most once per
- * TARGET_PROBE_MS after a failure); NULL with errstr when none serves it or
+ * CLUSTER_NODE_RETRY_MS after a failure); NULL with errstr when none serves it or
  * it cannot be reached. */
 struct redis_conn *redis_cluster_conn(struct redis_cluster *c, unsigned slot);
-/* Connects n unless it is connected, at most once per TARGET_PROBE_MS
+/* Connects n unless it is connected, at most once per CLUSTER_NODE_RETRY_MS
  * after a failure. 0, or -EIO with errstr. */
 int redis_cluster_node_connect(struct redis_cluster *c, struct cluster_node *n) SD_MUSTCHECK;
 /* The node at host:port, added to the nodes when new; NULL: no memory. */

@@ -13,7 +13,6 @@
 #include "cluster_sink.h"
 #include "fence.h"
 #include "formats.h"
-#include "redis_sink.h"
 
 /* Slots settled per round trip to a master. */
 #define SETTLE_WINDOW 1024

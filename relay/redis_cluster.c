@@ -8,7 +8,6 @@
 
 #include "clock.h"
 #include "redis_cluster.h"
-#include "target.h"
 
 /* CRC16-CCITT (XMODEM), the checksum Redis Cluster takes of a key. Bit by
  * bit: a hash tag is short, and no table needs building (connects run in a
@@ -115,7 +114,7 @@ int redis_cluster_node_connect(struct redis_cluster *c, struct cluster_node *n)
 		return -EIO;
 	}
 	if ((rc = redis_conn_connect_to(&n->conn, n->host, n->port)) < 0) {
-		n->retry_ms = now + TARGET_PROBE_MS;
+		n->retry_ms = now + CLUSTER_NODE_RETRY_MS;
 		snprintf(c->errstr, sizeof(c->errstr), "%s", n->conn.errstr);
 	}
 	return rc;
