@@ -45,6 +45,11 @@ struct ladder {
 	struct metrics *metrics;
 	enum ladder_state state;
 	struct backoff pg_backoff;
+	/* Rows at or below it (the highest staged at the takeover) may be in a
+	 * fence no target has read yet: a leader before this one may have pushed
+	 * them, under routes of its own, to any target. 0 once every target has
+	 * settled its fence in this leadership. */
+	long long hold_through;
 };
 
 void ladder_init(struct ladder *l);
@@ -75,5 +80,10 @@ int ladder_next_try_ms(const struct ladder *l);
  * at least is READY), false to try again (the fault was logged and, when
  * no target is up, waited out). */
 bool ladder_ensure_ready(struct ladder *l);
+/* Rows at or below this id wait held, whatever their target (0: none): a
+ * target that has not settled its fence since the takeover may name them,
+ * pushed there by the last leader while today's rules send them elsewhere
+ * (a route added or changed across a crash). */
+long long ladder_hold_through(struct ladder *l);
 
 #endif

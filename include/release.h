@@ -69,9 +69,10 @@ struct release {
 	long long paused_ms;  /* when --max-redis-memory paused the relay; 0: not paused */
 	long long backlog_ms; /* since when some capped queue holds jobs; 0: none */
 	bool said_queue_bound;
-	long long gone_held; /* rows held for targets this relay does not have (warned of) */
-	bool hold_only;      /* the batch at a stop: holds the down targets' rows, releases none, keeps the rest */
-	size_t *moved;       /* this batch: keys whose rule rows go elsewhere now (release_routes.h) */
+	long long gone_held;    /* rows held for targets this relay does not have (warned of) */
+	bool hold_only;         /* the batch at a stop: holds the down targets' rows, releases none, keeps the rest */
+	long long hold_through; /* rows at or below this id wait held, whatever their target (ladder.h) */
+	size_t *moved;          /* this batch: keys whose rule rows go elsewhere now (release_routes.h) */
 	size_t nmoved, capmoved;
 	long long reload_ms; /* with gone_held: when to count them again */
 	char errstr[300];

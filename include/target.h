@@ -65,6 +65,7 @@ struct target {
 	bool paused;                  /* --max-redis-memory pauses it */
 	bool pushed;                  /* pushed in the open transaction: its fence names rows not committed */
 	bool resettle;                /* a cluster's unsettled slots tried again, the rest settled */
+	bool settled;                 /* its whole fence (a cluster's: every slot's) read in this leadership */
 	size_t unsettled;             /* a cluster's slots not settled, as last logged */
 	bool in_flight;               /* a push sent whose reply is not read yet (pipe.c) */
 	long long txn_jobs;           /* jobs it acknowledged in the open transaction */

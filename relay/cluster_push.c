@@ -227,10 +227,14 @@ int cluster_sink_send(struct cluster_sink *cs, const struct batch *b)
 	cmds_free(&keys);
 	if (rc == 0)
 		rc = flush_nodes(cs);
-	if (rc == 0)
+	if (rc == 0) {
 		cs->sent = true;
-	else
-		cluster_sink_close(cs); /* what was queued must not go out later */
+		return 0;
+	}
+	/* What was queued must not go out later, ahead of another command. */
+	for (size_t i = 0; i < cs->cl.nnodes; i++)
+		if (cs->cl.nodes[i]->in_send)
+			redis_conn_close(&cs->cl.nodes[i]->conn);
 	return rc;
 }
 

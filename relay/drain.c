@@ -273,6 +273,7 @@ static int drain_batch(struct drain *d)
 	d->once.read_all = false;
 	report_step(&t, &t.fetch_us);
 	read_plan_read(rp, t.fetch_us / 1000);
+	d->release.hold_through = ladder_hold_through(&d->ladder);
 	if (nrows == 0 && !release_needed(&d->release))
 		return nothing_read(d);
 	if ((rc = build_batch(&d->build, &d->pg, &d->narrow, &d->batch, nrows, rp->max_bytes)) < 0)

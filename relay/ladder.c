@@ -17,6 +17,8 @@
 #include "once.h"
 #include "pg_conn.h"
 #include "pg_privileges.h"
+#include "redis_url.h"
+#include "routes.h"
 #include "signals.h"
 
 #define BACKOFF_BASE_MS 100
@@ -230,6 +232,66 @@ static int mark_as_relay(struct ladder *l)
 	return 0;
 }
 
+/* FNV-1a, 64 bits, of n bytes on top of h. */
+static unsigned long long fnv(unsigned long long h, const void *p, size_t n)
+{
+	const unsigned char *b = p;
+
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ b[i]) * 0x100000001b3ULL;
+	return h;
+}
+
+static unsigned long long fnv_str(unsigned long long h, const char *s)
+{
+	return fnv(h, s ? s : "", s ? strlen(s) + 1 : 1);
+}
+
+/* A digest of the targets (name, Redis, format, key prefix) and the rules,
+ * as 16 hex digits: equal for two relays that route every row alike. */
+static void routes_digest(const struct routes *r, char *out, size_t len)
+{
+	unsigned long long h = 0xcbf29ce484222325ULL;
+	char where[300];
+
+	for (size_t i = 0; i < r->n; i++) {
+		const struct config *c = r->t[i].cfg;
+		int format = (int)c->format;
+		redis_target_describe(&c->redis, where, sizeof(where));
+		h = fnv_str(fnv_str(fnv_str(h, r->t[i].name), where), c->key_prefix);
+		h = fnv(h, &format, sizeof(format));
+	}
+	for (size_t i = 0; i < r->nrules; i++) {
+		h = fnv(fnv_str(h, r->rules[i].pattern), &r->rules[i].target, sizeof(r->rules[i].target));
+	}
+	snprintf(out, len, "%016llx", h);
+}
+
+/*
+ * A leader killed before its commit left the rows it pushed staged, named
+ * by the fence of the Redis they went to. If this leader routes as it did,
+ * they go to that same target, which reads its fence first; if not (a route
+ * added or changed across the crash), another target could push them again
+ * before that fence is read: so the rows staged now wait held until every
+ * target has settled its fence (ladder_hold_through).
+ */
+static int hold_if_rerouted(struct ladder *l)
+{
+	char digest[32];
+	bool same = false;
+	int rc;
+
+	l->hold_through = 0;
+	routes_digest(&l->cfg->routes, digest, sizeof(digest));
+	if ((rc = pg_source_note_routes(l->pg, digest, &same)) < 0 || same)
+		return rc;
+	if ((rc = pg_source_staged_top(l->pg, &l->hold_through)) == 0 && l->hold_through > 0 && l->nt > 1)
+		log_info("the last leader routed otherwise (or is unknown): rows staged before this one led wait until "
+			 "every target has settled its fence",
+			 LOGF(F_INT("through_id", l->hold_through)));
+	return rc;
+}
+
 /*
  * Takes the leader lock, or waits as a standby while another session holds it
  * (with --once, ONCE_LOCK_WAIT_MS at most: then it names the holder and ends).
@@ -254,6 +316,8 @@ static int become_leader(struct ladder *l)
 	}
 	if (rc == 0 && held)
 		rc = mark_as_relay(l);
+	if (rc == 0 && held)
+		rc = hold_if_rerouted(l);
 	if (rc < 0)
 		return rc;
 	if (!held)
@@ -261,8 +325,10 @@ static int become_leader(struct ladder *l)
 	/* Whatever we knew of the table may be stale: read it from the start. */
 	gaps_reset(l->gaps);
 	l->state = LADDER_LEADS;
-	for (size_t i = 0; i < l->nt; i++) /* and each fence: the last leader may have died mid-batch */
+	for (size_t i = 0; i < l->nt; i++) { /* and each fence: the last leader may have died mid-batch */
 		l->t[i].state = TARGET_NEED_EPOCH;
+		l->t[i].settled = false;
+	}
 	log_info("became leader", LOGF(F_INT("lock_key", l->cfg->lock_key)));
 	metrics_leader(l->metrics, true, l->gaps->cursor);
 	metrics_lock_foreign(l->metrics, false);
@@ -356,6 +422,7 @@ static bool settle_fence(struct ladder *l, struct target *t)
 	if (!t->resettle || deleted > 0)
 		release_forget(l->release);
 	t->resettle = false;
+	t->settled = t->settled || !redis_sink_partial(&t->redis);
 	target_note_unsettled(t);
 	count_fenced(l, deleted);
 	metrics_target_fenced(l->metrics, t->index, deleted);
@@ -470,6 +537,15 @@ static bool climb(struct ladder *l, struct target *t)
 	if (t->state == TARGET_NEED_EPOCH && !take_epoch(l, t))
 		return false;
 	return t->state != TARGET_NEED_FENCE || settle_fence(l, t);
+}
+
+long long ladder_hold_through(struct ladder *l)
+{
+	for (size_t i = 0; l->hold_through && i < l->nt; i++)
+		if (!l->t[i].settled)
+			return l->hold_through;
+	l->hold_through = 0;
+	return 0;
 }
 
 /* Climbs the ladder: leads, and brings every target it may try to READY,

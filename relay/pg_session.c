@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "clock.h"
@@ -107,23 +108,25 @@ bool pg_source_broken(const struct pg_source *pg)
 
 /* The tables, and what the cursor relies on (sql/002): ids taken after the
  * transaction's xid, from a sequence that hands them out in order. */
-#define SCHEMA_SQL                                                                                                        \
-	"SELECT 'staged_jobs_dead'::regclass IS NOT NULL,"                                                                \
-	" coalesce(pg_get_expr(d.adbin, d.adrelid), '') LIKE '%pg_current_xact_id()%nextval(%',"                          \
-	" (SELECT seqcache FROM pg_sequence"                                                                              \
-	"  WHERE seqrelid = pg_get_serial_sequence('staged_jobs', 'id')::regclass),"                                      \
-	" EXISTS (SELECT FROM pg_attribute u WHERE u.attrelid IN ('staged_jobs'::regclass,"                               \
-	"  'staged_jobs_dead'::regclass) AND u.attname = 'uuid' AND NOT u.attisdropped HAVING count(*) = 2),"             \
-	" to_regclass('staged_jobs_held') IS NOT NULL AND EXISTS (SELECT FROM pg_attribute t"                             \
-	"  WHERE t.attrelid = 'staged_jobs'::regclass AND t.attname = 'tenant' AND NOT t.attisdropped),"                  \
-	" EXISTS (SELECT FROM pg_attribute r WHERE r.attrelid IN ('staged_jobs'::regclass, 'staged_jobs_dead'::regclass)" \
-	"  AND r.attname = 'route' AND NOT r.attisdropped HAVING count(*) = 2),"                                          \
-	" (SELECT atttypid FROM pg_attribute j WHERE j.attrelid = 'staged_jobs'::regclass"                                \
-	"  AND j.attname = 'args') = 'json'::regtype,"                                                                    \
-	" to_regclass('staged_jobs_held') IS NULL"                                                                        \
-	"  OR (has_table_privilege('staged_jobs_held', 'SELECT') AND has_table_privilege('staged_jobs_held', 'INSERT')"   \
-	"  AND has_table_privilege('staged_jobs_held', 'DELETE'))"                                                        \
-	" FROM pg_attribute a LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum"                    \
+#define SCHEMA_SQL                                                                                                           \
+	"SELECT 'staged_jobs_dead'::regclass IS NOT NULL,"                                                                   \
+	" coalesce(pg_get_expr(d.adbin, d.adrelid), '') LIKE '%pg_current_xact_id()%nextval(%',"                             \
+	" (SELECT seqcache FROM pg_sequence"                                                                                 \
+	"  WHERE seqrelid = pg_get_serial_sequence('staged_jobs', 'id')::regclass),"                                         \
+	" EXISTS (SELECT FROM pg_attribute u WHERE u.attrelid IN ('staged_jobs'::regclass,"                                  \
+	"  'staged_jobs_dead'::regclass) AND u.attname = 'uuid' AND NOT u.attisdropped HAVING count(*) = 2),"                \
+	" to_regclass('staged_jobs_held') IS NOT NULL AND EXISTS (SELECT FROM pg_attribute t"                                \
+	"  WHERE t.attrelid = 'staged_jobs'::regclass AND t.attname = 'tenant' AND NOT t.attisdropped),"                     \
+	" EXISTS (SELECT FROM pg_attribute r WHERE r.attrelid IN ('staged_jobs'::regclass, 'staged_jobs_dead'::regclass)"    \
+	"  AND r.attname = 'route' AND NOT r.attisdropped HAVING count(*) = 2),"                                             \
+	" (SELECT atttypid FROM pg_attribute j WHERE j.attrelid = 'staged_jobs'::regclass"                                   \
+	"  AND j.attname = 'args') = 'json'::regtype,"                                                                       \
+	" to_regclass('staged_jobs_leader') IS NOT NULL AND has_table_privilege('staged_jobs_leader', 'SELECT')"             \
+	"  AND has_table_privilege('staged_jobs_leader', 'INSERT') AND has_table_privilege('staged_jobs_leader', 'UPDATE')," \
+	" to_regclass('staged_jobs_held') IS NULL"                                                                           \
+	"  OR (has_table_privilege('staged_jobs_held', 'SELECT') AND has_table_privilege('staged_jobs_held', 'INSERT')"      \
+	"  AND has_table_privilege('staged_jobs_held', 'DELETE'))"                                                           \
+	" FROM pg_attribute a LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum"                       \
 	" WHERE a.attrelid = 'staged_jobs'::regclass AND a.attname = 'id'"
 
 /* What each column of SCHEMA_SQL after the first must say, and what to run
@@ -142,6 +145,10 @@ static const struct schema_need {
 	  "", false },
 	{ "t", "staged_jobs has no route column (migration 006): run `stagedrain migrate`", "", false },
 	{ "t", "staged_jobs.args is not json (migration 007): run `stagedrain migrate`", "", false },
+	{ "t",
+	  "staged_jobs_leader is missing, or the relay's role may not SELECT, INSERT and UPDATE on it "
+	  "(migration 008): run `stagedrain migrate`, then sql/roles.sql again",
+	  "", false },
 	{ "t",
 	  "the relay's role may not SELECT, INSERT and DELETE on staged_jobs_held: "
 	  "run sql/roles.sql again (after migration 005)",
@@ -187,6 +194,42 @@ int pg_source_try_lock(struct pg_source *pg, bool *held)
 		rc = pg_source_fail(pg, res, "could not take the leader lock");
 	else
 		*held = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+	PQclear(res);
+	return rc;
+}
+
+int pg_source_staged_top(struct pg_source *pg, long long *top)
+{
+	PGresult *res = PQexec(pg->conn, "SELECT coalesce(greatest((SELECT max(id) FROM staged_jobs),"
+					 " (SELECT max(id) FROM staged_jobs_held)), 0)");
+	int rc = 0;
+
+	if (PQresultStatus(res) != PGRES_TUPLES_OK)
+		rc = pg_source_fail(pg, res, "could not read the highest staged id");
+	else
+		*top = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+	PQclear(res);
+	return rc;
+}
+
+int pg_source_note_routes(struct pg_source *pg, const char *digest, bool *same)
+{
+	char key[32];
+	const char *params[2] = { key, digest };
+	PGresult *res;
+	int rc = 0;
+
+	snprintf(key, sizeof(key), "%lld", pg->cfg->lock_key);
+	res = PQexecParams(pg->conn,
+			   "WITH last AS (SELECT routes FROM staged_jobs_leader WHERE lock_key = $1::int8)"
+			   " , mine AS (INSERT INTO staged_jobs_leader (lock_key, routes) VALUES ($1::int8, $2)"
+			   "   ON CONFLICT (lock_key) DO UPDATE SET routes = EXCLUDED.routes, since = now())"
+			   " SELECT coalesce((SELECT routes FROM last) = $2, false)",
+			   2, NULL, params, NULL, NULL, 0);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK)
+		rc = pg_source_fail(pg, res, "could not record the leader's routes");
+	else
+		*same = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
 	PQclear(res);
 	return rc;
 }

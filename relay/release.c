@@ -65,11 +65,15 @@ void release_targets(struct release *rl, const struct release_target *ts, size_t
 	rl->nts = n;
 }
 
-/* Target t's jobs of queue may go now: it is up and, on a cluster, the queue's slot settled. */
-static bool queue_up(const struct release *rl, size_t t, const char *queue, size_t len)
+/* Target t's jobs of queue may go now: it is up and, on a cluster, the
+ * queue's slot settled; and row id, if given, is not one a fence unread
+ * since the takeover may name. */
+static bool queue_up(const struct release *rl, size_t t, const char *queue, size_t len, long long id)
 {
 	const struct release_target *rt = &rl->ts[t];
 
+	if (id > 0 && id <= rl->hold_through)
+		return false;
 	return rt->up && (!rt->queue_up || rt->queue_up(rt->arg, queue, len));
 }
 
@@ -82,7 +86,7 @@ static bool key_up(const struct release *rl, const char *key, size_t len)
 	if (t == RELEASE_KEY_GONE)
 		return false;
 	rounds_key_split(key, len, &target, &tlen, &queue, &qlen);
-	return queue_up(rl, t, queue, qlen);
+	return queue_up(rl, t, queue, qlen, 0);
 }
 
 void release_forget(struct release *rl)
@@ -123,7 +127,7 @@ bool release_needed(const struct release *rl)
 	for (size_t i = 0; i < rl->nts; i++)
 		if (!rl->ts[i].up || rl->ts[i].partial)
 			return true;
-	return rl->capped || rounds_held(&rl->rounds) > 0;
+	return rl->hold_through > 0 || rl->capped || rounds_held(&rl->rounds) > 0;
 }
 
 int release_memory(struct release *rl, struct backpressure *bp, struct redis_conn *conn, long *max_bytes,
@@ -193,7 +197,7 @@ static int job_key(struct release *rl, const struct batch_job *j, const char **k
 static long queue_of(struct release *rl, const struct batch_job *j)
 {
 	const struct config *cfg = rl->cfg;
-	bool up = queue_up(rl, j->target, j->queue, j->queue_len);
+	bool up = queue_up(rl, j->target, j->queue, j->queue_len, j->id);
 	const char *key;
 	size_t len;
 	long cap, qi;
@@ -235,7 +239,7 @@ static int classify(struct release *rl, const struct batch *b)
 		if (rl->jq[i] == -ENOMEM)
 			return -ENOMEM;
 		if (rl->jq[i] >= 0 && r->q[rl->jq[i]].cap > 0 &&
-		    queue_up(rl, b->jobs[i].target, b->jobs[i].queue, b->jobs[i].queue_len))
+		    queue_up(rl, b->jobs[i].target, b->jobs[i].queue, b->jobs[i].queue_len, b->jobs[i].id))
 			rc = add_measured(rl, (size_t)rl->jq[i]);
 	}
 	for (size_t qi = 0; rc == 0 && qi < r->nq; qi++) {
@@ -275,7 +279,7 @@ static int decide(struct release *rl, struct batch *b)
 	for (size_t i = 0; i < njobs; i++) {
 		struct batch_job *j = &b->jobs[i];
 		long long round;
-		bool up = queue_up(rl, j->target, j->queue, j->queue_len);
+		bool up = queue_up(rl, j->target, j->queue, j->queue_len, j->id);
 		if (rl->jq[i] < 0 || (up && (rl->hold_only || rounds_admit(&rl->rounds, (size_t)rl->jq[i])))) {
 			b->jobs[n++] = *j;
 			continue;
@@ -369,7 +373,7 @@ static int build_released(struct release *rl, struct batch *b)
 				 (int)(row.route_len < 100 ? row.route_len : 100), row.route);
 			row.unfit = row.unfit ? row.unfit : why;
 			t = release_key_target(rl, rl->key.data, rl->key.len);
-		} else if (!queue_up(rl, t, row.queue, row.queue_len)) {
+		} else if (!queue_up(rl, t, row.queue, row.queue_len, row.id)) {
 			take_back(rl, b, &run);
 			skip = qi;
 			continue;

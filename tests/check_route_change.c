@@ -141,9 +141,11 @@ END_TEST
 
 /* Route b's rule changes (b now takes queue other, not reports) while
  * reports' rows wait held for it. While b stays down, a new reports row
- * waits behind them; once b answers and its fence is settled, they all go
- * where today's rules send them, the default Redis, in their order; the
- * route-column row still goes to b. */
+ * waits behind them, and so does every row staged before that start (the
+ * routes changed, and b's fence, unread, might name any of them); once b
+ * answers and its fence is settled, they all go where today's rules send
+ * them, the default Redis, in their order; the route-column row still goes
+ * to b. */
 START_TEST(a_changed_rule_sends_held_rows_to_today_s_target_in_order)
 {
 	PGconn *c = h_pg();
@@ -156,15 +158,19 @@ START_TEST(a_changed_rule_sends_held_rows_to_today_s_target_in_order)
 	h_stage(c, "default", 20, 1);
 	ck_assert_int_eq(once("b-changed-down", "b other --redis-url redis://127.0.0.1:1/0"), EXIT_LEFT);
 	ck_assert_int_eq(h_cmd_int(r, "EXISTS queue:reports"), 0);
-	h_list_args(r, "queue:default", got, sizeof(got));
-	ck_assert_str_eq(got, "20");
+	ck_assert_int_eq(h_cmd_int(r, "EXISTS queue:default"), 0);
 	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs_held WHERE target = 'b'"), 5);
+	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs_held WHERE target IS NULL AND queue = 'default'"),
+			 1);
+	ck_assert(h_log_contains(log_of("b-changed-down"), "the last leader routed otherwise"));
 
 	h_second_start(&b, "other", "");
 	h_stage(c, "reports", 11, 1);
 	ck_assert_int_eq(once("b-changed", b.route), 0);
 	h_list_args(r, "queue:reports", got, sizeof(got));
 	ck_assert_str_eq(got, "1,2,3,10,11");
+	h_list_args(r, "queue:default", got, sizeof(got));
+	ck_assert_str_eq(got, "20");
 	ck_assert_int_eq(h_cmd_int(b.r, "EXISTS queue:reports"), 0);
 	h_list_args(b.r, "queue:misc", got, sizeof(got));
 	ck_assert_str_eq(got, "100");
@@ -234,6 +240,63 @@ START_TEST(a_late_push_to_a_renamed_route_is_never_pushed_again)
 }
 END_TEST
 
+/*
+ * A leader without route b pushed reports' rows to the default Redis and was
+ * killed before its commit; its successor has b, which takes reports now.
+ * While the default Redis is down its fence, which names those rows, cannot
+ * be read: the successor pushes none of the rows staged before it led
+ * anywhere (rows staged since, of other queues, go), and once the default
+ * Redis answers, the fence deletes them and the rest go to b in order.
+ */
+START_TEST(a_crash_before_a_route_was_added_pushes_nothing_twice)
+{
+	static const char *const without[] = { "--sidekiq-version", "7", "--poll-interval", "20ms", NULL };
+	PGconn *c = h_pg(), *lock = h_pg();
+	redisContext *r = h_redis();
+	struct h_second b;
+	struct relay_proc a, p;
+	char got[256];
+
+	h_second_start(&b, "reports,fresh", " --sidekiq-version 7");
+	h_stage(c, "reports", 1, 3);
+	h_block_commits(c);
+	h_sql(lock, "SELECT pg_advisory_lock(42425)");
+	h_relay_start(&a, "without-b", without);
+	RELAY_CHECK(&a, h_wait_len(r, "queue:reports", 3, 10000), "A did not push");
+	RELAY_CHECK(&a, h_wait_blocked(c, 10000), "A's commit is not waiting");
+	h_relay_crash(&a, c);
+	h_sql(lock, "SELECT pg_advisory_unlock(42425)");
+	h_unblock_commits(c);
+	redisFree(r);
+	h_services("redis-stop");
+	h_stage(c, "reports", 4, 1);
+	h_relay_start(&p, "with-b",
+		      (const char *const[]){ "--route", b.route, "--sidekiq-version", "7", "--poll-interval", "20ms",
+					     NULL });
+	RELAY_CHECK(&p, h_log_wait(&p, "target=b", 10000), "the relay never led on b; see %s", p.log);
+	h_stage(c, "fresh", 1, 1);
+	RELAY_CHECK(&p, h_wait_len(b.r, "queue:fresh", 1, 10000), "a row staged since did not go; see %s", p.log);
+	for (long long t0 = mono_ms(); h_sql(c, "SELECT count(*) FROM staged_jobs") > 0;)
+		RELAY_CHECK(&p, mono_ms() - t0 < 10000, "rows stay staged; see %s", p.log);
+	ck_assert_int_eq(h_cmd_int(b.r, "LLEN queue:reports"), 0);
+	h_services("redis-start");
+	for (long long t0 = mono_ms(); h_sql(c, "SELECT count(*) FROM staged_jobs_held") > 0;)
+		RELAY_CHECK(&p, mono_ms() - t0 < 15000, "rows stay held; see %s", p.log);
+	ck_assert_msg(h_wait_len(b.r, "queue:reports", 1, 5000), "row 4 did not reach b");
+	h_list_args(b.r, "queue:reports", got, sizeof(got));
+	ck_assert_str_eq(got, "4");
+	r = h_redis();
+	h_list_args(r, "queue:reports", got, sizeof(got));
+	ck_assert_str_eq(got, "1,2,3");
+	h_relay_kill(&p, SIGTERM);
+	ck_assert_int_eq(h_relay_wait(&p, 15000), 0);
+	h_second_stop(&b);
+	redisFree(r);
+	PQfinish(lock);
+	PQfinish(c);
+}
+END_TEST
+
 Suite *route_change_suite(void)
 {
 	Suite *s = suite_create("route_change");
@@ -245,6 +308,7 @@ Suite *route_change_suite(void)
 	tcase_add_test(tc, held_dead_dead_letters_a_gone_target_s_rows);
 	tcase_add_test(tc, a_changed_rule_sends_held_rows_to_today_s_target_in_order);
 	tcase_add_test(tc, a_late_push_to_a_renamed_route_is_never_pushed_again);
+	tcase_add_test(tc, a_crash_before_a_route_was_added_pushes_nothing_twice);
 	suite_add_tcase(s, tc);
 	return s;
 }
