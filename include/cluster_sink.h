@@ -41,11 +41,15 @@ struct cluster_part {
 struct cluster_sink {
 	const struct config *cfg;
 	struct redis_cluster cl;
-	long long *count; /* per slot: its epoch's count in this leadership; 0: unsettled */
-	bool *pushed;     /* per slot: pushed in the open transaction (APPEND to its fence) */
-	bool *done;       /* per slot: landed in the batch whose retry (after WRONGTYPE) skips it */
-	bool retry;       /* the next send is that retry */
-	char token[KEYS_EPOCH_TOKEN_LEN + 1];
+	long long *count;                     /* per slot: its epoch's count in this leadership; 0: unsettled */
+	bool *pushed;                         /* per slot: pushed in the open transaction (APPEND to its fence) */
+	bool *done;                           /* per slot: landed in the batch whose retry (after WRONGTYPE) skips it */
+	bool retry;                           /* the next send is that retry */
+	char token[KEYS_EPOCH_TOKEN_LEN + 1]; /* the next settles' */
+	char (*tokens)[KEYS_EPOCH_TOKEN_LEN + 1]; /* per slot: the token its epoch was settled with */
+	bool *doubt;                              /* per slot: a part of the failed push whose outcome is unknown */
+	size_t ndoubt;
+	bool partial_epoch; /* the next new epoch settles the slots fall_back named, not all */
 	size_t unsettled;   /* slots with count 0 */
 	long long retry_ms; /* unsettled slots are tried again from then */
 	long long retry_wait_ms;
@@ -76,7 +80,8 @@ bool cluster_sink_connected(const struct cluster_sink *cs);
 void cluster_sink_close(struct cluster_sink *cs);
 void cluster_sink_free(struct cluster_sink *cs);
 
-/* A new epoch: every slot unsettled, under a new token. */
+/* A new epoch, under a new token: every slot unsettled, but after a push
+ * that failed while the cluster still answers, those fall_back named. */
 int cluster_sink_new_epoch(struct cluster_sink *cs) SD_MUSTCHECK;
 /* Settles the unsettled slots whose masters answer (a new epoch and its
  * fence read, in one script a slot) and appends to out one fence naming
@@ -85,9 +90,13 @@ int cluster_sink_new_epoch(struct cluster_sink *cs) SD_MUSTCHECK;
 int cluster_sink_settle(struct cluster_sink *cs, struct buf *out) SD_MUSTCHECK;
 /* Unsettled slots wait for their next try (CLUSTER_RETRY_MS). */
 bool cluster_sink_wants_settle(const struct cluster_sink *cs);
-/* A push failed (epoch: its outcome unknown, every slot takes a new epoch)
- * or its transaction rolled back (the slots it pushed read their fences again). */
+/* A push failed (epoch: its outcome unknown; the slots of its parts that
+ * did not land, or every slot when none is known or no master answers,
+ * take a new epoch) or its transaction rolled back (the slots it pushed
+ * read their fences again). */
 void cluster_sink_fall_back(struct cluster_sink *cs, bool epoch);
+/* A new leadership: every slot takes a new epoch and reads its fence. */
+void cluster_sink_takeover(struct cluster_sink *cs);
 /* The transaction committed: its fences name committed rows. */
 void cluster_sink_committed(struct cluster_sink *cs);
 /* Whether queue's slot (the format's keys under prefix) is settled. */

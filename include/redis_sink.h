@@ -87,6 +87,8 @@ void redis_sink_free(struct redis_sink *rs);
 /* A Redis Cluster's slots (cluster_sink.h); for a lone Redis these do nothing:
  * a push failed (epoch) or its transaction rolled back, and what its slots must settle again; */
 void redis_sink_fall_back(struct redis_sink *rs, bool epoch);
+/* a new leadership (every slot settles again); */
+void redis_sink_takeover(struct redis_sink *rs);
 /* the transaction committed; */
 void redis_sink_committed(struct redis_sink *rs);
 /* some slots are not settled; */

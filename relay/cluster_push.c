@@ -125,7 +125,7 @@ static int build_part(struct cluster_sink *cs, const struct batch *b, const stru
 		const char *key = cmds_arg(keys, 0, a, &len);
 		rc = cmds_ref(h, key, len);
 	}
-	return rc ? rc : cmds_fmt(h, "%lld:%s", cs->count[s], cs->token);
+	return rc ? rc : cmds_fmt(h, "%lld:%s", cs->count[s], cs->tokens[s]);
 }
 
 /* The part's EVAL, in RESP, kept in wire: a part that did not run goes
@@ -171,6 +171,18 @@ static int queue_part(struct cluster_sink *cs, struct cluster_part *p, bool ask)
 		return -EIO;
 	}
 	return 0;
+}
+
+/* The push failed: its parts that did not land may still, later. */
+static void doubt_parts(struct cluster_sink *cs)
+{
+	for (size_t k = 0; k < cs->nparts; k++) {
+		unsigned s = cs->parts[k].slot;
+		if (!cs->done[s] && !cs->doubt[s]) {
+			cs->doubt[s] = true;
+			cs->ndoubt++;
+		}
+	}
 }
 
 /* Flushes each master a part went to, with WAIT after its parts. */
@@ -235,6 +247,7 @@ int cluster_sink_send(struct cluster_sink *cs, const struct batch *b)
 	for (size_t i = 0; i < cs->cl.nnodes; i++)
 		if (cs->cl.nodes[i]->in_send)
 			redis_conn_close(&cs->cl.nodes[i]->conn);
+	doubt_parts(cs);
 	return rc;
 }
 
@@ -364,5 +377,7 @@ int cluster_sink_reply(struct cluster_sink *cs)
 			keep_first(&rc, part_again(cs, &cs->parts[k], again[k]));
 	free(again);
 	cs->retry = rc == REDIS_SINK_WRONGTYPE;
+	if (rc < 0)
+		doubt_parts(cs);
 	return rc;
 }

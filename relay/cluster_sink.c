@@ -63,8 +63,10 @@ int cluster_sink_init(struct cluster_sink *cs, const struct config *cfg, struct 
 	cs->count = calloc(CLUSTER_SLOTS, sizeof(*cs->count));
 	cs->pushed = calloc(CLUSTER_SLOTS, sizeof(*cs->pushed));
 	cs->done = calloc(CLUSTER_SLOTS, sizeof(*cs->done));
+	cs->doubt = calloc(CLUSTER_SLOTS, sizeof(*cs->doubt));
+	cs->tokens = calloc(CLUSTER_SLOTS, sizeof(*cs->tokens));
 	cs->unsettled = CLUSTER_SLOTS;
-	return cs->count && cs->pushed && cs->done ? 0 : -ENOMEM;
+	return cs->count && cs->pushed && cs->done && cs->doubt && cs->tokens ? 0 : -ENOMEM;
 }
 
 void cluster_sink_stop_on(struct cluster_sink *cs, struct stop *stop)
@@ -86,6 +88,8 @@ void cluster_sink_free(struct cluster_sink *cs)
 	free(cs->count);
 	free(cs->pushed);
 	free(cs->done);
+	free(cs->doubt);
+	free(cs->tokens);
 	free(cs->grouped);
 	free(cs->slot_of);
 	free(cs->parts);
@@ -148,8 +152,9 @@ int cluster_sink_new_epoch(struct cluster_sink *cs)
 		return cs_fail(cs, "could not draw a random epoch token", "short read");
 	for (size_t i = 0; i < sizeof(raw); i++)
 		snprintf(cs->token + 2 * i, 3, "%02x", raw[i]);
-	for (unsigned s = 0; s < CLUSTER_SLOTS; s++)
+	for (unsigned s = 0; !cs->partial_epoch && s < CLUSTER_SLOTS; s++)
 		unsettle(cs, s);
+	cs->partial_epoch = false;
 	cs->retry_ms = 0;
 	return 0;
 }
@@ -227,6 +232,7 @@ static int settle_reply(struct cluster_sink *cs, struct redis_conn *conn, unsign
 		   r->element[1]->type == REDIS_REPLY_STRING) {
 		if ((rc = merge_fence(out, r->element[1]->str, r->element[1]->len)) == 0) {
 			cs->count[s] = r->element[0]->integer > 0 ? r->element[0]->integer : 1;
+			memcpy(cs->tokens[s], cs->token, sizeof(cs->token));
 			cs->unsettled--;
 			cs->settles++;
 		}
@@ -301,9 +307,13 @@ int cluster_sink_settle(struct cluster_sink *cs, struct buf *out)
 		unsigned from = 0;
 		if (!n->in_map)
 			continue;
-		/* A master that cannot be reached keeps its slots unsettled. */
+		/* A master that cannot be reached: its slots unsettled, their
+		 * queues held, rather than a failed batch each. */
 		if (redis_cluster_node_connect(&cs->cl, n) < 0) {
 			snprintf(cs->errstr, sizeof(cs->errstr), "%s", cs->cl.errstr);
+			for (unsigned s = 0; s < CLUSTER_SLOTS; s++)
+				if (cs->cl.owner[s] == n->index)
+					unsettle(cs, s);
 			continue;
 		}
 		while (redis_conn_connected(&n->conn) && from < CLUSTER_SLOTS)
@@ -331,13 +341,29 @@ bool cluster_sink_wants_settle(const struct cluster_sink *cs)
 
 void cluster_sink_fall_back(struct cluster_sink *cs, bool epoch)
 {
+	/* Only the slots whose parts may still land need a new epoch, while
+	 * the cluster answers: the others' masters did not see this push. */
+	bool some = epoch && cs->ndoubt > 0 && redis_cluster_connected(&cs->cl);
+
 	for (unsigned s = 0; s < CLUSTER_SLOTS; s++) {
-		if (epoch || cs->pushed[s])
+		if ((epoch && (!some || cs->doubt[s])) || cs->pushed[s])
 			unsettle(cs, s);
 		cs->pushed[s] = false;
+		cs->doubt[s] = cs->doubt[s] && !epoch; /* kept for the new epoch a rollback's may precede */
 	}
+	if (epoch)
+		cs->ndoubt = 0;
+	cs->partial_epoch = cs->partial_epoch || some;
 	cs->retry = false;
 	cs->retry_ms = 0;
+}
+
+void cluster_sink_takeover(struct cluster_sink *cs)
+{
+	cs->ndoubt = 0;
+	cs->partial_epoch = false;
+	memset(cs->doubt, 0, CLUSTER_SLOTS * sizeof(*cs->doubt));
+	cluster_sink_fall_back(cs, true);
 }
 
 void cluster_sink_committed(struct cluster_sink *cs)

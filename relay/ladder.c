@@ -328,6 +328,7 @@ static int become_leader(struct ladder *l)
 	for (size_t i = 0; i < l->nt; i++) { /* and each fence: the last leader may have died mid-batch */
 		l->t[i].state = TARGET_NEED_EPOCH;
 		l->t[i].settled = false;
+		redis_sink_takeover(&l->t[i].redis);
 	}
 	log_info("became leader", LOGF(F_INT("lock_key", l->cfg->lock_key)));
 	metrics_leader(l->metrics, true, l->gaps->cursor);

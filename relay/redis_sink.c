@@ -59,6 +59,12 @@ void redis_sink_fall_back(struct redis_sink *rs, bool epoch)
 		cluster_sink_fall_back(rs->cluster, epoch);
 }
 
+void redis_sink_takeover(struct redis_sink *rs)
+{
+	if (rs->cluster)
+		cluster_sink_takeover(rs->cluster);
+}
+
 void redis_sink_committed(struct redis_sink *rs)
 {
 	if (rs->cluster)
