@@ -60,14 +60,15 @@ async function waitFor(what, fn, timeoutMs = 20000) {
   }
 }
 
-function relayArgv(extra) {
-  return ['--pg-url', RELAY_URL, '--redis-url', REDIS_URL, '--format', 'bullmq', '--log-level', 'info', ...extra];
+function relayArgv(extra, redisUrl) {
+  return ['--pg-url', RELAY_URL, '--redis-url', redisUrl, '--format', 'bullmq', '--log-level', 'info', ...extra];
 }
 
-// The relay, running until stopRelay (its log in TEST_DIR/node-client/NAME.log).
-function startRelay(name, extra = ['--poll-interval', '10ms']) {
+// The relay, running until stopRelay (its log in TEST_DIR/node-client/NAME.log),
+// pushing to the harness's Redis or to redisUrl.
+function startRelay(name, extra = ['--poll-interval', '10ms'], redisUrl = REDIS_URL) {
   const log = fs.openSync(path.join(LOG_DIR, `${name}.log`), 'a');
-  const child = spawn(env('STAGEDRAIN_BIN'), relayArgv(extra), { stdio: ['ignore', log, log] });
+  const child = spawn(env('STAGEDRAIN_BIN'), relayArgv(extra, redisUrl), { stdio: ['ignore', log, log] });
   fs.closeSync(log);
   child.logPath = path.join(LOG_DIR, `${name}.log`);
   child.exited = new Promise((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
