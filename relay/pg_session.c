@@ -146,10 +146,6 @@ static const struct schema_need {
 	{ "t", "staged_jobs has no route column (migration 006): run `stagedrain migrate`", "", false },
 	{ "t", "staged_jobs.args is not json (migration 007): run `stagedrain migrate`", "", false },
 	{ "t",
-	  "staged_jobs_leader is missing, or the relay's role may not SELECT, INSERT and UPDATE on it "
-	  "(migration 008): run `stagedrain migrate`, then sql/roles.sql again",
-	  "", false },
-	{ "t",
 	  "the relay's role may not SELECT, INSERT and DELETE on staged_jobs_held: "
 	  "run sql/roles.sql again (after migration 005)",
 	  "", false },
@@ -212,13 +208,31 @@ int pg_source_staged_top(struct pg_source *pg, long long *top)
 	return rc;
 }
 
-int pg_source_note_routes(struct pg_source *pg, const char *digest, bool *same)
+/* Whether staged_jobs_leader is there for this role to read and write. */
+static int leader_table(struct pg_source *pg, bool *usable)
+{
+	PGresult *res = PQexec(pg->conn, "SELECT to_regclass('staged_jobs_leader') IS NOT NULL"
+					 " AND has_table_privilege('staged_jobs_leader', 'SELECT, INSERT, UPDATE')");
+	int rc = 0;
+
+	if (PQresultStatus(res) != PGRES_TUPLES_OK)
+		rc = pg_source_fail(pg, res, "could not look for staged_jobs_leader");
+	else
+		*usable = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+	PQclear(res);
+	return rc;
+}
+
+int pg_source_note_routes(struct pg_source *pg, const char *digest, bool *same, bool *recorded)
 {
 	char key[32];
 	const char *params[2] = { key, digest };
 	PGresult *res;
-	int rc = 0;
+	int rc;
 
+	*same = false;
+	if ((rc = leader_table(pg, recorded)) < 0 || !*recorded)
+		return rc;
 	snprintf(key, sizeof(key), "%lld", pg->cfg->lock_key);
 	res = PQexecParams(pg->conn,
 			   "WITH last AS (SELECT routes FROM staged_jobs_leader WHERE lock_key = $1::int8)"

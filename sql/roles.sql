@@ -96,8 +96,8 @@ DECLARE
     held_seq text;
     nsp name;
 BEGIN
-    IF jobs IS NULL OR dead IS NULL OR held IS NULL OR leader IS NULL THEN
-        RAISE EXCEPTION 'staged_jobs, staged_jobs_dead, staged_jobs_held or staged_jobs_leader is not on the search_path'
+    IF jobs IS NULL OR dead IS NULL OR held IS NULL THEN
+        RAISE EXCEPTION 'staged_jobs, staged_jobs_dead or staged_jobs_held is not on the search_path'
             USING HINT = 'run `stagedrain migrate` first, in this database';
     END IF;
     seq := pg_get_serial_sequence(jobs::text, 'id');
@@ -105,8 +105,8 @@ BEGIN
     SELECT relnamespace::regnamespace::name INTO nsp FROM pg_class WHERE oid = jobs;
 
     -- Revoking a table's privileges also revokes its column privileges.
-    EXECUTE format('REVOKE ALL ON TABLE %s, %s, %s, %s FROM stagedrain_relay, stagedrain_app, stagedrain_admin',
-                   jobs, dead, held, leader);
+    EXECUTE format('REVOKE ALL ON TABLE %s, %s, %s FROM stagedrain_relay, stagedrain_app, stagedrain_admin',
+                   jobs, dead, held);
     EXECUTE format('REVOKE ALL ON SEQUENCE %s, %s FROM stagedrain_relay, stagedrain_app, stagedrain_admin',
                    seq, held_seq);
 
@@ -130,8 +130,12 @@ BEGIN
     -- rounds it assigns sort after every row released before it.
     EXECUTE format('GRANT SELECT, INSERT, DELETE ON TABLE %s TO stagedrain_relay', held);
     EXECUTE format('GRANT SELECT ON SEQUENCE %s TO stagedrain_relay', held_seq);
-    -- A new leader reads what the last one routed by, and records its own.
-    EXECUTE format('GRANT SELECT, INSERT, UPDATE ON TABLE %s TO stagedrain_relay', leader);
+    -- A new leader reads what the last one routed by, and records its own
+    -- (migration 008; a schema made by a framework's migration may lack it).
+    IF leader IS NOT NULL THEN
+        EXECUTE format('REVOKE ALL ON TABLE %s FROM stagedrain_relay, stagedrain_app, stagedrain_admin', leader);
+        EXECUTE format('GRANT SELECT, INSERT, UPDATE ON TABLE %s TO stagedrain_relay', leader);
+    END IF;
     -- A new leader whose first read finds nothing moves its cursor to the
     -- sequence's last value instead of walking drained rows on every read.
     EXECUTE format('GRANT SELECT ON SEQUENCE %s TO stagedrain_relay', seq);

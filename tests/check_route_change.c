@@ -273,7 +273,8 @@ START_TEST(a_crash_before_a_route_was_added_pushes_nothing_twice)
 	h_relay_start(&p, "with-b",
 		      (const char *const[]){ "--route", b.route, "--sidekiq-version", "7", "--poll-interval", "20ms",
 					     NULL });
-	RELAY_CHECK(&p, h_log_wait(&p, "target=b", 10000), "the relay never led on b; see %s", p.log);
+	RELAY_CHECK(&p, h_log_wait(&p, "msg=leading epoch=1 target=b", 10000), "the relay never led on b; see %s",
+		    p.log);
 	h_stage(c, "fresh", 1, 1);
 	RELAY_CHECK(&p, h_wait_len(b.r, "queue:fresh", 1, 10000), "a row staged since did not go; see %s", p.log);
 	for (long long t0 = mono_ms(); h_sql(c, "SELECT count(*) FROM staged_jobs") > 0;)

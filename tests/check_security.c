@@ -126,7 +126,8 @@ static void login_role(PGconn *c, const char *name, const char *group, const cha
 	" staged_jobs_dead:stagedrain_relay:INSERT staged_jobs_held:stagedrain_relay:DELETE"                           \
 	" staged_jobs_held:stagedrain_relay:INSERT staged_jobs_held:stagedrain_relay:SELECT"                           \
 	" staged_jobs_held_hold_id_seq:stagedrain_relay:SELECT staged_jobs_id_seq:stagedrain_app:USAGE"                \
-	" staged_jobs_id_seq:stagedrain_relay:SELECT"
+	" staged_jobs_id_seq:stagedrain_relay:SELECT staged_jobs_leader:stagedrain_relay:INSERT"                       \
+	" staged_jobs_leader:stagedrain_relay:SELECT staged_jobs_leader:stagedrain_relay:UPDATE"
 #define EXPECTED_GRANTS                                                                                                \
 	APP_INSERTS_BEFORE_ID                                                                                          \
 	"staged_jobs.jid:stagedrain_app:INSERT" APP_INSERTS_TO_QUEUE APP_INSERTS_AFTER_QUEUE OTHER_GRANTS
@@ -232,6 +233,7 @@ START_TEST(roles_script_runs_as_an_owner_without_createrole)
 	h_sql(c, "ALTER TABLE staged_jobs OWNER TO sd_owner");
 	h_sql(c, "ALTER TABLE staged_jobs_dead OWNER TO sd_owner");
 	h_sql(c, "ALTER TABLE staged_jobs_held OWNER TO sd_owner");
+	h_sql(c, "ALTER TABLE staged_jobs_leader OWNER TO sd_owner");
 	url_as(owner, sizeof(owner), "sd_owner", "");
 
 	ck_assert_int_ne(run_roles(owner, ""), 0);
@@ -252,6 +254,7 @@ START_TEST(roles_script_runs_as_an_owner_without_createrole)
 	h_sql(c, "ALTER TABLE staged_jobs OWNER TO postgres");
 	h_sql(c, "ALTER TABLE staged_jobs_dead OWNER TO postgres");
 	h_sql(c, "ALTER TABLE staged_jobs_held OWNER TO postgres");
+	h_sql(c, "ALTER TABLE staged_jobs_leader OWNER TO postgres");
 	h_sql(c, "DROP OWNED BY sd_owner");
 	h_sql(c, "DROP ROLE sd_owner");
 	PQfinish(c);
