@@ -62,7 +62,7 @@ SUPPORT_LIB = $(OUT)/tests/libsupport.a
 
 BENCH_SRC = tests/bench/bench.c tests/bench/util.c tests/bench/proc.c tests/bench/load.c \
             tests/bench/naive.c tests/bench/table.c tests/bench/xid.c tests/bench/wait.c tests/bench/release.c \
-            tests/bench/routed.c tests/bench/cpu.c
+            tests/bench/routed.c tests/bench/cpu.c tests/bench/cluster.c
 # A quick look: make bench BENCH_ARGS="--jobs 100000 --minutes 1 --big-jobs 0"
 # The xid-holding long transaction alone (about 5 minutes; sizes: --xid-seconds,
 # --xid-backlog, --xid-rate, --xid-rollback, --xid-holders idle,prepared):

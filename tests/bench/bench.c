@@ -58,13 +58,15 @@ static void usage(FILE *out)
 		     "  --xid-holders LIST  xid-holder: idle (idle in transaction after a write) and/or\n"
 		     "                      prepared (PREPARE TRANSACTION), one after the other (default both)\n"
 		     "  --only LIST         comma-separated: backlog,steady,trigger,long,memory,xid-holder,wait,\n"
-		     "                      release,routed\n"
+		     "                      release,routed,cluster\n"
 		     "                      (the xid-holding long transaction alone, about 5 minutes:\n"
 		     "                      --only xid-holder --runs 1; what --redis-wait-replicas 1 costs\n"
 		     "                      against no replica and an unwaited one, on min(--jobs, 200k)\n"
 		     "                      jobs, under a minute: --only wait; --jobs held behind a cap of\n"
 		     "                      --batch-size and released, without and with a long transaction:\n"
-		     "                      --only release)\n"
+		     "                      --only release; --jobs BullMQ jobs into one redis and into a\n"
+		     "                      3-master redis cluster (also with --redis-wait-replicas 1):\n"
+		     "                      --only cluster)\n"
 		     "  --bin PATH          relay binary (default bin/stagedrain)\n"
 		     "  --relay-args ARGS   extra relay flags, split on spaces\n"
 		     "  --redis-fsync MODE  redis appendfsync: always, everysec (default) or no\n"
@@ -921,6 +923,15 @@ static void header(FILE *out, const char *pgver, const char *redisver, const cha
 			"bench's redis, then by one relay with --route r1 q1 and r2 q2 into two more redis (appendonly, "
 			"appendfsync=%s); each job checked on its queue's redis, once, in id order\n",
 			human(o->jobs, h, sizeof(h)), o->redis_fsync);
+	if (want("cluster"))
+		fprintf(out,
+			"cluster: %s BullMQ jobs, args [i] to the i %% 12th of twelve queues {qN} picked so that "
+			"each master serves four, drained with fsync off by one relay --format bullmq into the bench's "
+			"redis, into a redis cluster of 3 masters and a replica each (services.sh cluster-start, "
+			"appendonly, appendfsync=%s, all on this machine's cpus), and into it with "
+			"--redis-wait-replicas 1, in turn, the order rotating per run; each job checked on its queue's "
+			"server, once, in id order\n",
+			human(o->jobs, h, sizeof(h)), o->redis_fsync);
 	fprintf(out, "each figure: median, min and max over the runs; result judges the median; "
 		     "latency is COMMIT returned -> BRPOP got the job\n\n");
 }
@@ -977,7 +988,8 @@ int main(int argc, char **argv)
 					     (2 * opts.xid_seconds + 35 + opts.xid_backlog / 50000)
 				   : 0) +
 	       (want("wait") ? 3 * (1 + wait_jobs(&opts) / 60000) : 0) +
-	       (want("release") ? 2 * (10 + opts.jobs / 5000) : 0) + (want("routed") ? opts.jobs * 4 / 20000 : 0));
+	       (want("release") ? 2 * (10 + opts.jobs / 5000) : 0) + (want("routed") ? opts.jobs * 4 / 20000 : 0) +
+	       (want("cluster") ? 10 + opts.jobs * 3 / 30000 : 0));
 	note("this takes roughly %lld minutes", est / 60 + 1);
 	start_servers();
 	if (want("xid-holder") && list_has(opts.xid_holders, "prepared"))
@@ -990,6 +1002,8 @@ int main(int argc, char **argv)
 			scenario_backlog(run);
 		if (want("routed"))
 			scenario_routed(&env, run);
+		if (want("cluster"))
+			scenario_cluster(&env, run);
 		if (want("steady")) {
 			scenario_steady(run, 2000, 1, HOLD_NONE);
 			scenario_steady(run, 2000, 1, HOLD_SNAPSHOT);

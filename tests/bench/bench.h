@@ -273,4 +273,10 @@ void scenario_release(const struct bench_env *env, int run);
  * then into three Redis (two started here) by one relay with two routes. */
 void scenario_routed(const struct bench_env *env, int run);
 
+/* ---- cluster.c: one BullMQ backlog into a 3-master Redis Cluster, against one Redis ---- */
+/* --jobs BullMQ jobs over twelve hash-tagged queues, four a master: drained
+ * into the bench's Redis, into a cluster started here, and into it with
+ * --redis-wait-replicas 1, by one relay each. */
+void scenario_cluster(const struct bench_env *env, int run);
+
 #endif
