@@ -108,25 +108,23 @@ bool pg_source_broken(const struct pg_source *pg)
 
 /* The tables, and what the cursor relies on (sql/002): ids taken after the
  * transaction's xid, from a sequence that hands them out in order. */
-#define SCHEMA_SQL                                                                                                           \
-	"SELECT 'staged_jobs_dead'::regclass IS NOT NULL,"                                                                   \
-	" coalesce(pg_get_expr(d.adbin, d.adrelid), '') LIKE '%pg_current_xact_id()%nextval(%',"                             \
-	" (SELECT seqcache FROM pg_sequence"                                                                                 \
-	"  WHERE seqrelid = pg_get_serial_sequence('staged_jobs', 'id')::regclass),"                                         \
-	" EXISTS (SELECT FROM pg_attribute u WHERE u.attrelid IN ('staged_jobs'::regclass,"                                  \
-	"  'staged_jobs_dead'::regclass) AND u.attname = 'uuid' AND NOT u.attisdropped HAVING count(*) = 2),"                \
-	" to_regclass('staged_jobs_held') IS NOT NULL AND EXISTS (SELECT FROM pg_attribute t"                                \
-	"  WHERE t.attrelid = 'staged_jobs'::regclass AND t.attname = 'tenant' AND NOT t.attisdropped),"                     \
-	" EXISTS (SELECT FROM pg_attribute r WHERE r.attrelid IN ('staged_jobs'::regclass, 'staged_jobs_dead'::regclass)"    \
-	"  AND r.attname = 'route' AND NOT r.attisdropped HAVING count(*) = 2),"                                             \
-	" (SELECT atttypid FROM pg_attribute j WHERE j.attrelid = 'staged_jobs'::regclass"                                   \
-	"  AND j.attname = 'args') = 'json'::regtype,"                                                                       \
-	" to_regclass('staged_jobs_leader') IS NOT NULL AND has_table_privilege('staged_jobs_leader', 'SELECT')"             \
-	"  AND has_table_privilege('staged_jobs_leader', 'INSERT') AND has_table_privilege('staged_jobs_leader', 'UPDATE')," \
-	" to_regclass('staged_jobs_held') IS NULL"                                                                           \
-	"  OR (has_table_privilege('staged_jobs_held', 'SELECT') AND has_table_privilege('staged_jobs_held', 'INSERT')"      \
-	"  AND has_table_privilege('staged_jobs_held', 'DELETE'))"                                                           \
-	" FROM pg_attribute a LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum"                       \
+#define SCHEMA_SQL                                                                                                        \
+	"SELECT 'staged_jobs_dead'::regclass IS NOT NULL,"                                                                \
+	" coalesce(pg_get_expr(d.adbin, d.adrelid), '') LIKE '%pg_current_xact_id()%nextval(%',"                          \
+	" (SELECT seqcache FROM pg_sequence"                                                                              \
+	"  WHERE seqrelid = pg_get_serial_sequence('staged_jobs', 'id')::regclass),"                                      \
+	" EXISTS (SELECT FROM pg_attribute u WHERE u.attrelid IN ('staged_jobs'::regclass,"                               \
+	"  'staged_jobs_dead'::regclass) AND u.attname = 'uuid' AND NOT u.attisdropped HAVING count(*) = 2),"             \
+	" to_regclass('staged_jobs_held') IS NOT NULL AND EXISTS (SELECT FROM pg_attribute t"                             \
+	"  WHERE t.attrelid = 'staged_jobs'::regclass AND t.attname = 'tenant' AND NOT t.attisdropped),"                  \
+	" EXISTS (SELECT FROM pg_attribute r WHERE r.attrelid IN ('staged_jobs'::regclass, 'staged_jobs_dead'::regclass)" \
+	"  AND r.attname = 'route' AND NOT r.attisdropped HAVING count(*) = 2),"                                          \
+	" (SELECT atttypid FROM pg_attribute j WHERE j.attrelid = 'staged_jobs'::regclass"                                \
+	"  AND j.attname = 'args') = 'json'::regtype,"                                                                    \
+	" to_regclass('staged_jobs_held') IS NULL"                                                                        \
+	"  OR (has_table_privilege('staged_jobs_held', 'SELECT') AND has_table_privilege('staged_jobs_held', 'INSERT')"   \
+	"  AND has_table_privilege('staged_jobs_held', 'DELETE'))"                                                        \
+	" FROM pg_attribute a LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum"                    \
 	" WHERE a.attrelid = 'staged_jobs'::regclass AND a.attname = 'id'"
 
 /* What each column of SCHEMA_SQL after the first must say, and what to run
