@@ -101,9 +101,9 @@ struct metrics_held_row {
 /* A Redis Cluster target's figures (metrics_cluster.c). */
 struct metrics_cluster {
 	bool on; /* the target is a cluster */
-	unsigned masters, connected;
-	unsigned unsettled; /* slots whose jobs wait held: their master unreachable, or failing over */
-	unsigned unserved;  /* slots no master serves in the last map */
+	unsigned long long masters, connected;
+	unsigned long long unsettled; /* slots whose jobs wait held: their master unreachable, or failing over */
+	unsigned long long unserved;  /* slots no master serves in the last map */
 	unsigned long long refreshes, redirects;
 	size_t nnodes;
 	struct {

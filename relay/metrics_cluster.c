@@ -2,6 +2,7 @@
  * slot map, and the slots whose jobs wait held while their master is away. */
 #include "fmacros.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -18,9 +19,30 @@ void metrics_target_cluster(struct metrics *m, size_t i, const struct metrics_cl
 	pthread_mutex_unlock(&m->lock);
 }
 
-/* A gauge or counter of every cluster target. */
-static int series(const struct metrics *m, struct buf *out, const char *name, const char *type, const char *help,
-		  unsigned long long (*value)(const struct metrics_cluster *c))
+/* The cluster targets' series, each one figure of struct metrics_cluster. */
+static const struct cluster_series {
+	const char *name, *type, *help;
+	size_t off;
+} cluster_series[] = {
+	{ "cluster_masters", "gauge", "Masters in the cluster target's slot map.",
+	  offsetof(struct metrics_cluster, masters) },
+	{ "cluster_masters_connected", "gauge", "Masters the relay is connected to.",
+	  offsetof(struct metrics_cluster, connected) },
+	{ "cluster_slots_unsettled", "gauge",
+	  "Hash slots the relay cannot push to now (their master unreachable, failing over, or too few replicas "
+	  "acknowledged): their queues' jobs wait in staged_jobs_held.",
+	  offsetof(struct metrics_cluster, unsettled) },
+	{ "cluster_slots_unserved", "gauge", "Hash slots no master serves in the slot map.",
+	  offsetof(struct metrics_cluster, unserved) },
+	{ "cluster_map_refreshes_total", "counter",
+	  "Slot maps read (CLUSTER SLOTS): at start, after a failover or a MOVED.",
+	  offsetof(struct metrics_cluster, refreshes) },
+	{ "cluster_redirects_total", "counter", "MOVED and ASK answers followed (a migration, a failover).",
+	  offsetof(struct metrics_cluster, redirects) },
+};
+
+/* One series over every cluster target; none for a relay without one. */
+static int series(const struct metrics *m, struct buf *out, const struct cluster_series *cs)
 {
 	bool any = false;
 	int rc = 0;
@@ -29,42 +51,13 @@ static int series(const struct metrics *m, struct buf *out, const char *name, co
 		const struct metrics_target *t = &m->targets[i];
 		if (!t->cluster.on)
 			continue;
-		if (!any && (rc = metrics_put_head(out, name, type, help)) < 0)
+		if (!any && (rc = metrics_put_head(out, cs->name, cs->type, cs->help)) < 0)
 			return rc;
 		any = true;
-		rc = buf_printf(out, "stagedrain_%s{target=\"%s\"} %llu\n", name, t->name, value(&t->cluster));
+		rc = buf_printf(out, "stagedrain_%s{target=\"%s\"} %llu\n", cs->name, t->name,
+				*(const unsigned long long *)((const char *)&t->cluster + cs->off));
 	}
 	return rc;
-}
-
-static unsigned long long masters(const struct metrics_cluster *c)
-{
-	return c->masters;
-}
-
-static unsigned long long connected(const struct metrics_cluster *c)
-{
-	return c->connected;
-}
-
-static unsigned long long unsettled(const struct metrics_cluster *c)
-{
-	return c->unsettled;
-}
-
-static unsigned long long unserved(const struct metrics_cluster *c)
-{
-	return c->unserved;
-}
-
-static unsigned long long refreshes(const struct metrics_cluster *c)
-{
-	return c->refreshes;
-}
-
-static unsigned long long redirects(const struct metrics_cluster *c)
-{
-	return c->redirects;
 }
 
 /* One line per master of every cluster target: 1 while connected. */
@@ -91,25 +84,10 @@ static int node_gauge(const struct metrics *m, struct buf *out)
 
 int metrics_cluster_format(const struct metrics *m, struct buf *out)
 {
-	int rc = series(m, out, "cluster_masters", "gauge", "Masters in the cluster target's slot map.", masters);
+	int rc = 0;
 
-	if (rc == 0)
-		rc = series(m, out, "cluster_masters_connected", "gauge", "Masters the relay is connected to.",
-			    connected);
-	if (rc == 0)
-		rc = series(m, out, "cluster_slots_unsettled", "gauge",
-			    "Hash slots the relay cannot push to now (their master unreachable, failing over, or "
-			    "too few replicas acknowledged): their queues' jobs wait in staged_jobs_held.",
-			    unsettled);
-	if (rc == 0)
-		rc = series(m, out, "cluster_slots_unserved", "gauge", "Hash slots no master serves in the slot map.",
-			    unserved);
-	if (rc == 0)
-		rc = series(m, out, "cluster_map_refreshes_total", "counter",
-			    "Slot maps read (CLUSTER SLOTS): at start, after a failover or a MOVED.", refreshes);
-	if (rc == 0)
-		rc = series(m, out, "cluster_redirects_total", "counter",
-			    "MOVED and ASK answers followed (a migration, a failover).", redirects);
+	for (size_t k = 0; rc == 0 && k < sizeof(cluster_series) / sizeof(cluster_series[0]); k++)
+		rc = series(m, out, &cluster_series[k]);
 	return rc == 0 ? node_gauge(m, out) : rc;
 }
 
@@ -133,7 +111,7 @@ int metrics_cluster_reason(const struct metrics *m, struct buf *out)
 
 	for (size_t i = 0; rc == 0 && i < m->ntargets; i++)
 		if (waiting(&m->targets[i]))
-			rc = buf_printf(out, "; redis cluster (target %s): %u slots not served, %lld jobs held",
+			rc = buf_printf(out, "; redis cluster (target %s): %llu slots not served, %lld jobs held",
 					m->targets[i].name, m->targets[i].cluster.unsettled, m->targets[i].held);
 	return rc;
 }

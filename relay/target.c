@@ -120,10 +120,10 @@ void target_show_cluster(const struct target *t, struct metrics *m)
 
 	if (!cs)
 		return;
-	c.masters = (unsigned)redis_cluster_masters(&cs->cl, &up);
-	c.connected = (unsigned)up;
-	c.unsettled = (unsigned)cs->unsettled;
-	c.unserved = (unsigned)cs->cl.unserved;
+	c.masters = redis_cluster_masters(&cs->cl, &up);
+	c.connected = up;
+	c.unsettled = cs->unsettled;
+	c.unserved = cs->cl.unserved;
 	c.refreshes = (unsigned long long)cs->cl.refreshes;
 	c.redirects = (unsigned long long)cs->cl.redirects;
 	for (size_t i = 0; i < cs->cl.nnodes && c.nnodes < METRICS_CLUSTER_NODES; i++) {

@@ -13,6 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "harness.h"
 #include "redis_cluster.h"
@@ -180,6 +182,14 @@ START_TEST(queues_spread_over_the_masters_each_job_once_in_order)
 		free(body);
 	}
 	stop(&p);
+	{
+		const char *const status[] = { "status", "--redis-url", cluster_url(), "--format", "bullmq", NULL };
+		struct relay_proc st;
+		h_relay_start(&st, "status", status);
+		ck_assert_int_ge(h_relay_wait(&st, WAIT_MS), 0);
+		RELAY_CHECK(&st, h_log_contains(st.log, "cluster_state ok, 3 masters, 16384 of 16384 slots served"),
+			    "status has no cluster line; see %s", st.log);
+	}
 	PQfinish(c);
 }
 END_TEST
@@ -271,6 +281,21 @@ static void produce(PGconn *c, int nq, int *next, int ms)
 	}
 }
 
+/* `services.sh verb DIR args...` in a child, while 10 jobs go to each of the
+ * first nq queues every 20 ms until it ends. */
+static void while_running(const char *verb, const char *const *args, PGconn *c, int nq, int *next)
+{
+	pid_t kid = fork();
+	int st = 0;
+
+	ck_assert_int_ge(kid, 0);
+	if (kid == 0)
+		_exit(services_run_args(h_servers(), verb, args, NULL) == 0 ? 0 : 1);
+	while (waitpid(kid, &st, WNOHANG) == 0)
+		produce(c, nq, next, 20);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "services.sh %s failed", verb);
+}
+
 /* A slot moved to another master, key by key (ASK while half moved), while
  * its queue's jobs flow: every job once, in order. */
 START_TEST(a_slot_migrated_while_jobs_flow_keeps_each_job_once_in_order)
@@ -290,16 +315,41 @@ START_TEST(a_slot_migrated_while_jobs_flow_keeps_each_job_once_in_order)
 	ck_assert_int_ne(to, from);
 	snprintf(port, sizeof(port), "%d", to);
 	setenv("CLUSTER_MIGRATE_PAUSE_MS", "50", 1);
-	{
-		const char *const args[] = { slot, port, NULL };
-		ck_assert_int_eq(services_run_args(h_servers(), "cluster-move-slot", args, NULL), 0);
-	}
+	while_running("cluster-move-slot", (const char *const[]){ slot, port, NULL }, c, 2, next);
 	unsetenv("CLUSTER_MIGRATE_PAUSE_MS");
 	produce(c, 2, next, 500);
 	RELAY_CHECK(&p, h_wait_staged_empty(c, WAIT_MS), "jobs still staged; see %s", p.log);
 	ck_assert_int_eq(services_cluster_master_of(h_servers(), (int)slot_of("{q1}")), to);
 	assert_queue("bull:", "{q1}", next[0] - 1);
 	assert_queue("bull:", "{q2}", next[1] - 1);
+	stop(&p);
+	PQfinish(c);
+}
+END_TEST
+
+/* redis-cli --cluster reshard moves 2,000 slots, {q1}'s among them (the
+ * lowest of its master's, 5461-10922), to another master while every
+ * queue's jobs flow: each job once, in order. */
+START_TEST(a_reshard_while_jobs_flow_keeps_each_job_once_in_order)
+{
+	PGconn *c = h_pg();
+	struct relay_proc p;
+	int next[NQ] = { 1, 1, 1, 1, 1, 1 }, from, to;
+	char fromp[16], top[16];
+
+	start(&p, "relay", NULL);
+	produce(c, NQ, next, 300);
+	from = services_cluster_master_of(h_servers(), (int)slot_of("{q1}"));
+	to = services_cluster_master_of(h_servers(), 0);
+	ck_assert_int_ne(to, from);
+	snprintf(fromp, sizeof(fromp), "%d", from);
+	snprintf(top, sizeof(top), "%d", to);
+	while_running("cluster-reshard", (const char *const[]){ fromp, top, "2000", NULL }, c, NQ, next);
+	produce(c, NQ, next, 300);
+	RELAY_CHECK(&p, h_wait_staged_empty(c, WAIT_MS), "jobs still staged; see %s", p.log);
+	ck_assert_int_eq(services_cluster_master_of(h_servers(), (int)slot_of("{q1}")), to);
+	for (int q = 0; q < NQ; q++)
+		assert_queue("bull:", queue_name(q), next[q] - 1);
 	stop(&p);
 	PQfinish(c);
 }
@@ -436,6 +486,7 @@ Suite *cluster_moves_suite(void)
 {
 	return cluster_suite_of("cluster_moves", cluster_up,
 				(const TTest *const[]){ a_slot_migrated_while_jobs_flow_keeps_each_job_once_in_order,
+							a_reshard_while_jobs_flow_keeps_each_job_once_in_order,
 							a_master_killed_while_jobs_flow_full_coverage, NULL });
 }
 
