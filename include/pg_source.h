@@ -59,9 +59,10 @@ int pg_source_try_lock(struct pg_source *pg, bool *held) SD_MUSTCHECK;
 int pg_source_staged_top(struct pg_source *pg, long long *top) SD_MUSTCHECK;
 /* Records digest (ladder.c's digest of the routes) as this lock key's
  * leader's in staged_jobs_leader, and says whether the last leader's was the
- * same (false when none is recorded). *recorded is false when the table is
- * missing (migration 008) or this role may not write it (sql/roles.sql):
- * nothing is recorded then, and *same is false. */
+ * same (true when none is recorded: the first leader, or one of a release
+ * before this table). *recorded is false when the table is missing
+ * (migration 008) or this role may not write it (sql/roles.sql): nothing is
+ * recorded then, and *same is true. */
 int pg_source_note_routes(struct pg_source *pg, const char *digest, bool *same, bool *recorded) SD_MUSTCHECK;
 /* Checks that the session may lead: 0 on a primary, where it then listens
  * for staged_jobs notifications; -EROFS on a hot standby (in recovery), where

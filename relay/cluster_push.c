@@ -317,6 +317,7 @@ static void nap(int ms)
 static int part_again(struct cluster_sink *cs, struct cluster_part *p, enum again again)
 {
 	long long until = clock_mono_ms() + cs->cfg->redis_timeout_ms;
+	struct cluster_node *sent;
 	int rc = 0;
 
 	while (again != AGAIN_NO) {
@@ -340,9 +341,10 @@ static int part_again(struct cluster_sink *cs, struct cluster_part *p, enum agai
 		}
 		if (ask && (rc = cluster_sink_discard(cs, &p->node->conn)) < 0)
 			break;
+		sent = p->node; /* a redirect in the answer points p elsewhere: WAIT's answer is here */
 		rc = part_reply(cs, p, &again);
-		if (cs->cfg->redis_wait_replicas > 0 && redis_conn_connected(&p->node->conn)) {
-			int w = cluster_sink_wait(cs, &p->node->conn, false);
+		if (cs->cfg->redis_wait_replicas > 0 && redis_conn_connected(&sent->conn)) {
+			int w = cluster_sink_wait(cs, &sent->conn, false);
 			rc = rc ? rc : w;
 		}
 	}

@@ -254,6 +254,8 @@ int cluster_sink_wait(struct cluster_sink *cs, struct redis_conn *conn, bool sen
 		return redis_conn_append(conn, 3, argv, NULL) < 0 ? cs_fail(cs, "WAIT failed", conn->errstr) : 0;
 	if (redis_conn_reply(conn, &r, cs->cfg->redis_wait_timeout_ms) < 0)
 		return cs_fail(cs, "WAIT failed", conn->errstr);
+	if (r->type != REDIS_REPLY_INTEGER)
+		redis_conn_close(conn); /* not WAIT's answer: the replies after it cannot be trusted */
 	if (r->type != REDIS_REPLY_INTEGER || r->integer < cs->cfg->redis_wait_replicas) {
 		snprintf(cs->errstr, sizeof(cs->errstr), "only %lld of %d replicas of %.100s acknowledged within %d ms",
 			 r->type == REDIS_REPLY_INTEGER ? r->integer : 0, cs->cfg->redis_wait_replicas, conn->where,

@@ -283,16 +283,20 @@ static int hold_if_rerouted(struct ladder *l)
 
 	l->hold_through = 0;
 	routes_digest(&l->cfg->routes, digest, sizeof(digest));
-	if ((rc = pg_source_note_routes(l->pg, digest, &same, &recorded)) < 0 || same)
+	if ((rc = pg_source_note_routes(l->pg, digest, &same, &recorded)) < 0)
 		return rc;
 	if (!recorded && l->nt > 1)
-		log_warn("staged_jobs_leader is missing or the relay's role may not write it: every takeover counts as "
-			 "a route change; run `stagedrain migrate` (migration 008), then sql/roles.sql again",
-			 NULL);
+		log_warn(
+			"staged_jobs_leader is missing or the relay's role may not write it: a route changed across a "
+			"leader's crash goes unseen; run `stagedrain migrate` (migration 008), then sql/roles.sql again",
+			NULL);
+	if (same)
+		return 0;
 	if ((rc = pg_source_staged_top(l->pg, &l->hold_through)) == 0 && l->hold_through > 0 && l->nt > 1)
-		log_info("the last leader routed otherwise (or is unknown): rows staged before this one led wait until "
-			 "every target has settled its fence",
-			 LOGF(F_INT("through_id", l->hold_through)));
+		log_info(
+			"the last leader routed otherwise: rows staged before this one led wait until every target has "
+			"settled its fence",
+			LOGF(F_INT("through_id", l->hold_through)));
 	return rc;
 }
 

@@ -228,7 +228,7 @@ int pg_source_note_routes(struct pg_source *pg, const char *digest, bool *same, 
 	PGresult *res;
 	int rc;
 
-	*same = false;
+	*same = true;
 	if ((rc = leader_table(pg, recorded)) < 0 || !*recorded)
 		return rc;
 	snprintf(key, sizeof(key), "%lld", pg->cfg->lock_key);
@@ -236,7 +236,7 @@ int pg_source_note_routes(struct pg_source *pg, const char *digest, bool *same, 
 			   "WITH last AS (SELECT routes FROM staged_jobs_leader WHERE lock_key = $1::int8)"
 			   " , mine AS (INSERT INTO staged_jobs_leader (lock_key, routes) VALUES ($1::int8, $2)"
 			   "   ON CONFLICT (lock_key) DO UPDATE SET routes = EXCLUDED.routes, since = now())"
-			   " SELECT coalesce((SELECT routes FROM last) = $2, false)",
+			   " SELECT coalesce((SELECT routes FROM last) = $2, true)",
 			   2, NULL, params, NULL, NULL, 0);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK)
 		rc = pg_source_fail(pg, res, "could not record the leader's routes");

@@ -297,15 +297,17 @@ static void while_running(const char *verb, const char *const *args, PGconn *c, 
 }
 
 /* A slot moved to another master, key by key (ASK while half moved), while
- * its queue's jobs flow: every job once, in order. */
+ * its queue's jobs flow, with --redis-wait-replicas 1: every job once, in
+ * order, and nothing held up past the move. */
 START_TEST(a_slot_migrated_while_jobs_flow_keeps_each_job_once_in_order)
 {
 	PGconn *c = h_pg();
 	struct relay_proc p;
+	static const char *const wait[] = { "--redis-wait-replicas", "1", "--redis-wait-timeout", "300ms", NULL };
 	int next[NQ] = { 1, 1, 1, 1, 1, 1 }, from, to;
 	char slot[16], port[16];
 
-	start(&p, "relay", NULL);
+	start(&p, "relay", wait); /* WAIT after a part sent again goes where that part went */
 	produce(c, 2, next, 500);
 	snprintf(slot, sizeof(slot), "%u", slot_of("{q1}"));
 	from = services_cluster_master_of(h_servers(), (int)slot_of("{q1}"));

@@ -74,7 +74,7 @@ void h_reset(void)
 
 	ck_assert_int_eq(h_relay_run("migrate", migrate), 0);
 	c = h_pg();
-	h_sql(c, "TRUNCATE staged_jobs, staged_jobs_dead, staged_jobs_held RESTART IDENTITY");
+	h_sql(c, "TRUNCATE staged_jobs, staged_jobs_dead, staged_jobs_held, staged_jobs_leader RESTART IDENTITY");
 	PQfinish(c);
 	r = h_redis();
 	freeReplyObject(h_cmd(r, "FLUSHALL"));
