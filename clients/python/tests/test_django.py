@@ -18,7 +18,7 @@ PROJECT = os.path.join(os.environ["TEST_DIR"], "django-project")
 PY = "/usr/bin/python3"
 RELAY = os.environ["STAGEDRAIN_BIN"]
 NAMES = ["001_staged_jobs", "002_cursor", "003_dead_letter_key", "004_job_uuid", "005_tenants_and_held", "006_routes",
-         "007_json_payload"]
+         "007_json_payload", "008_leader"]
 
 
 def setUpModule():
@@ -112,10 +112,12 @@ class MigrationTest(unittest.TestCase):
         out = self.migrate(url)
         self.assertIn("Applying stagedrain.0001_initial... OK", out)
         self.assertIn("Applying stagedrain.0002_json_payload... OK", out)
+        self.assertIn("Applying stagedrain.0003_leader... OK", out)
         before = ledger(url)
         self.assertEqual([n for n, _ in before], NAMES)
         cols = query(url, "SELECT column_name FROM information_schema.columns WHERE table_name = 'staged_jobs'")
         self.assertIn(("route",), cols)  # 006 ran
+        self.assertEqual(query(url, "SELECT to_regclass('staged_jobs_leader')::text"), [("staged_jobs_leader",)])  # 008
         log = relay_migrate(url)
         self.assertEqual(log.count('msg="migration already applied"'), len(NAMES), log)
         self.assertEqual(ledger(url), before)
@@ -127,7 +129,7 @@ class MigrationTest(unittest.TestCase):
         self.migrate(url)
         self.assertEqual(ledger(url), before)
         self.assertEqual(query(url, "SELECT name FROM django_migrations WHERE app = 'stagedrain' ORDER BY name"),
-                         [("0001_initial",), ("0002_json_payload",)])
+                         [("0001_initial",), ("0002_json_payload",), ("0003_leader",)])
 
     def test_an_app_migrated_through_0001_gets_json_columns_from_0002(self):
         # An app that ran this package's first migration (jsonb columns), then updated it.
@@ -141,6 +143,20 @@ class MigrationTest(unittest.TestCase):
         self.assertEqual([n for n, _ in ledger(url)], NAMES)
         for table in ("staged_jobs", "staged_jobs_dead", "staged_jobs_held"):
             self.assertEqual(query(url, types, [table]), [("json",), ("json",)], table)
+
+    def test_an_app_migrated_through_0002_gets_the_leader_table_from_0003(self):
+        # An app that ran this package's migrations before 008 (the relay warns
+        # without staged_jobs_leader), then updated it.
+        url = fresh_database(self)
+        leader = "SELECT to_regclass('staged_jobs_leader')::text"
+        self.migrate(url, "stagedrain", "0002_json_payload")
+        self.assertEqual([n for n, _ in ledger(url)], NAMES[:7])
+        self.assertEqual(query(url, leader), [(None,)])
+        out = self.migrate(url)
+        self.assertIn("Applying stagedrain.0003_leader... OK", out)
+        self.assertNotIn("0002_json_payload", out)
+        self.assertEqual([n for n, _ in ledger(url)], NAMES)
+        self.assertEqual(query(url, leader), [("staged_jobs_leader",)])
 
     def test_django_migrate_applies_only_the_files_the_ledger_lacks(self):
         url = fresh_database(self)
@@ -161,7 +177,7 @@ class MigrationTest(unittest.TestCase):
         self.assertNotEqual(out.returncode, 0)
         self.assertIn("IrreversibleError: stagedrain's tables are not dropped", out.stderr)
         self.assertEqual(query(url, "SELECT job_class FROM staged_jobs"), [("t.kept",)])
-        self.assertEqual(query(url, "SELECT count(*) FROM django_migrations WHERE app = 'stagedrain'"), [(2,)])
+        self.assertEqual(query(url, "SELECT count(*) FROM django_migrations WHERE app = 'stagedrain'"), [(3,)])
 
     def test_the_models_state_matches_the_migration(self):
         out = manage("makemigrations", "--check", "--dry-run", "stagedrain", env=_env(DATABASE_URL=fresh_database(self)))
@@ -178,6 +194,7 @@ class MigrationTest(unittest.TestCase):
         self.assertEqual(out.returncode, 0, out.stderr)
         self.assertIn("Applying stagedrain.0001_initial... OK", out.stdout)  # in test_<name>
         self.assertIn("Applying stagedrain.0002_json_payload... OK", out.stdout)
+        self.assertIn("Applying stagedrain.0003_leader... OK", out.stdout)
         self.assertRegex(out.stderr, r"Ran 2 tests in [0-9.]+s\n\nOK")
 
 
@@ -195,8 +212,8 @@ class SchemaTest(unittest.TestCase):
             self.assertEqual(schema.apply(cur, "003_dead_letter_key"), NAMES[:3])
         self.assertEqual([n for n, _ in ledger(url)], NAMES[:3])
         with conn, conn.cursor() as cur:
-            self.assertEqual(schema.apply(cur, "007_json_payload"), NAMES[3:])
-            self.assertEqual(schema.apply(cur, "007_json_payload"), [])
+            self.assertEqual(schema.apply(cur, "008_leader"), NAMES[3:])
+            self.assertEqual(schema.apply(cur, "008_leader"), [])
 
     def test_an_unknown_name_is_refused_before_anything_runs(self):
         from stagedrain import schema
@@ -204,9 +221,9 @@ class SchemaTest(unittest.TestCase):
         url = fresh_database(self)
         conn = psycopg2.connect(url)
         self.addCleanup(conn.close)
-        with self.assertRaisesRegex(RuntimeError, r"no stagedrain migration named '008_nope' in .*/stagedrain/sql"):
+        with self.assertRaisesRegex(RuntimeError, r"no stagedrain migration named '009_nope' in .*/stagedrain/sql"):
             with conn, conn.cursor() as cur:
-                schema.apply(cur, "008_nope")
+                schema.apply(cur, "009_nope")
         self.assertEqual(query(url, "SELECT to_regclass('stagedrain_migrations')"), [(None,)])
 
     def test_a_package_without_its_sql_files_says_so(self):
@@ -225,7 +242,7 @@ class SchemaTest(unittest.TestCase):
         first = psycopg2.connect(url)
         self.addCleanup(first.close)
         cur = first.cursor()
-        schema.apply(cur, "007_json_payload")  # the transaction stays open
+        schema.apply(cur, "008_leader")  # the transaction stays open
         env = _env(DATABASE_URL=url)
         second = subprocess.Popen([PY, "manage.py", "migrate"], cwd=PROJECT, env=env, text=True,
                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT)

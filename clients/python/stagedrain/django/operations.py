@@ -7,7 +7,7 @@ from stagedrain import schema
 
 
 class ApplySchema(Operation):
-    """Applies stagedrain's migrations up to and including `through` (e.g. "007_json_payload"),
+    """Applies stagedrain's migrations up to and including `through` (e.g. "008_leader"),
     skipping those stagedrain_migrations records, in the Django migration's transaction.
 
     A later schema change is one more Django migration naming its last file.
