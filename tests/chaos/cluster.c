@@ -22,8 +22,6 @@ const char *const cluster_queues[CLUSTER_NQUEUES] = { "{c1}", "{c2}", "{c4}" };
 #define EVENTS_MAX "1000000000"
 #define PAGE 10000
 
-static unsigned slot_of_queue[CLUSTER_NQUEUES];
-
 static void note(struct cluster_chaos *cc, const char *kind, const char *fmt, ...) SD_PRINTF(3, 4);
 static void note(struct cluster_chaos *cc, const char *kind, const char *fmt, ...)
 {
@@ -115,13 +113,13 @@ int cluster_start(struct cluster_chaos *cc, struct env *e, bool full_coverage, c
 		return -1;
 	for (int q = 0; q < CLUSTER_NQUEUES; q++) {
 		redisReply *s = cmd(r, "CLUSTER KEYSLOT " PREFIX ":%s:wait", cluster_queues[q]);
-		slot_of_queue[q] = s && s->type == REDIS_REPLY_INTEGER ? (unsigned)s->integer : 0;
+		cc->slot[q] = s && s->type == REDIS_REPLY_INTEGER ? (unsigned)s->integer : 0;
 		freeReplyObject(s);
 	}
 	redisFree(r);
 	for (int q = 0; q < CLUSTER_NQUEUES; q++) {
 		redisReply *s;
-		if (!(r = master_open(cc, slot_of_queue[q], &port)))
+		if (!(r = master_open(cc, cc->slot[q], &port)))
 			return -1;
 		s = cmd(r, "HSET " PREFIX ":%s:meta opts.maxLenEvents " EVENTS_MAX, cluster_queues[q]);
 		redisFree(r);
@@ -180,10 +178,10 @@ int cluster_kill(struct cluster_chaos *cc, unsigned long long *rng)
 	const char *const args[] = { arg, NULL };
 	long long t0;
 
-	if ((port = services_cluster_master_of(&cc->env->srv, (int)slot_of_queue[q])) < 0)
+	if ((port = services_cluster_master_of(&cc->env->srv, (int)cc->slot[q])) < 0)
 		return -1;
 	snprintf(arg, sizeof(arg), "%d", port);
-	note(cc, "cluster master SIGKILL", "the master of %s (slot %u) on port %d", cluster_queues[q], slot_of_queue[q],
+	note(cc, "cluster master SIGKILL", "the master of %s (slot %u) on port %d", cluster_queues[q], cc->slot[q],
 	     port);
 	if (services_run_args(&cc->env->srv, "cluster-kill", args, NULL) != 0)
 		return -1;
@@ -241,7 +239,7 @@ static int masters(struct cluster_chaos *cc, int *ports)
 int cluster_move(struct cluster_chaos *cc, unsigned long long *rng)
 {
 	int q = (int)(rnd(rng) % CLUSTER_NQUEUES), ports[CLUSTER_NODES], n = masters(cc, ports), from, to = -1;
-	unsigned slot = slot_of_queue[q];
+	unsigned slot = cc->slot[q];
 	char slot_arg[16], to_arg[16], count[24], pause[24];
 	const char *const args[] = { slot_arg, to_arg, NULL };
 	long long keys = 0, t0, ms;
@@ -426,7 +424,7 @@ static int queue_load(struct cluster_chaos *cc, struct env *e, int q, struct eve
 	long long llen;
 	int port, rc = 0;
 
-	if (!(r = master_open(cc, slot_of_queue[q], &port)))
+	if (!(r = master_open(cc, cc->slot[q], &port)))
 		return -1;
 	if (events_load(ev, r, queue) < 0 || !(rep = cmd(r, "LLEN " PREFIX ":%s:wait", queue))) {
 		redisFree(r);
@@ -542,7 +540,7 @@ int cluster_self_test(struct cluster_chaos *cc, const struct results *before, st
 	env_text(e, "SELECT jid FROM chaos_rolledback LIMIT 1", rolled, sizeof(rolled));
 	cluster_uuid(rolled, uuid);
 	for (int q = 0; q < CLUSTER_NQUEUES; q++)
-		if (!(r[q] = master_open(cc, slot_of_queue[q], &port)))
+		if (!(r[q] = master_open(cc, cc->slot[q], &port)))
 			rc = -1;
 	if (rc == 0 && (!*rolled || tamper(r, uuid) < 0))
 		rc = -1;

@@ -23,6 +23,7 @@ struct cluster_chaos {
 	bool full_coverage; /* cluster-require-full-coverage yes (CLUSTERDOWN everywhere until a promotion) */
 	char url[256];      /* redis-cluster://... as cluster-start wrote it */
 	char flag[512];     /* the route: "cl {c1},{c2},{c4} --redis-url ... --format bullmq ..." */
+	unsigned slot[CLUSTER_NQUEUES]; /* each queue's hash slot */
 	cluster_note_fn *note;
 	void *note_arg;
 	int killed_port; /* a master cluster_kill SIGKILLed, until cluster_revive */
