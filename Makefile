@@ -73,7 +73,7 @@ BIN = $(OUT)/stagedrain
 MAN = $(OUT)/stagedrain.1
 .PHONY: all test test-unit test-integration test-servers test-ops test-clients doc-test man-check docker-check layers-check image-test \
         install uninstall \
-        chaos chaos-caps chaos-routes chaos-steady deps demo fuzz bench clean format format-check help
+        chaos chaos-caps chaos-routes chaos-cluster chaos-steady deps demo fuzz bench clean format format-check help
 
 # Where `make install` puts things: $(DESTDIR)$(PREFIX)/bin, share/man/man1, share/stagedrain.
 PREFIX ?= /usr/local
@@ -146,13 +146,18 @@ CHAOS_ARGS ?=
 CHAOS_CAPS ?=
 # 1: two queues routed to two more Redis (make chaos-routes); empty: one Redis.
 CHAOS_ROUTES ?=
+# 1: with routes, three more queues routed to a Redis Cluster (make chaos-cluster);
+# its faults: masters SIGKILLed and revived, slots moved (empty: kills/25, at least 1).
+CHAOS_CLUSTER ?=
+CHAOS_CLUSTER_KILLS ?=
+CHAOS_SLOT_MOVES ?=
 
 $(OUT)/tests/chaos/%.o: tests/chaos/%.c tests/chaos/*.h tests/support/*.h include/*.h | $(OUT)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) -Itests -Itests/chaos $(CFLAGS) -c -o $@ $<
 
 $(OUT)/chaos: $(OUT)/tests/chaos/chaos.o $(OUT)/tests/chaos/common.o $(OUT)/tests/chaos/caps.o \
-              $(OUT)/tests/chaos/routes.o $(SUPPORT_LIB)
+              $(OUT)/tests/chaos/routes.o $(OUT)/tests/chaos/cluster.o $(SUPPORT_LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 chaos: deps
@@ -161,7 +166,9 @@ chaos: deps
 		--kills $(CHAOS_KILLS) --backend-kills $(CHAOS_BACKEND_KILLS) \
 		--redis-restarts $(CHAOS_REDIS_RESTARTS) --producers $(CHAOS_PRODUCERS) \
 		--timeout $(CHAOS_TIMEOUT) $(if $(CHAOS_SEED),--seed $(CHAOS_SEED)) \
-		$(if $(CHAOS_CAPS),--caps $(CHAOS_CAPS)) $(if $(CHAOS_ROUTES),--routes 1) $(CHAOS_ARGS)
+		$(if $(CHAOS_CAPS),--caps $(CHAOS_CAPS)) $(if $(CHAOS_ROUTES),--routes 1) \
+		$(if $(CHAOS_CLUSTER),--cluster 1) $(if $(CHAOS_CLUSTER_KILLS),--cluster-kills $(CHAOS_CLUSTER_KILLS)) \
+		$(if $(CHAOS_SLOT_MOVES),--slot-moves $(CHAOS_SLOT_MOVES)) $(CHAOS_ARGS)
 
 # The same faults with every queue capped, skewed tenants and a consumer popping.
 chaos-caps:
@@ -172,6 +179,14 @@ chaos-caps:
 # changes between relay restarts (r2 removed, r3 added; the normal set again).
 chaos-routes:
 	$(MAKE) chaos CHAOS_ROUTES=1
+
+# The same with a Redis Cluster too (services.sh cluster-start: 3 masters, a
+# replica each): three hash-tagged queues routed to it with --format bullmq
+# and --redis-wait-replicas 1, and faults of its own: a master SIGKILLed, its
+# replica promoted, the master revived; a slot moved key by key while jobs
+# flow. The checker reads BullMQ's lists at each slot's master.
+chaos-cluster:
+	$(MAKE) chaos CHAOS_ROUTES=1 CHAOS_CLUSTER=1
 
 # The steady chaos test: one relay that is never restarted (so nothing resets its
 # cursor), producers that interleave xid assignment and staging across sessions,
@@ -322,6 +337,7 @@ help:
 	@echo "                (CHAOS_JOBS=200000 CHAOS_KILLS=50 CHAOS_BACKEND_KILLS=10 CHAOS_REDIS_RESTARTS=3)"
 	@echo "make chaos-caps the same with --max-queue-length 200, tenants and a consumer (CHAOS_CAPS=N)"
 	@echo "make chaos-routes the same with two queues routed to two more Redis, routes changed between restarts"
+	@echo "make chaos-cluster the same with three queues on a redis cluster (bullmq), masters killed, slots moved"
 	@echo "make chaos-steady  one relay, no faults, interleaved producers: every job once, within 2 s"
 	@echo "                (CHAOS_STEADY_SECONDS=120 CHAOS_STEADY_RATE=1500)"
 	@echo "make fuzz       libFuzzer over row -> job JSON for FUZZ_SECONDS (default 60)"

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "caps.h"
+#include "cluster.h"
 #include "common.h"
 #include "keys.h"
 #include "routes.h"
@@ -50,13 +51,15 @@ struct opts {
 	int seconds; /* how long producers spread their jobs over; 0: derived */
 	int caps;    /* --max-queue-length of the relays; 0: uncapped, no consumer */
 	int routes;  /* 1: two of the queues go to two more Redis (routes.h) */
+	int cluster; /* 1: with --routes, three more queues go to a Redis Cluster (cluster.h) */
+	int cluster_kills, slot_moves;
 	int timeout; /* the whole run, seconds */
 	unsigned seed;
 	bool keep;
 	const char *bin, *services;
 };
 
-enum event_kind { EV_LEADER_KILL, EV_BACKEND_KILL, EV_REDIS_RESTART };
+enum event_kind { EV_LEADER_KILL, EV_BACKEND_KILL, EV_REDIS_RESTART, EV_CLUSTER_KILL, EV_SLOT_MOVE };
 
 struct chaos {
 	struct opts o;
@@ -64,7 +67,8 @@ struct chaos {
 	struct relay relays[NRELAYS];
 	int incarnations;
 	struct kids producers, consumer;
-	struct routes_chaos routes; /* --routes */
+	struct routes_chaos routes;   /* --routes */
+	struct cluster_chaos cluster; /* --cluster */
 	/* --routes: each slot's route set; final: the killer is done, every
 	 * start from now on gets the normal set, so everything drains */
 	enum routes_set relay_set[NRELAYS];
@@ -106,6 +110,12 @@ static void note_event(struct chaos *c, const char *kind, const char *fmt, ...)
 	fflush(c->events);
 	snprintf(sql, sizeof(sql), "INSERT INTO chaos_events VALUES (%lld, '%s')", t, kind);
 	PQclear(PQexec(c->env.pg, sql));
+}
+
+/* The cluster's faults' events (cluster.h). */
+static void note_cluster(void *arg, const char *kind, const char *text)
+{
+	note_event(arg, kind, "%s", text);
 }
 
 static bool should_stop(const struct chaos *c)
@@ -162,6 +172,8 @@ static void relay_args(const struct chaos *c, enum routes_set set, struct relay_
 	}
 	if (c->o.routes)
 		routes_args(&c->routes, set, a);
+	if (c->o.cluster)
+		cluster_args(&c->cluster, a);
 }
 
 /* --routes: the route set of a relay's start. Route changes between
@@ -256,10 +268,11 @@ struct producer {
 	PGconn *conn;
 	unsigned long long rng;
 	unsigned seq;
-	bool caps; /* stage a tenant per row */
+	bool caps;    /* stage a tenant per row */
+	bool cluster; /* some rows go to cluster_queues, with the uuid their BullMQ id is */
 	long long quota;
 	struct producer_stats *st;
-	char sql[MAX_TX_ROWS * 160 + 512];
+	char sql[MAX_TX_ROWS * 224 + 512];
 	char rolled[MAX_TX_ROWS * 30 + 128];
 };
 
@@ -289,26 +302,38 @@ static int producer_tx(struct producer *p)
 
 	len = (size_t)
 		snprintf(s, sizeof(p->sql),
-			 "BEGIN; WITH s AS (INSERT INTO staged_jobs (queue, job_class, args, run_at, jid%s) VALUES ",
-			 p->caps ? ", tenant" : "");
+			 "BEGIN; WITH s AS (INSERT INTO staged_jobs (queue, job_class, args, run_at, jid%s%s) VALUES ",
+			 p->caps ? ", tenant" : "", p->cluster ? ", uuid" : "");
 	rlen = (size_t)snprintf(p->rolled, sizeof(p->rolled), "INSERT INTO chaos_rolledback (jid) VALUES ");
 	for (int i = 0; i < n; i++) {
-		char jid[32];
-		bool scheduled = rnd(&p->rng) % 100 == 0;
+		char jid[32], id[37], uuid[48] = "";
+		bool scheduled = rnd(&p->rng) % 100 == 0, bullmq;
+		unsigned q;
 		/* Unique by construction: producer, sequence, then random bits. */
 		snprintf(jid, sizeof(jid), "%02x%08x%014llx", (unsigned)p->idx, p->seq,
 			 rnd(&p->rng) & 0xffffffffffffffULL);
-		len += (size_t)snprintf(s + len, sizeof(p->sql) - len, "%s('%s', 'ChaosJob', '[%d, %u]', %s, '%s'%s%s)",
-					i ? "," : "", queues[rnd(&p->rng) % NQUEUES], p->idx, p->seq,
-					scheduled ? "now() + interval '1 day'" : "NULL", jid, p->caps ? ", " : "",
-					p->caps ? caps_tenant(&p->rng) : "");
+		q = (unsigned)(rnd(&p->rng) % (NQUEUES + (p->cluster ? CLUSTER_NQUEUES : 0)));
+		/* A BullMQ job's data is args[0]: [producer, sequence] for the checker too. */
+		if ((bullmq = q >= NQUEUES)) {
+			cluster_uuid(jid, id);
+			snprintf(uuid, sizeof(uuid), ", '%s'", id);
+		} else if (p->cluster)
+			snprintf(uuid, sizeof(uuid), ", DEFAULT");
+		len += (size_t)snprintf(s + len, sizeof(p->sql) - len,
+					"%s('%s', 'ChaosJob', '%s%d, %u%s', %s, '%s'%s%s%s)", i ? "," : "",
+					bullmq ? cluster_queues[q - NQUEUES] : queues[q], bullmq ? "[[" : "[", p->idx,
+					p->seq, bullmq ? "]]" : "]", scheduled ? "now() + interval '1 day'" : "NULL",
+					jid, p->caps ? ", " : "", p->caps ? caps_tenant(&p->rng) : "", uuid);
 		rlen += (size_t)snprintf(p->rolled + rlen, sizeof(p->rolled) - rlen, "%s('%s')", i ? "," : "", jid);
 		p->seq++;
 	}
 	len += (size_t)snprintf(s + len, sizeof(p->sql) - len,
 				" RETURNING id, jid, queue, args, run_at IS NOT NULL AS scheduled)"
 				" INSERT INTO chaos_committed (id, jid, queue, args, scheduled)"
-				" SELECT id, jid, queue, args, scheduled FROM s;%s",
+				" SELECT id, jid, queue, %s, scheduled FROM s;%s",
+				/* What the job carries: a BullMQ job's data is args[0]. */
+				p->cluster ? "CASE WHEN queue LIKE '{%' THEN (args->0)::jsonb ELSE args::jsonb END"
+					   : "args",
 				hold       ? ""
 				: rollback ? "ROLLBACK"
 					   : "COMMIT");
@@ -351,6 +376,7 @@ static int producer_main(void *arg, int idx)
 	p->rng = c->o.seed * 1000003ULL + (unsigned)idx;
 	p->quota = quota;
 	p->caps = c->o.caps > 0;
+	p->cluster = c->o.cluster > 0;
 	p->st = &c->sh->p[idx];
 	snprintf(p->sql, sizeof(p->sql), "chaos-producer-%d", idx);
 	if (!(p->conn = env_pg_connect(&c->env, p->sql)))
@@ -682,10 +708,23 @@ static int routes_restore(struct chaos *c)
 	return 0;
 }
 
+/* --cluster: a master SIGKILLed, its replica promoted, and the master revived
+ * 0.3-1.5 s later (with WAIT 1 its slots' jobs wait held meanwhile: the
+ * promoted master has no replica), or a slot moved while jobs flow. */
+static int cluster_fault(struct chaos *c, enum event_kind kind)
+{
+	if (kind == EV_SLOT_MOVE)
+		return cluster_move(&c->cluster, &c->rng);
+	if (cluster_kill(&c->cluster, &c->rng) < 0 || wait_until(c, mono_ms() + rnd_range(&c->rng, 300, 1500)) < 0)
+		return -1;
+	return cluster_revive(&c->cluster);
+}
+
 /* The faults in a random order, spread over the producers' planned duration. */
 static int run_killer(struct chaos *c)
 {
-	int n = c->o.kills + c->o.backend_kills + c->o.redis_restarts;
+	int relay_faults = c->o.kills + c->o.backend_kills,
+	    n = relay_faults + c->o.redis_restarts + c->o.cluster_kills + c->o.slot_moves;
 	enum event_kind *plan = calloc((size_t)(n > 0 ? n : 1), sizeof(*plan));
 	long long span = (long long)c->o.seconds * 1000, t_start = mono_ms();
 	int rc = 0;
@@ -693,9 +732,11 @@ static int run_killer(struct chaos *c)
 	if (!plan)
 		return -1;
 	for (int i = 0; i < n; i++)
-		plan[i] = i < c->o.kills                        ? EV_LEADER_KILL
-			  : i < c->o.kills + c->o.backend_kills ? EV_BACKEND_KILL
-								: EV_REDIS_RESTART;
+		plan[i] = i < c->o.kills                           ? EV_LEADER_KILL
+			  : i < relay_faults                       ? EV_BACKEND_KILL
+			  : i < relay_faults + c->o.redis_restarts ? EV_REDIS_RESTART
+			  : i < n - c->o.slot_moves                ? EV_CLUSTER_KILL
+								   : EV_SLOT_MOVE;
 	for (int i = n - 1; i > 0; i--) {
 		int j = (int)(rnd(&c->rng) % (unsigned)(i + 1));
 		enum event_kind t = plan[i];
@@ -712,14 +753,16 @@ static int run_killer(struct chaos *c)
 		}
 		/* The last fault's restart is the final drain's: the normal set. */
 		c->final_routes = i == n - 1;
-		if (plan[i] != EV_REDIS_RESTART && routes_guard(c) < 0)
+		if ((plan[i] == EV_LEADER_KILL || plan[i] == EV_BACKEND_KILL) && routes_guard(c) < 0)
 			rc = -1;
 		else if (plan[i] == EV_LEADER_KILL)
 			rc = kill_leader(c);
 		else if (plan[i] == EV_BACKEND_KILL)
 			rc = kill_backends(c);
-		else
+		else if (plan[i] == EV_REDIS_RESTART)
 			rc = restart_redis(c);
+		else
+			rc = cluster_fault(c, plan[i]);
 		if (rc == 0 && !c->final_routes)
 			rc = routes_guard(c);
 	}
@@ -910,8 +953,9 @@ static bool report(struct chaos *c, const struct results *r, const struct result
 	     staged >= c->o.jobs && c->leader_kills >= c->o.kills && c->backend_kills >= c->o.backend_kills &&
 	     c->redis_restarts >= c->o.redis_restarts && c->unexpected_exits == 0 && c->failover_timeouts == 0 &&
 	     c->bad_stops == 0 && c->producers.failures == 0 && self_rc == 0 && route_changes_ok(c);
-	printf("\nstagedrain chaos run (seed %u, %d producers, 2 relays, --batch-size %d%s%s)\n", c->o.seed,
-	       c->o.producers, BATCH_SIZE, c->o.caps > 0 ? ", caps" : "", c->o.routes ? ", 3 targets by route" : "");
+	printf("\nstagedrain chaos run (seed %u, %d producers, 2 relays, --batch-size %d%s%s%s)\n", c->o.seed,
+	       c->o.producers, BATCH_SIZE, c->o.caps > 0 ? ", caps" : "", c->o.routes ? ", 3 targets by route" : "",
+	       c->o.cluster ? " and a redis cluster" : "");
 	printf("  jobs staged                  %lld (in %lld transactions, %lld held open 1-3 s)\n", staged,
 	       TOTAL(c, txns), TOTAL(c, held_open));
 	printf("  jobs committed               %lld\n", committed);
@@ -963,6 +1007,8 @@ static bool report(struct chaos *c, const struct results *r, const struct result
 	printf("  relay exits not caused by us %d, bad stops %d, producer failures %d\n", c->unexpected_exits,
 	       c->bad_stops, c->producers.failures);
 	ok = report_caps(c) && ok;
+	if (c->o.cluster)
+		ok = cluster_report(&c->cluster, c->o.cluster_kills, c->o.slot_moves, c->incarnations) && ok;
 	if (self_rc >= 0)
 		snprintf(self_test, sizeof(self_test),
 			 "injected 5 faults; counts moved: missing %+lld, duplicates %+lld,\n"
@@ -986,7 +1032,10 @@ static const char usage_text[] =
 	"             restart SIGKILLs one of the three targets' Redis, and order is each producer's\n"
 	"             commit order in each list of each target; every third relay restart starts\n"
 	"             its relay with route r2 removed or an unused route r3 added (the next start\n"
-	"             and the final drain: the normal routes)\n";
+	"             and the final drain: the normal routes)\n"
+	"  --cluster 1 with --routes: three more queues go to a redis cluster (bullmq); the faults\n"
+	"             add --cluster-kills N masters SIGKILLed, promoted, revived (default kills/25,\n"
+	"             at least 1) and --slot-moves N slots moved while jobs flow (the same)\n";
 
 static int parse_args(struct opts *o, int argc, char **argv)
 {
@@ -1003,6 +1052,9 @@ static int parse_args(struct opts *o, int argc, char **argv)
 		{ "seed", FLAG_UINT, &o->seed },
 		{ "caps", FLAG_INT, &o->caps },
 		{ "routes", FLAG_INT, &o->routes },
+		{ "cluster", FLAG_INT, &o->cluster },
+		{ "cluster-kills", FLAG_INT, &o->cluster_kills },
+		{ "slot-moves", FLAG_INT, &o->slot_moves },
 	};
 
 	*o = (struct opts){ .jobs = 200000,
@@ -1010,19 +1062,28 @@ static int parse_args(struct opts *o, int argc, char **argv)
 			    .backend_kills = -1,
 			    .redis_restarts = 3,
 			    .producers = 6,
+			    .cluster_kills = -1,
+			    .slot_moves = -1,
 			    .timeout = 900,
 			    .seed = (unsigned)time(NULL) };
 	if (parse_flags(argc, argv, flags, sizeof(flags) / sizeof(flags[0]), &o->keep) < 0)
 		return usage(usage_text);
 	if (!o->bin || !o->services || o->jobs < 1 || o->kills < 0 || o->redis_restarts < 0 || o->producers < 1 ||
-	    o->producers > MAX_PRODUCERS || o->timeout < 10 || o->caps < 0 || o->routes < 0 || o->routes > 1)
+	    o->producers > MAX_PRODUCERS || o->timeout < 10 || o->caps < 0 || o->routes < 0 || o->routes > 1 ||
+	    o->cluster < 0 || o->cluster > 1 || (o->cluster && !o->routes))
 		return usage(usage_text);
 	if (o->backend_kills < 0)
 		o->backend_kills = o->kills / 5;
+	if (o->cluster_kills < 0)
+		o->cluster_kills = o->cluster ? (o->kills / 25 > 1 ? o->kills / 25 : 1) : 0;
+	if (o->slot_moves < 0)
+		o->slot_moves = o->cluster ? (o->kills / 25 > 1 ? o->kills / 25 : 1) : 0;
 	if (o->seconds <= 0) {
 		/* Room for every fault (a failover, a relay start and a pause each) and
 		 * a producer rate the relays on a small machine keep up with. */
-		long long need = (o->kills * 700LL + o->backend_kills * 300LL + o->redis_restarts * 2500LL) / 1000;
+		long long need = (o->kills * 700LL + o->backend_kills * 300LL + o->redis_restarts * 2500LL +
+				  o->cluster_kills * 4000LL + o->slot_moves * 3000LL) /
+				 1000;
 		long long by_rate = o->jobs / 6000;
 		o->seconds = (int)(need > by_rate ? need : by_rate);
 		if (o->seconds < 5)
@@ -1041,7 +1102,11 @@ static int setup(struct chaos *c)
 	if (!(c->events = fopen(path, "we")))
 		return -1;
 	say("servers, relay logs and events.log in %s", c->env.srv.dir);
-	return c->o.routes ? routes_start(&c->routes, &c->env) : 0;
+	if (c->o.routes && routes_start(&c->routes, &c->env) < 0)
+		return -1;
+	/* cluster-require-full-coverage: yes on even seeds (every node answers
+	 * CLUSTERDOWN until a promotion), no on odd ones. */
+	return c->o.cluster ? cluster_start(&c->cluster, &c->env, c->o.seed % 2 == 0, note_cluster, c) : 0;
 }
 
 /* Everything the run started goes, whatever happened: producers, relays, servers. */
@@ -1052,6 +1117,8 @@ static void teardown(struct chaos *c, bool passed)
 	stop_relays(c, false);
 	if (c->o.routes)
 		routes_stop(&c->routes, &c->env);
+	if (c->o.cluster)
+		cluster_stop(&c->cluster);
 	if (c->events)
 		fclose(c->events);
 	env_teardown(&c->env, passed && !c->o.keep);
@@ -1092,10 +1159,14 @@ static int consumer_finish(struct chaos *c)
 	return c->consumer.failures == 0 ? caps_restore(&c->env) : -1;
 }
 
-/* --routes: the routes' Redis, read into chaos_seen after the default one. */
+/* --routes: the routes' Redis (and --cluster's), read into chaos_seen after the default one. */
 static int seen_routes(struct env *e, long long *entries, void *arg)
 {
-	return routes_seen_load(arg, e, entries);
+	struct chaos *c = arg;
+
+	if (routes_seen_load(&c->routes, e, entries) < 0)
+		return -1;
+	return c->o.cluster ? cluster_seen_load(&c->cluster, e, entries) : 0;
 }
 
 static int run(struct chaos *c, struct results *res, struct results *tampered, int *self_rc)
@@ -1135,7 +1206,7 @@ static int run(struct chaos *c, struct results *res, struct results *tampered, i
 	say("drained; checking redis");
 	if (c->o.routes) {
 		c->env.seen_more = seen_routes;
-		c->env.seen_more_arg = &c->routes;
+		c->env.seen_more_arg = c;
 	}
 	if (seen_load(&c->env, &res->entries) < 0 ||
 	    (c->env.seen_more && c->env.seen_more(&c->env, &res->entries, c->env.seen_more_arg) < 0) ||
@@ -1144,6 +1215,8 @@ static int run(struct chaos *c, struct results *res, struct results *tampered, i
 	duplicate_causes(c, res);
 	order_detail(c, res);
 	*self_rc = check_self_test(&c->env, res, tampered);
+	if (c->o.cluster && *self_rc == 0)
+		*self_rc = cluster_self_test(&c->cluster, tampered, &(struct results){ 0 });
 	return 0;
 }
 

@@ -362,6 +362,14 @@ static bool raw_enqueued_at(const char *payload, size_t len, char *out, size_t o
 	return n > 0;
 }
 
+void seen_line(struct strbuf *l, const char *const f[SEEN_FIELDS])
+{
+	strbuf_reset(l);
+	for (int i = 0; i < SEEN_FIELDS; i++)
+		copy_field(l, f[i]);
+	strbuf_put(l, "\n", 1);
+}
+
 /* One Redis entry as a chaos_seen row: where it was, and what it says. */
 static void seen_row(struct strbuf *l, const char *src, const char *target, const char *list, long long pos,
 		     const char *payload, size_t len)
@@ -375,18 +383,11 @@ static void seen_row(struct strbuf *l, const char *src, const char *target, cons
 	snprintf(enq_us, sizeof(enq_us), "%lld", us);
 	if (job && json_object_get(job, "args"))
 		args = json_dumps(json_object_get(job, "args"), JSON_COMPACT | JSON_ENCODE_ANY);
-	l->len = 0;
-	copy_field(l, src);
-	copy_field(l, target);
-	copy_field(l, list);
-	copy_field(l, posbuf);
-	copy_field(l, json_string_value(json_object_get(job, "jid")));
-	copy_field(l, json_string_value(json_object_get(job, "queue")));
-	copy_field(l, json_string_value(json_object_get(job, "class")));
-	copy_field(l, args);
-	copy_field(l, has_enq ? enq : NULL);
-	copy_field(l, has_enq ? enq_us : NULL);
-	strbuf_put(l, "\n", 1);
+	seen_line(l, (const char *const[SEEN_FIELDS]){ src, target, list, posbuf,
+						       json_string_value(json_object_get(job, "jid")),
+						       json_string_value(json_object_get(job, "queue")),
+						       json_string_value(json_object_get(job, "class")), args,
+						       has_enq ? enq : NULL, has_enq ? enq_us : NULL });
 	free(args);
 	json_decref(job);
 }
@@ -401,10 +402,46 @@ static int copy_reply(struct env *e, struct strbuf *l, const char *src, const ch
 		if (el->type != REDIS_REPLY_STRING)
 			continue;
 		seen_row(l, src, e->seen_target ? e->seen_target : "default", list, pos, el->str, el->len);
-		if (PQputCopyData(e->pg, l->data, (int)l->len) != 1)
+		if (seen_copy_put(e, l) < 0)
 			return -1;
 	}
 	return 0;
+}
+
+int seen_copy_begin(struct env *e)
+{
+	PGresult *res =
+		PQexec(e->pg,
+		       "COPY chaos_seen (src, target, list, pos, jid, queue, class, args, enq, enq_us) FROM STDIN");
+	int rc = PQresultStatus(res) == PGRES_COPY_IN ? 0 : -1;
+
+	if (rc < 0)
+		say("copy failed: %s", PQerrorMessage(e->pg));
+	PQclear(res);
+	return rc;
+}
+
+int seen_copy_put(struct env *e, const struct strbuf *l)
+{
+	return PQputCopyData(e->pg, l->data, (int)l->len) == 1 ? 0 : -1;
+}
+
+int seen_copy_end(struct env *e, int rc)
+{
+	PGresult *res;
+
+	if (PQputCopyEnd(e->pg, rc == 0 ? NULL : "reading redis failed") != 1)
+		rc = -1;
+	while ((res = PQgetResult(e->pg)) != NULL) {
+		if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+			say("copy failed: %s", PQerrorMessage(e->pg));
+			rc = -1;
+		}
+		PQclear(res);
+	}
+	/* Statistics, so that the checks' self-joins are planned as hash joins
+	 * (a guess of a few rows for one list made a nested loop of seconds). */
+	return rc == 0 && env_val(e, "ANALYZE chaos_seen") < 0 ? -1 : rc;
 }
 
 /* Loads every job in Redis (queue:* lists and the schedule zset) into chaos_seen. */
@@ -412,17 +449,10 @@ int seen_load(struct env *e, long long *entries)
 {
 	struct strbuf l = { 0 };
 	char cursor[32] = "0";
-	PGresult *res;
 	int rc = 0;
 
-	res = PQexec(e->pg,
-		     "COPY chaos_seen (src, target, list, pos, jid, queue, class, args, enq, enq_us) FROM STDIN");
-	if (PQresultStatus(res) != PGRES_COPY_IN) {
-		say("copy failed: %s", PQerrorMessage(e->pg));
-		PQclear(res);
+	if (seen_copy_begin(e) < 0)
 		return -1;
-	}
-	PQclear(res);
 	*entries = 0;
 	do {
 		redisReply *scan = env_cmd(e, "SCAN %s MATCH queue:* COUNT 1000", cursor);
@@ -454,19 +484,8 @@ int seen_load(struct env *e, long long *entries)
 		*entries += z ? (long long)z->elements : 0;
 		freeReplyObject(z);
 	}
-	free(l.data);
-	if (PQputCopyEnd(e->pg, rc == 0 ? NULL : "reading redis failed") != 1)
-		rc = -1;
-	while ((res = PQgetResult(e->pg)) != NULL) {
-		if (PQresultStatus(res) != PGRES_COMMAND_OK) {
-			say("copy failed: %s", PQerrorMessage(e->pg));
-			rc = -1;
-		}
-		PQclear(res);
-	}
-	/* Statistics, so that the checks' self-joins are planned as hash joins
-	 * (a guess of a few rows for one list made a nested loop of seconds). */
-	return rc == 0 && env_val(e, "ANALYZE chaos_seen") < 0 ? -1 : rc;
+	strbuf_free(&l);
+	return seen_copy_end(e, rc);
 }
 
 /* " AND <col> = '<list>'" when only one list's order is checked, else "". */

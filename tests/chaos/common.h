@@ -162,6 +162,16 @@ struct results {
 	char causes[1024]; /* chaos.c: duplicates by the fault that preceded them (--routes: by targets) */
 };
 
+/* chaos_seen's columns, in order: src, target, list, pos, jid, queue, class,
+ * args, enq, enq_us. */
+#define SEEN_FIELDS 10
+/* One chaos_seen row in COPY text form into l (reset first); NULL is \N. */
+void seen_line(struct strbuf *l, const char *const f[SEEN_FIELDS]);
+/* A loader's COPY into chaos_seen: begin, a line (seen_line) at a time, end
+ * (rc 0: the rows stay, then ANALYZE; else the COPY fails); each 0 or -1. */
+int seen_copy_begin(struct env *e) SD_MUSTCHECK;
+int seen_copy_put(struct env *e, const struct strbuf *l) SD_MUSTCHECK;
+int seen_copy_end(struct env *e, int rc) SD_MUSTCHECK;
 /* Loads every job in Redis (queue:* lists and the schedule zset) into chaos_seen. */
 int seen_load(struct env *e, long long *entries) SD_MUSTCHECK;
 /* Runs every check on chaos_seen against what the producers recorded. */
