@@ -9,7 +9,8 @@ use Stagedrain\Laravel\Schema;
  * stagedrain repository's sql/ files through 006_routes that the database has
  * not applied yet, as `stagedrain migrate` does: either may run first. A later
  * stagedrain schema comes as one more migration naming its last file, as
- * update_stagedrain_tables_to_007_json_payload.php does.
+ * update_stagedrain_tables_to_007_json_payload.php and
+ * update_stagedrain_tables_to_008_leader.php do.
  *
  * Run it as the database's owner (the app's own role only stages jobs).
  */

@@ -73,7 +73,7 @@ final class MigrationTest extends E2ETestCase
         return [sprintf('pgsql:host=%s;port=%d;dbname=%s', $u['host'], $u['port'] ?? 5432, $db), urldecode($u['user'] ?? ''), null, [\PDO::ATTR_ERRMODE => \PDO::ERRMODE_EXCEPTION]];
     }
 
-    private const ALL = ['001_staged_jobs', '002_cursor', '003_dead_letter_key', '004_job_uuid', '005_tenants_and_held', '006_routes', '007_json_payload'];
+    private const ALL = ['001_staged_jobs', '002_cursor', '003_dead_letter_key', '004_job_uuid', '005_tenants_and_held', '006_routes', '007_json_payload', '008_leader'];
 
     /** The package's migrations, each published once: their names, in the order they run. */
     private function publish(): array
@@ -81,7 +81,7 @@ final class MigrationTest extends E2ETestCase
         [$status, $out, $err] = $this->e2e->exec(['php', 'artisan', 'vendor:publish', '--tag=stagedrain-migrations']);
         $this->assertSame(0, $status, $out.$err);
         $names = [];
-        foreach (['create_stagedrain_tables', 'update_stagedrain_tables_to_007_json_payload'] as $name) {
+        foreach (['create_stagedrain_tables', 'update_stagedrain_tables_to_007_json_payload', 'update_stagedrain_tables_to_008_leader'] as $name) {
             $published = glob($this->e2e->app."/database/migrations/*_{$name}.php");
             $this->assertCount(1, $published, 'published once, however often published');
             $this->assertMatchesRegularExpression('#/\d{4}_\d{2}_\d{2}_\d{6}_'.$name.'\.php$#', $published[0]);
@@ -103,13 +103,28 @@ final class MigrationTest extends E2ETestCase
             ." WHERE column_name IN ('args', 'options') AND table_name LIKE 'staged_jobs%' ORDER BY 1")->fetchAll(\PDO::FETCH_KEY_PAIR);
     }
 
+    /** The name migration $name is published under, its date first. */
+    private function published(string $name): string
+    {
+        return basename(glob($this->e2e->app."/database/migrations/*_{$name}.php")[0], '.php');
+    }
+
+    private function hasTable(string $db, string $table): bool
+    {
+        $pdo = new \PDO(...self::pdoArgs($db));
+        $found = $pdo->prepare('SELECT to_regclass(?) IS NOT NULL');
+        $found->execute([$table]);
+
+        return (bool) $found->fetchColumn();
+    }
+
     public function test_the_package_reads_the_repositorys_sql_through_the_path_install(): void
     {
         $package = $this->e2e->app.'/vendor/stagedrain/laravel';
         $this->assertTrue(is_link($package), 'composer symlinked the path repository');
         $repo = realpath(E2E::clientDir().'/../../sql');
         $this->assertSame($repo, realpath($package.'/sql'));
-        $this->assertFileEquals($repo.'/007_json_payload.sql', $package.'/sql/007_json_payload.sql');
+        $this->assertFileEquals($repo.'/008_leader.sql', $package.'/sql/008_leader.sql');
     }
 
     public function test_artisan_migrate_then_stagedrain_migrate_applies_each_file_once(): void
@@ -153,25 +168,52 @@ final class MigrationTest extends E2ETestCase
     /**
      * An app that published and ran the package's first migration (through
      * 006, jsonb columns) before the package had 007: publishing again adds
-     * the update migration alone, and `migrate` runs it.
+     * the update migrations alone, and `migrate` runs them in order.
      */
     public function test_an_app_migrated_through_006_gets_json_columns_from_the_update_migration(): void
     {
-        [$create, $update] = $this->publish();
-        unlink($this->e2e->app."/database/migrations/{$update}.php");
+        [$create, $to007, $to008] = $this->publish();
+        unlink($this->e2e->app."/database/migrations/{$to007}.php");
+        unlink($this->e2e->app."/database/migrations/{$to008}.php");
         [$status, $out, $err] = $this->artisanMigrate(self::DATABASES[1]);
         $this->assertSame(0, $status, $out.$err);
         $this->assertSame(array_slice(self::ALL, 0, 6), array_keys($this->applied(self::DATABASES[1])));
         $this->assertSame(['jsonb'], array_values(array_unique($this->columnTypes(self::DATABASES[1]))));
 
-        sleep(1); // the update is dated after the create, as a later publish would be
+        sleep(1); // the updates are dated after the create, as a later publish would be
         $this->assertSame($create, $this->publish()[0], 'the create migration stays where it was');
         [$status, $out, $err] = $this->artisanMigrate(self::DATABASES[1]);
         $this->assertSame(0, $status, $out.$err);
         $this->assertSame(self::ALL, array_keys($this->applied(self::DATABASES[1])));
         $this->assertCount(6, $this->columnTypes(self::DATABASES[1]));
         $this->assertSame(['json'], array_values(array_unique($this->columnTypes(self::DATABASES[1]))));
-        $this->assertSame([$create, basename(glob($this->e2e->app.'/database/migrations/*_update_stagedrain_tables_to_007_json_payload.php')[0], '.php')],
+        $this->assertTrue($this->hasTable(self::DATABASES[1], 'staged_jobs_leader'));
+        $this->assertSame([$create, $this->published('update_stagedrain_tables_to_007_json_payload'), $this->published('update_stagedrain_tables_to_008_leader')],
+            $this->laravelMigrations(self::DATABASES[1]));
+    }
+
+    /**
+     * An app that published and ran the package's migrations through 007
+     * before the package had 008: publishing again adds 008's update
+     * migration alone, and `migrate` makes staged_jobs_leader.
+     */
+    public function test_an_app_migrated_through_007_gets_the_leader_table_from_the_update_migration(): void
+    {
+        [$create, $to007, $to008] = $this->publish();
+        unlink($this->e2e->app."/database/migrations/{$to008}.php");
+        [$status, $out, $err] = $this->artisanMigrate(self::DATABASES[1]);
+        $this->assertSame(0, $status, $out.$err);
+        $this->assertSame(array_slice(self::ALL, 0, 7), array_keys($this->applied(self::DATABASES[1])));
+        $this->assertFalse($this->hasTable(self::DATABASES[1], 'staged_jobs_leader'));
+
+        sleep(1); // the update is dated after the others, as a later publish would be
+        $this->assertSame([$create, $to007], array_slice($this->publish(), 0, 2), 'the earlier migrations stay where they were');
+        [$status, $out, $err] = $this->artisanMigrate(self::DATABASES[1]);
+        $this->assertSame(0, $status, $out.$err);
+        $this->assertSame(self::ALL, array_keys($this->applied(self::DATABASES[1])));
+        $this->assertTrue($this->hasTable(self::DATABASES[1], 'staged_jobs_leader'));
+        $this->assertNotSame($to008, $this->published('update_stagedrain_tables_to_008_leader'), 'published anew, dated now');
+        $this->assertSame([$create, $to007, $this->published('update_stagedrain_tables_to_008_leader')],
             $this->laravelMigrations(self::DATABASES[1]));
     }
 

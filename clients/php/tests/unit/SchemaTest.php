@@ -149,16 +149,16 @@ class SchemaTest extends TestCase
             return basename($f, '.sql');
         }, glob($repo.'/[0-9][0-9][0-9]_*.sql'));
         $this->assertSame($expected, array_keys(Schema::files()));
-        $this->assertContains('007_json_payload', $expected);
+        $this->assertContains('008_leader', $expected);
     }
 
     /** The real files, in a schema of their own: the tables `stagedrain migrate` makes. */
     public function testTheRealFilesMakeTheTables(): void
     {
-        $this->assertSame(array_keys(Schema::files()), Schema::migrate($this->schema(), '007_json_payload'));
-        foreach (['staged_jobs', 'staged_jobs_dead', 'staged_jobs_held'] as $table) {
+        $this->assertSame(array_keys(Schema::files()), Schema::migrate($this->schema(), '008_leader'));
+        foreach (['staged_jobs', 'staged_jobs_dead', 'staged_jobs_held', 'staged_jobs_leader'] as $table) {
             $this->assertNotNull($this->schema()->selectOne('SELECT to_regclass(?) AS t', ["php_schema.$table"])->t, $table);
         }
-        $this->assertSame([], Schema::migrate($this->schema(), '007_json_payload'));
+        $this->assertSame([], Schema::migrate($this->schema(), '008_leader'));
     }
 }
