@@ -13,7 +13,7 @@ module Stagedrain
     # A migration's file; roles.sql, notify.sql and embed.sh are not ones.
     FILE = /\A[0-9]{3}_[a-z0-9_]+\.sql\z/.freeze
     # What the migrations make; schema.rb calls migrate instead of dumping them.
-    TABLES = %w[staged_jobs staged_jobs_dead staged_jobs_held stagedrain_migrations].freeze
+    TABLES = %w[staged_jobs staged_jobs_dead staged_jobs_held staged_jobs_leader stagedrain_migrations].freeze
     LOCK = "SELECT pg_advisory_xact_lock(hashtext('stagedrain migrate'))"
     LEDGER = "CREATE TABLE IF NOT EXISTS stagedrain_migrations " \
              "(name text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"

@@ -16,30 +16,41 @@ class GeneratorTest < Minitest::Test
     assert_equal 1, files.size
     text = File.read(files[0])
     assert_match(/^class CreateStagedrainTables < ActiveRecord::Migration\[6\.1\]$/, text)
-    assert_includes text, %(Stagedrain::Schema.migrate(connection, through: "007_json_payload"))
+    assert_includes text, %(Stagedrain::Schema.migrate(connection, through: "008_leader"))
     assert_includes text, "raise ActiveRecord::IrreversibleMigration"
   end
 
   def test_run_again_it_writes_nothing
     before = migrations
     out = RailsApp.rails!("g", "stagedrain:install")
-    assert_match(/identical .*through 007_json_payload/, out)
+    assert_match(/identical .*through 008_leader/, out)
     assert_equal before, migrations
   end
 
   # After a gem update: an app whose migration stops at an older file gets
-  # one more migration, for the rest.
+  # one more migration, for the rest, and db:migrate applies just those to a
+  # database the older migration made.
   def test_an_app_migrated_through_an_older_file_gets_a_second_migration
     root = RailsApp.root # makes RailsApp::DIR too, when this test runs first
     Dir.mktmpdir("shop", RailsApp::DIR) do |copy|
       FileUtils.cp_r("#{root}/.", copy)
       old = migrations(copy).grep(/stagedrain/)[0]
-      File.write(old, File.read(old).sub("007_json_payload", "006_routes"))
+      File.write(old, File.read(old).sub("008_leader", "007_json_payload"))
+      db = Databases.create
+      migrate = -> { RailsApp.sh!("bin/rails", "db:migrate", env: {"DATABASE_URL" => Databases.url(db)}, chdir: copy) }
+      migrate.call
+      assert_equal "007_json_payload", Databases.ledger(db).keys.last
+      refute_includes Databases.schema(db), "staged_jobs_leader"
+
       out = RailsApp.sh!("bin/rails", "g", "stagedrain:install", chdir: copy)
-      added = migrations(copy).grep(/update_stagedrain_tables_to_007_json_payload/)
+      added = migrations(copy).grep(/update_stagedrain_tables_to_008_leader/)
       assert_equal 1, added.size, out
-      assert_match(/^class UpdateStagedrainTablesTo007JsonPayload < /, File.read(added[0]))
-      assert_includes File.read(added[0]), %(through: "007_json_payload")
+      assert_match(/^class UpdateStagedrainTablesTo008Leader < /, File.read(added[0]))
+      assert_includes File.read(added[0]), %(through: "008_leader")
+
+      out = migrate.call
+      assert_match(/stagedrain: applied 008_leader$/, out)
+      assert_equal Databases.reference_schema, Databases.schema(db)
     end
   end
 end

@@ -6,7 +6,7 @@ require_relative "../support/rails_app"
 # databases, each compared with what `stagedrain migrate` makes.
 class MigrationsTest < Minitest::Test
   ALL = %w[001_staged_jobs 002_cursor 003_dead_letter_key 004_job_uuid 005_tenants_and_held 006_routes
-           007_json_payload].freeze
+           007_json_payload 008_leader].freeze
 
   def test_rails_db_migrate_then_stagedrain_migrate_changes_nothing
     db = RailsApp.migrated_db
@@ -25,7 +25,7 @@ class MigrationsTest < Minitest::Test
     before = Databases.ledger(db)
 
     out = RailsApp.rails!("db:migrate", db: db)
-    assert_match(/stagedrain: nothing to apply, the database has 007_json_payload/, out)
+    assert_match(/stagedrain: nothing to apply, the database has 008_leader/, out)
     assert_equal before, Databases.ledger(db)
     assert_equal Databases.reference_schema, Databases.schema(db)
   end
@@ -45,7 +45,7 @@ class MigrationsTest < Minitest::Test
     RailsApp.migrated_db
     schema = File.read(File.join(RailsApp.root, "db/schema.rb"))
     Databases::TABLES.each { |t| refute_match(/create_table "#{t}"/, schema) }
-    assert_match(/^  Stagedrain::Schema.migrate\(connection, through: "007_json_payload"\)\nend\n\z/, schema)
+    assert_match(/^  Stagedrain::Schema.migrate\(connection, through: "008_leader"\)\nend\n\z/, schema)
 
     db = Databases.create
     RailsApp.rails!("db:schema:load", db: db)

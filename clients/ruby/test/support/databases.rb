@@ -8,7 +8,7 @@ require "pg"
 # the tests of the schema: each a database of its own, dropped after.
 module Databases
   ADMIN_URL = ENV.fetch("TEST_PG_URL")
-  TABLES = %w[staged_jobs staged_jobs_dead staged_jobs_held stagedrain_migrations].freeze
+  TABLES = %w[staged_jobs staged_jobs_dead staged_jobs_held staged_jobs_leader stagedrain_migrations].freeze
 
   module_function
 

@@ -8,9 +8,9 @@ require "stagedrain/schema"
 # relay's `stagedrain migrate` makes: the same tables, the same ledger, and
 # neither applies a file twice, in either order.
 class SchemaTest < Minitest::Test
-  LATEST = "007_json_payload"
+  LATEST = "008_leader"
   ALL = %w[001_staged_jobs 002_cursor 003_dead_letter_key 004_job_uuid 005_tenants_and_held 006_routes
-           007_json_payload].freeze
+           007_json_payload 008_leader].freeze
 
   # An ActiveRecord connection of its own to a database, apart from the app's.
   def connect(name)
@@ -46,7 +46,7 @@ class SchemaTest < Minitest::Test
     before = Databases.ledger(db)
 
     log = Databases.relay_migrate(db)
-    assert_equal 7, log.scan("migration already applied").size, log
+    assert_equal 8, log.scan("migration already applied").size, log
     refute_match(/msg="migration applied"/, log)
     assert_equal before, Databases.ledger(db), "the relay applied nothing again"
   end
@@ -74,8 +74,8 @@ class SchemaTest < Minitest::Test
   def test_an_unknown_name_is_refused_before_anything_is_made
     db = Databases.create
     conn = connect(db)
-    err = assert_raises(Stagedrain::Schema::Error) { Stagedrain::Schema.migrate(conn, through: "008_later") }
-    assert_match(/no migration named "008_later" .*this gem has 001_staged_jobs \.\. 007_json_payload/, err.message)
+    err = assert_raises(Stagedrain::Schema::Error) { Stagedrain::Schema.migrate(conn, through: "009_later") }
+    assert_match(/no migration named "009_later" .*this gem has 001_staged_jobs \.\. 008_leader/, err.message)
     assert_raises(Stagedrain::Schema::Error) { Stagedrain::Schema.migrate(conn, through: "roles") }
     refute exists?(conn, "stagedrain_migrations")
   end
