@@ -209,7 +209,9 @@ static long queue_of(struct release *rl, const struct batch_job *j)
 	if (job_key(rl, j, &key, &len) < 0)
 		return -ENOMEM;
 	cap = queue_limits_cap(&cfg->queue_limits, j->queue, j->queue_len, cfg->max_queue_length);
-	if (cap == 0 && up)
+	/* While rows at or below hold_through wait, a newer row of their queue
+	 * in the same batch must be decided after them (it waits behind them). */
+	if (cap == 0 && up && !rl->hold_through)
 		return (qi = rounds_find(&rl->rounds, key, len)) >= 0 && rl->rounds.q[qi].pend.held > 0 ? qi : -1;
 	qi = rounds_queue(&rl->rounds, key, len, cap);
 	if (qi == -ENOSPC && !rl->said_queue_bound) {
