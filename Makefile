@@ -157,7 +157,7 @@ $(OUT)/tests/chaos/%.o: tests/chaos/%.c tests/chaos/*.h tests/support/*.h includ
 	$(CC) $(CPPFLAGS) -Itests -Itests/chaos $(CFLAGS) -c -o $@ $<
 
 $(OUT)/chaos: $(OUT)/tests/chaos/chaos.o $(OUT)/tests/chaos/common.o $(OUT)/tests/chaos/caps.o \
-              $(OUT)/tests/chaos/routes.o $(OUT)/tests/chaos/cluster.o $(SUPPORT_LIB)
+              $(OUT)/tests/chaos/routes.o $(OUT)/tests/chaos/cluster_check.o $(OUT)/tests/chaos/cluster.o $(SUPPORT_LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 chaos: deps

@@ -77,4 +77,14 @@ int cluster_self_test(struct cluster_chaos *cc, const struct results *before, st
 bool cluster_report(struct cluster_chaos *cc, int want_kills, int want_moves, int relay_logs);
 void cluster_stop(struct cluster_chaos *cc);
 
+/* Shared by cluster.c and cluster_check.c. */
+#define PREFIX "bull"
+#define PAGE 10000
+/* A connection to the master that serves slot now (its port in *port), or NULL (said why). */
+redisContext *cluster_master_open(struct cluster_chaos *cc, unsigned slot, int *port);
+/* A command's reply, or NULL with the error said. */
+redisReply *cluster_cmd(redisContext *r, const char *fmt, ...) SD_PRINTF(2, 3);
+/* The jid a job id (a uuid cluster_uuid made) names, into out; false when it names none. */
+bool cluster_jid_of(const char *id, char out[25]);
+
 #endif
