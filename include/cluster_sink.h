@@ -36,6 +36,7 @@ struct cluster_part {
 	size_t first, n; /* its jobs in grouped */
 	size_t off, len; /* its EVAL in wire */
 	struct cluster_node *node;
+	int again; /* its answer said it did not run: where it goes next (cluster_push.c) */
 };
 
 struct cluster_sink {
@@ -60,12 +61,15 @@ struct cluster_sink {
 	size_t capslot;
 	struct cluster_part *parts;
 	size_t nparts, capparts;
-	struct redis_cmds body, head;
+	struct redis_cmds body, head, keys; /* a part's commands, its EVAL's head, the keys it declares */
 	struct push_argv argv;
-	struct buf script; /* the push script for the target's format */
-	struct buf wire;   /* the parts' EVALs in RESP, for a part that goes again */
-	struct buf key;    /* a queue's slot text */
-	struct buf *bad;   /* borrowed: where a WRONGTYPE answer's keys go */
+	struct buf script;      /* the push script for the target's format */
+	struct buf wire;        /* the parts' EVALs in RESP, for a part that goes again */
+	struct buf key;         /* a queue's slot text */
+	const char *memo_queue; /* the last queue group() found the slot of, and its slot */
+	size_t memo_len;
+	unsigned memo_slot;
+	struct buf *bad; /* borrowed: where a WRONGTYPE answer's keys go */
 	size_t *nbad;
 	bool sent;
 	char errstr[256];

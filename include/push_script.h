@@ -41,6 +41,12 @@ void push_argv_free(struct push_argv *a);
  * epoch), then each of body's commands as name, count (written into body's
  * scratch), arguments. 0 or -ENOMEM. */
 int push_argv_build(struct push_argv *a, const struct redis_cmds *head, struct redis_cmds *body) SD_MUSTCHECK;
+/* A new epoch token (keys.h), which the script compares with the epoch's:
+ * KEYS_EPOCH_TOKEN_LEN random lower-case hex digits and a NUL into out.
+ * 0, or -errno when no random bytes could be drawn. */
+int push_script_token(char *out) SD_MUSTCHECK;
+/* Appends a's command to out in RESP, as a client sends it. 0 or -ENOMEM. */
+int push_argv_resp(const struct push_argv *a, struct buf *out) SD_MUSTCHECK;
 
 /* redis_sink_push found keys of the wrong type and wrote nothing. */
 #define REDIS_SINK_WRONGTYPE 1

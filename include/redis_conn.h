@@ -46,6 +46,14 @@ int redis_conn_reply(struct redis_conn *c, redisReply **reply, int extra_ms) SD_
 /* One command and its reply; an error reply is -EIO with errstr. */
 int redis_conn_command(struct redis_conn *c, int argc, const char **argv, const size_t *argvlen,
 		       redisReply **reply) SD_MUSTCHECK;
+/* Queues WAIT --redis-wait-replicas --redis-wait-timeout, after the commands
+ * whose writes it waits for. 0 or -EIO with errstr. */
+int redis_conn_append_wait(struct redis_conn *c) SD_MUSTCHECK;
+/* WAIT's answer (waited for up to --redis-wait-timeout more): 0 once that
+ * many replicas acknowledged; -ETIMEDOUT (errstr says how many; the
+ * connection stays open) when fewer did; -EIO (errstr; the connection closed)
+ * for a transport fault or an answer that is not WAIT's. */
+int redis_conn_read_wait(struct redis_conn *c) SD_MUSTCHECK;
 /* SELECT db on the connection (the next connect selects the URL's again). 0, or -EIO with errstr. */
 int redis_conn_select(struct redis_conn *c, int db) SD_MUSTCHECK;
 /* True when the sentinels announced a new master since the connect; never waits. */

@@ -32,6 +32,18 @@ static struct cluster_part *part_of(struct cluster_sink *cs, unsigned s)
 	return NULL;
 }
 
+/* Job j's slot: the last job's again when it has the same queue (a queue's
+ * jobs come in runs). */
+static unsigned slot_of(struct cluster_sink *cs, const struct batch_job *j)
+{
+	if (cs->memo_queue && cs->memo_len == j->queue_len && memcmp(cs->memo_queue, j->queue, j->queue_len) == 0)
+		return cs->memo_slot;
+	cs->memo_slot = cluster_sink_queue_slot(cs, cs->cfg->key_prefix, j->queue, j->queue_len);
+	cs->memo_queue = j->queue;
+	cs->memo_len = j->queue_len;
+	return cs->memo_slot;
+}
+
 /* Each job's slot, and the jobs grouped by slot into parts (in the order
  * of their first job, each part's jobs in id order). */
 static int group(struct cluster_sink *cs, const struct batch *b)
@@ -44,9 +56,10 @@ static int group(struct cluster_sink *cs, const struct batch *b)
 	    buf_grow_array((void **)&cs->parts, &cs->capparts, b->njobs, sizeof(*cs->parts)) < 0)
 		return -ENOMEM;
 	cs->nparts = 0;
+	cs->memo_queue = NULL;
 	for (size_t i = 0; i < b->njobs; i++) {
 		const struct batch_job *j = &b->jobs[i];
-		unsigned s = cluster_sink_queue_slot(cs, cs->cfg->key_prefix, j->queue, j->queue_len);
+		unsigned s = slot_of(cs, j);
 		if (s >= CLUSTER_SLOTS)
 			return -ENOMEM;
 		cs->slot_of[i] = s;
@@ -130,20 +143,16 @@ static int build_part(struct cluster_sink *cs, const struct batch *b, const stru
 
 /* The part's EVAL, in RESP, kept in wire: a part that did not run goes
  * again as it was, whatever the batch's memory holds by then. */
-static int format_part(struct cluster_sink *cs, const struct batch *b, struct cluster_part *p, struct redis_cmds *keys)
+static int format_part(struct cluster_sink *cs, const struct batch *b, struct cluster_part *p)
 {
-	char *cmd = NULL;
-	int len, rc;
+	int rc;
 
-	if ((rc = build_part(cs, b, p, keys)) < 0 || (rc = push_argv_build(&cs->argv, &cs->head, &cs->body)) < 0)
-		return rc;
-	if ((len = redisFormatCommandArgv(&cmd, (int)cs->argv.n, cs->argv.argv, cs->argv.len)) < 0)
-		return -ENOMEM;
 	p->off = cs->wire.len;
-	p->len = (size_t)len;
-	rc = buf_append(&cs->wire, cmd, (size_t)len);
-	redisFreeCommand(cmd);
-	return rc;
+	if ((rc = build_part(cs, b, p, &cs->keys)) < 0 || (rc = push_argv_build(&cs->argv, &cs->head, &cs->body)) < 0 ||
+	    (rc = push_argv_resp(&cs->argv, &cs->wire)) < 0)
+		return rc;
+	p->len = cs->wire.len - p->off;
+	return 0;
 }
 
 /* Queues the part on its slot's master (ask: on the node an ASK named,
@@ -206,7 +215,6 @@ static int flush_nodes(struct cluster_sink *cs)
 
 int cluster_sink_send(struct cluster_sink *cs, const struct batch *b)
 {
-	struct redis_cmds keys;
 	int rc = 0;
 
 	cs->sent = false;
@@ -226,17 +234,15 @@ int cluster_sink_send(struct cluster_sink *cs, const struct batch *b)
 		return rc;
 	for (size_t i = 0; i < cs->cl.nnodes; i++)
 		cs->cl.nodes[i]->in_send = false;
-	cmds_init(&keys);
 	buf_reset(&cs->wire);
 	for (size_t k = 0; rc == 0 && k < cs->nparts; k++) {
 		struct cluster_part *p = &cs->parts[k];
 		p->node = NULL;
 		if (cs->done[p->slot])
 			continue; /* landed before the WRONGTYPE this retry follows */
-		if ((rc = format_part(cs, b, p, &keys)) == 0 && (rc = queue_part(cs, p, false)) == 0)
+		if ((rc = format_part(cs, b, p)) == 0 && (rc = queue_part(cs, p, false)) == 0)
 			p->node->in_send = true;
 	}
-	cmds_free(&keys);
 	if (rc == 0)
 		rc = flush_nodes(cs);
 	if (rc == 0) {
@@ -360,24 +366,23 @@ static void keep_first(int *rc, int one)
 
 int cluster_sink_reply(struct cluster_sink *cs)
 {
-	enum again *again;
 	int rc = 0;
 
 	if (!cs->sent)
 		return 0;
 	cs->sent = false;
-	if (!(again = calloc(cs->nparts ? cs->nparts : 1, sizeof(*again))))
-		return -ENOMEM;
-	for (size_t k = 0; k < cs->nparts; k++)
+	for (size_t k = 0; k < cs->nparts; k++) {
+		enum again again = AGAIN_NO;
 		if (cs->parts[k].node)
-			keep_first(&rc, part_reply(cs, &cs->parts[k], &again[k]));
+			keep_first(&rc, part_reply(cs, &cs->parts[k], &again));
+		cs->parts[k].again = again;
+	}
 	for (size_t i = 0; cs->cfg->redis_wait_replicas > 0 && i < cs->cl.nnodes; i++)
 		if (cs->cl.nodes[i]->in_send && redis_conn_connected(&cs->cl.nodes[i]->conn))
 			keep_first(&rc, cluster_sink_wait(cs, &cs->cl.nodes[i]->conn, false));
 	for (size_t k = 0; rc >= 0 && k < cs->nparts; k++)
-		if (again[k] != AGAIN_NO)
-			keep_first(&rc, part_again(cs, &cs->parts[k], again[k]));
-	free(again);
+		if (cs->parts[k].again != AGAIN_NO)
+			keep_first(&rc, part_again(cs, &cs->parts[k], (enum again)cs->parts[k].again));
 	cs->retry = rc == REDIS_SINK_WRONGTYPE;
 	if (rc < 0)
 		doubt_parts(cs);

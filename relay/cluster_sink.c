@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <time.h>
 
 #include "clock.h"
@@ -57,6 +56,7 @@ int cluster_sink_init(struct cluster_sink *cs, const struct config *cfg, struct 
 	redis_cluster_init(&cs->cl, cfg);
 	cmds_init(&cs->body);
 	cmds_init(&cs->head);
+	cmds_init(&cs->keys);
 	buf_init(&cs->script);
 	buf_init(&cs->key);
 	buf_init(&cs->wire);
@@ -81,6 +81,7 @@ void cluster_sink_free(struct cluster_sink *cs)
 	redis_cluster_free(&cs->cl);
 	cmds_free(&cs->body);
 	cmds_free(&cs->head);
+	cmds_free(&cs->keys);
 	push_argv_free(&cs->argv);
 	buf_free(&cs->script);
 	buf_free(&cs->key);
@@ -146,12 +147,10 @@ static void unsettle(struct cluster_sink *cs, unsigned s)
 
 int cluster_sink_new_epoch(struct cluster_sink *cs)
 {
-	unsigned char raw[KEYS_EPOCH_TOKEN_LEN / 2];
+	int rc = push_script_token(cs->token);
 
-	if (getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw))
-		return cs_fail(cs, "could not draw a random epoch token", "short read");
-	for (size_t i = 0; i < sizeof(raw); i++)
-		snprintf(cs->token + 2 * i, 3, "%02x", raw[i]);
+	if (rc < 0)
+		return cs_fail(cs, "could not draw a random epoch token", strerror(-rc));
 	for (unsigned s = 0; !cs->partial_epoch && s < CLUSTER_SLOTS; s++)
 		unsettle(cs, s);
 	cs->partial_epoch = false;
@@ -243,26 +242,12 @@ static int settle_reply(struct cluster_sink *cs, struct redis_conn *conn, unsign
 
 int cluster_sink_wait(struct cluster_sink *cs, struct redis_conn *conn, bool send)
 {
-	char n[16], ms[16];
-	const char *argv[] = { "WAIT", n, ms };
-	redisReply *r = NULL;
-	int rc = 0;
+	int rc = send ? redis_conn_append_wait(conn) : redis_conn_read_wait(conn);
 
-	snprintf(n, sizeof(n), "%d", cs->cfg->redis_wait_replicas);
-	snprintf(ms, sizeof(ms), "%d", cs->cfg->redis_wait_timeout_ms);
-	if (send)
-		return redis_conn_append(conn, 3, argv, NULL) < 0 ? cs_fail(cs, "WAIT failed", conn->errstr) : 0;
-	if (redis_conn_reply(conn, &r, cs->cfg->redis_wait_timeout_ms) < 0)
+	if (rc == -EIO)
 		return cs_fail(cs, "WAIT failed", conn->errstr);
-	if (r->type != REDIS_REPLY_INTEGER)
-		redis_conn_close(conn); /* not WAIT's answer: the replies after it cannot be trusted */
-	if (r->type != REDIS_REPLY_INTEGER || r->integer < cs->cfg->redis_wait_replicas) {
-		snprintf(cs->errstr, sizeof(cs->errstr), "only %lld of %d replicas of %.100s acknowledged within %d ms",
-			 r->type == REDIS_REPLY_INTEGER ? r->integer : 0, cs->cfg->redis_wait_replicas, conn->where,
-			 cs->cfg->redis_wait_timeout_ms);
-		rc = -ETIMEDOUT;
-	}
-	freeReplyObject(r);
+	if (rc < 0)
+		snprintf(cs->errstr, sizeof(cs->errstr), "%s", conn->errstr);
 	return rc;
 }
 

@@ -2,9 +2,12 @@
 #include "fmacros.h"
 
 #include <errno.h>
+#include <stdio.h>
+#include <sys/random.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "keys.h"
 #include "push_script.h"
 
 /*
@@ -178,4 +181,27 @@ int push_script_wrongtype(const redisReply *r, struct buf *bad, size_t *nbad)
 		(*nbad)++;
 	}
 	return *nbad ? 0 : -EINVAL;
+}
+
+int push_argv_resp(const struct push_argv *a, struct buf *out)
+{
+	int rc = buf_printf(out, "*%zu\r\n", a->n);
+
+	for (size_t i = 0; rc == 0 && i < a->n; i++)
+		if ((rc = buf_printf(out, "$%zu\r\n", a->len[i])) == 0 &&
+		    (rc = buf_append(out, a->argv[i], a->len[i])) == 0)
+			rc = buf_append(out, "\r\n", 2);
+	return rc;
+}
+
+int push_script_token(char *out)
+{
+	unsigned char raw[KEYS_EPOCH_TOKEN_LEN / 2];
+	ssize_t n = getrandom(raw, sizeof(raw), 0);
+
+	if (n != (ssize_t)sizeof(raw))
+		return n < 0 ? -errno : -EIO;
+	for (size_t i = 0; i < sizeof(raw); i++)
+		snprintf(out + 2 * i, 3, "%02x", raw[i]);
+	return 0;
 }

@@ -293,3 +293,34 @@ int redis_conn_connect_to(struct redis_conn *c, const char *host, int port)
 	snprintf(c->where, sizeof(c->where), "%s", addr);
 	return connect_to(c, host, port);
 }
+
+int redis_conn_append_wait(struct redis_conn *c)
+{
+	char n[16], ms[16];
+	const char *argv[] = { "WAIT", n, ms };
+
+	snprintf(n, sizeof(n), "%d", c->cfg->redis_wait_replicas);
+	snprintf(ms, sizeof(ms), "%d", c->cfg->redis_wait_timeout_ms);
+	return redis_conn_append(c, 3, argv, NULL);
+}
+
+int redis_conn_read_wait(struct redis_conn *c)
+{
+	int want = c->cfg->redis_wait_replicas, rc = 0;
+	redisReply *r = NULL;
+
+	if (redis_conn_reply(c, &r, c->cfg->redis_wait_timeout_ms) < 0)
+		return -EIO;
+	if (r->type != REDIS_REPLY_INTEGER)
+		/* not WAIT's answer (an error, or one meant for another command):
+		 * the replies after it cannot be trusted */
+		rc = conn_fail(c, NULL, "WAIT at %s answered %s", c->where,
+			       r->type == REDIS_REPLY_ERROR ? r->str : "what WAIT does not");
+	else if (r->integer < want) {
+		snprintf(c->errstr, sizeof(c->errstr), "only %lld of %d replicas acknowledged within %d ms at %.150s",
+			 r->integer, want, c->cfg->redis_wait_timeout_ms, c->where);
+		rc = -ETIMEDOUT;
+	}
+	freeReplyObject(r);
+	return rc;
+}

@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/time.h>
 
 #include "cluster_sink.h"
@@ -207,36 +206,21 @@ static int append_eval(struct redis_sink *rs)
 	return 0;
 }
 
-/* WAIT N timeout, queued after the command whose writes it waits for. */
+/* WAIT, queued after the command whose writes it waits for. */
 static int append_wait(struct redis_sink *rs)
 {
-	char n[16], ms[16];
-	const char *argv[] = { "WAIT", n, ms };
-
-	snprintf(n, sizeof(n), "%d", rs->cfg->redis_wait_replicas);
-	snprintf(ms, sizeof(ms), "%d", rs->cfg->redis_wait_timeout_ms);
-	if (redis_conn_append(&rs->conn, 3, argv, NULL) < 0)
-		return sink_fail(rs, "%s", rs->conn.errstr);
-	return 0;
+	return redis_conn_append_wait(&rs->conn) < 0 ? sink_fail(rs, "%s", rs->conn.errstr) : 0;
 }
 
 /* WAIT's reply: how many replicas acknowledged; fewer than asked is -ETIMEDOUT. */
 static int read_wait(struct redis_sink *rs)
 {
-	int want = rs->cfg->redis_wait_replicas;
-	redisReply *r = NULL;
-	int rc = 0;
+	int rc = redis_conn_read_wait(&rs->conn);
 
-	if (redis_conn_reply(&rs->conn, &r, rs->cfg->redis_wait_timeout_ms) < 0)
+	if (rc == -EIO)
 		return sink_fail(rs, "WAIT failed: %s", rs->conn.errstr);
-	if (r->type == REDIS_REPLY_ERROR)
-		rc = sink_fail(rs, "WAIT failed: %s", r->str);
-	else if (r->type != REDIS_REPLY_INTEGER || r->integer < want) {
-		snprintf(rs->errstr, sizeof(rs->errstr), "only %lld of %d replicas acknowledged within %d ms",
-			 r->type == REDIS_REPLY_INTEGER ? r->integer : 0, want, rs->cfg->redis_wait_timeout_ms);
-		rc = -ETIMEDOUT;
-	}
-	freeReplyObject(r);
+	if (rc < 0)
+		snprintf(rs->errstr, sizeof(rs->errstr), "%s", rs->conn.errstr);
 	return rc;
 }
 
@@ -465,14 +449,9 @@ static redisReply *own_key_reply(struct redis_sink *rs, const char *what)
 /* A token no epoch had before: KEYS_EPOCH_TOKEN_LEN random hex digits. */
 static int new_token(struct redis_sink *rs, char *out)
 {
-	unsigned char raw[KEYS_EPOCH_TOKEN_LEN / 2];
-	ssize_t n = getrandom(raw, sizeof(raw), 0);
+	int rc = push_script_token(out);
 
-	if (n != (ssize_t)sizeof(raw))
-		return sink_fail(rs, "could not draw a random epoch token: %s", n < 0 ? strerror(errno) : "short read");
-	for (size_t i = 0; i < sizeof(raw); i++)
-		snprintf(out + 2 * i, 3, "%02x", raw[i]);
-	return 0;
+	return rc < 0 ? sink_fail(rs, "could not draw a random epoch token: %s", strerror(-rc)) : 0;
 }
 
 /* Keeps what the epoch script answered: { n, what it replaced or "" }. */
