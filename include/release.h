@@ -41,6 +41,14 @@ struct release_target {
 	void *arg;
 };
 
+/* A key in the batch's order of each queue's keys (release_routes.h). */
+struct release_order {
+	const char *queue; /* its queue's name, in the rounds' key */
+	size_t qlen;
+	long long first; /* rounds_queue.first: the oldest first */
+	size_t qi;
+};
+
 struct release {
 	const struct config *cfg;
 	const struct release_target *ts; /* the drain's, set by release_targets */
@@ -72,8 +80,10 @@ struct release {
 	long long gone_held;    /* rows held for targets this relay does not have (warned of) */
 	bool hold_only;         /* the batch at a stop: holds the down targets' rows, releases none, keeps the rest */
 	long long hold_through; /* rows at or below this id wait held, whatever their target (ladder.h) */
-	size_t *moved;          /* this batch: keys whose rule rows go elsewhere now (release_routes.h) */
-	size_t nmoved, capmoved;
+	struct release_order *order; /* this batch: keys holding rule rows, by queue, oldest first */
+	size_t norder, caporder;
+	bool *waits; /* by key: an older key of its queue goes first (release_routes.h) */
+	size_t capwaits;
 	long long reload_ms; /* with gone_held: when to count them again */
 	char errstr[300];
 };
@@ -121,9 +131,12 @@ void release_commit(struct release *rl, struct metrics *m);
  * Held rows and today's routes (relay/release_routes.c, for a route change
  * between starts, docs/topologies.md): which target a held queue's key
  * names, or none now; rows whose route is gone; where a released row goes
- * by today's rules; and keys whose rule rows now go to another target,
- * which new rows of their queue wait behind, so a queue keeps its order
- * across the change.
+ * by today's rules; and the order of a queue's keys. A queue's rows may
+ * wait held for several targets (its rule changed, or its target was down
+ * when another relay that routed it elsewhere led): all go where today's
+ * rule sends the queue, so its keys leave one at a time, oldest first, and
+ * its new rows wait behind the youngest. A queue keeps its order across
+ * any number of changes.
  */
 /* A key's target this relay does not have: its route was removed or renamed
  * (the relay knows targets by name). Its Redis may hold a late copy of a
@@ -143,11 +156,13 @@ void release_warn_gone(struct release *rl);
 /* Where a released row goes now: its route column's target, else today's
  * rule for its queue; ROUTES_NONE when its route is gone. */
 size_t release_row_target(const struct release *rl, const struct job_row *row);
-/* Before a batch: the keys holding rows their queue's rule sent to a target
- * that today's rule does not name (a target still configured). 0 or -ENOMEM. */
-int release_find_moved(struct release *rl) SD_MUSTCHECK;
-/* The moved key j must wait behind (same queue, whose rows go where j
- * goes), or -1. */
-long release_behind_moved(struct release *rl, const struct batch_job *j);
+/* Before a batch: orders the keys holding rows their queue's rule sent (of
+ * targets still configured) by queue, oldest first. 0 or -ENOMEM. */
+int release_order_keys(struct release *rl) SD_MUSTCHECK;
+/* Whether key qi waits this batch: an older key of its queue has rows held. */
+bool release_key_waits(const struct release *rl, size_t qi);
+/* The key job j waits behind: its queue's youngest, when that is not j's own
+ * key and j goes where the queue's rule sends it; else -1. */
+long release_behind(struct release *rl, const struct batch_job *j);
 
 #endif

@@ -47,6 +47,10 @@ struct rounds_queue {
 	long long waited_us;         /* this batch: how long those had been held, summed */
 	long long retry_ms;          /* its list had the wrong type: no release before this */
 	bool by_rule;                /* holds rows its queue's rule sent (not a route column's): set at load */
+	/* Orders one queue's keys (one per target it was held for): the hold_id
+	 * of its oldest rule row at load; a key that begins holding since takes
+	 * a number above all of those, and above every key's before it. */
+	long long first;
 };
 
 struct rounds_tenant {
@@ -66,7 +70,8 @@ struct rounds {
 	size_t nt, capt;
 	size_t *touched; /* tenants this batch changed */
 	size_t ntouched, captouched;
-	long long base; /* first round of a queue that has nothing held */
+	long long base;       /* first round of a queue that has nothing held */
+	long long next_first; /* the first of the next key to begin holding */
 	size_t max_tenants;
 	unsigned long long commits, swept; /* the table is swept when full at most once per commit */
 };
@@ -81,6 +86,9 @@ void rounds_reset(struct rounds *r, long long base);
  * tenant (NULL: the NULL tenant), their lowest and highest round. 0 or -ENOMEM. */
 int rounds_load(struct rounds *r, const char *queue, size_t qlen, const char *tenant, size_t tlen, long long count,
 		long long min_round, long long max_round) SD_MUSTCHECK;
+/* Key qi holds rows its queue's rule sent, the oldest with hold_id first
+ * (a new leader's reading of the held table). */
+void rounds_by_rule(struct rounds *r, size_t qi, long long first);
 /* The queue's index, added with cap if new: -ENOMEM, or -ENOSPC when it is
  * new, has nothing held and ROUNDS_MAX_QUEUES are known. cap is (re)set. */
 long rounds_queue(struct rounds *r, const char *queue, size_t len, long cap) SD_MUSTCHECK;

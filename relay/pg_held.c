@@ -41,15 +41,16 @@ void pg_held_free(struct pg_held *h)
  * round ever assigned, since a round never exceeds its row's hold_id: queues
  * with nothing held start above it, past the index entries of rows released
  * by earlier leaders. Without SELECT on the sequence they start at 1, which
- * costs only walking those entries.
+ * costs only walking those entries. Per key, the oldest row its queue's rule
+ * sent: of one queue's keys, the oldest leaves first (release_routes.c).
  */
 #define LOAD_SQL                                                                                                       \
 	"SELECT 0 AS k, NULL AS queue, NULL AS tenant, 0::int8, coalesce((SELECT CASE"                                 \
 	" WHEN has_sequence_privilege(q.seq, 'SELECT') THEN pg_sequence_last_value(q.seq::regclass) END"               \
 	" FROM (SELECT pg_get_serial_sequence('staged_jobs_held', 'hold_id') AS seq) q), 0), 0::int8, NULL AS target," \
-	" false UNION ALL SELECT 1, queue, tenant, count(*), min(round), max(round), target,"                          \
-	" bool_or(coalesce(route, '') = '') FROM staged_jobs_held"                                                     \
-	" GROUP BY queue, target, tenant ORDER BY k"
+	" false, NULL::int8 UNION ALL SELECT 1, queue, tenant, count(*), min(round), max(round), target,"              \
+	" bool_or(coalesce(route, '') = ''), min(hold_id) FILTER (WHERE coalesce(route, '') = '')"                     \
+	" FROM staged_jobs_held GROUP BY queue, target, tenant ORDER BY k"
 
 int pg_held_load(struct pg_held *h, struct pg_source *pg, struct rounds *r)
 {
@@ -72,7 +73,8 @@ int pg_held_load(struct pg_held *h, struct pg_source *pg, struct rounds *r)
 					 strtoll(PQgetvalue(res, i, 4), NULL, 10),
 					 strtoll(PQgetvalue(res, i, 5), NULL, 10));
 		if (rc == 0 && strcmp(PQgetvalue(res, i, 7), "t") == 0)
-			r->q[rounds_find(r, h->key.data, h->key.len)].by_rule = true;
+			rounds_by_rule(r, (size_t)rounds_find(r, h->key.data, h->key.len),
+				       strtoll(PQgetvalue(res, i, 8), NULL, 10));
 	}
 	PQclear(res);
 	return rc;

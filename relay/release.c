@@ -44,7 +44,8 @@ void release_free(struct release *rl)
 	free(rl->in_qs);
 	free(rl->mv);
 	free(rl->want);
-	free(rl->moved);
+	free(rl->order);
+	free(rl->waits);
 	memset(rl, 0, sizeof(*rl));
 }
 
@@ -204,8 +205,8 @@ static long queue_of(struct release *rl, const struct batch_job *j)
 
 	if (up && j->out.scheduled)
 		return -1;
-	if (rl->nmoved && (qi = release_behind_moved(rl, j)) >= 0)
-		return qi; /* its queue's older rows wait for another target: behind them */
+	if (rl->norder && (qi = release_behind(rl, j)) >= 0)
+		return qi; /* its queue's younger rows wait held for another target: behind them */
 	if (job_key(rl, j, &key, &len) < 0)
 		return -ENOMEM;
 	cap = queue_limits_cap(&cfg->queue_limits, j->queue, j->queue_len, cfg->max_queue_length);
@@ -310,7 +311,7 @@ static int wants(struct release *rl)
 		size_t qi = (rl->next_queue + k) % r->nq;
 		struct rounds_queue *q = &r->q[qi];
 		long lim = q->room < left ? q->room : left;
-		if (q->pend.held == 0 || lim <= 0 || now < q->retry_ms)
+		if (q->pend.held == 0 || lim <= 0 || now < q->retry_ms || release_key_waits(rl, qi))
 			continue;
 		rl->want[rl->nwant++] = (struct held_want){ .qi = qi, .limit = lim };
 		left -= lim;
@@ -421,7 +422,7 @@ int release_run(struct release *rl, struct pg_source *pg, struct batch *b, long 
 	if (!release_needed(rl))
 		return 0;
 	rounds_begin(&rl->rounds);
-	if ((rc = release_find_moved(rl)) < 0 || (rc = classify(rl, b)) < 0)
+	if ((rc = release_order_keys(rl)) < 0 || (rc = classify(rl, b)) < 0)
 		return rc;
 	if (rl->nqs && !rl->hold_only && (rc = measure(rl)) < 0)
 		return rc;

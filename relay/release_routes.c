@@ -101,38 +101,90 @@ size_t release_row_target(const struct release *rl, const struct job_row *row)
 	return rule_target(rl, row->queue, row->queue_len);
 }
 
-int release_find_moved(struct release *rl)
+static int cmp_queue(const char *a, size_t alen, const char *b, size_t blen)
 {
-	const struct rounds *r = &rl->rounds;
+	int c = memcmp(a, b, alen < blen ? alen : blen);
 
-	rl->nmoved = 0;
-	if (rl->cfg->routes.n <= 1) /* one target: every rule names it */
-		return 0;
-	for (size_t i = 0; i < r->nq; i++) {
-		const char *target, *queue;
-		size_t tlen, qlen, t = release_key_target(rl, r->q[i].name, r->q[i].len);
-		if (!r->q[i].by_rule || r->q[i].pend.held == 0 || t == RELEASE_KEY_GONE)
-			continue;
-		rounds_key_split(r->q[i].name, r->q[i].len, &target, &tlen, &queue, &qlen);
-		if (rule_target(rl, queue, qlen) == t)
-			continue;
-		if (buf_grow_array((void **)&rl->moved, &rl->capmoved, rl->nmoved + 1, sizeof(*rl->moved)) < 0)
-			return -ENOMEM;
-		rl->moved[rl->nmoved++] = i;
-	}
+	return c ? c : (alen > blen) - (alen < blen);
+}
+
+static int cmp_order(const void *a, const void *b)
+{
+	const struct release_order *x = a, *y = b;
+	int c = cmp_queue(x->queue, x->qlen, y->queue, y->qlen);
+
+	return c ? c : (x->first > y->first) - (x->first < y->first);
+}
+
+/* Room for the batch's order and a flag per key (new ones clear). */
+static int grow_order(struct release *rl, size_t nq)
+{
+	size_t had = rl->capwaits;
+
+	if (buf_grow_array((void **)&rl->order, &rl->caporder, nq, sizeof(*rl->order)) < 0 ||
+	    buf_grow_array((void **)&rl->waits, &rl->capwaits, nq, sizeof(*rl->waits)) < 0)
+		return -ENOMEM;
+	if (rl->capwaits > had)
+		memset(rl->waits + had, 0, (rl->capwaits - had) * sizeof(*rl->waits));
 	return 0;
 }
 
-long release_behind_moved(struct release *rl, const struct batch_job *j)
+int release_order_keys(struct release *rl)
 {
-	for (size_t m = 0; m < rl->nmoved; m++) {
-		const struct rounds_queue *q = &rl->rounds.q[rl->moved[m]];
-		const char *target, *queue;
-		size_t tlen, qlen;
-		rounds_key_split(q->name, q->len, &target, &tlen, &queue, &qlen);
-		if (qlen == j->queue_len && memcmp(queue, j->queue, qlen) == 0 &&
-		    rule_target(rl, queue, qlen) == j->target)
-			return (long)rl->moved[m];
+	const struct rounds *r = &rl->rounds;
+
+	for (size_t i = 0; i < rl->norder; i++)
+		rl->waits[rl->order[i].qi] = false;
+	rl->norder = 0;
+	if (rl->cfg->routes.n <= 1) /* one target: one key a queue */
+		return 0;
+	if (grow_order(rl, r->nq) < 0)
+		return -ENOMEM;
+	for (size_t i = 0; i < r->nq; i++) {
+		struct release_order *o = &rl->order[rl->norder];
+		const char *target;
+		size_t tlen;
+		if (!r->q[i].by_rule || r->q[i].pend.held == 0 ||
+		    release_key_target(rl, r->q[i].name, r->q[i].len) == RELEASE_KEY_GONE)
+			continue;
+		rounds_key_split(r->q[i].name, r->q[i].len, &target, &tlen, &o->queue, &o->qlen);
+		o->first = r->q[i].first;
+		o->qi = i;
+		rl->norder++;
 	}
-	return -1;
+	qsort(rl->order, rl->norder, sizeof(*rl->order), cmp_order);
+	for (size_t k = 1; k < rl->norder; k++)
+		if (cmp_queue(rl->order[k].queue, rl->order[k].qlen, rl->order[k - 1].queue, rl->order[k - 1].qlen) ==
+		    0)
+			rl->waits[rl->order[k].qi] = true;
+	return 0;
+}
+
+bool release_key_waits(const struct release *rl, size_t qi)
+{
+	return qi < rl->capwaits && rl->waits[qi];
+}
+
+long release_behind(struct release *rl, const struct batch_job *j)
+{
+	size_t lo = 0, hi = rl->norder;
+	const struct release_order *o;
+
+	while (lo < hi) { /* past the last key of j's queue */
+		size_t mid = lo + (hi - lo) / 2;
+		if (cmp_queue(rl->order[mid].queue, rl->order[mid].qlen, j->queue, j->queue_len) <= 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == 0)
+		return -1;
+	o = &rl->order[lo - 1];
+	if (cmp_queue(o->queue, o->qlen, j->queue, j->queue_len) != 0 ||
+	    rule_target(rl, o->queue, o->qlen) != j->target)
+		return -1;
+	/* Its own key is the youngest: the caller's usual way holds it there. */
+	if (release_key_target(rl, rl->rounds.q[o->qi].name, rl->rounds.q[o->qi].len) == j->target)
+		return -1;
+	return (long)o->qi;
 }

@@ -36,6 +36,7 @@ void rounds_reset(struct rounds *r, long long base)
 	r->nq = 0;
 	drop_tenants(r);
 	r->base = base;
+	r->next_first = base;
 }
 
 void rounds_free(struct rounds *r)
@@ -118,6 +119,18 @@ static long add_queue(struct rounds *r, size_t at, const char *queue, size_t len
 	memmove(&r->by_name[at + 1], &r->by_name[at], (r->nq - at) * sizeof(*r->by_name));
 	r->by_name[at] = r->nq;
 	return (long)r->nq++;
+}
+
+void rounds_by_rule(struct rounds *r, size_t qi, long long first)
+{
+	struct rounds_queue *q = &r->q[qi];
+
+	if (!q->by_rule || first < q->first)
+		q->first = first;
+	q->by_rule = true;
+	/* base is 1 when the hold sequence could not be read: still above. */
+	if (first >= r->next_first)
+		r->next_first = first + 1;
 }
 
 long rounds_find(const struct rounds *r, const char *queue, size_t len)
@@ -326,6 +339,10 @@ int rounds_hold(struct rounds *r, size_t qi, const char *tenant, size_t tlen, lo
 	}
 	if (*round > q->pend.top)
 		q->pend.top = *round;
+	/* Begins holding: its rows are younger than any key's held so far. A
+	 * batch rolled back leaves it with nothing held, where first is unread. */
+	if (q->now.held == 0 && q->pend.held == 0)
+		q->first = r->next_first++;
 	q->pend.held++;
 	q->nheld++;
 	return 0;

@@ -316,6 +316,43 @@ START_TEST(queues_are_bounded_unless_they_hold_rows)
 }
 END_TEST
 
+/* A queue's keys in age order: a loaded key by its oldest rule row, a key
+ * that begins holding since above every one before it, even when the hold
+ * sequence could not be read (base 1); a rolled-back first hold leaves a
+ * key with nothing held, and a key holding rows keeps its place. */
+START_TEST(keys_that_begin_holding_are_younger_than_every_loaded_one)
+{
+	struct rounds r;
+	long long round;
+	long old, home, other;
+
+	rounds_init(&r, ROUNDS_MAX_TENANTS);
+	rounds_reset(&r, 1);
+	ck_assert_int_eq(rounds_load(&r, "b\0q", 3, NULL, 0, 3, 7, 9), 0);
+	old = rounds_find(&r, "b\0q", 3);
+	rounds_by_rule(&r, (size_t)old, 70);
+	rounds_by_rule(&r, (size_t)old, 40);
+	ck_assert_int_eq(r.q[old].first, 40);
+	home = rounds_queue(&r, "q", 1, 0);
+	other = rounds_queue(&r, "p", 1, 0);
+	rounds_begin(&r);
+	ck_assert_int_eq(rounds_hold(&r, (size_t)home, NULL, 0, &round), 0);
+	ck_assert_int_eq(rounds_hold(&r, (size_t)home, NULL, 0, &round), 0);
+	ck_assert_int_eq(rounds_hold(&r, (size_t)old, NULL, 0, &round), 0);
+	rounds_commit(&r);
+	ck_assert_int_eq(r.q[home].first, 71);
+	ck_assert_int_eq(r.q[old].first, 40);
+	rounds_begin(&r);
+	ck_assert_int_eq(rounds_hold(&r, (size_t)other, NULL, 0, &round), 0);
+	rounds_begin(&r); /* rolled back */
+	ck_assert_int_eq(r.q[other].now.held, 0);
+	ck_assert_int_eq(rounds_hold(&r, (size_t)other, NULL, 0, &round), 0);
+	rounds_commit(&r);
+	ck_assert_int_gt(r.q[other].first, r.q[home].first);
+	rounds_free(&r);
+}
+END_TEST
+
 Suite *rounds_suite(void)
 {
 	Suite *s = suite_create("rounds");
@@ -331,6 +368,7 @@ Suite *rounds_suite(void)
 	tcase_add_test(tc, past_the_tenant_bound_new_tenants_go_last);
 	tcase_add_test(tc, unreleased_rows_stay_ahead_of_the_cursor);
 	tcase_add_test(tc, queues_are_bounded_unless_they_hold_rows);
+	tcase_add_test(tc, keys_that_begin_holding_are_younger_than_every_loaded_one);
 	suite_add_tcase(s, tc);
 	return s;
 }

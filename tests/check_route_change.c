@@ -298,6 +298,41 @@ START_TEST(a_crash_before_a_route_was_added_pushes_nothing_twice)
 }
 END_TEST
 
+/*
+ * Rows of one queue held for two targets: reports' rows wait for b (down),
+ * b is removed at a restart while the default Redis is down too, so the
+ * queue's next rows wait held for the default target. With b back (and
+ * taking reports again), both sets go to b oldest first, b's before the
+ * default's, and a row staged since waits behind both: one producer's
+ * order in b's list (chaos-routes, seed 102).
+ */
+START_TEST(rows_of_a_queue_held_for_two_targets_leave_oldest_first)
+{
+	PGconn *c = h_pg();
+	struct h_second b;
+	char got[256], other[200];
+
+	h_stage(c, "reports", 1, 3);
+	ck_assert_int_eq(once("held-for-b", "b reports --redis-url redis://127.0.0.1:1/0"), EXIT_LEFT);
+	/* A relay with one target down still starts (route c is up). */
+	h_second_start(&b, "reports", "");
+	snprintf(other, sizeof(other), "c misc --redis-url redis://127.0.0.1:%d/0", h_port("redis2"));
+	h_services("redis-stop");
+	h_stage(c, "reports", 10, 2);
+	ck_assert_int_eq(once("default-down", other), EXIT_LEFT);
+	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs_held WHERE target IS NULL"), 2);
+	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs_held WHERE target = 'b'"), 3);
+	h_services("redis-start");
+	h_stage(c, "reports", 20, 1);
+	ck_assert_int_eq(once("b-back", b.route), 0);
+	h_list_args(b.r, "queue:reports", got, sizeof(got));
+	ck_assert_str_eq(got, "1,2,3,10,11,20");
+	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs_held"), 0);
+	h_second_stop(&b);
+	PQfinish(c);
+}
+END_TEST
+
 Suite *route_change_suite(void)
 {
 	Suite *s = suite_create("route_change");
@@ -310,6 +345,7 @@ Suite *route_change_suite(void)
 	tcase_add_test(tc, a_changed_rule_sends_held_rows_to_today_s_target_in_order);
 	tcase_add_test(tc, a_late_push_to_a_renamed_route_is_never_pushed_again);
 	tcase_add_test(tc, a_crash_before_a_route_was_added_pushes_nothing_twice);
+	tcase_add_test(tc, rows_of_a_queue_held_for_two_targets_leave_oldest_first);
 	suite_add_tcase(s, tc);
 	return s;
 }
