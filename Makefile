@@ -29,7 +29,7 @@ JOB_SRC = relay/job_build.c relay/buf.c relay/payload.c relay/format.c relay/for
 LIB_SRC = $(JOB_SRC) relay/log.c relay/values.c relay/settings.c relay/redis_url.c relay/config.c relay/config_apply.c relay/config_files.c \
           relay/signals.c relay/usage.c relay/sidekiq_probe.c relay/clock.c relay/pg_session.c relay/pg_source.c \
           relay/redis_tls.c relay/redis_io.c relay/redis_sentinel.c relay/redis_conn.c relay/redis_cluster.c relay/redis_sink.c relay/cluster_sink.c relay/cluster_push.c relay/push_script.c relay/redis_policy.c relay/drain.c relay/pipe.c relay/build.c relay/push.c relay/fault.c relay/read_plan.c relay/report.c relay/ladder_start.c relay/migrate.c relay/backoff.c relay/batch.c relay/fence.c relay/gaps.c relay/snapshot.c \
-          relay/metrics.c relay/metrics_text.c relay/metrics_series.c relay/metrics_ready.c relay/watch.c relay/http.c relay/pg_conn.c relay/pg_read.c relay/read_bounds.c relay/queue_limits.c relay/rounds.c relay/backpressure.c relay/pg_held.c relay/release.c relay/release_routes.c relay/ladder.c \
+          relay/metrics.c relay/metrics_text.c relay/metrics_series.c relay/metrics_ready.c relay/watch.c relay/http.c relay/pg_conn.c relay/pg_read.c relay/read_bounds.c relay/queue_limits.c relay/rounds.c relay/backpressure.c relay/pg_held.c relay/release.c relay/release_routes.c relay/ladder.c relay/ladder_reroute.c \
           relay/once.c relay/narrow.c relay/stop.c relay/http_deadline.c relay/http_lograte.c \
           relay/lock_holder.c relay/routes.c relay/target.c relay/target_connect.c relay/metrics_targets.c relay/metrics_cluster.c relay/metrics_held.c relay/watch_held.c \
           relay/commands.c relay/cmd_args.c \

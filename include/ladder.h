@@ -50,6 +50,8 @@ struct ladder {
 	 * them, under routes of its own, to any target. 0 once every target has
 	 * settled its fence in this leadership. */
 	long long hold_through;
+	char routes[32];       /* this relay's routes' digest (ladder_reroute.c) */
+	bool routes_unsettled; /* staged_jobs_leader says so until every target settled */
 };
 
 void ladder_init(struct ladder *l);
@@ -85,5 +87,15 @@ bool ladder_ensure_ready(struct ladder *l);
  * pushed there by the last leader while today's rules send them elsewhere
  * (a route added or changed across a crash). */
 long long ladder_hold_through(struct ladder *l);
+
+/* For the ladder's own files (relay/ladder_reroute.c): at a takeover, records
+ * this leader's routes and sets hold_through if the last leader routed
+ * otherwise or had not settled every fence. 0 or the session's fault. */
+int ladder_hold_if_rerouted(struct ladder *l) SD_MUSTCHECK;
+/* Every target has settled its fence in this leadership. */
+bool ladder_all_settled(const struct ladder *l);
+/* Once every target has settled its fence: records it, so that a successor
+ * routing alike holds nothing. */
+void ladder_note_settled(struct ladder *l);
 
 #endif

@@ -57,13 +57,16 @@ int pg_source_try_lock(struct pg_source *pg, bool *held) SD_MUSTCHECK;
 /* The highest id staged or held now (0: none), read on the lock's session:
  * any row a leader before this one pushed is at or below it. */
 int pg_source_staged_top(struct pg_source *pg, long long *top) SD_MUSTCHECK;
-/* Records digest (ladder.c's digest of the routes) as this lock key's
- * leader's in staged_jobs_leader, and says whether the last leader's was the
- * same (true when none is recorded: the first leader, or one of a release
- * before this table). *recorded is false when the table is missing
- * (migration 008) or this role may not write it (sql/roles.sql): nothing is
- * recorded then, and *same is true. */
+/* Records digest (ladder_reroute.c's digest of the routes) as this lock
+ * key's leader's in staged_jobs_leader, and says whether the last leader's
+ * was the same and settled (true when none is recorded: the first leader,
+ * or one of a release before this table; then it is recorded settled).
+ * Otherwise it is recorded unsettled. *recorded is false when the table is
+ * missing (migration 008) or this role may not write it (sql/roles.sql):
+ * nothing is recorded then, and *same is true. */
 int pg_source_note_routes(struct pg_source *pg, const char *digest, bool *same, bool *recorded) SD_MUSTCHECK;
+/* Records that the leader routing by digest has settled every target's fence. */
+int pg_source_routes_settled(struct pg_source *pg, const char *digest) SD_MUSTCHECK;
 /* Checks that the session may lead: 0 on a primary, where it then listens
  * for staged_jobs notifications; -EROFS on a hot standby (in recovery), where
  * the relay could read and push but never delete (errstr says so, and the

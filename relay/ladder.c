@@ -232,74 +232,6 @@ static int mark_as_relay(struct ladder *l)
 	return 0;
 }
 
-/* FNV-1a, 64 bits, of n bytes on top of h. */
-static unsigned long long fnv(unsigned long long h, const void *p, size_t n)
-{
-	const unsigned char *b = p;
-
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ b[i]) * 0x100000001b3ULL;
-	return h;
-}
-
-static unsigned long long fnv_str(unsigned long long h, const char *s)
-{
-	return fnv(h, s ? s : "", s ? strlen(s) + 1 : 1);
-}
-
-/* A digest of the targets (name, Redis, format, key prefix) and the rules,
- * as 16 hex digits: equal for two relays that route every row alike. */
-static void routes_digest(const struct routes *r, char *out, size_t len)
-{
-	unsigned long long h = 0xcbf29ce484222325ULL;
-	char where[300];
-
-	for (size_t i = 0; i < r->n; i++) {
-		const struct config *c = r->t[i].cfg;
-		int format = (int)c->format;
-		redis_target_describe(&c->redis, where, sizeof(where));
-		h = fnv_str(fnv_str(fnv_str(h, r->t[i].name), where), c->key_prefix);
-		h = fnv(h, &format, sizeof(format));
-	}
-	for (size_t i = 0; i < r->nrules; i++) {
-		h = fnv(fnv_str(h, r->rules[i].pattern), &r->rules[i].target, sizeof(r->rules[i].target));
-	}
-	snprintf(out, len, "%016llx", h);
-}
-
-/*
- * A leader killed before its commit left the rows it pushed staged, named
- * by the fence of the Redis they went to. If this leader routes as it did,
- * they go to that same target, which reads its fence first; if not (a route
- * added or changed across the crash), another target could push them again
- * before that fence is read: so the rows staged now wait held until every
- * target has settled its fence (ladder_hold_through).
- */
-static int hold_if_rerouted(struct ladder *l)
-{
-	char digest[32];
-	bool same = false, recorded = false;
-	int rc;
-
-	l->hold_through = 0;
-	routes_digest(&l->cfg->routes, digest, sizeof(digest));
-	if ((rc = pg_source_note_routes(l->pg, digest, &same, &recorded)) < 0)
-		return rc;
-	if (!recorded && l->nt > 1)
-		log_warn(
-			"staged_jobs_leader is missing or the relay's role may not write it: a route changed across a "
-			"leader's crash goes unseen; run `stagedrain migrate` (migration 008), then sql/roles.sql again",
-			NULL);
-	if (same)
-		return 0;
-	if ((rc = pg_source_staged_top(l->pg, &l->hold_through)) == 0 && l->hold_through > 0 && l->nt > 1)
-		log_info(
-			"the last leader routed otherwise: rows staged before this one led wait until every target has "
-			"settled its fence",
-			LOGF(F_INT("through_id", l->hold_through)));
-	return rc;
-}
-
 /*
  * Takes the leader lock, or waits as a standby while another session holds it
  * (with --once, ONCE_LOCK_WAIT_MS at most: then it names the holder and ends).
@@ -325,7 +257,7 @@ static int become_leader(struct ladder *l)
 	if (rc == 0 && held)
 		rc = mark_as_relay(l);
 	if (rc == 0 && held)
-		rc = hold_if_rerouted(l);
+		rc = ladder_hold_if_rerouted(l);
 	if (rc < 0)
 		return rc;
 	if (!held)
@@ -548,13 +480,19 @@ static bool climb(struct ladder *l, struct target *t)
 	return t->state != TARGET_NEED_FENCE || settle_fence(l, t);
 }
 
+bool ladder_all_settled(const struct ladder *l)
+{
+	for (size_t i = 0; i < l->nt; i++)
+		if (!l->t[i].settled)
+			return false;
+	return true;
+}
+
 long long ladder_hold_through(struct ladder *l)
 {
-	for (size_t i = 0; l->hold_through && i < l->nt; i++)
-		if (!l->t[i].settled)
-			return l->hold_through;
-	l->hold_through = 0;
-	return 0;
+	if (l->hold_through && ladder_all_settled(l))
+		l->hold_through = 0;
+	return l->hold_through;
 }
 
 /* Climbs the ladder: leads, and brings every target it may try to READY,
@@ -572,6 +510,7 @@ bool ladder_ensure_ready(struct ladder *l)
 		return false;
 	for (size_t i = 0; i < l->nt && !stop_seen(l->stopping); i++)
 		any = climb(l, &l->t[i]) || any;
+	ladder_note_settled(l);
 	if (!any && !pg_source_broken(l->pg) && !stop_seen(l->stopping))
 		ladder_nap(l, ladder_next_try_ms(l));
 	return any && !pg_source_broken(l->pg);

@@ -233,15 +233,34 @@ int pg_source_note_routes(struct pg_source *pg, const char *digest, bool *same, 
 		return rc;
 	snprintf(key, sizeof(key), "%lld", pg->cfg->lock_key);
 	res = PQexecParams(pg->conn,
-			   "WITH last AS (SELECT routes FROM staged_jobs_leader WHERE lock_key = $1::int8)"
+			   "WITH last AS (SELECT routes = $2 AND settled AS same FROM staged_jobs_leader"
+			   "   WHERE lock_key = $1::int8)"
 			   " , mine AS (INSERT INTO staged_jobs_leader (lock_key, routes) VALUES ($1::int8, $2)"
-			   "   ON CONFLICT (lock_key) DO UPDATE SET routes = EXCLUDED.routes, since = now())"
-			   " SELECT coalesce((SELECT routes FROM last) = $2, true)",
+			   "   ON CONFLICT (lock_key) DO UPDATE SET routes = EXCLUDED.routes, settled = false,"
+			   "   since = now() WHERE NOT (SELECT same FROM last))"
+			   " SELECT coalesce((SELECT same FROM last), true)",
 			   2, NULL, params, NULL, NULL, 0);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK)
 		rc = pg_source_fail(pg, res, "could not record the leader's routes");
 	else
 		*same = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+	PQclear(res);
+	return rc;
+}
+
+int pg_source_routes_settled(struct pg_source *pg, const char *digest)
+{
+	char key[32];
+	const char *params[2] = { key, digest };
+	PGresult *res;
+	int rc = 0;
+
+	snprintf(key, sizeof(key), "%lld", pg->cfg->lock_key);
+	res = PQexecParams(pg->conn,
+			   "UPDATE staged_jobs_leader SET settled = true WHERE lock_key = $1::int8 AND routes = $2", 2,
+			   NULL, params, NULL, NULL, 0);
+	if (PQresultStatus(res) != PGRES_COMMAND_OK)
+		rc = pg_source_fail(pg, res, "could not record that every fence is settled");
 	PQclear(res);
 	return rc;
 }

@@ -333,6 +333,62 @@ START_TEST(rows_of_a_queue_held_for_two_targets_leave_oldest_first)
 }
 END_TEST
 
+/*
+ * A route change's hold lasts until every target has settled its fence,
+ * whichever leader that takes: a leader routing reports to b pushes rows
+ * 1-3 there and is killed before its commit; the next routes reports to the
+ * default Redis while b (still configured, for queue other) is down, so the
+ * rows wait held; it stops, and the one after it, routing alike, must hold
+ * them still (b's fence, unread, names them). With b back, the fence deletes
+ * them: each job once, in b.
+ */
+START_TEST(a_route_change_holds_until_every_fence_is_settled_across_leaders)
+{
+	PGconn *c = h_pg(), *lock = h_pg();
+	redisContext *r = h_redis();
+	struct h_second b;
+	struct relay_proc a;
+	char got[256], back[300];
+
+	h_second_start(&b, "reports", " --sidekiq-version 7");
+	h_stage(c, "reports", 1, 3);
+	h_block_commits(c);
+	h_sql(lock, "SELECT pg_advisory_lock(42425)");
+	h_relay_start(&a, "to-b",
+		      (const char *const[]){ "--route", b.route, "--sidekiq-version", "7", "--poll-interval", "20ms",
+					     NULL });
+	RELAY_CHECK(&a, h_wait_len(b.r, "queue:reports", 3, 10000), "the first leader did not push");
+	RELAY_CHECK(&a, h_wait_blocked(c, 10000), "its commit is not waiting");
+	h_relay_crash(&a, c);
+	h_sql(lock, "SELECT pg_advisory_unlock(42425)");
+	h_unblock_commits(c);
+
+	ck_assert_int_eq(once("b-down", "b other --redis-url redis://127.0.0.1:1/0"), EXIT_LEFT);
+	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs_held"), 3);
+	ck_assert_int_eq(once("b-down-again", "b other --redis-url redis://127.0.0.1:1/0"), EXIT_LEFT);
+	ck_assert_int_eq(h_cmd_int(r, "EXISTS queue:reports"), 0);
+	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs_held"), 3);
+	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs_leader WHERE NOT settled"), 1);
+
+	snprintf(back, sizeof(back), "b other --redis-url redis://127.0.0.1:%d/0", h_port("redis2"));
+	ck_assert_int_eq(once("b-back", back), 0);
+	ck_assert(h_log_contains(log_of("b-back"), "not pushing them again"));
+	h_list_args(b.r, "queue:reports", got, sizeof(got));
+	ck_assert_str_eq(got, "1,2,3");
+	ck_assert_int_eq(h_cmd_int(r, "EXISTS queue:reports"), 0);
+	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs_held"), 0);
+	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs"), 0);
+	/* Settled: a successor routing alike holds nothing. */
+	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs_leader WHERE settled"), 1);
+	ck_assert_int_eq(once("b-back-again", back), 0);
+	ck_assert(!h_log_contains(log_of("b-back-again"), "wait until every target has settled"));
+	h_second_stop(&b);
+	redisFree(r);
+	PQfinish(lock);
+	PQfinish(c);
+}
+END_TEST
+
 Suite *route_change_suite(void)
 {
 	Suite *s = suite_create("route_change");
@@ -346,6 +402,7 @@ Suite *route_change_suite(void)
 	tcase_add_test(tc, a_late_push_to_a_renamed_route_is_never_pushed_again);
 	tcase_add_test(tc, a_crash_before_a_route_was_added_pushes_nothing_twice);
 	tcase_add_test(tc, rows_of_a_queue_held_for_two_targets_leave_oldest_first);
+	tcase_add_test(tc, a_route_change_holds_until_every_fence_is_settled_across_leaders);
 	suite_add_tcase(s, tc);
 	return s;
 }
