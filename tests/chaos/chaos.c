@@ -975,6 +975,13 @@ static bool report(struct chaos *c, const struct results *r, const struct result
 			     : "");
 	fputs(c->order_detail, stdout);
 	printf("  dead / left staged / held    %lld / %lld / %lld\n", r->dead, r->left_staged, r->left_held);
+	/* The rest of the verdict's own checks, shown when they fail. */
+	if (r->unregistered)
+		printf("  not in the queues set        %lld queues (Sidekiq's API finds queues there)\n",
+		       r->unregistered);
+	if (r->committed_rows != committed)
+		printf("  chaos_committed rows         %lld, where the producers counted %lld\n", r->committed_rows,
+		       committed);
 	printf("  leader SIGKILLs              %d (skipped: %d)\n", c->leader_kills, c->skipped_kills);
 	printf("  relay backends terminated    %d times\n", c->backend_kills);
 	if (c->o.routes) {
