@@ -152,6 +152,8 @@ int release_order_keys(struct release *rl)
 		o->qi = i;
 		rl->norder++;
 	}
+	if (rl->norder < 2) /* none, or a key alone: nothing waits */
+		return 0;
 	qsort(rl->order, rl->norder, sizeof(*rl->order), cmp_order);
 	for (size_t k = 1; k < rl->norder; k++)
 		if (cmp_queue(rl->order[k].queue, rl->order[k].qlen, rl->order[k - 1].queue, rl->order[k - 1].qlen) ==
