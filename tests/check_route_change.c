@@ -240,6 +240,24 @@ START_TEST(a_late_push_to_a_renamed_route_is_never_pushed_again)
 }
 END_TEST
 
+/* A leader (started with args) pushes queue:reports' three rows to r and
+ * is killed while its commit waits: they stay staged, named by r's fence. */
+static void push_reports_then_crash(PGconn *c, const char *name, const char *const *args, redisContext *r)
+{
+	PGconn *lock = h_pg();
+	struct relay_proc a;
+
+	h_block_commits(c);
+	h_sql(lock, "SELECT pg_advisory_lock(42425)");
+	h_relay_start(&a, name, args);
+	RELAY_CHECK(&a, h_wait_len(r, "queue:reports", 3, 10000), "%s did not push", name);
+	RELAY_CHECK(&a, h_wait_blocked(c, 10000), "%s's commit is not waiting", name);
+	h_relay_crash(&a, c);
+	h_sql(lock, "SELECT pg_advisory_unlock(42425)");
+	h_unblock_commits(c);
+	PQfinish(lock);
+}
+
 /*
  * A leader without route b pushed reports' rows to the default Redis and was
  * killed before its commit; its successor has b, which takes reports now.
@@ -251,22 +269,15 @@ END_TEST
 START_TEST(a_crash_before_a_route_was_added_pushes_nothing_twice)
 {
 	static const char *const without[] = { "--sidekiq-version", "7", "--poll-interval", "20ms", NULL };
-	PGconn *c = h_pg(), *lock = h_pg();
+	PGconn *c = h_pg();
 	redisContext *r = h_redis();
 	struct h_second b;
-	struct relay_proc a, p;
+	struct relay_proc p;
 	char got[256];
 
 	h_second_start(&b, "reports,fresh", " --sidekiq-version 7");
 	h_stage(c, "reports", 1, 3);
-	h_block_commits(c);
-	h_sql(lock, "SELECT pg_advisory_lock(42425)");
-	h_relay_start(&a, "without-b", without);
-	RELAY_CHECK(&a, h_wait_len(r, "queue:reports", 3, 10000), "A did not push");
-	RELAY_CHECK(&a, h_wait_blocked(c, 10000), "A's commit is not waiting");
-	h_relay_crash(&a, c);
-	h_sql(lock, "SELECT pg_advisory_unlock(42425)");
-	h_unblock_commits(c);
+	push_reports_then_crash(c, "without-b", without, r);
 	redisFree(r);
 	h_services("redis-stop");
 	h_stage(c, "reports", 4, 1);
@@ -293,7 +304,6 @@ START_TEST(a_crash_before_a_route_was_added_pushes_nothing_twice)
 	ck_assert_int_eq(h_relay_wait(&p, 15000), 0);
 	h_second_stop(&b);
 	redisFree(r);
-	PQfinish(lock);
 	PQfinish(c);
 }
 END_TEST
@@ -344,24 +354,17 @@ END_TEST
  */
 START_TEST(a_route_change_holds_until_every_fence_is_settled_across_leaders)
 {
-	PGconn *c = h_pg(), *lock = h_pg();
+	PGconn *c = h_pg();
 	redisContext *r = h_redis();
 	struct h_second b;
-	struct relay_proc a;
 	char got[256], back[300];
 
 	h_second_start(&b, "reports", " --sidekiq-version 7");
 	h_stage(c, "reports", 1, 3);
-	h_block_commits(c);
-	h_sql(lock, "SELECT pg_advisory_lock(42425)");
-	h_relay_start(&a, "to-b",
-		      (const char *const[]){ "--route", b.route, "--sidekiq-version", "7", "--poll-interval", "20ms",
-					     NULL });
-	RELAY_CHECK(&a, h_wait_len(b.r, "queue:reports", 3, 10000), "the first leader did not push");
-	RELAY_CHECK(&a, h_wait_blocked(c, 10000), "its commit is not waiting");
-	h_relay_crash(&a, c);
-	h_sql(lock, "SELECT pg_advisory_unlock(42425)");
-	h_unblock_commits(c);
+	push_reports_then_crash(c, "to-b",
+				(const char *const[]){ "--route", b.route, "--sidekiq-version", "7", "--poll-interval",
+						       "20ms", NULL },
+				b.r);
 
 	ck_assert_int_eq(once("b-down", "b other --redis-url redis://127.0.0.1:1/0"), EXIT_LEFT);
 	ck_assert_int_eq(h_sql(c, "SELECT count(*) FROM staged_jobs_held"), 3);
@@ -384,7 +387,6 @@ START_TEST(a_route_change_holds_until_every_fence_is_settled_across_leaders)
 	ck_assert(!h_log_contains(log_of("b-back-again"), "wait until every target has settled"));
 	h_second_stop(&b);
 	redisFree(r);
-	PQfinish(lock);
 	PQfinish(c);
 }
 END_TEST
