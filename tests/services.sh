@@ -117,7 +117,9 @@ redis_stop() {
 	local dir=$1 pidfile=$1/${2:-redis}.pid pid
 	[ -f "$pidfile" ] || return 0
 	pid=$(cat "$pidfile")
+	# A test that failed may have left it SIGSTOPped: the TERM waits for a CONT.
 	kill "$pid" 2>/dev/null || true
+	kill -CONT "$pid" 2>/dev/null || true
 	for _ in $(seq 1 100); do
 		kill -0 "$pid" 2>/dev/null || { rm -f "$pidfile"; return 0; }
 		sleep 0.1
@@ -145,6 +147,8 @@ redis_kill() {
 # from while it plays a demoted replica.
 redis2_start() {
 	local dir=$1 port
+	# One a failed test never stopped would be lost to its pid file.
+	redis_stop "$dir" redis2
 	mkdir -p "$dir/redis2"
 	for try in 1 2 3; do
 		port=$(free_port)
