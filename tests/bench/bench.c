@@ -305,25 +305,42 @@ void wait_relay_ready(const struct bench_env *e, const struct relay *rel)
 	PQfinish(c);
 }
 
-void wait_llen(redisContext *r, const char *key, long long n, const struct relay *rel)
+void wait_count(long long (*count)(void *arg), void *arg, const char *what, long long n, const struct relay *rel)
 {
-	long long last = -1, progress = mono_us(), len;
+	long long last = -1, progress = mono_us(), got;
 
-	while ((len = redis_int(r, "LLEN %s", key)) < n) {
+	while ((got = count(arg)) < n) {
 		check_stop();
-		/* A relay that exited (a flag it refused) pushes no more: read once more, as it may have pushed the last
+		/* A relay that exited (a flag it refused) pushes no more: count once more, as it may have pushed the last
 		 * jobs just before. */
-		if (rel && proc_exited(&rel->proc) && (len = redis_int(r, "LLEN %s", key)) < n)
-			die("%s holds %lld of %lld jobs and the relay exited; see %s", key, len, n, rel->log);
-		if (len != last) {
-			last = len;
+		if (rel && proc_exited(&rel->proc) && (got = count(arg)) < n)
+			die("%s holds %lld of %lld jobs and the relay exited; see %s", what, got, n, rel->log);
+		if (got != last) {
+			last = got;
 			progress = mono_us();
 		} else if (mono_us() - progress > 60000000) {
-			die("%s stuck at %lld of %lld jobs for 60 s%s%s", key, len, n, rel ? "; see " : "",
+			die("%s stuck at %lld of %lld jobs for 60 s%s%s", what, got, n, rel ? "; see " : "",
 			    rel ? rel->log : "");
 		}
 		sleep_ms(2);
 	}
+}
+
+struct llen_of {
+	redisContext *r;
+	const char *key;
+};
+
+static long long llen(void *arg)
+{
+	const struct llen_of *l = arg;
+
+	return redis_int(l->r, "LLEN %s", l->key);
+}
+
+void wait_llen(redisContext *r, const char *key, long long n, const struct relay *rel)
+{
+	wait_count(llen, &(struct llen_of){ r, key }, key, n, rel);
 }
 
 /* ---- backlog: relay vs raw limit vs naive loop ---- */

@@ -67,6 +67,9 @@ void wait_relay_ready(const struct bench_env *env, const struct relay *rel);
 /* Polls LLEN until it reaches n; dies after 60 s without progress, or once
  * the relay (if given) exited short of n. */
 void wait_llen(redisContext *r, const char *key, long long n, const struct relay *rel);
+/* The same for any count of pushed jobs (count(arg)); what names them in
+ * the message. */
+void wait_count(long long (*count)(void *arg), void *arg, const char *what, long long n, const struct relay *rel);
 struct load;
 struct lat {
 	double p50, p99, max; /* ms */

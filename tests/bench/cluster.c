@@ -197,32 +197,20 @@ static long long staged_for(long long n, int k)
 }
 
 /* Jobs in the wait lists, each on its queue's server. */
-static long long pushed(const struct side *s, const struct cluster *cl)
+struct side_of {
+	const struct side *s;
+	const struct cluster *cl;
+};
+
+static long long pushed(void *arg)
 {
+	const struct side *s = ((const struct side_of *)arg)->s;
+	const struct cluster *cl = ((const struct side_of *)arg)->cl;
 	long long sum = 0;
 
 	for (int k = 0; k < NQ; k++)
 		sum += redis_int(s->owner[k], "LLEN bull:%s:wait", cl->queue[k]);
 	return sum;
-}
-
-/* Until n jobs are in Redis; dies after 60 s without progress or once the relay exited short. */
-static void wait_pushed(const struct side *s, const struct cluster *cl, long long n, const struct relay *rel)
-{
-	long long last = -1, progress = mono_us(), got;
-
-	while ((got = pushed(s, cl)) < n) {
-		check_stop();
-		if (proc_exited(&rel->proc) && (got = pushed(s, cl)) < n)
-			die("%lld of %lld jobs in redis and the relay exited; see %s", got, n, rel->log);
-		if (got != last) {
-			last = got;
-			progress = mono_us();
-		} else if (mono_us() - progress > 60000000) {
-			die("stuck at %lld of %lld jobs in redis for 60 s; see %s", got, n, rel->log);
-		}
-		sleep_ms(5);
-	}
 }
 
 /* BullMQ's wait list of queue k holds exactly its jobs, each once, the oldest
@@ -307,7 +295,7 @@ static struct drained drain(const struct bench_env *env, enum way w, const char 
 	waits = wait_calls(s->masters, s->nmasters);
 	t0 = mono_us();
 	relay_start_with(&rel, env, way_logs[w], "info", flags);
-	wait_pushed(s, cl, n, &rel);
+	wait_count(pushed, &(struct side_of){ s, cl }, "the wait lists", n, &rel);
 	d.rate = (double)n * 1e6 / (double)(mono_us() - t0);
 	d.hwm = proc_hwm_kib(rel.proc.pid);
 	d.relay_cpu = proc_cpu_s(rel.proc.pid);

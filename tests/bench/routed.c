@@ -161,8 +161,9 @@ static void check_targets(const char *name, redisContext *const *r, long long n)
 
 /* Jobs in every queue's list on every Redis: a job pushed to the wrong Redis
  * counts too, so a drain that misroutes ends and check_targets says where. */
-static long long pushed(redisContext *const *r)
+static long long pushed(void *arg)
 {
+	redisContext *const *r = arg;
 	long long sum = 0;
 
 	for (int t = 0; t < NTARGETS; t++) {
@@ -173,25 +174,6 @@ static long long pushed(redisContext *const *r)
 			sum += redis_int(r[t], "LLEN queue:q%d", k);
 	}
 	return sum;
-}
-
-/* Until n jobs are in Redis; dies after 60 s without progress or once the relay exited short. */
-static void wait_pushed(redisContext *const *r, long long n, const struct relay *rel)
-{
-	long long last = -1, progress = mono_us(), got;
-
-	while ((got = pushed(r)) < n) {
-		check_stop();
-		if (proc_exited(&rel->proc) && (got = pushed(r)) < n)
-			die("%lld of %lld jobs in redis and the relay exited; see %s", got, n, rel->log);
-		if (got != last) {
-			last = got;
-			progress = mono_us();
-		} else if (mono_us() - progress > 60000000) {
-			die("stuck at %lld of %lld jobs in redis for 60 s; see %s", got, n, rel->log);
-		}
-		sleep_ms(5);
-	}
 }
 
 /* Starts a relay (with flags), waits until every job is in Redis, and returns
@@ -205,7 +187,7 @@ static double drain(const struct bench_env *env, const char *name, const char *c
 	double rate;
 
 	relay_start_with(&rel, env, name, "info", flags);
-	wait_pushed(r, n, &rel);
+	wait_count(pushed, (void *)r, "the targets' lists", n, &rel);
 	rate = (double)n * 1e6 / (double)(mono_us() - t0);
 	*hwm = proc_hwm_kib(rel.proc.pid);
 	if (relay_stop(&rel) != 0)
