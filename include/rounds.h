@@ -114,6 +114,8 @@ void rounds_commit(struct rounds *r);
 /* Jobs held in every queue, committed. */
 long long rounds_held(const struct rounds *r);
 
+/* Byte order of two names (a queue's, a key's): <0, 0, >0. */
+int rounds_cmp_name(const char *a, size_t alen, const char *b, size_t blen);
 /* A queue's key in the rounds: its name for the default target, else
  * "<target>\0<name>" (no queue name holds a NUL: Postgres text cannot). */
 int rounds_key(struct buf *key, const char *target, size_t tlen, const char *queue, size_t qlen) SD_MUSTCHECK;

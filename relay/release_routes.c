@@ -101,17 +101,10 @@ size_t release_row_target(const struct release *rl, const struct job_row *row)
 	return rule_target(rl, row->queue, row->queue_len);
 }
 
-static int cmp_queue(const char *a, size_t alen, const char *b, size_t blen)
-{
-	int c = memcmp(a, b, alen < blen ? alen : blen);
-
-	return c ? c : (alen > blen) - (alen < blen);
-}
-
 static int cmp_order(const void *a, const void *b)
 {
 	const struct release_order *x = a, *y = b;
-	int c = cmp_queue(x->queue, x->qlen, y->queue, y->qlen);
+	int c = rounds_cmp_name(x->queue, x->qlen, y->queue, y->qlen);
 
 	return c ? c : (x->first > y->first) - (x->first < y->first);
 }
@@ -156,8 +149,8 @@ int release_order_keys(struct release *rl)
 		return 0;
 	qsort(rl->order, rl->norder, sizeof(*rl->order), cmp_order);
 	for (size_t k = 1; k < rl->norder; k++)
-		if (cmp_queue(rl->order[k].queue, rl->order[k].qlen, rl->order[k - 1].queue, rl->order[k - 1].qlen) ==
-		    0)
+		if (rounds_cmp_name(rl->order[k].queue, rl->order[k].qlen, rl->order[k - 1].queue,
+				    rl->order[k - 1].qlen) == 0)
 			rl->waits[rl->order[k].qi] = true;
 	return 0;
 }
@@ -174,7 +167,7 @@ long release_behind(struct release *rl, const struct batch_job *j)
 
 	while (lo < hi) { /* past the last key of j's queue */
 		size_t mid = lo + (hi - lo) / 2;
-		if (cmp_queue(rl->order[mid].queue, rl->order[mid].qlen, j->queue, j->queue_len) <= 0)
+		if (rounds_cmp_name(rl->order[mid].queue, rl->order[mid].qlen, j->queue, j->queue_len) <= 0)
 			lo = mid + 1;
 		else
 			hi = mid;
@@ -182,7 +175,7 @@ long release_behind(struct release *rl, const struct batch_job *j)
 	if (lo == 0)
 		return -1;
 	o = &rl->order[lo - 1];
-	if (cmp_queue(o->queue, o->qlen, j->queue, j->queue_len) != 0 ||
+	if (rounds_cmp_name(o->queue, o->qlen, j->queue, j->queue_len) != 0 ||
 	    rule_target(rl, o->queue, o->qlen) != j->target)
 		return -1;
 	/* Its own key is the youngest: the caller's usual way holds it there. */

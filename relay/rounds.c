@@ -52,7 +52,7 @@ void rounds_free(struct rounds *r)
 
 /* ---- queues: stable indices, found through by_name ---- */
 
-static int cmp_name(const char *a, size_t alen, const char *b, size_t blen)
+int rounds_cmp_name(const char *a, size_t alen, const char *b, size_t blen)
 {
 	int c = memcmp(a, b, alen < blen ? alen : blen);
 
@@ -67,7 +67,7 @@ static size_t find_queue(const struct rounds *r, const char *queue, size_t len, 
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
 		const struct rounds_queue *q = &r->q[r->by_name[mid]];
-		int c = cmp_name(q->name, q->len, queue, len);
+		int c = rounds_cmp_name(q->name, q->len, queue, len);
 		if (c == 0) {
 			*found = true;
 			return mid;
