@@ -45,6 +45,12 @@ int push_argv_build(struct push_argv *a, const struct redis_cmds *head, struct r
  * KEYS_EPOCH_TOKEN_LEN random lower-case hex digits and a NUL into out.
  * 0, or -errno when no random bytes could be drawn. */
 int push_script_token(char *out) SD_MUSTCHECK;
+/* One of the relay's own keys (KEYS_EPOCH, KEYS_EPOCH_TOKEN, KEYS_FENCE) as
+ * c's next argument: under prefix and the lock key, with the route's name
+ * for a route's target (keys.h), behind "{tag}:" on a cluster so that it
+ * lands in tag's hash slot (tag NULL: none). 0 or -ENOMEM. */
+int push_own_key(struct redis_cmds *c, const char *tag, const char *prefix, long long lock_key, const char *route,
+		 const char *name) SD_MUSTCHECK;
 /* Appends a's command to out in RESP, as a client sends it. 0 or -ENOMEM. */
 int push_argv_resp(const struct push_argv *a, struct buf *out) SD_MUSTCHECK;
 

@@ -40,10 +40,7 @@ static void make_tags(void)
 
 int cluster_sink_own_key(struct redis_cmds *c, const struct config *cfg, unsigned s, const char *name)
 {
-	if (cfg->route_name)
-		return cmds_fmt(c, "{%s}:" KEYS_ROUTE_OWN_FMT, slot_tags[s], cfg->key_prefix, cfg->lock_key,
-				cfg->route_name, name);
-	return cmds_fmt(c, "{%s}:" KEYS_OWN_FMT, slot_tags[s], cfg->key_prefix, cfg->lock_key, name);
+	return push_own_key(c, slot_tags[s], cfg->key_prefix, cfg->lock_key, cfg->route_name, name);
 }
 
 int cluster_sink_init(struct cluster_sink *cs, const struct config *cfg, struct buf *bad, size_t *nbad)

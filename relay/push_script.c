@@ -205,3 +205,14 @@ int push_script_token(char *out)
 		snprintf(out + 2 * i, 3, "%02x", raw[i]);
 	return 0;
 }
+
+int push_own_key(struct redis_cmds *c, const char *tag, const char *prefix, long long lock_key, const char *route,
+		 const char *name)
+{
+	const char *open = tag ? "{" : "", *shut = tag ? "}:" : "";
+
+	tag = tag ? tag : "";
+	if (route)
+		return cmds_fmt(c, "%s%s%s" KEYS_ROUTE_OWN_FMT, open, tag, shut, prefix, lock_key, route, name);
+	return cmds_fmt(c, "%s%s%s" KEYS_OWN_FMT, open, tag, shut, prefix, lock_key, name);
+}

@@ -142,10 +142,7 @@ int redis_sink_connect(struct redis_sink *rs)
  * groups sharing a Redis do not overwrite each other's fence. */
 static int own_key_in(struct redis_cmds *c, const struct redis_sink *rs, const char *name)
 {
-	if (rs->cfg->route_name)
-		return cmds_fmt(c, KEYS_ROUTE_OWN_FMT, rs->cfg->key_prefix, rs->cfg->lock_key, rs->cfg->route_name,
-				name);
-	return cmds_fmt(c, KEYS_OWN_FMT, rs->cfg->key_prefix, rs->cfg->lock_key, name);
+	return push_own_key(c, NULL, rs->cfg->key_prefix, rs->cfg->lock_key, rs->cfg->route_name, name);
 }
 
 static int arg_own_key(struct redis_sink *rs, const char *name)
