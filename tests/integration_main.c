@@ -73,6 +73,8 @@ static void add(SRunner **sr, size_t i)
 		*sr = srunner_create(suites[i].make());
 }
 
+#define MAX_MSG (256 * 1024)
+
 int main(int argc, char **argv)
 {
 	SRunner *sr = NULL;
@@ -93,6 +95,9 @@ int main(int argc, char **argv)
 	}
 	for (size_t i = 0; argc == 1 && i < NSUITES; i++)
 		add(&sr, i);
+	/* A failure's message may hold a whole /metrics page or a relay's log;
+	 * past Check's 4 KB default it is lost, and with it the failure's cause. */
+	check_set_max_msg_size(MAX_MSG);
 	srunner_run_all(sr, CK_NORMAL);
 	failed = srunner_ntests_failed(sr);
 	srunner_free(sr);

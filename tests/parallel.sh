@@ -63,6 +63,7 @@ worker() {
 		rc=0
 		run "$kind" "$what" "$name" >"$work/$1.out" 2>&1 || rc=$?
 		echo "$label $rc $(($(date +%s) - start))" >>"$work/done"
+		if [ "$rc" -ne 0 ]; then cp "$work/$1.out" "$work/failed.${label//\//_}"; fi
 		{
 			flock 8
 			echo "== $label ($(($(date +%s) - start)) s, worker $1)"
@@ -88,6 +89,12 @@ bad=$(awk '$2 != 0 { print $1 }' "$work/done" | tr '\n' ' ')
 slowest=$(sort -k3 -nr "$work/done" | head -n 3 | awk '{ printf " %s %ss", $1, $3 }')
 echo "parallel: $ran of $total ran in $jobs workers; slowest:$slowest"
 if [ "$ran" -ne "$total" ] || [ -n "$bad" ] || [ "$failed" -ne 0 ]; then
+	# Again at the end, so a log's tail (CI shows only that) holds the cause.
+	for f in "$work"/failed.*; do
+		[ -e "$f" ] || continue
+		echo "== FAILED ${f##*/failed.}: its last lines again"
+		grep -v '^tests/harness.c:[0-9]*:S' "$f" | tail -n 40
+	done
 	echo "parallel: FAILED: ${bad:-a worker whose servers did not start or stop}" >&2
 	exit 1
 fi
