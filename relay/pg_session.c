@@ -175,21 +175,29 @@ int pg_source_check_schema(struct pg_source *pg)
 	return rc;
 }
 
+/* One boolean, the first column of a one-row query (params as PQexecParams'). */
+static int query_flag(struct pg_source *pg, const char *sql, int n, const char *const *params, const char *what,
+		      bool *flag)
+{
+	PGresult *res = PQexecParams(pg->conn, sql, n, NULL, params, NULL, NULL, 0);
+	int rc = 0;
+
+	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1)
+		rc = pg_source_fail(pg, res, what);
+	else
+		*flag = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+	PQclear(res);
+	return rc;
+}
+
 int pg_source_try_lock(struct pg_source *pg, bool *held)
 {
 	char key[32];
 	const char *params[1] = { key };
-	PGresult *res;
-	int rc = 0;
 
 	snprintf(key, sizeof(key), "%lld", pg->cfg->lock_key);
-	res = PQexecParams(pg->conn, "SELECT pg_try_advisory_lock($1::int8)", 1, NULL, params, NULL, NULL, 0);
-	if (PQresultStatus(res) != PGRES_TUPLES_OK)
-		rc = pg_source_fail(pg, res, "could not take the leader lock");
-	else
-		*held = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
-	PQclear(res);
-	return rc;
+	return query_flag(pg, "SELECT pg_try_advisory_lock($1::int8)", 1, params, "could not take the leader lock",
+			  held);
 }
 
 int pg_source_staged_top(struct pg_source *pg, long long *top)
@@ -209,43 +217,30 @@ int pg_source_staged_top(struct pg_source *pg, long long *top)
 /* Whether staged_jobs_leader is there for this role to read and write. */
 static int leader_table(struct pg_source *pg, bool *usable)
 {
-	PGresult *res = PQexec(pg->conn, "SELECT to_regclass('staged_jobs_leader') IS NOT NULL"
-					 " AND has_table_privilege('staged_jobs_leader', 'SELECT, INSERT, UPDATE')");
-	int rc = 0;
-
-	if (PQresultStatus(res) != PGRES_TUPLES_OK)
-		rc = pg_source_fail(pg, res, "could not look for staged_jobs_leader");
-	else
-		*usable = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
-	PQclear(res);
-	return rc;
+	return query_flag(pg,
+			  "SELECT to_regclass('staged_jobs_leader') IS NOT NULL"
+			  " AND has_table_privilege('staged_jobs_leader', 'SELECT, INSERT, UPDATE')",
+			  0, NULL, "could not look for staged_jobs_leader", usable);
 }
 
 int pg_source_note_routes(struct pg_source *pg, const char *digest, bool *same, bool *recorded)
 {
 	char key[32];
 	const char *params[2] = { key, digest };
-	PGresult *res;
 	int rc;
 
 	*same = true;
 	if ((rc = leader_table(pg, recorded)) < 0 || !*recorded)
 		return rc;
 	snprintf(key, sizeof(key), "%lld", pg->cfg->lock_key);
-	res = PQexecParams(pg->conn,
-			   "WITH last AS (SELECT routes = $2 AND settled AS same FROM staged_jobs_leader"
-			   "   WHERE lock_key = $1::int8)"
-			   " , mine AS (INSERT INTO staged_jobs_leader (lock_key, routes) VALUES ($1::int8, $2)"
-			   "   ON CONFLICT (lock_key) DO UPDATE SET routes = EXCLUDED.routes, settled = false,"
-			   "   since = now() WHERE NOT (SELECT same FROM last))"
-			   " SELECT coalesce((SELECT same FROM last), true)",
-			   2, NULL, params, NULL, NULL, 0);
-	if (PQresultStatus(res) != PGRES_TUPLES_OK)
-		rc = pg_source_fail(pg, res, "could not record the leader's routes");
-	else
-		*same = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
-	PQclear(res);
-	return rc;
+	return query_flag(pg,
+			  "WITH last AS (SELECT routes = $2 AND settled AS same FROM staged_jobs_leader"
+			  "   WHERE lock_key = $1::int8)"
+			  " , mine AS (INSERT INTO staged_jobs_leader (lock_key, routes) VALUES ($1::int8, $2)"
+			  "   ON CONFLICT (lock_key) DO UPDATE SET routes = EXCLUDED.routes, settled = false,"
+			  "   since = now() WHERE NOT (SELECT same FROM last))"
+			  " SELECT coalesce((SELECT same FROM last), true)",
+			  2, params, "could not record the leader's routes", same);
 }
 
 int pg_source_routes_settled(struct pg_source *pg, const char *digest)
@@ -283,16 +278,15 @@ static int on_standby(struct pg_source *pg)
  * be on a primary. */
 int pg_source_check_primary(struct pg_source *pg)
 {
-	PGresult *res = PQexec(pg->conn, "SELECT pg_is_in_recovery()");
-	int rc = 0;
+	PGresult *res;
+	bool standby = false;
+	int rc;
 
-	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1)
-		rc = pg_source_fail(pg, res, "could not ask whether postgres is in recovery");
-	else if (strcmp(PQgetvalue(res, 0, 0), "f") != 0)
-		rc = on_standby(pg);
-	PQclear(res);
-	if (rc < 0)
+	if ((rc = query_flag(pg, "SELECT pg_is_in_recovery()", 0, NULL, "could not ask whether postgres is in recovery",
+			     &standby)) < 0)
 		return rc;
+	if (standby)
+		return on_standby(pg);
 	res = PQexec(pg->conn, "LISTEN staged_jobs");
 	if (PQresultStatus(res) != PGRES_COMMAND_OK)
 		rc = pg_source_fail(pg, res, "could not listen for staged jobs");
