@@ -809,22 +809,16 @@ static void stop_relays(struct chaos *c, bool graceful)
 /* Which fault came last before each extra copy was pushed, as report lines. */
 static void duplicate_causes(struct chaos *c, struct results *r)
 {
-	PGresult *res = PQexec(c->env.pg, "SELECT coalesce(e.kind, 'none'), count(*) FROM"
-					  " (SELECT enq_us, row_number() OVER (PARTITION BY jid ORDER BY enq_us) AS rn"
-					  "  FROM chaos_seen WHERE jid IS NOT NULL) d"
-					  " LEFT JOIN LATERAL (SELECT kind FROM chaos_events"
-					  "  WHERE t_us <= d.enq_us ORDER BY t_us DESC LIMIT 1) e ON true"
-					  " WHERE d.rn > 1 GROUP BY 1 ORDER BY 2 DESC");
-	size_t len = 0;
+	PGresult *res;
+	size_t len;
 
-	r->causes[0] = '\0';
-	if (PQresultStatus(res) == PGRES_TUPLES_OK)
-		for (int i = 0; i < PQntuples(res) && len < sizeof(r->causes); i++)
-			len += (size_t)snprintf(r->causes + len, sizeof(r->causes) - len, "    after %-26s %s\n",
-						PQgetvalue(res, i, 0), PQgetvalue(res, i, 1));
-	PQclear(res);
+	fault_causes(&c->env,
+		     "SELECT enq_us AS t_us FROM (SELECT enq_us, row_number() OVER (PARTITION BY jid ORDER BY enq_us)"
+		     " AS rn FROM chaos_seen WHERE jid IS NOT NULL) s WHERE rn > 1",
+		     r->causes, sizeof(r->causes));
 	if (!c->o.routes)
 		return;
+	len = strlen(r->causes);
 	/* --routes: where the copies were (default+r2: both r2 and the default
 	 * target got r2's queue's job), by the jobs' queues. */
 	res = PQexec(c->env.pg,

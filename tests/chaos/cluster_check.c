@@ -175,23 +175,6 @@ static int queue_load(struct cluster_chaos *cc, struct env *e, int q, struct eve
 	return rc;
 }
 
-/* Each re-push by the fault that preceded it, as report lines into cc->causes. */
-static void repush_causes(struct cluster_chaos *cc)
-{
-	PGresult *res = PQexec(cc->env->pg, "SELECT coalesce(e.kind, 'none'), count(*) FROM chaos_repushed d"
-					    " LEFT JOIN LATERAL (SELECT kind FROM chaos_events"
-					    "  WHERE t_us <= d.t_us ORDER BY t_us DESC LIMIT 1) e ON true"
-					    " GROUP BY 1 ORDER BY 2 DESC");
-	size_t len = 0;
-
-	cc->causes[0] = '\0';
-	if (PQresultStatus(res) == PGRES_TUPLES_OK)
-		for (int i = 0; i < PQntuples(res) && len < sizeof(cc->causes); i++)
-			len += (size_t)snprintf(cc->causes + len, sizeof(cc->causes) - len, "    after %-26s %s\n",
-						PQgetvalue(res, i, 0), PQgetvalue(res, i, 1));
-	PQclear(res);
-}
-
 int cluster_seen_load(struct cluster_chaos *cc, struct env *e, long long *entries)
 {
 	struct events ev[CLUSTER_NQUEUES] = { 0 };
@@ -215,7 +198,7 @@ int cluster_seen_load(struct cluster_chaos *cc, struct env *e, long long *entrie
 	}
 	strbuf_free(&l);
 	if (rc == 0 && cc->repushes > 0)
-		repush_causes(cc);
+		fault_causes(cc->env, "SELECT t_us FROM chaos_repushed", cc->causes, sizeof(cc->causes));
 	return rc;
 }
 

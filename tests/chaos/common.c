@@ -613,6 +613,28 @@ static int swap_entries(struct env *e, const char *key, long long i, long long j
  * reversed batch mends one violation; the two are in the list whose order is
  * checked). Costs a second load of Redis, a second or so.
  */
+void fault_causes(struct env *e, const char *copies, char *out, size_t size)
+{
+	struct strbuf sql = { 0 };
+	PGresult *res;
+	size_t len = 0;
+
+	strbuf_printf(&sql,
+		      "SELECT coalesce(e.kind, 'none'), count(*) FROM (%s) d"
+		      " LEFT JOIN LATERAL (SELECT kind FROM chaos_events"
+		      "  WHERE t_us <= d.t_us ORDER BY t_us DESC LIMIT 1) e ON true"
+		      " GROUP BY 1 ORDER BY 2 DESC",
+		      copies);
+	res = PQexec(e->pg, sql.data);
+	out[0] = '\0';
+	if (PQresultStatus(res) == PGRES_TUPLES_OK)
+		for (int i = 0; i < PQntuples(res) && len < size; i++)
+			len += (size_t)snprintf(out + len, size - len, "    after %-26s %s\n", PQgetvalue(res, i, 0),
+						PQgetvalue(res, i, 1));
+	PQclear(res);
+	strbuf_free(&sql);
+}
+
 int check_self_test(struct env *e, const struct results *before, struct results *after)
 {
 	char list[128], pos[32], jid[64], key[160], other[160], payload[400], filter[160], sql[2][512];

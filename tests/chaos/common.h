@@ -180,5 +180,9 @@ int check_redis(struct env *e, struct results *res) SD_MUSTCHECK;
  * 1 if one did not, -1 if it could not run. With a queue on another Redis
  * (queue_redis), the copied job goes to that Redis, so misrouted must move too. */
 int check_self_test(struct env *e, const struct results *before, struct results *after);
+/* Counts the rows of `copies` (a query with a column t_us: when each extra
+ * copy was pushed) by the fault chaos_events logged last before each, as
+ * report lines into out ("" if it cannot). */
+void fault_causes(struct env *e, const char *copies, char *out, size_t size);
 
 #endif
